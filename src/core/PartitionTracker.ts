@@ -1,0 +1,32 @@
+import type { Position } from './Partition.js';
+
+/**
+ * The link from a batch back to the partition reader that produced it. Implemented by the feed engine
+ * (`src/feed`); operators and sinks never call it, they only carry it along (ChangeBatch does that).
+ * `checkpointEvery` uses it to acknowledge batches (returning read credit) and to persist positions.
+ *
+ * @internal
+ */
+export interface PartitionTracker {
+  /** The lease token of the partition. */
+  readonly leaseToken: string;
+  /**
+   * The batch with this sequence number (and every earlier one of the partition) reached the checkpoint:
+   * its work is done and its credit can be returned.
+   */
+  acknowledge(sequence: number, position: Position): void;
+  /** Persist `position` through the lease (fenced). Resolves when written. */
+  checkpoint(position: Position): Promise<void>;
+}
+
+/**
+ * Where a batch came from: its reader, its sequence number within the partition (1, 2, …) and how many
+ * changes it held when it was read (the read credit it holds until acknowledged).
+ *
+ * @internal
+ */
+export interface BatchOrigin {
+  readonly tracker: PartitionTracker;
+  readonly sequence: number;
+  readonly readCount: number;
+}

@@ -1,0 +1,63 @@
+import type { Change } from './Change.js';
+import type { Position } from './Partition.js';
+
+/**
+ * Why a partition feed (or the whole processor) closed. Names follow the .NET change feed processor.
+ *
+ * - `Shutdown`: the subscriber unsubscribed or the processor was stopped;
+ * - `LeaseLost`: another host took the lease, or it expired (fencing rejected a write);
+ * - `Rebalanced`: this host handed the lease over voluntarily to even out the load;
+ * - `PartitionGone`: the partition was split or merged; child leases continue from its position;
+ * - `ResourceGone`: the monitored container or database was deleted;
+ * - `Unauthorized`: the credentials were rejected;
+ * - `Error`: an unexpected failure.
+ */
+export type CloseReason =
+  | 'Shutdown'
+  | 'LeaseLost'
+  | 'Rebalanced'
+  | 'PartitionGone'
+  | 'ResourceGone'
+  | 'Unauthorized'
+  | 'Error';
+
+/**
+ * Something the processor did or noticed. Subscribe to the events stream to log, alert or dead-letter.
+ *
+ * @example
+ * ```ts
+ * events$.subscribe((e) => { if (e.type === 'error') console.error(e.lease, e.error); });
+ * ```
+ */
+export type FeedEvent =
+  | { readonly type: 'leaseAcquired'; readonly owner: string; readonly lease: string; readonly epoch: number }
+  | { readonly type: 'leaseReleased'; readonly owner: string; readonly lease: string; readonly reason: CloseReason }
+  | { readonly type: 'leaseLost'; readonly owner: string; readonly lease: string; readonly newOwner?: string | null }
+  | { readonly type: 'leaseStolen'; readonly owner: string; readonly lease: string; readonly from: string | null }
+  | { readonly type: 'partitionSplit'; readonly owner: string; readonly lease: string; readonly children: readonly string[] }
+  | {
+      readonly type: 'checkpoint';
+      readonly owner: string;
+      readonly lease: string;
+      readonly position: Position;
+      /** Changes acknowledged since the previous checkpoint of this lease. */
+      readonly changes: number;
+    }
+  | {
+      readonly type: 'error';
+      readonly owner: string;
+      readonly lease?: string;
+      readonly error: Error;
+      /** The change user code failed on, for item failures. */
+      readonly change?: Change<unknown>;
+    }
+  | {
+      readonly type: 'stall';
+      readonly owner: string;
+      readonly lease?: string;
+      /** What is wrong and what to do about it. */
+      readonly message: string;
+    };
+
+/** The `type` of a {@link FeedEvent}. */
+export type FeedEventType = FeedEvent['type'];

@@ -1,0 +1,9 @@
+export { RxfeedError } from './RxfeedError.js';
+export { LeaseLostError } from './LeaseLostError.js';
+export { PartitionGoneError } from './PartitionGoneError.js';
+export { ResourceGoneError } from './ResourceGoneError.js';
+export { CredentialsError } from './CredentialsError.js';
+export { TransientError } from './TransientError.js';
+export { HandlerError } from './HandlerError.js';
+export { InvalidOptionsError } from './InvalidOptionsError.js';
+export { CorruptLeaseError } from './CorruptLeaseError.js';

@@ -1,0 +1,51 @@
+import type { Change } from '../core/Change.js';
+import type { FeedMode, Partition, Position, StartFrom } from '../core/Partition.js';
+
+/** One read of one partition. */
+export interface ReadRequest {
+  /** The partition to read. */
+  readonly partition: Partition;
+  /** Where to read from: the lease's stored position (`{ position }`) or the configured start. */
+  readonly from: StartFrom;
+  /** Upper bound on the number of changes to return (sources may exceed it only for one transaction). */
+  readonly maxItemCount: number;
+  /** Aborted when the reader is unsubscribed; an in-flight read must stop promptly. */
+  readonly signal?: AbortSignal;
+}
+
+/** The result of one read. */
+export interface Page<T> {
+  /** The changes read, in partition order; empty when nothing is new. */
+  readonly changes: readonly Change<T>[];
+  /** Position to resume after this page (unchanged when nothing is new, except on the first 'now' read). */
+  readonly position: Position;
+  /** The partition's latest LSN when read, if the source knows it (used for lag estimates). */
+  readonly latestLsn?: number;
+}
+
+/**
+ * A partitioned change feed: lists partitions and reads pages of changes from a position.
+ *
+ * Errors a source throws from `read` tell the reader what to do:
+ * {@link TransientError} → retry (honouring `retryAfterMs`); {@link PartitionGoneError} → the partition
+ * was split or merged, list partitions again; {@link ResourceGoneError} / {@link CredentialsError} →
+ * stop. Anything else is retried with backoff and reported.
+ *
+ * @example
+ * ```ts
+ * import { MemorySource } from 'rxfeed';
+ * const source = new MemorySource<{ id: string }>({ partitions: 4 });
+ * const [first] = await source.listPartitions();
+ * const page = await source.read({ partition: first!, from: 'beginning', maxItemCount: 100 });
+ * ```
+ */
+export interface Source<T = unknown> {
+  /** Human-readable name of what is read (for logs), e.g. `dbs/shop/colls/orders`. Never a secret. */
+  readonly description: string;
+  /** Which changes the feed delivers. */
+  readonly mode: FeedMode;
+  /** The live partitions, covering the whole key space without overlap. */
+  listPartitions(signal?: AbortSignal): Promise<readonly Partition[]>;
+  /** Reads one page of changes of one partition. */
+  read(request: ReadRequest): Promise<Page<T>>;
+}
