@@ -17,6 +17,11 @@ export interface PartitionTracker {
   acknowledge(sequence: number, position: Position): void;
   /** Persist `position` through the lease (fenced). Resolves when written. */
   checkpoint(position: Position): Promise<void>;
+  /**
+   * Reports a failure of user code on this partition (an item failure such as a `HandlerError`) to the
+   * processor's events stream. The feed keeps running.
+   */
+  reportError(error: Error): void;
 }
 
 /**
