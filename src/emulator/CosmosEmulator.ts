@@ -1,0 +1,349 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { InvalidOptionsError } from '../errors/InvalidOptionsError.js';
+import { logger } from '../internal/log.js';
+import { CosmosHttpError } from './errors.js';
+import { FaultSet, seededRandom, type FaultHandle, type FaultRule } from './faults.js';
+import { RequestHandler, type LoggedRequest, type Reply, type ServerContext } from './server.js';
+import { Store, type Doc, type RangeState } from './store.js';
+
+/** Options of {@link CosmosEmulator.start}. */
+export interface CosmosEmulatorOptions {
+  /** TCP port to listen on; 0 picks a free one. Default `0`. */
+  port?: number;
+  /** Interface to listen on. Default `'127.0.0.1'`. */
+  host?: string;
+  /**
+   * Physical partition key ranges a new container starts with, as a number or per container. Default `1`.
+   * Ranges cut the hash domain evenly; {@link CosmosEmulator.split} adds more later.
+   */
+  initialRangeCount?: number | ((databaseId: string, containerId: string) => number);
+  /** Hash version (1 or 2) for containers created without `partitionKey.version`. Default `2`. */
+  defaultPartitionKeyVersion?: 1 | 2;
+  /** Changes per change feed page when the client sends no `maxItemCount`. Default `100` (changes). */
+  changeFeedPageSize?: number;
+  /** Results per query page when the client sends no `maxItemCount`. Default `100` (items). */
+  queryPageSize?: number;
+  /**
+   * Answer AllVersionsAndDeletes reads that start from the beginning or a time with 400, as the service
+   * does (it only supports "now" and continuations). Default `true`.
+   */
+  strictAllVersionsStart?: boolean;
+  /** Clock (epoch ms) for `_ts`, change timestamps, `If-Modified-Since` and TTL. Default `Date.now`. */
+  now?: () => number;
+  /** Seed of the random source behind probabilistic faults, so a run can be repeated. Default `1`. */
+  randomSeed?: number;
+  /** Requests kept in the request log (oldest dropped first). Default `1000` (requests). */
+  requestLogSize?: number;
+}
+
+/** A partition key range as the emulator reports it. */
+export interface EmulatorRange {
+  id: string;
+  minInclusive: string;
+  maxExclusive: string;
+  /** The range's current LSN: its last write, or its parent's when it has none of its own yet. */
+  lsn: number;
+  /** Ids of the ranges it was split or merged from, oldest first. */
+  parents: string[];
+}
+
+/** A snapshot of the emulator's state, for inspection and debugging. */
+export interface EmulatorDump {
+  databases: {
+    id: string;
+    containers: { id: string; partitionKey: unknown; ranges: EmulatorRange[]; documents: Doc[]; logLength: number }[];
+  }[];
+}
+
+/**
+ * The master key of the public Azure Cosmos DB emulator. The emulator ignores authorization, so any key
+ * works; this one is here so that code written for the official emulator runs unchanged.
+ */
+export const EMULATOR_KEY = 'C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==';
+
+function rangeInfo(r: RangeState): EmulatorRange {
+  return { id: r.id, minInclusive: r.min, maxExclusive: r.max, lsn: r.lsn, parents: [...r.parents] };
+}
+
+function positiveInt(option: string, value: number | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isInteger(value) || value < 1) throw new InvalidOptionsError(option, `must be a positive integer, got ${value}`);
+  return value;
+}
+
+/**
+ * A local HTTP server that speaks enough of the Cosmos DB REST protocol for the unmodified `@azure/cosmos`
+ * client: databases, containers, documents with optimistic concurrency, SQL queries, partition key ranges,
+ * the change feed in LatestVersion and AllVersionsAndDeletes modes, splits, merges and fault injection.
+ *
+ * In short: point a `CosmosClient` at `emulator.endpoint` and test change-feed code without Azure.
+ *
+ * @example
+ * ```ts
+ * import { CosmosEmulator } from 'rxfeed/emulator';
+ * const emulator = await CosmosEmulator.start({ initialRangeCount: 4 });
+ * const client = new CosmosClient({ endpoint: emulator.endpoint, key: emulator.key });
+ * // … emulator.split('db', 'items', '0'); emulator.injectFault(faults.throttle()); …
+ * await emulator.stop();
+ * ```
+ */
+export class CosmosEmulator {
+  /** A key to hand to the client (authorization is not checked). */
+  readonly key = EMULATOR_KEY;
+
+  private readonly log = logger('emulator');
+  private readonly requestLog: LoggedRequest[] = [];
+  private readonly handler: RequestHandler;
+  private readonly server: Server;
+  private baseUrl = '';
+
+  private constructor(
+    private readonly store: Store,
+    private readonly faultSet: FaultSet,
+    private readonly requestLogSize: number,
+    settings: Pick<ServerContext, 'changeFeedPageSize' | 'queryPageSize' | 'strictAllVersionsStart'>,
+  ) {
+    this.handler = new RequestHandler({
+      ...settings,
+      store,
+      faults: faultSet,
+      record: (entry) => this.record(entry),
+      admin: (method, segments, body) => this.adminRequest(method, segments, body),
+      log: (message) => this.log(message),
+    });
+    this.server = createServer((req, res) => void this.handler.handle(req, res));
+    // The SDK keeps connections alive; idle ones must not linger long after a test.
+    this.server.keepAliveTimeout = 5_000;
+  }
+
+  /** Base URL the client should use, e.g. `http://127.0.0.1:8081/`. */
+  get endpoint(): string {
+    return this.baseUrl;
+  }
+
+  /**
+   * Starts an emulator and resolves once it listens.
+   *
+   * @example
+   * ```ts
+   * const emulator = await CosmosEmulator.start({ port: 8081 });
+   * ```
+   * @param options - see {@link CosmosEmulatorOptions}; invalid values throw an `InvalidOptionsError`.
+   * @returns the running emulator.
+   */
+  static async start(options: CosmosEmulatorOptions = {}): Promise<CosmosEmulator> {
+    const port = options.port ?? 0;
+    if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InvalidOptionsError('port', `must be 0–65535, got ${port}`);
+    const rangeCount = options.initialRangeCount ?? 1;
+    if (typeof rangeCount === 'number') positiveInt('initialRangeCount', rangeCount, 1);
+    const version = options.defaultPartitionKeyVersion ?? 2;
+    if (version !== 1 && version !== 2) throw new InvalidOptionsError('defaultPartitionKeyVersion', `must be 1 or 2, got ${String(version)}`);
+    const store = new Store({
+      now: options.now ?? Date.now,
+      defaultPartitionKeyVersion: version,
+      initialRangeCount: (db, coll) => positiveInt('initialRangeCount', typeof rangeCount === 'number' ? rangeCount : rangeCount(db, coll), 1),
+    });
+    const emulator = new CosmosEmulator(
+      store,
+      new FaultSet(seededRandom(options.randomSeed ?? 1)),
+      positiveInt('requestLogSize', options.requestLogSize, 1000),
+      {
+        changeFeedPageSize: positiveInt('changeFeedPageSize', options.changeFeedPageSize, 100),
+        queryPageSize: positiveInt('queryPageSize', options.queryPageSize, 100),
+        strictAllVersionsStart: options.strictAllVersionsStart ?? true,
+      },
+    );
+    await emulator.listen(port, options.host ?? '127.0.0.1');
+    return emulator;
+  }
+
+  private async listen(port: number, host: string): Promise<void> {
+    await new Promise<void>((resolve, reject) => {
+      this.server.once('error', reject);
+      this.server.listen(port, host, () => {
+        this.server.off('error', reject);
+        resolve();
+      });
+    });
+    const address = this.server.address() as AddressInfo;
+    const shownHost = address.address.includes(':') ? `[${address.address}]` : address.address;
+    this.baseUrl = `http://${shownHost}:${address.port}/`;
+    this.log(`listening on ${this.baseUrl}`);
+  }
+
+  /**
+   * Stops listening, drops open connections (including ones a `hang` fault holds) and resolves when closed.
+   *
+   * @example
+   * ```ts
+   * afterAll(() => emulator.stop());
+   * ```
+   */
+  async stop(): Promise<void> {
+    for (const res of this.handler.hanging) res.destroy();
+    this.handler.hanging.clear();
+    await new Promise<void>((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeAllConnections();
+    });
+    this.log('stopped');
+  }
+
+  /**
+   * The live partition key ranges of a container, in EPK order.
+   *
+   * @example
+   * ```ts
+   * const [first] = emulator.partitionKeyRanges('db', 'items');
+   * ```
+   */
+  partitionKeyRanges(databaseId: string, containerId: string): EmulatorRange[] {
+    return this.store.container(databaseId, containerId).ranges.map(rangeInfo);
+  }
+
+  /**
+   * Splits a live range in two, as the service does when a partition grows. In one step the parent leaves
+   * `/pkranges` and starts answering 410/1002, and the children continue its LSN sequence, so clients that
+   * follow the split lose and repeat nothing.
+   *
+   * @example
+   * ```ts
+   * const [left, right] = emulator.split('db', 'items', '0');
+   * ```
+   * @param options.boundary - EPK where the right child starts. Default: the median EPK of the range's
+   *   documents, or the middle of its hash interval when it holds fewer than two keys.
+   * @returns the two children.
+   */
+  split(databaseId: string, containerId: string, rangeId: string, options: { boundary?: string } = {}): [EmulatorRange, EmulatorRange] {
+    const c = this.store.container(databaseId, containerId);
+    const [left, right] = this.store.split(c, rangeId, options.boundary);
+    this.log(`split range ${rangeId} of ${databaseId}/${containerId} into ${left.id} [${left.min}, ${left.max}) and ${right.id} [${right.min}, ${right.max})`);
+    return [rangeInfo(left), rangeInfo(right)];
+  }
+
+  /**
+   * Merges two neighbouring ranges into one; both start answering 410/1002.
+   *
+   * @example
+   * ```ts
+   * const merged = emulator.merge('db', 'items', '1', '2');
+   * ```
+   * @returns the merged range.
+   */
+  merge(databaseId: string, containerId: string, leftRangeId: string, rightRangeId: string): EmulatorRange {
+    const merged = this.store.merge(this.store.container(databaseId, containerId), leftRangeId, rightRangeId);
+    this.log(`merged ranges ${leftRangeId} and ${rightRangeId} of ${databaseId}/${containerId} into ${merged.id}`);
+    return rangeInfo(merged);
+  }
+
+  /**
+   * Registers a fault: matching requests get an error status, extra latency, no answer, or a reset socket.
+   * Rules are checked in the order added; the first that hits decides.
+   *
+   * @example
+   * ```ts
+   * const fault = emulator.injectFault({ match: { kind: 'changeFeed' }, action: { status: 503 }, times: 2 });
+   * ```
+   * @returns a handle with the hit count and `remove()`.
+   */
+  injectFault(rule: FaultRule): FaultHandle {
+    return this.faultSet.add(rule);
+  }
+
+  /** Removes every registered fault. */
+  clearFaults(): void {
+    this.faultSet.clear();
+  }
+
+  /**
+   * The most recent requests (up to `requestLogSize`), oldest first.
+   *
+   * @example
+   * ```ts
+   * const polls = emulator.requests().filter((r) => r.kind === 'changeFeed').length;
+   * ```
+   */
+  requests(): readonly LoggedRequest[] {
+    return [...this.requestLog];
+  }
+
+  /** Empties the request log. */
+  clearRequests(): void {
+    this.requestLog.length = 0;
+  }
+
+  /** Drops every database, fault and logged request; resource ids keep counting, so nothing is reused. */
+  reset(): void {
+    this.store.reset();
+    this.faultSet.clear();
+    this.clearRequests();
+  }
+
+  /**
+   * A JSON-ready snapshot of every database, container, range and document.
+   *
+   * @example
+   * ```ts
+   * console.log(JSON.stringify(emulator.dump(), null, 2));
+   * ```
+   */
+  dump(): EmulatorDump {
+    return {
+      databases: [...this.store.databases.values()].map((db) => ({
+        id: db.id,
+        containers: [...db.containers.values()].map((c) => ({
+          id: c.id,
+          partitionKey: c.partitionKey,
+          ranges: c.ranges.map(rangeInfo),
+          documents: this.store.documents(c),
+          logLength: c.ranges.reduce((n, r) => n + r.log.length, 0),
+        })),
+      })),
+    };
+  }
+
+  private record(entry: LoggedRequest): void {
+    this.requestLog.push(entry);
+    if (this.requestLog.length > this.requestLogSize) this.requestLog.shift();
+  }
+
+  /** `/_emulator/...`: the admin operations over HTTP, for an emulator running in another process. */
+  private adminRequest(method: string, segments: string[], body: unknown): Reply {
+    const b = (body ?? {}) as Record<string, unknown>;
+    const str = (k: string): string => {
+      if (typeof b[k] !== 'string') throw new CosmosHttpError(400, `admin request needs a string "${k}"`);
+      return b[k];
+    };
+    const route = `${method} ${segments[0] ?? ''}`;
+    try {
+      switch (route) {
+        case 'GET ranges':
+          return { status: 200, body: this.partitionKeyRanges(segments[1] ?? '', segments[2] ?? '') };
+        case 'POST split': {
+          const boundary = typeof b['boundary'] === 'string' ? { boundary: b['boundary'] } : {};
+          return { status: 200, body: this.split(str('databaseId'), str('containerId'), str('rangeId'), boundary) };
+        }
+        case 'POST merge':
+          return { status: 200, body: this.merge(str('databaseId'), str('containerId'), str('leftRangeId'), str('rightRangeId')) };
+        case 'POST faults':
+          return { status: 201, body: { id: this.injectFault(b as unknown as FaultRule).id } };
+        case 'DELETE faults':
+          this.clearFaults();
+          return { status: 204 };
+        case 'POST reset':
+          this.reset();
+          return { status: 204 };
+        case 'GET dump':
+          return { status: 200, body: this.dump() };
+        case 'GET requests':
+          return { status: 200, body: this.requests() };
+        default:
+          throw new CosmosHttpError(404, `no admin operation ${route}; see the CosmosEmulator docs`);
+      }
+    } catch (err) {
+      if (err instanceof CosmosHttpError) throw err;
+      throw new CosmosHttpError(400, err instanceof Error ? err.message : String(err));
+    }
+  }
+}

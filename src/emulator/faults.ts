@@ -1,0 +1,184 @@
+/** What a request does, as fault rules and the request log name it. */
+export type RequestKind =
+  | 'account'
+  | 'database'
+  | 'container'
+  | 'pkranges'
+  | 'changeFeed'
+  | 'query'
+  | 'readFeed'
+  | 'read'
+  | 'create'
+  | 'upsert'
+  | 'replace'
+  | 'patch'
+  | 'delete'
+  | 'batch'
+  | 'admin'
+  | 'unknown';
+
+/** A request as seen by fault matching and the request log. */
+export interface RequestInfo {
+  method: string;
+  /** Decoded path, e.g. `/dbs/db/colls/c/docs`. */
+  path: string;
+  kind: RequestKind;
+  databaseId?: string;
+  containerId?: string;
+  /** `x-ms-documentdb-partitionkeyrangeid`, when sent. */
+  rangeId?: string;
+}
+
+/** Which requests a fault applies to; every field given must match. */
+export interface FaultMatch {
+  method?: string;
+  kind?: RequestKind | RequestKind[];
+  /** A substring of, or a pattern for, the decoded path. */
+  path?: string | RegExp;
+  databaseId?: string;
+  containerId?: string;
+  rangeId?: string;
+}
+
+/**
+ * What a matched request gets instead of (or before) its normal answer:
+ * - `{ status, substatus?, retryAfterMs?, message? }`: an error response (429, 503, 500, 408, 410…);
+ * - `{ delayMs }`: the normal answer, this much later;
+ * - `{ hang: true }`: no answer at all, so the client times out;
+ * - `{ reset: true }`: the socket is destroyed.
+ */
+export type FaultAction =
+  | { status: number; substatus?: number; retryAfterMs?: number; message?: string }
+  | { delayMs: number }
+  | { hang: true }
+  | { reset: true };
+
+/** A fault to inject. */
+export interface FaultRule {
+  match?: FaultMatch;
+  action: FaultAction;
+  /** How many matching requests it hits before it retires itself. Default: unlimited. */
+  times?: number;
+  /** Chance (0–1) that a matching request is hit, drawn from the emulator's seeded random source. Default 1. */
+  probability?: number;
+}
+
+/** A registered fault; `remove()` retires it early. */
+export interface FaultHandle {
+  readonly id: number;
+  /** Requests this fault has hit so far. */
+  readonly hits: number;
+  remove(): void;
+}
+
+function rule(action: FaultAction, match: FaultMatch | undefined, times: number | undefined): FaultRule {
+  return { action, ...(match ? { match } : {}), ...(times !== undefined ? { times } : {}) };
+}
+
+/**
+ * Shorthand rules for the faults tests reach for most.
+ *
+ * @example
+ * ```ts
+ * emulator.injectFault(faults.throttle(50, { kind: 'changeFeed' }, 3)); // three 429s, 50 ms retry-after
+ * ```
+ */
+export const faults = {
+  /** 429 with `x-ms-retry-after-ms` (default 10 ms) and substatus 3200. */
+  throttle: (retryAfterMs = 10, match?: FaultMatch, times?: number): FaultRule =>
+    rule({ status: 429, substatus: 3200, retryAfterMs }, match, times),
+  /** 503 Service Unavailable. */
+  unavailable: (match?: FaultMatch, times?: number): FaultRule => rule({ status: 503 }, match, times),
+  /** 410 with a substatus (default 1002, partition key range gone). */
+  gone: (substatus = 1002, match?: FaultMatch, times?: number): FaultRule => rule({ status: 410, substatus }, match, times),
+  /** Answers normally, `delayMs` later. */
+  latency: (delayMs: number, match?: FaultMatch, times?: number): FaultRule => rule({ delayMs }, match, times),
+  /** Never answers, so the client's request timeout fires. */
+  hang: (match?: FaultMatch, times?: number): FaultRule => rule({ hang: true }, match, times),
+  /** Destroys the socket without an answer. */
+  reset: (match?: FaultMatch, times?: number): FaultRule => rule({ reset: true }, match, times),
+};
+
+interface ActiveFault {
+  id: number;
+  rule: FaultRule;
+  hits: number;
+}
+
+function matches(m: FaultMatch | undefined, r: RequestInfo): boolean {
+  if (!m) return true;
+  if (m.method !== undefined && m.method.toUpperCase() !== r.method) return false;
+  if (m.kind !== undefined && !(Array.isArray(m.kind) ? m.kind : [m.kind]).includes(r.kind)) return false;
+  if (m.path !== undefined && !(typeof m.path === 'string' ? r.path.includes(m.path) : m.path.test(r.path))) return false;
+  if (m.databaseId !== undefined && m.databaseId !== r.databaseId) return false;
+  if (m.containerId !== undefined && m.containerId !== r.containerId) return false;
+  if (m.rangeId !== undefined && m.rangeId !== r.rangeId) return false;
+  return true;
+}
+
+/** Mulberry32: small, seedable, good enough to make "10% of requests fail" reproducible. */
+export function seededRandom(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** The registered faults, checked in order; the first that hits a request decides its fate. */
+export class FaultSet {
+  private active: ActiveFault[] = [];
+  private nextId = 1;
+
+  constructor(private readonly random: () => number) {}
+
+  add(rule: FaultRule): FaultHandle {
+    validateRule(rule);
+    const f: ActiveFault = { id: this.nextId++, rule, hits: 0 };
+    this.active.push(f);
+    const remove = (): void => {
+      this.active = this.active.filter((x) => x !== f);
+    };
+    return {
+      id: f.id,
+      get hits() {
+        return f.hits;
+      },
+      remove,
+    };
+  }
+
+  clear(): void {
+    this.active = [];
+  }
+
+  /** The action for this request, if a fault hits it; counts the hit and retires exhausted rules. */
+  pick(r: RequestInfo): FaultAction | undefined {
+    for (const f of this.active) {
+      if (!matches(f.rule.match, r)) continue;
+      if (f.rule.probability !== undefined && this.random() >= f.rule.probability) continue;
+      f.hits++;
+      if (f.rule.times !== undefined && f.hits >= f.rule.times) this.active = this.active.filter((x) => x !== f);
+      return f.rule.action;
+    }
+    return undefined;
+  }
+}
+
+function validateRule(rule: FaultRule): void {
+  const a = rule.action as Partial<Record<string, unknown>> | undefined;
+  if (!a || !('status' in a || 'delayMs' in a || 'hang' in a || 'reset' in a)) {
+    throw new TypeError('fault action needs one of: status, delayMs, hang, reset');
+  }
+  if ('status' in a && (typeof a['status'] !== 'number' || a['status'] < 400 || a['status'] > 599)) {
+    throw new TypeError('fault status must be an HTTP error status (400–599)');
+  }
+  if ('delayMs' in a && (typeof a['delayMs'] !== 'number' || a['delayMs'] < 0)) throw new TypeError('fault delayMs must be ≥ 0');
+  if (rule.times !== undefined && (!Number.isInteger(rule.times) || rule.times < 1)) throw new TypeError('fault times must be a positive integer');
+  if (rule.probability !== undefined && !(rule.probability > 0 && rule.probability <= 1)) {
+    throw new TypeError('fault probability must be in (0, 1]');
+  }
+}

@@ -1,0 +1,16 @@
+/**
+ * `rxfeed/emulator`: a local Azure Cosmos DB emulator for tests, examples and demos.
+ *
+ * @example
+ * ```ts
+ * import { CosmosEmulator, faults } from 'rxfeed/emulator';
+ * const emulator = await CosmosEmulator.start();
+ * ```
+ */
+export { CosmosEmulator, EMULATOR_KEY } from './CosmosEmulator.js';
+export type { CosmosEmulatorOptions, EmulatorDump, EmulatorRange } from './CosmosEmulator.js';
+export { faults } from './faults.js';
+export type { FaultAction, FaultHandle, FaultMatch, FaultRule, RequestInfo, RequestKind } from './faults.js';
+export type { LoggedRequest } from './server.js';
+export { effectivePartitionKey } from './hash.js';
+export type { PartitionKeyComponent, PartitionKeyDefinition } from './hash.js';
