@@ -1,0 +1,474 @@
+import { asyncScheduler, type SchedulerLike } from 'rxjs';
+import type { Change } from '../core/Change.js';
+import type { FeedMode, FeedRange, Partition, Position } from '../core/Partition.js';
+import { InvalidOptionsError, PartitionGoneError, RxfeedError, TransientError } from '../errors/index.js';
+import type { Page, ReadRequest, Source } from './Source.js';
+
+/** Options of {@link MemorySource}. */
+export interface MemorySourceOptions {
+  /** Number of partitions at start (ids `"0"` … `"N-1"`). Default 4. */
+  readonly partitions?: number;
+  /** Which changes reads deliver. Default `'latestVersion'`. */
+  readonly mode?: FeedMode;
+  /** Clock for change timestamps, in ms since the epoch. Default `Date.now`. */
+  readonly now?: () => number;
+  /** Scheduler for injected latency. Default `asyncScheduler` (so fake timers drive it). */
+  readonly scheduler?: SchedulerLike;
+  /** Name used in logs. Default `'memory'`. */
+  readonly description?: string;
+}
+
+/** Options of one write to a {@link MemorySource}. */
+export interface MemoryWriteOptions {
+  /** Partition key value; routes the document. Default: the document id. */
+  readonly partitionKey?: unknown;
+}
+
+/** Options of a delete from a {@link MemorySource}. */
+export interface MemoryDeleteOptions extends MemoryWriteOptions {
+  /** Marks the delete as a time-to-live expiry. Default false. */
+  readonly timeToLiveExpired?: boolean;
+}
+
+/** Where a write landed. */
+export interface MemoryWriteResult {
+  /** Id of the partition that holds the document now. */
+  readonly partition: string;
+  /** LSN of the change in that partition. */
+  readonly lsn: number;
+}
+
+/**
+ * A fault to inject into reads. `count` is how many reads it affects (default 1; `Infinity` for all);
+ * `partition` limits it to one partition id (default: any).
+ *
+ * - `throttle`: the read fails with a 429 {@link TransientError} carrying `retryAfterMs`;
+ * - `transient`: the read fails with a {@link TransientError} (default status 503);
+ * - `latency`: the read is delayed by `ms` (abortable through the read's signal);
+ * - `error`: the read fails with `error` (e.g. a `ResourceGoneError`, or any unknown error).
+ */
+export type MemoryFault =
+  | { readonly kind: 'throttle'; readonly retryAfterMs: number; readonly count?: number; readonly partition?: string }
+  | { readonly kind: 'transient'; readonly statusCode?: number; readonly count?: number; readonly partition?: string }
+  | { readonly kind: 'latency'; readonly ms: number; readonly count?: number; readonly partition?: string }
+  | { readonly kind: 'error'; readonly error: Error; readonly count?: number; readonly partition?: string };
+
+/** The fault injector of a {@link MemorySource}. */
+export interface MemoryFaults {
+  /** Adds a fault; faults apply in the order added. */
+  add(fault: MemoryFault): void;
+  /** Removes every pending fault. */
+  clear(): void;
+  /** Number of faults still pending. */
+  readonly pending: number;
+}
+
+interface Entry<T> {
+  readonly change: Change<T>;
+  /** Effective key (numeric hash), to filter a parent's log into its children. */
+  readonly key: number;
+  /** The change is a delete (LatestVersion mode hides it). */
+  readonly deleted: boolean;
+  /** A later write of the same document exists (LatestVersion mode hides this entry). */
+  superseded: boolean;
+}
+
+interface MemoryPartition<T> {
+  readonly partition: Partition;
+  /** Numeric range `[min, max)` of hashed keys. */
+  readonly min: number;
+  readonly max: number;
+  /** Entries in LSN order (shared with the parent's, filtered to this range, after a split). */
+  readonly log: Entry<T>[];
+  lsn: number;
+  lastTimestampMs: number;
+  gone: boolean;
+}
+
+interface StoredDocument<T> {
+  readonly document: T;
+  readonly entry: Entry<T>;
+}
+
+/** Hashed keys live in `[0, KEY_END)`; `KEY_END` is written as `'FF'`, the exclusive end of the key space. */
+const KEY_END = 0xff000000;
+const POSITION_PREFIX = 'mem:';
+
+function keyToHex(key: number): string {
+  if (key <= 0) return '';
+  if (key >= KEY_END) return 'FF';
+  return key.toString(16).toUpperCase().padStart(8, '0');
+}
+
+/** FNV-1a over the key's string form, mixed and folded into the key space. */
+function hashKey(value: unknown): number {
+  const text = typeof value === 'string' ? value : JSON.stringify(value);
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    hash ^= text.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  // FNV alone mixes short, similar keys poorly into the high bits that pick a range; finish like murmur3.
+  hash ^= hash >>> 16;
+  hash = Math.imul(hash, 0x85ebca6b);
+  hash ^= hash >>> 13;
+  hash = Math.imul(hash, 0xc2b2ae35);
+  hash ^= hash >>> 16;
+  return (hash >>> 0) % KEY_END;
+}
+
+function positionOf(lsn: number): Position {
+  return `${POSITION_PREFIX}${lsn}`;
+}
+
+function lsnOf(position: Position): number {
+  const lsn = position.startsWith(POSITION_PREFIX) ? Number(position.slice(POSITION_PREFIX.length)) : Number.NaN;
+  if (!Number.isInteger(lsn) || lsn < 0) {
+    throw new RxfeedError(`position ${JSON.stringify(position)} was not made by a MemorySource`);
+  }
+  return lsn;
+}
+
+/** Index of the first entry whose LSN is greater than `lsn`. */
+function firstAfterLsn<T>(log: readonly Entry<T>[], lsn: number): number {
+  let lo = 0;
+  let hi = log.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (log[mid]!.change.lsn <= lsn) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/** Index of the first entry committed at or after `timestampMs`. */
+function firstAtOrAfterTime<T>(log: readonly Entry<T>[], timestampMs: number): number {
+  let lo = 0;
+  let hi = log.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (log[mid]!.change.timestampMs < timestampMs) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+function documentId(document: unknown): string {
+  const id = (document as { id?: unknown } | null)?.id;
+  if (typeof id !== 'string' || id === '') throw new RxfeedError('a MemorySource document needs a non-empty string id');
+  return id;
+}
+
+function abortError(signal: AbortSignal): unknown {
+  return signal.reason ?? new DOMException('The operation was aborted', 'AbortError');
+}
+
+/**
+ * An in-memory, partitioned change feed: for tests, examples and benchmarks.
+ *
+ * In short: write documents, and read them back as pages of changes per partition, with splits and
+ * injected faults that behave the way the Cosmos DB change feed does.
+ *
+ * Documents are routed to partitions by a hash of their partition key (default: their id). Each partition
+ * numbers its changes with its own LSN. In `'latestVersion'` mode a read returns only the latest version of
+ * each document (as `upsert`) and no deletes; in `'allVersionsAndDeletes'` mode it returns every create,
+ * replace and delete, deletes with the previous image. Reads are a binary search away from any position,
+ * so large backlogs are cheap.
+ *
+ * @example
+ * ```ts
+ * import { MemorySource } from 'rxfeed';
+ * const source = new MemorySource<{ id: string; n: number }>({ partitions: 4 });
+ * source.write({ id: 'a', n: 1 });
+ * source.split('0'); // partition 0 is gone; two children continue its log
+ * ```
+ * @see {@link Source}
+ */
+export class MemorySource<T = unknown> implements Source<T> {
+  readonly description: string;
+  readonly mode: FeedMode;
+  /** Fault injection for reads. */
+  readonly faults: MemoryFaults;
+
+  readonly #now: () => number;
+  readonly #scheduler: SchedulerLike;
+  readonly #partitions = new Map<string, MemoryPartition<T>>();
+  /** Live partitions ordered by range. */
+  #live: MemoryPartition<T>[] = [];
+  readonly #documents = new Map<string, StoredDocument<T>>();
+  readonly #faults: { fault: MemoryFault; left: number }[] = [];
+  #nextId = 0;
+  #writes = 0;
+
+  constructor(options: MemorySourceOptions = {}) {
+    const count = options.partitions ?? 4;
+    if (!Number.isInteger(count) || count < 1 || count > 1024) {
+      throw new InvalidOptionsError('partitions', `expected an integer from 1 to 1024, got ${String(count)}`);
+    }
+    const mode = options.mode ?? 'latestVersion';
+    if (mode !== 'latestVersion' && mode !== 'allVersionsAndDeletes') {
+      throw new InvalidOptionsError('mode', `expected 'latestVersion' or 'allVersionsAndDeletes', got ${String(mode)}`);
+    }
+    if (options.now !== undefined && typeof options.now !== 'function') {
+      throw new InvalidOptionsError('now', 'expected a function returning ms since the epoch');
+    }
+    this.mode = mode;
+    this.description = options.description ?? 'memory';
+    this.#now = options.now ?? Date.now;
+    this.#scheduler = options.scheduler ?? asyncScheduler;
+    for (let i = 0; i < count; i++) {
+      this.#addPartition(Math.floor((i * KEY_END) / count), Math.floor(((i + 1) * KEY_END) / count), [], 0, 0);
+    }
+    const faults = this.#faults;
+    this.faults = {
+      add(fault: MemoryFault): void {
+        const left = fault.count ?? 1;
+        if (!(left > 0)) throw new InvalidOptionsError('count', 'a fault needs a positive count (or Infinity)');
+        faults.push({ fault, left });
+      },
+      clear(): void {
+        faults.length = 0;
+      },
+      get pending(): number {
+        return faults.length;
+      },
+    };
+  }
+
+  /** Total number of changes written (creates, replaces, deletes). */
+  get writes(): number {
+    return this.#writes;
+  }
+
+  async listPartitions(signal?: AbortSignal): Promise<readonly Partition[]> {
+    if (signal?.aborted) throw abortError(signal);
+    return this.partitions();
+  }
+
+  /** The live partitions, synchronously. */
+  partitions(): readonly Partition[] {
+    return this.#live.map((p) => p.partition);
+  }
+
+  /** Latest LSN of a partition (live or gone), 0 before any write. */
+  latestLsn(partitionId: string): number {
+    return this.#get(partitionId).lsn;
+  }
+
+  /** Id of the live partition a partition key (or id) routes to. */
+  partitionFor(partitionKey: unknown): string {
+    return this.#route(hashKey(partitionKey)).partition.id;
+  }
+
+  /** Creates or replaces a document (same as {@link MemorySource.upsert}). */
+  write(document: T, options: MemoryWriteOptions = {}): MemoryWriteResult {
+    return this.upsert(document, options);
+  }
+
+  /** Writes many documents at once. */
+  writeMany(documents: Iterable<T>, options: MemoryWriteOptions = {}): void {
+    for (const document of documents) this.upsert(document, options);
+  }
+
+  /** Creates or replaces a document. */
+  upsert(document: T, options: MemoryWriteOptions = {}): MemoryWriteResult {
+    const id = documentId(document);
+    const pk = options.partitionKey ?? id;
+    const existing = this.#documents.get(this.#docKey(id, pk));
+    return this.#append(id, pk, existing ? 'replace' : 'create', document, existing);
+  }
+
+  /** Creates a document; throws when one with the same id and partition key exists. */
+  create(document: T, options: MemoryWriteOptions = {}): MemoryWriteResult {
+    const id = documentId(document);
+    const pk = options.partitionKey ?? id;
+    if (this.#documents.has(this.#docKey(id, pk))) throw new RxfeedError(`document ${id} already exists`);
+    return this.#append(id, pk, 'create', document, undefined);
+  }
+
+  /** Replaces a document; throws when it does not exist. */
+  replace(document: T, options: MemoryWriteOptions = {}): MemoryWriteResult {
+    const id = documentId(document);
+    const pk = options.partitionKey ?? id;
+    const existing = this.#documents.get(this.#docKey(id, pk));
+    if (!existing) throw new RxfeedError(`document ${id} does not exist`);
+    return this.#append(id, pk, 'replace', document, existing);
+  }
+
+  /** Deletes a document; throws when it does not exist. */
+  delete(id: string, options: MemoryDeleteOptions = {}): MemoryWriteResult {
+    const pk = options.partitionKey ?? id;
+    const existing = this.#documents.get(this.#docKey(id, pk));
+    if (!existing) throw new RxfeedError(`document ${id} does not exist`);
+    return this.#append(id, pk, 'delete', undefined, existing, options.timeToLiveExpired);
+  }
+
+  /** The current version of a document, if it exists. */
+  get(id: string, options: MemoryWriteOptions = {}): T | undefined {
+    return this.#documents.get(this.#docKey(id, options.partitionKey ?? id))?.document;
+  }
+
+  /**
+   * Splits a live partition in two at the middle of its range. The parent is gone (reads of it throw
+   * {@link PartitionGoneError}); the children get new ids, the parent's log filtered to their ranges, and
+   * continue its LSN numbering, so a position read from the parent is valid in both children.
+   *
+   * @returns the two children.
+   */
+  split(partitionId: string): readonly [Partition, Partition] {
+    const parent = this.#get(partitionId);
+    if (parent.gone) throw new RxfeedError(`partition ${partitionId} is already gone`);
+    if (parent.max - parent.min < 2) throw new RxfeedError(`partition ${partitionId} is too small to split`);
+    parent.gone = true;
+    const mid = parent.min + Math.floor((parent.max - parent.min) / 2);
+    const inRange = (lo: number, hi: number) => parent.log.filter((e) => e.key >= lo && e.key < hi);
+    const left = this.#addPartition(parent.min, mid, inRange(parent.min, mid), parent.lsn, parent.lastTimestampMs, [
+      partitionId,
+    ]);
+    const right = this.#addPartition(mid, parent.max, inRange(mid, parent.max), parent.lsn, parent.lastTimestampMs, [
+      partitionId,
+    ]);
+    this.#live = this.#live.filter((p) => p !== parent);
+    return [left.partition, right.partition];
+  }
+
+  async read(request: ReadRequest): Promise<Page<T>> {
+    const { signal } = request;
+    if (signal?.aborted) throw abortError(signal);
+    const target = this.#get(request.partition.id);
+    await this.#applyFaults(target.partition.id, signal);
+    if (target.gone) throw new PartitionGoneError(target.partition.id);
+    const max = request.maxItemCount;
+    if (!Number.isInteger(max) || max < 1) throw new RxfeedError(`maxItemCount must be a positive integer, got ${max}`);
+
+    const from = request.from;
+    let start: number;
+    if (from === 'now') {
+      return { changes: [], position: positionOf(target.lsn), latestLsn: target.lsn };
+    } else if (from === 'beginning') {
+      start = 0;
+    } else if (from instanceof Date) {
+      start = firstAtOrAfterTime(target.log, from.getTime());
+    } else {
+      start = firstAfterLsn(target.log, lsnOf(from.position));
+    }
+
+    const changes: Change<T>[] = [];
+    const log = target.log;
+    const latestOnly = this.mode === 'latestVersion';
+    for (let i = start; i < log.length && changes.length < max; i++) {
+      const entry = log[i]!;
+      if (latestOnly && (entry.superseded || entry.deleted)) continue;
+      changes.push(entry.change);
+    }
+    // A full page resumes after its last change; otherwise everything up to the end was scanned (including
+    // entries this mode hides), so the position is the partition's latest LSN.
+    const lsn = changes.length === max ? changes[changes.length - 1]!.lsn : target.lsn;
+    return { changes, position: positionOf(lsn), latestLsn: target.lsn };
+  }
+
+  #docKey(id: string, partitionKey: unknown): string {
+    return `${JSON.stringify(partitionKey)}\u0000${id}`;
+  }
+
+  #get(partitionId: string): MemoryPartition<T> {
+    const partition = this.#partitions.get(partitionId);
+    if (!partition) throw new PartitionGoneError(partitionId);
+    return partition;
+  }
+
+  #route(key: number): MemoryPartition<T> {
+    for (const p of this.#live) if (key >= p.min && key < p.max) return p;
+    throw new RxfeedError(`no partition covers key ${keyToHex(key)}`);
+  }
+
+  #addPartition(
+    min: number,
+    max: number,
+    log: Entry<T>[],
+    lsn: number,
+    lastTimestampMs: number,
+    parents?: readonly string[],
+  ): MemoryPartition<T> {
+    const range: FeedRange = { minInclusive: keyToHex(min), maxExclusive: keyToHex(max) };
+    const id = String(this.#nextId++);
+    const partition: Partition = parents ? { id, range, parents } : { id, range };
+    const p: MemoryPartition<T> = { partition, min, max, log, lsn, lastTimestampMs, gone: false };
+    this.#partitions.set(id, p);
+    this.#live.push(p);
+    this.#live.sort((a, b) => a.min - b.min);
+    return p;
+  }
+
+  #append(
+    id: string,
+    partitionKey: unknown,
+    operation: 'create' | 'replace' | 'delete',
+    document: T | undefined,
+    existing: StoredDocument<T> | undefined,
+    timeToLiveExpired?: boolean,
+  ): MemoryWriteResult {
+    const key = hashKey(partitionKey);
+    const target = this.#route(key);
+    // Timestamps never go backwards within a partition, so reads by time can binary-search.
+    const timestampMs = Math.max(this.#now(), target.lastTimestampMs);
+    target.lastTimestampMs = timestampMs;
+    const lsn = ++target.lsn;
+    const latestOnly = this.mode === 'latestVersion';
+    const change: Change<T> = {
+      id,
+      operation: latestOnly ? 'upsert' : operation,
+      document,
+      ...(operation === 'delete' && !latestOnly ? { previous: existing?.document } : {}),
+      lsn,
+      timestampMs,
+      partitionKey,
+      ...(timeToLiveExpired ? { timeToLiveExpired: true } : {}),
+    };
+    const entry: Entry<T> = { change, key, deleted: operation === 'delete', superseded: false };
+    if (existing) existing.entry.superseded = true;
+    target.log.push(entry);
+    const docKey = this.#docKey(id, partitionKey);
+    if (operation === 'delete') this.#documents.delete(docKey);
+    else this.#documents.set(docKey, { document: document as T, entry });
+    this.#writes++;
+    return { partition: target.partition.id, lsn };
+  }
+
+  async #applyFaults(partitionId: string, signal: AbortSignal | undefined): Promise<void> {
+    const index = this.#faults.findIndex((f) => f.fault.partition === undefined || f.fault.partition === partitionId);
+    if (index < 0) return;
+    const slot = this.#faults[index]!;
+    if (--slot.left <= 0) this.#faults.splice(index, 1);
+    const fault = slot.fault;
+    switch (fault.kind) {
+      case 'throttle':
+        throw new TransientError('request rate is too large (injected)', {
+          statusCode: 429,
+          retryAfterMs: fault.retryAfterMs,
+        });
+      case 'transient':
+        throw new TransientError('service unavailable (injected)', { statusCode: fault.statusCode ?? 503 });
+      case 'error':
+        throw fault.error;
+      case 'latency':
+        await this.#delay(fault.ms, signal);
+        if (signal?.aborted) throw abortError(signal);
+    }
+  }
+
+  #delay(ms: number, signal: AbortSignal | undefined): Promise<void> {
+    return new Promise((resolve, reject) => {
+      if (signal?.aborted) return reject(abortError(signal));
+      const onAbort = () => {
+        task.unsubscribe();
+        reject(abortError(signal!));
+      };
+      const task = this.#scheduler.schedule(() => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      }, ms);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+}
