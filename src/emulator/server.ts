@@ -247,7 +247,8 @@ export class RequestHandler {
         case 'replace':
           return resource(200, store.replaceDocument(c, docId, body, partitionKeyOf(h), conditions(h)));
         case 'patch': {
-          const spec = asDoc(body);
+          // The SDK sends a bare operations array, or `{operations, condition}` when there is a condition.
+          const spec = Array.isArray(body) ? { operations: body } : asDoc(body);
           let condition: ((doc: Doc) => boolean) | undefined;
           if (typeof spec['condition'] === 'string') {
             const before = store.readDocument(c, pk, docId);

@@ -1,0 +1,322 @@
+import {
+  ChangeFeedMode,
+  ChangeFeedStartFrom,
+  CosmosClient,
+  PartitionKeyKind,
+  type ChangeFeedIteratorOptions,
+  type Container,
+  type ItemDefinition,
+} from '@azure/cosmos';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CosmosEmulator } from '../../src/emulator/index.js';
+
+// Integration tests: the real, unmodified @azure/cosmos client against the emulator over HTTP.
+
+let emulator: CosmosEmulator;
+let client: CosmosClient;
+let counter = 0;
+
+beforeAll(async () => {
+  emulator = await CosmosEmulator.start({ initialRangeCount: (_db, coll) => (coll.startsWith('multi') ? 4 : 1) });
+  client = newClient();
+});
+
+afterAll(async () => {
+  client.dispose();
+  await emulator.stop();
+});
+
+function newClient(requestTimeout = 5_000): CosmosClient {
+  return new CosmosClient({
+    endpoint: emulator.endpoint,
+    key: emulator.key,
+    connectionPolicy: { requestTimeout, retryOptions: { maxRetryAttemptCount: 5, fixedRetryIntervalInMilliseconds: 0, maxWaitTimeInSeconds: 5 } },
+  });
+}
+
+async function freshContainer(prefix = 'c', partitionKey: object = { paths: ['/pk'] }): Promise<Container> {
+  const { database } = await client.databases.createIfNotExists({ id: 'db' });
+  const { container } = await database.containers.createIfNotExists({ id: `${prefix}-${++counter}`, partitionKey });
+  return container;
+}
+
+/** Reads a change feed until it answers 304 (or `maxPolls`), returning every document it delivered. */
+async function drain(container: Container, options: ChangeFeedIteratorOptions, maxPolls = 100): Promise<ItemDefinition[]> {
+  const it = container.items.getChangeFeedIterator(options);
+  const out: ItemDefinition[] = [];
+  for (let i = 0; i < maxPolls; i++) {
+    const res = await it.readNext();
+    if (res.statusCode === 304) break;
+    out.push(...res.result);
+  }
+  return out;
+}
+
+const ids = (docs: ItemDefinition[]) => docs.map((d) => d.id as string).sort();
+
+describe('emulator with the SDK: resources and items', () => {
+  it('echoes the partition key definition with a version and lists the initial ranges', async () => {
+    const c = await freshContainer('multi');
+    const { resource } = await c.read();
+    expect(resource?.partitionKey).toMatchObject({ paths: ['/pk'], kind: 'Hash', version: 2 });
+    expect(await c.getFeedRanges()).toHaveLength(4);
+  });
+
+  it('answers item operations with the status codes the service uses', async () => {
+    const c = await freshContainer();
+    const created = await c.items.create({ id: 'a', pk: 'x', n: 1 });
+    expect(created.statusCode).toBe(201);
+    expect(created.etag).toBe(created.resource?._etag);
+    await expect(c.items.create({ id: 'a', pk: 'x' })).rejects.toMatchObject({ code: 409 });
+    expect((await c.item('missing', 'x').read()).statusCode).toBe(404);
+    expect((await c.items.upsert({ id: 'b', pk: 'x' })).statusCode).toBe(201);
+    expect((await c.items.upsert({ id: 'b', pk: 'x', n: 2 })).statusCode).toBe(200);
+    const stale = { type: 'IfMatch', condition: '"stale"' };
+    await expect(c.item('a', 'x').replace({ id: 'a', pk: 'x', n: 2 }, { accessCondition: stale })).rejects.toMatchObject({ code: 412 });
+    await expect(c.item('a', 'x').delete({ accessCondition: stale })).rejects.toMatchObject({ code: 412 });
+    const replaced = await c.item('a', 'x').replace({ id: 'a', pk: 'x', n: 2 }, { accessCondition: { type: 'IfMatch', condition: created.etag } });
+    expect(replaced.resource?.n).toBe(2);
+    expect(replaced.resource?._etag).not.toBe(created.etag);
+    expect((await c.item('a', 'x').delete()).statusCode).toBe(204);
+    await expect(c.item('a', 'x').delete()).rejects.toMatchObject({ code: 404 });
+  });
+
+  it('keeps ids and names with spaces and non-ASCII characters intact', async () => {
+    const c = await freshContainer('name with space');
+    await c.items.create({ id: 'id é 1', pk: 'café' });
+    const { resource } = await c.item('id é 1', 'café').read();
+    expect(resource?.pk).toBe('café');
+  });
+
+  it('patches with operations and a condition', async () => {
+    const c = await freshContainer();
+    await c.items.create({ id: 'a', pk: 'x', n: 1 });
+    const { resource } = await c.item('a', 'x').patch([
+      { op: 'incr', path: '/n', value: 4 },
+      { op: 'set', path: '/owner', value: 'h1' },
+    ]);
+    expect(resource).toMatchObject({ n: 5, owner: 'h1' });
+    await expect(
+      c.item('a', 'x').patch({ condition: 'FROM c WHERE c.owner = "h2"', operations: [{ op: 'set', path: '/owner', value: 'h3' }] }),
+    ).rejects.toMatchObject({ code: 412 });
+  });
+
+  it('runs parameterised SQL queries across ranges and pages them', async () => {
+    const c = await freshContainer('multi');
+    for (let i = 0; i < 25; i++) await c.items.create({ id: `lease-${i}`, pk: `p${i % 5}`, n: i });
+    await c.items.create({ id: 'other', pk: 'p0', n: 99 });
+    const query = { query: 'SELECT * FROM c WHERE STARTSWITH(c.id, @prefix) ORDER BY c.n', parameters: [{ name: '@prefix', value: 'lease-' }] };
+    const { resources } = await c.items.query(query).fetchAll();
+    expect(resources.map((d) => d.n)).toEqual(Array.from({ length: 25 }, (_, i) => i));
+    const pages = c.items.query(query, { maxItemCount: 10 });
+    let pageCount = 0;
+    let total = 0;
+    while (pages.hasMoreResults()) {
+      const page = await pages.fetchNext();
+      if (page.resources.length > 0) pageCount++;
+      total += page.resources.length;
+    }
+    expect([pageCount, total]).toEqual([3, 25]);
+    const scoped = await c.items.query('SELECT VALUE COUNT(1) FROM c', { partitionKey: 'p0' }).fetchAll();
+    expect(scoped.resources).toEqual([6]);
+    expect((await c.items.readAll().fetchAll()).resources).toHaveLength(26);
+  });
+});
+
+describe('emulator with the SDK: change feed', () => {
+  it('delivers every document once from the beginning, across ranges and small pages', async () => {
+    const c = await freshContainer('multi');
+    for (let i = 0; i < 40; i++) await c.items.create({ id: `d${i}`, pk: `p${i}` });
+    for (let i = 0; i < 40; i += 4) await c.items.upsert({ id: `d${i}`, pk: `p${i}`, v: 2 });
+    const docs = await drain(c, { changeFeedStartFrom: ChangeFeedStartFrom.Beginning(), maxItemCount: 3 });
+    expect(docs).toHaveLength(40);
+    expect(new Set(ids(docs)).size).toBe(40);
+    expect(docs.filter((d) => d.v === 2)).toHaveLength(10);
+  });
+
+  it('starts from now, then sees only later writes; idle polls answer 304 with a position', async () => {
+    const c = await freshContainer('multi');
+    await c.items.create({ id: 'before', pk: 'a' });
+    const it = c.items.getChangeFeedIterator({ changeFeedStartFrom: ChangeFeedStartFrom.Now() });
+    expect((await it.readNext()).statusCode).toBe(304);
+    await c.items.create({ id: 'after', pk: 'b' });
+    const seen: string[] = [];
+    for (let i = 0; i < 8 && seen.length === 0; i++) seen.push(...(await it.readNext()).result.map((d: ItemDefinition) => d.id as string));
+    expect(seen).toEqual(['after']);
+  });
+
+  it('starts from a time', async () => {
+    const c = await freshContainer();
+    await c.items.create({ id: 'old', pk: 'a' });
+    // _ts has one-second resolution, so the cut must lie on a later second than the old write.
+    const cut = new Date((Math.floor(Date.now() / 1000) + 1) * 1000);
+    await new Promise((r) => setTimeout(r, cut.getTime() - Date.now() + 5));
+    await c.items.create({ id: 'new', pk: 'a' });
+    expect(ids(await drain(c, { changeFeedStartFrom: ChangeFeedStartFrom.Time(cut) }))).toEqual(['new']);
+  });
+
+  it('resumes from a continuation token in a new client', async () => {
+    const c = await freshContainer('multi');
+    for (let i = 0; i < 10; i++) await c.items.create({ id: `d${i}`, pk: `p${i}` });
+    const it = c.items.getChangeFeedIterator({ changeFeedStartFrom: ChangeFeedStartFrom.Beginning() });
+    let token = '';
+    for (let i = 0; i < 6; i++) token = (await it.readNext()).continuationToken;
+    for (let i = 10; i < 15; i++) await c.items.create({ id: `d${i}`, pk: `p${i}` });
+    const other = newClient();
+    const again = other.database('db').container(c.id);
+    expect(ids(await drain(again, { changeFeedStartFrom: ChangeFeedStartFrom.Continuation(token) }))).toEqual(ids(
+      Array.from({ length: 5 }, (_, i) => ({ id: `d${i + 10}` })),
+    ));
+    other.dispose();
+  });
+
+  it('scopes a feed to one partition key', async () => {
+    const c = await freshContainer('multi');
+    for (let i = 0; i < 12; i++) await c.items.create({ id: `d${i}`, pk: `p${i % 3}` });
+    const docs = await drain(c, { changeFeedStartFrom: ChangeFeedStartFrom.Beginning('p1') });
+    expect(ids(docs)).toEqual(['d1', 'd10', 'd4', 'd7']);
+  });
+
+  it('follows a split transparently: the parent answers 410/1002 and nothing is lost or repeated', async () => {
+    const c = await freshContainer();
+    for (let i = 0; i < 30; i++) await c.items.create({ id: `d${i}`, pk: `p${i}` });
+    const it = c.items.getChangeFeedIterator({ changeFeedStartFrom: ChangeFeedStartFrom.Beginning(), maxItemCount: 7 });
+    const seen: string[] = [];
+    seen.push(...(await it.readNext()).result.map((d: ItemDefinition) => d.id as string));
+    const [left, right] = emulator.split('db', c.id, '0');
+    for (let i = 30; i < 40; i++) await c.items.create({ id: `d${i}`, pk: `p${i}` });
+    for (let i = 0; i < 30; i++) {
+      const res = await it.readNext();
+      if (res.statusCode === 304) break;
+      seen.push(...res.result.map((d: ItemDefinition) => d.id as string));
+    }
+    expect(seen).toHaveLength(40);
+    expect(new Set(seen).size).toBe(40);
+    expect(emulator.partitionKeyRanges('db', c.id).map((r) => r.id)).toEqual([left.id, right.id]);
+    const gone = emulator.requests().filter((r) => r.containerId === c.id && r.kind === 'changeFeed' && r.status === 410);
+    expect(gone.map((r) => r.rangeId)).toEqual(['0']);
+  });
+
+  it('keeps a partition-key feed going through a split without an error', async () => {
+    const c = await freshContainer();
+    for (let i = 0; i < 10; i++) await c.items.create({ id: `d${i}`, pk: `p${i % 2}` });
+    const it = c.items.getChangeFeedIterator({ changeFeedStartFrom: ChangeFeedStartFrom.Beginning('p0') });
+    const first = (await it.readNext()).result.length;
+    emulator.split('db', c.id, '0');
+    await c.items.create({ id: 'late', pk: 'p0' });
+    const next = await it.readNext();
+    expect([first, next.result.map((d: ItemDefinition) => d.id)]).toEqual([5, ['late']]);
+  });
+
+  it('follows a merge: the SDK reads the old range as an EPK sub-range of the merged one', async () => {
+    const c = await freshContainer('multi');
+    for (let i = 0; i < 20; i++) await c.items.create({ id: `d${i}`, pk: `p${i}` });
+    const it = c.items.getChangeFeedIterator({ changeFeedStartFrom: ChangeFeedStartFrom.Beginning() });
+    const seen: string[] = [];
+    for (let i = 0; i < 6; i++) seen.push(...(await it.readNext()).result.map((d: ItemDefinition) => d.id as string));
+    expect(seen).toHaveLength(20);
+    emulator.merge('db', c.id, '0', '1');
+    for (let i = 20; i < 30; i++) await c.items.create({ id: `d${i}`, pk: `p${i}` });
+    for (let i = 0; i < 12; i++) seen.push(...(await it.readNext()).result.map((d: ItemDefinition) => d.id as string));
+    expect(seen).toHaveLength(30);
+    expect(new Set(seen).size).toBe(30);
+  });
+
+  it('reads a hierarchical key prefix through EPK sub-range headers', async () => {
+    const c = await freshContainer('multi', { paths: ['/tenant', '/user'], kind: PartitionKeyKind.MultiHash, version: 2 });
+    for (let i = 0; i < 12; i++) await c.items.create({ id: `d${i}`, tenant: `t${i % 3}`, user: `u${i}` });
+    const docs = await drain(c, { changeFeedStartFrom: ChangeFeedStartFrom.Beginning(['t1']) });
+    expect(ids(docs)).toEqual(['d1', 'd10', 'd4', 'd7']);
+  });
+
+  it('serves AllVersionsAndDeletes from now with creates, replaces and deletes', async () => {
+    const c = await freshContainer();
+    const it = c.items.getChangeFeedIterator({ changeFeedStartFrom: ChangeFeedStartFrom.Now(), changeFeedMode: ChangeFeedMode.AllVersionsAndDeletes });
+    expect((await it.readNext()).statusCode).toBe(304);
+    await c.items.create({ id: 'a', pk: 'x', v: 1 });
+    await c.items.upsert({ id: 'a', pk: 'x', v: 2 });
+    await c.item('a', 'x').delete();
+    const res = await it.readNext();
+    expect(res.result.map((r: { metadata: { operationType: string } }) => r.metadata.operationType)).toEqual(['create', 'replace', 'delete']);
+    expect(res.result[2]).toMatchObject({ current: {}, previous: { id: 'a', v: 2 }, metadata: { id: 'a', partitionKey: { pk: 'x' } } });
+  });
+
+  it('rejects AllVersionsAndDeletes from the beginning with 400, as the service does', async () => {
+    const c = await freshContainer();
+    const it = c.items.getChangeFeedIterator({
+      changeFeedStartFrom: ChangeFeedStartFrom.Beginning(),
+      changeFeedMode: ChangeFeedMode.AllVersionsAndDeletes,
+    });
+    await expect(it.readNext()).rejects.toMatchObject({ code: 400 });
+  });
+});
+
+describe('emulator with the SDK: faults', () => {
+  it('throttles with retry-after; the SDK retries and the read succeeds', async () => {
+    const c = await freshContainer();
+    await c.items.create({ id: 'a', pk: 'x' });
+    const fault = emulator.injectFault({ match: { kind: 'changeFeed', containerId: c.id }, action: { status: 429, substatus: 3200, retryAfterMs: 5 }, times: 3 });
+    const res = await c.items.getChangeFeedIterator({ changeFeedStartFrom: ChangeFeedStartFrom.Beginning() }).readNext();
+    expect(res.result.map((d: ItemDefinition) => d.id)).toEqual(['a']);
+    expect(fault.hits).toBe(3);
+  });
+
+  it('fails writes with an injected 503 and lets them through once the fault is used up', async () => {
+    const c = await freshContainer();
+    emulator.injectFault({ match: { kind: 'create', containerId: c.id }, action: { status: 503 }, times: 1 });
+    await expect(c.items.create({ id: 'a', pk: 'x' })).rejects.toMatchObject({ code: 503 });
+    expect((await c.items.create({ id: 'a', pk: 'x' })).statusCode).toBe(201);
+  });
+
+  it('hangs a request until the client times out; the SDK retries the read', async () => {
+    const c = await freshContainer();
+    await c.items.create({ id: 'a', pk: 'x' });
+    const impatient = newClient(300);
+    emulator.injectFault({ match: { kind: 'read', containerId: c.id }, action: { hang: true }, times: 1 });
+    const { resource } = await impatient.database('db').container(c.id).item('a', 'x').read();
+    expect(resource?.id).toBe('a');
+    expect(emulator.requests().filter((r) => r.containerId === c.id && r.kind === 'read').map((r) => r.status)).toEqual([0, 200]);
+    impatient.dispose();
+  });
+
+  it('resets the socket of a write, which the SDK surfaces', async () => {
+    const c = await freshContainer();
+    emulator.injectFault({ match: { kind: 'upsert', containerId: c.id }, action: { reset: true }, times: 1 });
+    await expect(c.items.upsert({ id: 'a', pk: 'x' })).rejects.toMatchObject({ code: 'ECONNRESET' });
+  });
+
+  it('adds latency without changing the answer', async () => {
+    const c = await freshContainer();
+    const fault = emulator.injectFault({ match: { kind: 'create', containerId: c.id }, action: { delayMs: 20 }, times: 1 });
+    expect((await c.items.create({ id: 'a', pk: 'x' })).statusCode).toBe(201);
+    expect(fault.hits).toBe(1);
+  });
+});
+
+describe('emulator admin over HTTP', () => {
+  it('splits, lists ranges, injects and clears faults, dumps state', async () => {
+    const c = await freshContainer();
+    await c.items.create({ id: 'a', pk: 'x' });
+    const post = (path: string, body: unknown) =>
+      fetch(new URL(`_emulator/${path}`, emulator.endpoint), { method: 'POST', body: JSON.stringify(body) });
+    const split = await post('split', { databaseId: 'db', containerId: c.id, rangeId: '0' });
+    expect(split.status).toBe(200);
+    const ranges = (await (await fetch(new URL(`_emulator/ranges/db/${encodeURIComponent(c.id)}`, emulator.endpoint))).json()) as unknown[];
+    expect(ranges).toHaveLength(2);
+    expect((await post('faults', { match: { kind: 'read', containerId: c.id }, action: { status: 500 } })).status).toBe(201);
+    await expect(c.item('a', 'x').read()).rejects.toMatchObject({ code: 500 });
+    expect((await fetch(new URL('_emulator/faults', emulator.endpoint), { method: 'DELETE' })).status).toBe(204);
+    expect((await c.item('a', 'x').read()).statusCode).toBe(200);
+    const dump = (await (await fetch(new URL('_emulator/dump', emulator.endpoint))).json()) as { databases: { containers: { id: string }[] }[] };
+    expect(dump.databases[0]!.containers.some((x) => x.id === c.id)).toBe(true);
+    expect((await post('split', { databaseId: 'db' })).status).toBe(400);
+  });
+});
+
+describe('CosmosEmulator options', () => {
+  it('rejects invalid options at start with a message that names them', async () => {
+    await expect(CosmosEmulator.start({ initialRangeCount: 0 })).rejects.toThrow(/initialRangeCount/);
+    await expect(CosmosEmulator.start({ port: -1 })).rejects.toThrow(/port/);
+    await expect(CosmosEmulator.start({ changeFeedPageSize: 1.5 })).rejects.toThrow(/changeFeedPageSize/);
+  });
+});
