@@ -6,6 +6,7 @@ import {
   type ChangeFeedIteratorOptions,
   type Container,
   type ItemDefinition,
+  type PartitionKeyDefinition,
 } from '@azure/cosmos';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CosmosEmulator } from '../../src/emulator/index.js';
@@ -34,7 +35,7 @@ function newClient(requestTimeout = 5_000): CosmosClient {
   });
 }
 
-async function freshContainer(prefix = 'c', partitionKey: object = { paths: ['/pk'] }): Promise<Container> {
+async function freshContainer(prefix = 'c', partitionKey: PartitionKeyDefinition = { paths: ['/pk'] }): Promise<Container> {
   const { database } = await client.databases.createIfNotExists({ id: 'db' });
   const { container } = await database.containers.createIfNotExists({ id: `${prefix}-${++counter}`, partitionKey });
   return container;
@@ -237,7 +238,8 @@ describe('emulator with the SDK: change feed', () => {
     await c.items.upsert({ id: 'a', pk: 'x', v: 2 });
     await c.item('a', 'x').delete();
     const res = await it.readNext();
-    expect(res.result.map((r: { metadata: { operationType: string } }) => r.metadata.operationType)).toEqual(['create', 'replace', 'delete']);
+    const changes = res.result as unknown as { metadata: { operationType: string } }[];
+    expect(changes.map((r) => r.metadata.operationType)).toEqual(['create', 'replace', 'delete']);
     expect(res.result[2]).toMatchObject({ current: {}, previous: { id: 'a', v: 2 }, metadata: { id: 'a', partitionKey: { pk: 'x' } } });
   });
 
