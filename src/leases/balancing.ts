@@ -1,0 +1,166 @@
+import type { Lease } from './Lease.js';
+
+/** Inputs of {@link planBalance} besides the leases themselves. */
+export interface BalanceOptions {
+  /** A lease whose `timestampMs` is this old (ms) or older, or that has no owner, is free to take. */
+  readonly expirationMs: number;
+  /** Take at least this many leases when there are enough (0 = no minimum). Default 0. */
+  readonly minLeases?: number;
+  /** Never hold more than this many leases (0 = no limit). Default 0. */
+  readonly maxLeases?: number;
+  /**
+   * Ids of the leases this host really holds in memory. A lease the store says this owner holds but that
+   * is not in `held` (left over from a previous run under the same name) is taken back first. When
+   * omitted, every lease owned by `owner` counts as held.
+   */
+  readonly held?: ReadonlySet<string>;
+}
+
+/** What one host should do in one balancing round; see {@link planBalance}. */
+export interface BalancePlan {
+  /** Free (unowned, expired or left over) leases to acquire. */
+  readonly take: readonly Lease[];
+  /** Leases live on another host to steal (acquire despite the owner). */
+  readonly steal: readonly Lease[];
+  /** Leases this host holds and should hand back (drained first), because it holds more than `maxLeases`. */
+  readonly release: readonly Lease[];
+  /** Leases this host aims to hold. */
+  readonly target: number;
+  /** Hosts holding at least one unexpired lease, this one included. */
+  readonly liveOwners: number;
+  /** True when nothing is free and live hosts differ by at most one lease (nothing left for anyone to do). */
+  readonly settled: boolean;
+  /**
+   * Earliest instant (ms) at which a lease another host holds expires if it is not renewed, or
+   * `undefined` when others hold nothing. Scanning right then gives failover in one expiration.
+   */
+  readonly nextExpiryMs: number | undefined;
+}
+
+/** True when `lease` has no owner or its owner has not renewed it within `expirationMs`. */
+export function isLeaseExpired(lease: Lease, nowMs: number, expirationMs: number): boolean {
+  return !lease.owner || nowMs - lease.timestampMs >= expirationMs;
+}
+
+/**
+ * Decides what `owner` should take, steal and release, given every lease of the processor.
+ *
+ * Equal share: target = ceil(leases / live owners), clamped to `[minLeases, maxLeases]`. Left-over and
+ * free leases come first (unowned before expired, oldest first), in an order that differs per host so
+ * that hosts starting together do not all race for the same leases. Stealing runs only when nothing is
+ * free: every host computes the same deterministic plan of moves (always one lease from the most loaded
+ * owner to the least loaded, while they differ by two or more) and carries out only the moves towards
+ * itself. Unlike the .NET rule of one steal per round, a whole imbalance is fixed in one round; because
+ * a move only ever goes from a host with at least two more leases to one with fewer, the spread shrinks
+ * with every move, so a lease never bounces back and forth between two hosts.
+ *
+ * Pure: no I/O, no clock; the same inputs give the same plan.
+ *
+ * @example
+ * ```ts
+ * const plan = planBalance(listing.leases, 'host-a', Date.now(), { expirationMs: 60_000 });
+ * for (const lease of plan.take) await acquire(lease);
+ * ```
+ */
+export function planBalance(
+  leases: readonly Lease[],
+  owner: string,
+  nowMs: number,
+  options: BalanceOptions,
+): BalancePlan {
+  const { expirationMs, minLeases = 0, maxLeases = 0, held } = options;
+  const mine: Lease[] = [];
+  const leftOver: Lease[] = [];
+  const free: Lease[] = [];
+  const others = new Map<string, Lease[]>();
+  let nextExpiryMs: number | undefined;
+
+  for (const lease of leases) {
+    if (isLeaseExpired(lease, nowMs, expirationMs)) {
+      free.push(lease);
+    } else if (lease.owner === owner) {
+      if (held === undefined || held.has(lease.id)) mine.push(lease);
+      else leftOver.push(lease);
+    } else {
+      const owned = others.get(lease.owner!) ?? [];
+      owned.push(lease);
+      others.set(lease.owner!, owned);
+      const expiry = lease.timestampMs + expirationMs;
+      if (nextExpiryMs === undefined || expiry < nextExpiryMs) nextExpiryMs = expiry;
+    }
+  }
+
+  const liveOwners = others.size + 1;
+  let target = Math.ceil(leases.length / liveOwners);
+  if (maxLeases > 0) target = Math.min(target, maxLeases);
+  if (minLeases > 0) target = Math.max(target, Math.min(minLeases, leases.length));
+  const base = { target, liveOwners, nextExpiryMs };
+
+  if (maxLeases > 0 && mine.length > maxLeases) {
+    // Hand back the highest ids; which ones does not matter, only that the choice is stable.
+    const release = [...mine].sort(byId).slice(maxLeases);
+    return { ...base, take: [], steal: [], release, settled: false };
+  }
+
+  const candidates = [
+    ...leftOver.sort(byId),
+    ...free
+      .filter((l) => !l.owner)
+      .sort((a, b) => spread(owner, a) - spread(owner, b) || byId(a, b)),
+    ...free
+      .filter((l) => l.owner)
+      .sort((a, b) => a.timestampMs - b.timestampMs || spread(owner, a) - spread(owner, b) || byId(a, b)),
+  ];
+  const take = candidates.slice(0, Math.max(0, target - mine.length));
+  if (candidates.length > 0) {
+    return { ...base, take, steal: [], release: [], settled: false };
+  }
+
+  const steal = planSteals(others, owner, mine.length, target);
+  const counts = [mine.length, ...[...others.values()].map((l) => l.length)];
+  const settled = steal.length === 0 && Math.max(...counts) - Math.min(...counts) <= 1;
+  return { ...base, take: [], steal, release: [], settled };
+}
+
+/**
+ * The moves every host agrees on for this snapshot, filtered to those towards `owner`. Hosts are ordered
+ * by name and leases by id so that each host computes the same plan and no two take the same lease.
+ */
+function planSteals(others: ReadonlyMap<string, Lease[]>, owner: string, myCount: number, target: number): Lease[] {
+  const pools = new Map<string, Lease[]>([[owner, []]]);
+  for (const [name, owned] of others) pools.set(name, [...owned].sort(byId));
+  const counts = new Map<string, number>([[owner, myCount]]);
+  for (const [name, owned] of others) counts.set(name, owned.length);
+  const names = [...counts.keys()].sort();
+  const stolen: Lease[] = [];
+
+  for (;;) {
+    let donor = names[0]!;
+    let receiver = names[0]!;
+    for (const name of names) {
+      if (counts.get(name)! > counts.get(donor)!) donor = name;
+      if (counts.get(name)! < counts.get(receiver)!) receiver = name;
+    }
+    if (counts.get(donor)! - counts.get(receiver)! < 2 || counts.get(receiver)! >= target) break;
+    counts.set(donor, counts.get(donor)! - 1);
+    counts.set(receiver, counts.get(receiver)! + 1);
+    const lease = pools.get(donor)!.pop()!;
+    if (receiver === owner) stolen.push(lease);
+  }
+  return stolen;
+}
+
+function byId(a: Lease, b: Lease): number {
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
+}
+
+/** A per-host pseudo-random rank of a lease (FNV-1a of owner + id), to spread concurrent first grabs. */
+function spread(owner: string, lease: Lease): number {
+  let hash = 0x811c9dc5;
+  const text = `${owner}\u0000${lease.id}`;
+  for (let i = 0; i < text.length; i++) {
+    hash ^= text.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return hash >>> 0;
+}

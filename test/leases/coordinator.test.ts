@@ -1,0 +1,133 @@
+import { describe, expect, it } from 'vitest';
+import { CorruptLeaseError, InvalidOptionsError, LeaseLostError } from '../../src/errors/index.js';
+import { createLeaseCoordinator } from '../../src/leases/createLeaseCoordinator.js';
+import type { LeaseListing, LeaseStore } from '../../src/leases/LeaseStore.js';
+import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
+import { FakePartitions, startHost } from './hosts.js';
+import { VirtualScheduler } from './virtualScheduler.js';
+
+const timings = { leaseAcquireIntervalMs: 13_000, leaseRenewIntervalMs: 40_000, leaseExpirationMs: 60_000 };
+
+describe('createLeaseCoordinator options', () => {
+  const base = { store: new MemoryLeaseStore(), listPartitions: async () => [], owner: 'a' };
+  it.each([
+    [{ owner: '' }, 'owner'],
+    [{ leaseRenewIntervalMs: 60_000, leaseExpirationMs: 60_000 }, 'leaseRenewIntervalMs'],
+    [{ leaseAcquireIntervalMs: 0 }, 'leaseAcquireIntervalMs'],
+    [{ leaseExpirationMs: Number.NaN }, 'leaseExpirationMs'],
+    [{ maxLeases: -1 }, 'maxLeases'],
+    [{ minLeases: 5, maxLeases: 2 }, 'minLeases'],
+    [{ drainTimeoutMs: -5 }, 'drainTimeoutMs'],
+    [{ listPartitions: undefined }, 'source'],
+  ])('rejects %j naming %s', (bad, option) => {
+    let thrown: unknown;
+    try {
+      createLeaseCoordinator({ ...base, ...bad });
+    } catch (e) {
+      thrown = e;
+    }
+    expect(thrown).toBeInstanceOf(InvalidOptionsError);
+    expect((thrown as InvalidOptionsError).option).toBe(option);
+  });
+
+  it('does nothing until acquired$ is subscribed', async () => {
+    const store = new MemoryLeaseStore();
+    createLeaseCoordinator({ ...base, store });
+    expect(store.snapshot()).toHaveLength(0);
+  });
+});
+
+describe('one host', () => {
+  it('bootstraps one lease per partition, acquires all, checkpoints, releases on stop after draining', async () => {
+    const clock = new VirtualScheduler();
+    const store = new MemoryLeaseStore();
+    const parts = new FakePartitions(4);
+    const host = startHost('a', store, clock, parts.listPartitions, timings);
+    await clock.advance(100);
+
+    expect(host.acquired.map((o) => o.leaseToken).sort()).toEqual(['0', '1', '2', '3']);
+    const ids = store.snapshot().map((l) => l.id).sort();
+    expect(ids).toEqual(['p..info', 'p.0', 'p.1', 'p.2', 'p.3']);
+    const lease0 = host.acquired.find((o) => o.leaseToken === '0')!;
+    expect(lease0.epoch).toBe(1);
+    expect(lease0.partition).toEqual(parts.list[0]);
+
+    await lease0.checkpoint('pos-7');
+    expect((await store.read('p.0'))!.continuation).toBe('pos-7');
+
+    const drained: string[] = [];
+    for (const o of host.acquired) {
+      o.onDrain(async () => {
+        await o.checkpoint(`final-${o.leaseToken}`); // checkpoints still land while draining
+        drained.push(o.leaseToken);
+      });
+    }
+    await host.coordinator.stop();
+    expect(drained.sort()).toEqual(['0', '1', '2', '3']);
+    for (const l of store.snapshot().filter((l) => l.leaseToken !== '.info')) {
+      expect(l.owner).toBeNull();
+      expect(l.continuation).toBe(`final-${l.leaseToken}`);
+    }
+    expect(host.acquired.every((o) => o.signal.aborted && o.closeReason === 'Shutdown')).toBe(true);
+    expect(host.events.filter((e) => e.type === 'leaseReleased')).toHaveLength(4);
+    await expect(lease0.checkpoint('late')).rejects.toBeInstanceOf(LeaseLostError);
+  });
+
+  it('renews idle leases so they never expire, one write per lease per renew interval', async () => {
+    const clock = new VirtualScheduler();
+    const store = new MemoryLeaseStore();
+    const host = startHost('a', store, clock, new FakePartitions(2).listPartitions, timings);
+    await clock.advance(10 * 60_000);
+    expect(host.coordinator.owned()).toHaveLength(2);
+    expect(host.events.filter((e) => e.type === 'leaseLost')).toHaveLength(0);
+    const lease = (await store.read('p.0'))!;
+    expect(clock.now() - lease.timestampMs).toBeLessThan(40_000);
+    await host.coordinator.stop();
+  });
+
+  it('a drain that hangs is cut off after drainTimeoutMs and the lease released anyway', async () => {
+    const clock = new VirtualScheduler();
+    const store = new MemoryLeaseStore();
+    const host = startHost('a', store, clock, new FakePartitions(1).listPartitions, { ...timings, drainTimeoutMs: 5_000 });
+    await clock.advance(100);
+    host.acquired[0]!.onDrain(() => new Promise(() => undefined));
+    const stopped = host.coordinator.stop();
+    await clock.advance(5_000);
+    await stopped;
+    expect((await store.read('p.0'))!.owner).toBeNull();
+    expect(host.events.some((e) => e.type === 'error' && /drain/.test(e.error.message))).toBe(true);
+  });
+
+  it('reports a corrupt lease document once and keeps working', async () => {
+    const clock = new VirtualScheduler();
+    const inner = new MemoryLeaseStore();
+    const corrupt = new CorruptLeaseError('p.bad', 'Owner is a number');
+    const store: LeaseStore = {
+      list: async (prefix: string): Promise<LeaseListing> => ({ ...(await inner.list(prefix)), corrupt: [corrupt] }),
+      read: (id) => inner.read(id),
+      createIfAbsent: (l) => inner.createIfAbsent(l),
+      replace: (l) => inner.replace(l),
+      delete: (l) => inner.delete(l),
+    };
+    const host = startHost('a', store, clock, new FakePartitions(2).listPartitions, timings);
+    await clock.advance(5 * 60_000);
+    const errors = host.events.filter((e) => e.type === 'error');
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatchObject({ lease: 'p.bad', error: corrupt });
+    expect(host.coordinator.owned()).toHaveLength(2);
+    await host.coordinator.stop();
+  });
+
+  it('a restarted host under the same name takes its left-over leases back at once, with a new epoch', async () => {
+    const clock = new VirtualScheduler();
+    const store = new MemoryLeaseStore();
+    const parts = new FakePartitions(3);
+    const first = startHost('a', store, clock, parts.listPartitions, timings);
+    await clock.advance(100);
+    first.gate.pause(); // dies without releasing
+    const second = startHost('a', store, clock, parts.listPartitions, timings);
+    await clock.advance(100);
+    expect(second.acquired.map((o) => o.epoch)).toEqual([2, 2, 2]);
+    await second.coordinator.stop();
+  });
+});
