@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ALL_VERSIONS_AND_DELETES, allVersionsItem, LATEST_VERSION, lsnEtag, parseStart, readChanges } from './changeFeed.js';
 import { CosmosHttpError, internalError } from './errors.js';
 import type { FaultAction, FaultSet, RequestInfo, RequestKind } from './faults.js';
-import { effectivePartitionKey } from './hash.js';
+import { effectivePartitionKey, type PartitionKeyComponent } from './hash.js';
 import { runQuery } from './query.js';
 import {
   inRange,
@@ -230,7 +230,7 @@ export class RequestHandler {
           return resource(created ? 201 : 200, doc);
         }
         case 'batch':
-          throw new CosmosHttpError(400, 'the emulator does not support transactional batch or bulk requests yet');
+          return this.batch(c, h, body);
         default:
       }
     }
@@ -355,6 +355,83 @@ export class RequestHandler {
     return { status: 200, body: { _rid: c.rid, Documents: docs, _count: docs.length }, headers };
   }
 
+  /**
+   * Transactional batch (`x-ms-cosmos-batch-atomic: true`: all or nothing, 207 with the failing operation's
+   * status and 424 for the others) and bulk (each operation on its own). Bulk requests are routed by each
+   * operation's partition key, not by the range id header, so a bulk sent to a split parent still lands.
+   */
+  private batch(c: ContainerState, h: Headers, body: unknown): Reply {
+    if (!Array.isArray(body) || body.length === 0) throw new CosmosHttpError(400, 'a batch body is a non-empty array of operations');
+    if (body.length > 100) throw new CosmosHttpError(400, 'a batch holds at most 100 operations');
+    const ops = body as BatchOperation[];
+    const headerPk = partitionKeyOf(h);
+    const failure = (err: unknown): Doc => {
+      const e = err instanceof CosmosHttpError ? err : internalError(err);
+      return { statusCode: e.status, ...(e.substatus !== undefined ? { subStatusCode: e.substatus } : {}), message: e.message, requestCharge: 0 };
+    };
+    if (isTrue(header(h, 'x-ms-cosmos-batch-atomic'))) {
+      const results: Doc[] = [];
+      try {
+        this.ctx.store.atomically(c, () => ops.forEach((op) => results.push(this.batchOperation(c, op, headerPk))));
+        return { status: 200, body: results };
+      } catch (err) {
+        const failed = results.length;
+        return { status: 207, body: ops.map((_, i) => (i === failed ? failure(err) : { statusCode: 424, requestCharge: 0 })) };
+      }
+    }
+    const continueOnError = header(h, 'x-ms-cosmos-batch-continue-on-error')?.toLowerCase() !== 'false';
+    const results: Doc[] = [];
+    let stopped = false;
+    for (const op of ops) {
+      if (stopped) {
+        results.push({ statusCode: 424, requestCharge: 0 });
+        continue;
+      }
+      try {
+        results.push(this.batchOperation(c, op, headerPk));
+      } catch (err) {
+        results.push(failure(err));
+        stopped = !continueOnError;
+      }
+    }
+    const anyFailed = results.some((r) => (r['statusCode'] as number) >= 400);
+    return { status: anyFailed ? 207 : 200, body: results };
+  }
+
+  private batchOperation(c: ContainerState, op: BatchOperation, headerPk: PartitionKeyComponent[] | undefined): Doc {
+    const { store } = this.ctx;
+    const pk = typeof op.partitionKey === 'string' ? parsePartitionKeyHeader(op.partitionKey) : headerPk;
+    const cond = op.ifMatch === undefined ? {} : { ifMatch: op.ifMatch };
+    const ok = (statusCode: number, doc?: Doc): Doc =>
+      doc ? { statusCode, requestCharge: 1, eTag: doc['_etag'], resourceBody: doc } : { statusCode, requestCharge: 1 };
+    const needPk = (): PartitionKeyComponent[] => {
+      if (pk === undefined) throw new CosmosHttpError(400, `batch ${op.operationType} of ${op.id} needs a partition key`);
+      return pk;
+    };
+    switch (String(op.operationType).toLowerCase()) {
+      case 'create':
+      case 'upsert': {
+        const upsert = String(op.operationType).toLowerCase() === 'upsert';
+        const { doc, created } = store.createDocument(c, op.resourceBody, pk, upsert, cond);
+        return ok(created ? 201 : 200, doc);
+      }
+      case 'read':
+        return ok(200, store.readDocument(c, needPk(), String(op.id)));
+      case 'replace':
+        return ok(200, store.replaceDocument(c, String(op.id), op.resourceBody, pk, cond));
+      case 'delete':
+        store.deleteDocument(c, String(op.id), needPk(), cond);
+        return ok(204);
+      case 'patch': {
+        const spec = (Array.isArray(op.resourceBody) ? { operations: op.resourceBody } : op.resourceBody) as Doc | undefined;
+        if (spec?.['condition'] !== undefined) throw new CosmosHttpError(400, 'the emulator does not evaluate patch conditions inside a batch');
+        return ok(200, store.patchDocument(c, String(op.id), needPk(), spec?.['operations'], cond));
+      }
+      default:
+        throw new CosmosHttpError(400, `unknown batch operation type ${String(op.operationType)}`);
+    }
+  }
+
   private readFeed(c: ContainerState, h: Headers): Reply {
     const all = this.queryDocuments(c, h);
     const from = Number(header(h, 'x-ms-continuation') ?? 0) || 0;
@@ -393,6 +470,16 @@ export class RequestHandler {
     if (page.continuation !== undefined) headers['x-ms-continuation'] = page.continuation;
     return { status: 200, body: { _rid: rid, [key]: page.results, _count: page.results.length }, headers };
   }
+}
+
+/** One operation of a batch or bulk request, as the SDK serializes it. */
+interface BatchOperation {
+  operationType: string;
+  id?: string;
+  resourceBody?: unknown;
+  /** The partition key as a JSON array string. */
+  partitionKey?: string;
+  ifMatch?: string;
 }
 
 function feed(key: string, rid: string, items: Doc[]): Reply {

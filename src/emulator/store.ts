@@ -531,6 +531,28 @@ export class Store {
     range.latest.set(entry.key, entry.lsn);
   }
 
+  /**
+   * Runs `fn` so that if it throws, the container's documents and logs are exactly as before: the undo for
+   * transactional batches. Everything here is synchronous, so no other request ever sees the partial state.
+   */
+  atomically<T>(c: ContainerState, fn: () => T): T {
+    const docs = new Map(c.docs);
+    const marks = c.ranges.map((r) => ({ r, lsn: r.lsn, length: r.log.length }));
+    try {
+      return fn();
+    } catch (err) {
+      c.docs.clear();
+      for (const [k, v] of docs) c.docs.set(k, v);
+      for (const m of marks) {
+        if (m.r.log.length === m.length) continue;
+        m.r.log.length = m.length;
+        m.r.lsn = m.lsn;
+        m.r.latest = latestOf(m.r.log);
+      }
+      throw err;
+    }
+  }
+
   /** Deletes documents whose TTL has run out; each becomes a delete with `timeToLiveExpired` in the log. */
   expire(c: ContainerState): void {
     if (c.resource['defaultTtl'] === undefined) return;

@@ -124,6 +124,54 @@ describe('emulator with the SDK: resources and items', () => {
   });
 });
 
+describe('emulator with the SDK: batch and bulk', () => {
+  it('commits a transactional batch as a whole', async () => {
+    const c = await freshContainer();
+    const res = await c.items.batch(
+      [
+        { operationType: 'Create', resourceBody: { id: 'a', pk: 'x' } },
+        { operationType: 'Upsert', resourceBody: { id: 'b', pk: 'x', n: 1 } },
+        { operationType: 'Patch', id: 'b', resourceBody: { operations: [{ op: 'incr', path: '/n', value: 1 }] } },
+        { operationType: 'Read', id: 'a' },
+      ],
+      'x',
+    );
+    expect(res.result?.map((r) => r.statusCode)).toEqual([201, 201, 200, 200]);
+    expect((await c.item('b', 'x').read()).resource?.n).toBe(2);
+  });
+
+  it('rolls a failed transactional batch back, change feed included', async () => {
+    const c = await freshContainer();
+    await c.items.create({ id: 'taken', pk: 'x' });
+    const res = await c.items.batch(
+      [
+        { operationType: 'Create', resourceBody: { id: 'new', pk: 'x' } },
+        { operationType: 'Create', resourceBody: { id: 'taken', pk: 'x' } },
+        { operationType: 'Delete', id: 'taken' },
+      ],
+      'x',
+    );
+    expect(res.code).toBe(207);
+    expect(res.result?.map((r) => r.statusCode)).toEqual([424, 409, 424]);
+    expect((await c.item('new', 'x').read()).statusCode).toBe(404);
+    expect(ids(await drain(c, { changeFeedStartFrom: ChangeFeedStartFrom.Beginning() }))).toEqual(['taken']);
+  });
+
+  it('runs bulk operations across ranges, each on its own', async () => {
+    const c = await freshContainer('multi');
+    await c.items.create({ id: 'dup', pk: 'p0' });
+    const ops = Array.from({ length: 20 }, (_, i) => ({
+      operationType: 'Create' as const,
+      partitionKey: `p${i}`,
+      resourceBody: { id: `d${i}`, pk: `p${i}` },
+    }));
+    const res = await c.items.executeBulkOperations([...ops, { operationType: 'Create', partitionKey: 'p0', resourceBody: { id: 'dup', pk: 'p0' } }]);
+    expect(res.filter((r) => r.response?.statusCode === 201)).toHaveLength(20);
+    expect(res.filter((r) => r.error?.code === 409)).toHaveLength(1);
+    expect((await c.items.readAll().fetchAll()).resources).toHaveLength(21);
+  });
+});
+
 describe('emulator with the SDK: change feed', () => {
   it('delivers every document once from the beginning, across ranges and small pages', async () => {
     const c = await freshContainer('multi');
