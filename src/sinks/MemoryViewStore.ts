@@ -1,0 +1,108 @@
+import type {
+  ViewPartitionState,
+  ViewRow,
+  ViewStore,
+  ViewWrite,
+  ViewWriteResult,
+} from './ViewStore.js';
+import { planWrite } from './internal/planWrite.js';
+import type { StoredPartition } from './internal/planWrite.js';
+
+interface Tombstone {
+  readonly lsn: number;
+  readonly timestampMs: number;
+}
+
+/**
+ * A {@link ViewStore} held in memory: for tests, examples and views that are rebuilt on start. Same
+ * semantics as the PostgreSQL stores (version guard, tombstones, positions, fencing); each write is
+ * applied atomically. Rows are copied with `structuredClone` on the way in and out.
+ *
+ * @example
+ * ```ts
+ * import { MemoryViewStore, materializeToView, checkpointEvery } from 'rxfeed';
+ * const view = new MemoryViewStore<{ total: number }>();
+ * feed$.pipe(materializeToView(view, { project: (c) => ({ total: c.document!.total }) }), checkpointEvery(100)).subscribe();
+ * ```
+ */
+export class MemoryViewStore<R> implements ViewStore<R> {
+  readonly description = 'memory view';
+  readonly #rows = new Map<string, ViewRow<R>>();
+  readonly #tombstones = new Map<string, Tombstone>();
+  readonly #partitions = new Map<string, ViewPartitionState>();
+
+  async write(write: ViewWrite<R>): Promise<ViewWriteResult> {
+    // Everything below runs synchronously, so a write is atomic: planWrite throws (fencing) before any change.
+    const stored = new Map<string, StoredPartition>();
+    for (const commit of write.partitions) {
+      const state = this.#partitions.get(commit.partition);
+      if (state) stored.set(commit.partition, { epoch: state.epoch, lsn: state.lsn });
+    }
+    const plan = planWrite(write, stored);
+    const guarded = write.mode === 'guarded';
+    let written = 0;
+    let deleted = 0;
+    for (const change of plan.upserts) {
+      if (guarded) {
+        const tombstone = this.#tombstones.get(change.key);
+        if (tombstone && tombstone.lsn >= change.lsn) continue;
+        const current = this.#rows.get(change.key);
+        if (current && current.lsn >= change.lsn) continue;
+      }
+      this.#rows.set(change.key, {
+        key: change.key,
+        row: structuredClone(change.row as R),
+        lsn: change.lsn,
+        timestampMs: change.timestampMs,
+        partition: change.partition,
+      });
+      written++;
+    }
+    for (const change of plan.deletes) {
+      const current = this.#rows.get(change.key);
+      if (guarded) {
+        const tombstone = this.#tombstones.get(change.key);
+        if (!tombstone || tombstone.lsn < change.lsn) {
+          this.#tombstones.set(change.key, { lsn: change.lsn, timestampMs: change.timestampMs });
+        }
+        if (current && current.lsn < change.lsn) {
+          this.#rows.delete(change.key);
+          deleted++;
+        }
+      } else if (current) {
+        this.#rows.delete(change.key);
+        deleted++;
+      }
+    }
+    for (const commit of plan.commits) {
+      this.#partitions.set(commit.partition, { position: commit.position, epoch: commit.epoch, lsn: commit.lsn });
+    }
+    return { written, deleted, skipped: write.changes.length - written - deleted };
+  }
+
+  async get(key: string): Promise<ViewRow<R> | undefined> {
+    const row = this.#rows.get(key);
+    return row && structuredClone(row);
+  }
+
+  async rows(): Promise<ViewRow<R>[]> {
+    return [...this.#rows.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)).map((r) => structuredClone(r));
+  }
+
+  async positions(): Promise<ReadonlyMap<string, ViewPartitionState>> {
+    return new Map([...this.#partitions].map(([partition, state]) => [partition, { ...state }]));
+  }
+
+  async pruneTombstones(beforeTimestampMs: number): Promise<number> {
+    let removed = 0;
+    for (const [key, tombstone] of this.#tombstones) {
+      if (tombstone.timestampMs < beforeTimestampMs) {
+        this.#tombstones.delete(key);
+        removed++;
+      }
+    }
+    return removed;
+  }
+
+  async close(): Promise<void> {}
+}

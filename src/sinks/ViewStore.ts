@@ -1,0 +1,118 @@
+import type { Position } from '../core/Partition.js';
+
+/**
+ * How a view store protects itself against changes that arrive twice or late.
+ *
+ * - `'guarded'` (default): every row keeps the LSN of the change that wrote it, and an older or replayed
+ *   change never overwrites a newer row; deletes leave a tombstone so an older change cannot bring a row
+ *   back. Works with any checkpointing (the feed may replay after a crash, the view does not move
+ *   backwards). Use it when each row is keyed by one document (the row key identifies the document).
+ * - `'exactlyOnce'`: the store keeps each partition's position and highest LSN in the same transaction as
+ *   the rows, skips changes at or below that LSN, and writes rows without a per-row guard. Use it when
+ *   several documents feed one row (LSNs of different partitions cannot be compared), or when the view's
+ *   positions should be the source of truth for resuming (see {@link ViewStore.positions}).
+ */
+export type ViewMode = 'guarded' | 'exactlyOnce';
+
+/** One change as a view store sees it: a row to write (or `undefined` to delete) under a key. */
+export interface ViewChange<R> {
+  /** Row key (usually the document id). */
+  readonly key: string;
+  /** The row to write, or `undefined` to remove the key from the view. */
+  readonly row: R | undefined;
+  /** LSN of the change, within its partition. */
+  readonly lsn: number;
+  /** Commit time of the change, in milliseconds since the epoch. */
+  readonly timestampMs: number;
+  /** Lease token of the partition the change came from. */
+  readonly partition: string;
+}
+
+/** Where one partition stands after a write: its resume position and the lease epoch it was read under. */
+export interface ViewCommit {
+  /** Lease token of the partition. */
+  readonly partition: string;
+  /** Lease epoch the batches were read under (fencing token). */
+  readonly epoch: number;
+  /** Position to resume the partition after this write. */
+  readonly position: Position;
+  /** Highest LSN among the write's changes of this partition (before any filtering), if it had any. */
+  readonly lsn: number | undefined;
+}
+
+/** What one transaction writes: changes in partition order and the partitions they came from. */
+export interface ViewWrite<R> {
+  /** Guard policy; see {@link ViewMode}. */
+  readonly mode: ViewMode;
+  /** The changes, each partition's in feed order. */
+  readonly changes: readonly ViewChange<R>[];
+  /** One entry per partition present in the write (also for partitions whose batches were empty). */
+  readonly partitions: readonly ViewCommit[];
+}
+
+/** What a write did. `skipped` counts changes that changed nothing (older, replayed or superseded). */
+export interface ViewWriteResult {
+  /** Rows inserted or updated. */
+  readonly written: number;
+  /** Rows removed. */
+  readonly deleted: number;
+  /** Changes that did not change the view. */
+  readonly skipped: number;
+}
+
+/** A row as stored in a view, with the version of the change that wrote it. */
+export interface ViewRow<R> {
+  readonly key: string;
+  readonly row: R;
+  readonly lsn: number;
+  readonly timestampMs: number;
+  /** Lease token of the partition whose change wrote the row. */
+  readonly partition: string;
+}
+
+/** What a view store remembers about one partition. */
+export interface ViewPartitionState {
+  /** Position to resume the partition from (everything before it is in the view). */
+  readonly position: Position;
+  /** Highest lease epoch seen for the partition; writes under a lower epoch are rejected. */
+  readonly epoch: number;
+  /** Highest LSN applied from the partition, if any change was. */
+  readonly lsn: number | undefined;
+}
+
+/**
+ * A materialized view: a keyed set of rows written in transactions, with per-row versions, tombstones,
+ * per-partition positions and lease-epoch fencing. Implementations: {@link MemoryViewStore},
+ * `PostgresViewStore` (pg), `PGliteViewStore` (embedded PostgreSQL).
+ *
+ * @example
+ * ```ts
+ * import { MemoryViewStore } from 'rxfeed';
+ * const view = new MemoryViewStore<{ total: number }>();
+ * await view.write({ mode: 'guarded', changes: [{ key: 'o1', row: { total: 5 }, lsn: 7, timestampMs: Date.now(), partition: '0' }],
+ *   partitions: [{ partition: '0', epoch: 1, position: 'p7', lsn: 7 }] });
+ * console.log(await view.get('o1'));
+ * ```
+ */
+export interface ViewStore<R> {
+  /** Human-readable name for logs (never contains credentials). */
+  readonly description: string;
+  /**
+   * Applies a write atomically: all of it or nothing. Rejects with `ViewFencedError` (a `LeaseLostError`)
+   * and writes nothing when a partition's epoch is lower than the highest the store has seen for it.
+   */
+  write(write: ViewWrite<R>): Promise<ViewWriteResult>;
+  /** The row under `key`, or `undefined`. */
+  get(key: string): Promise<ViewRow<R> | undefined>;
+  /** Every row, ordered by key. Meant for tests, checks and small views. */
+  rows(): Promise<ViewRow<R>[]>;
+  /** Each partition's resume position, epoch and LSN, as committed with the rows. */
+  positions(): Promise<ReadonlyMap<string, ViewPartitionState>>;
+  /**
+   * Removes tombstones of deletes committed before `beforeTimestampMs` (ms since the epoch). Only safe for
+   * times no replay can reach back to (older than your oldest checkpoint). Resolves to how many were removed.
+   */
+  pruneTombstones(beforeTimestampMs: number): Promise<number>;
+  /** Releases what the store opened itself (never a pool, client or database you passed in). */
+  close(): Promise<void>;
+}

@@ -1,0 +1,145 @@
+import type { OperatorFunction } from 'rxjs';
+import type { Change } from '../core/Change.js';
+import type { ChangeBatch } from '../core/ChangeBatch.js';
+import { HandlerError, InvalidOptionsError } from '../errors/index.js';
+import { logger } from '../internal/log.js';
+import type { AnyBatches, DocumentOf } from '../operators/types.js';
+import type { ViewChange, ViewCommit, ViewMode, ViewStore, ViewWrite } from './ViewStore.js';
+import { writeInPartitionOrder } from './internal/writeInPartitionOrder.js';
+
+/** Options of {@link materializeToView}. */
+export interface MaterializeToViewOptions<T, R> {
+  /**
+   * The row for a change. Return `undefined` when the document does not belong in the view (any more):
+   * its key is then removed like a delete. Not called for deletes.
+   */
+  readonly project: (change: Change<T>) => R | undefined;
+  /** The row key. Default: the document id (`change.id`). */
+  readonly key?: (change: Change<T>) => string;
+  /**
+   * Soft delete: a change for which this returns true removes the row (like a delete). Deletes and
+   * time-to-live expiries always remove the row. Default: none.
+   */
+  readonly isDeleted?: (change: Change<T>) => boolean;
+  /** How many writes (partitions) may be in flight at once. A positive integer or `Infinity`. Default `4`. */
+  readonly concurrency?: number;
+  /** Guard policy; see {@link ViewMode} for when to use which. Default `'guarded'`. */
+  readonly mode?: ViewMode;
+  /**
+   * When `project`, `key` or `isDeleted` throws for a change: `'report'` (default) leaves the change out
+   * (its row keeps its previous version) and reports a `HandlerError` to the events stream; `'throw'`
+   * fails the stream with it.
+   */
+  readonly onError?: 'report' | 'throw';
+}
+
+const MODES: readonly ViewMode[] = ['guarded', 'exactlyOnce'];
+
+/** Checks the options shared by the sink operators; throws with a message saying what to fix. */
+export function checkSinkOptions(options: {
+  concurrency?: number;
+  mode?: ViewMode;
+  onError?: string;
+}): { concurrency: number; mode: ViewMode; onError: 'report' | 'throw' } {
+  const { concurrency = 4, mode = 'guarded', onError = 'report' } = options;
+  if (!(concurrency === Infinity || (Number.isInteger(concurrency) && concurrency > 0))) {
+    throw new InvalidOptionsError('concurrency', `must be a positive integer or Infinity (got ${String(concurrency)})`);
+  }
+  if (!MODES.includes(mode)) throw new InvalidOptionsError('mode', `must be 'guarded' or 'exactlyOnce' (got ${String(mode)})`);
+  if (onError !== 'report' && onError !== 'throw') {
+    throw new InvalidOptionsError('onError', `must be 'report' or 'throw' (got ${String(onError)})`);
+  }
+  return { concurrency, mode, onError };
+}
+
+/**
+ * Turns batches into one view write: a row (or a removal) per change, and each partition's last position
+ * and highest epoch. Changes user code fails on are reported (or thrown) and left out.
+ *
+ * @internal
+ */
+export function toViewWrite<T, R>(
+  batches: readonly ChangeBatch<T>[],
+  mode: ViewMode,
+  onError: 'report' | 'throw',
+  project: (change: Change<T>) => R | undefined,
+  key: (change: Change<T>) => string,
+  isDeleted: ((change: Change<T>) => boolean) | undefined,
+  operator: string,
+): ViewWrite<R> {
+  const changes: ViewChange<R>[] = [];
+  const commits = new Map<string, ViewCommit>();
+  for (const batch of batches) {
+    for (const change of batch.changes) {
+      try {
+        const k = key(change);
+        if (typeof k !== 'string' || k === '') throw new TypeError(`key must be a non-empty string (got ${String(k)})`);
+        const removed = change.operation === 'delete' || change.timeToLiveExpired === true || isDeleted?.(change) === true;
+        const row = removed ? undefined : project(change);
+        changes.push({ key: k, row, lsn: change.lsn, timestampMs: change.timestampMs, partition: batch.partition });
+      } catch (cause) {
+        const error = new HandlerError(batch.partition, change as Change<unknown>, cause);
+        if (onError === 'throw') throw error;
+        logger('view', { lease: batch.partition })('%s: %s (reported, change left out)', operator, error.message);
+        batch.origin?.tracker.reportError(error);
+      }
+    }
+    const previous = commits.get(batch.partition);
+    const lsn = batch.lastLsn;
+    commits.set(batch.partition, {
+      partition: batch.partition,
+      position: batch.position,
+      epoch: Math.max(batch.epoch, previous?.epoch ?? batch.epoch),
+      lsn: previous?.lsn === undefined ? lsn : lsn === undefined ? previous.lsn : Math.max(lsn, previous.lsn),
+    });
+  }
+  return { mode, changes, partitions: [...commits.values()] };
+}
+
+/**
+ * Writes each batch (or array of batches, as `bufferTime` gives) into a view in one transaction, then
+ * re-emits it: put `checkpointEvery` after it and a checkpoint means "this is in the view".
+ *
+ * Each change becomes a row (`project`) under a key (`key`, default the document id); deletes, TTL
+ * expiries, soft deletes (`isDeleted`) and changes projected to `undefined` remove the row. Batches of one
+ * partition are written one after the other, in order; up to `concurrency` partitions write at once. A
+ * failed write (including `ViewFencedError` when another host owns the partition now) errors the stream.
+ *
+ * @example
+ * ```ts
+ * import { bufferTime, filter } from 'rxjs';
+ * import { changeFeed, checkpointEvery, materializeToView, PGliteViewStore } from 'rxfeed';
+ * const view = new PGliteViewStore<{ customer: string; total: number }>({ table: 'order_summary' });
+ * changeFeed<Order>(options).pipe(
+ *   bufferTime(250, null, 1000),
+ *   filter((batches) => batches.length > 0),
+ *   materializeToView(view, { project: (c) => ({ customer: c.document!.customer, total: c.document!.total }), isDeleted: (c) => c.document?.status === 'deleted' }),
+ *   checkpointEvery({ count: 1000, ms: 5000 }),
+ * ).subscribe();
+ * ```
+ */
+export function materializeToView<B extends AnyBatches, R>(
+  view: ViewStore<R>,
+  options: MaterializeToViewOptions<DocumentOf<B>, R>,
+): OperatorFunction<B, B> {
+  if (!view || typeof view.write !== 'function') throw new InvalidOptionsError('view', 'give a ViewStore (MemoryViewStore, PostgresViewStore, PGliteViewStore)');
+  if (typeof options?.project !== 'function') throw new InvalidOptionsError('project', 'give a function from a change to its row');
+  if (options.key !== undefined && typeof options.key !== 'function') throw new InvalidOptionsError('key', 'give a function from a change to its row key');
+  if (options.isDeleted !== undefined && typeof options.isDeleted !== 'function') throw new InvalidOptionsError('isDeleted', 'give a predicate on a change');
+  const { concurrency, mode, onError } = checkSinkOptions(options);
+  const key = options.key ?? ((change: Change<DocumentOf<B>>) => change.id);
+  return writeInPartitionOrder<B>(async (_value, batches) => {
+    const write = toViewWrite(
+      batches as readonly ChangeBatch<DocumentOf<B>>[],
+      mode,
+      onError,
+      options.project,
+      key,
+      options.isDeleted,
+      'materializeToView',
+    );
+    // Guarded views have nothing to do for empty writes; exactly-once views still move their positions.
+    if (write.changes.length === 0 && mode === 'guarded') return;
+    await view.write(write);
+  }, concurrency);
+}

@@ -1,0 +1,213 @@
+import { RxfeedError } from '../../errors/index.js';
+
+/** Result of one statement, the same for pg and PGlite. */
+export interface SqlResult<Row> {
+  readonly rows: Row[];
+  /** Rows inserted, updated or deleted by the statement. */
+  readonly rowCount: number;
+}
+
+/** Something that runs one statement with `$1`-style parameters. */
+export interface SqlSession {
+  query<Row = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<SqlResult<Row>>;
+}
+
+/**
+ * The one seam between rxfeed's SQL and a PostgreSQL driver: pg (pool, client or connection string) and
+ * PGlite both speak PostgreSQL, so every statement is written once against this.
+ *
+ * @internal
+ */
+export interface SqlRunner extends SqlSession {
+  readonly description: string;
+  /** Runs `fn` in one transaction: commits when it resolves, rolls back when it rejects. */
+  transaction<T>(fn: (session: SqlSession) => Promise<T>): Promise<T>;
+  /** Releases what the runner opened itself. */
+  close(): Promise<void>;
+}
+
+interface PgQueryResultLike {
+  rows: unknown[];
+  rowCount: number | null;
+}
+
+/** The part of a `pg` `Pool` rxfeed uses (structural, so rxfeed's types do not need `@types/pg`). */
+export interface PgPoolLike {
+  query(text: string, values?: unknown[]): Promise<PgQueryResultLike>;
+  connect(): Promise<PgPoolClientLike>;
+  end(): Promise<void>;
+  readonly totalCount: number;
+}
+
+/** A client checked out of a `pg` pool. */
+export interface PgPoolClientLike {
+  query(text: string, values?: unknown[]): Promise<PgQueryResultLike>;
+  release(err?: Error | boolean): void;
+}
+
+/** The part of a connected `pg` `Client` rxfeed uses. */
+export interface PgClientLike {
+  query(text: string, values?: unknown[]): Promise<PgQueryResultLike>;
+}
+
+/** The part of a PGlite instance rxfeed uses. */
+export interface PGliteLike {
+  query(text: string, params?: unknown[]): Promise<{ rows: unknown[]; affectedRows?: number }>;
+  transaction<T>(fn: (tx: { query(text: string, params?: unknown[]): Promise<{ rows: unknown[]; affectedRows?: number }> }) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** Imports an optional peer dependency, or explains how to install it. */
+export async function importOptional<M>(packageName: string, load: () => Promise<M>, feature: string): Promise<M> {
+  try {
+    return await load();
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') {
+      throw new RxfeedError(`${feature} needs the optional package ${packageName}: run \`npm install ${packageName}\``, {
+        cause: error,
+      });
+    }
+    throw error;
+  }
+}
+
+function pgResult<Row>(result: PgQueryResultLike): SqlResult<Row> {
+  return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 };
+}
+
+/** A runner over a `pg` pool; `ownsPool` ends the pool on close. */
+export function pgPoolRunner(pool: PgPoolLike, description: string, ownsPool: boolean): SqlRunner {
+  return {
+    description,
+    async query<Row>(text: string, params?: readonly unknown[]) {
+      return pgResult<Row>(await pool.query(text, params ? [...params] : undefined));
+    },
+    async transaction<T>(fn: (session: SqlSession) => Promise<T>): Promise<T> {
+      const client = await pool.connect();
+      const session: SqlSession = {
+        query: async <Row>(text: string, params?: readonly unknown[]) =>
+          pgResult<Row>(await client.query(text, params ? [...params] : undefined)),
+      };
+      try {
+        await client.query('BEGIN');
+        const value = await fn(session);
+        await client.query('COMMIT');
+        client.release();
+        return value;
+      } catch (error) {
+        try {
+          await client.query('ROLLBACK');
+          client.release();
+        } catch (rollbackError) {
+          // The connection is unusable: drop it from the pool instead of handing it out again.
+          client.release(rollbackError as Error);
+        }
+        throw error;
+      }
+    },
+    async close() {
+      if (ownsPool) await pool.end();
+    },
+  };
+}
+
+/**
+ * A runner over one connected `pg` client. A client runs one transaction at a time, so transactions (and
+ * statements outside them) are queued.
+ */
+export function pgClientRunner(client: PgClientLike, description: string): SqlRunner {
+  let tail: Promise<unknown> = Promise.resolve();
+  const serial = <T>(fn: () => Promise<T>): Promise<T> => {
+    const run = tail.then(fn, fn);
+    tail = run.catch(() => undefined);
+    return run;
+  };
+  const session: SqlSession = {
+    query: async <Row>(text: string, params?: readonly unknown[]) =>
+      pgResult<Row>(await client.query(text, params ? [...params] : undefined)),
+  };
+  return {
+    description,
+    query: (text, params) => serial(() => session.query(text, params)),
+    transaction: <T>(fn: (s: SqlSession) => Promise<T>) =>
+      serial(async () => {
+        await client.query('BEGIN');
+        try {
+          const value = await fn(session);
+          await client.query('COMMIT');
+          return value;
+        } catch (error) {
+          await client.query('ROLLBACK').catch(() => undefined);
+          throw error;
+        }
+      }),
+    async close() {},
+  };
+}
+
+/** A runner over a PGlite instance (which serializes transactions itself); `owns` closes it on close. */
+export function pgliteRunner(db: PGliteLike, description: string, owns: boolean): SqlRunner {
+  const wrap = (target: Pick<PGliteLike, 'query'>): SqlSession => ({
+    async query<Row>(text: string, params?: readonly unknown[]) {
+      const result = await target.query(text, params ? [...params] : undefined);
+      return { rows: result.rows as Row[], rowCount: result.affectedRows ?? 0 };
+    },
+  });
+  return {
+    description,
+    ...wrap(db),
+    transaction: (fn) => db.transaction((tx) => fn(wrap(tx))),
+    async close() {
+      if (owns) await db.close();
+    },
+  };
+}
+
+/** True for a PGlite instance (it has `exec` and `transaction`, a pg pool or client has neither). */
+export function isPGlite(value: unknown): value is PGliteLike {
+  const v = value as Partial<Record<string, unknown>> | null;
+  return typeof v === 'object' && v !== null && typeof v.transaction === 'function' && typeof v.exec === 'function';
+}
+
+/** True for a `pg` pool (it counts its clients). */
+export function isPgPool(value: unknown): value is PgPoolLike {
+  const v = value as Partial<Record<string, unknown>> | null;
+  return typeof v === 'object' && v !== null && typeof v.connect === 'function' && typeof v.totalCount === 'number';
+}
+
+/** A PostgreSQL connection rxfeed can write through. */
+export type PostgresConnection = string | PgPoolLike | PgClientLike;
+
+/** Opens a runner for a pg connection string, pool or client (loading `pg` only for a string). */
+export async function pgRunner(connection: PostgresConnection, description: string, poolMax: number): Promise<SqlRunner> {
+  if (typeof connection === 'string') {
+    type PoolConstructor = new (config: { connectionString: string; max: number }) => PgPoolLike;
+    // pg is CommonJS: its exports sit on `default` when imported from ESM.
+    const mod = (await importOptional('pg', () => import('pg'), 'A PostgreSQL connection string')) as unknown as {
+      Pool?: PoolConstructor;
+      default?: { Pool?: PoolConstructor };
+    };
+    const Pool = mod.default?.Pool ?? mod.Pool;
+    if (!Pool) throw new Error('the installed pg package has no Pool export');
+    return pgPoolRunner(new Pool({ connectionString: connection, max: poolMax }), description, true);
+  }
+  if (isPgPool(connection)) return pgPoolRunner(connection, description, false);
+  return pgClientRunner(connection, description);
+}
+
+/** Error codes worth retrying a whole transaction for: deadlock and serialization failure. */
+export function isRetryableSqlError(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === '40P01' || code === '40001';
+}
+
+/** Describes a connection string for logs without its password. */
+export function describeConnectionString(connection: string): string {
+  try {
+    const url = new URL(connection);
+    return `${url.protocol}//${url.hostname}${url.port ? `:${url.port}` : ''}${url.pathname}`;
+  } catch {
+    return 'postgresql';
+  }
+}

@@ -1,0 +1,142 @@
+import { InvalidOptionsError } from '../../errors/index.js';
+
+const IDENTIFIER = /^[a-z_][a-z0-9_]*$/;
+// Type names users may give for extracted columns: words, optional (precision[, scale]), optional [].
+const TYPE = /^[a-z][a-z0-9_ ]*(\(\s*\d+\s*(,\s*\d+\s*)?\))?(\[\])?$/i;
+const SYSTEM_COLUMNS = new Set(['key', 'doc', 'lsn', 'ts_ms', 'partition_id']);
+
+/** A column computed by PostgreSQL from the row (used by the search index for its tsvector). */
+export interface GeneratedColumn {
+  readonly name: string;
+  readonly type: string;
+  /** SQL expression over the `doc` column; must be immutable. */
+  readonly expression: string;
+}
+
+/** The tables behind one view: `<table>`, `<table>_tombstones`, `<table>_positions`. */
+export interface ViewTableSpec {
+  readonly schema: string;
+  readonly table: string;
+  /** Extra typed columns copied from the row's top-level properties, name → SQL type. */
+  readonly columns?: Readonly<Record<string, string>>;
+  readonly generated?: readonly GeneratedColumn[];
+  /** Extra DDL run after the tables exist (index creation); `{table}` is replaced by the qualified name. */
+  readonly extraDdl?: readonly string[];
+}
+
+const quote = (identifier: string) => `"${identifier}"`;
+
+/** Checks names and types, so that nothing user-given reaches SQL unquoted or unchecked. */
+export function validateTableSpec(spec: ViewTableSpec): void {
+  for (const [option, value] of [
+    ['schema', spec.schema],
+    ['table', spec.table],
+  ] as const) {
+    if (typeof value !== 'string' || !IDENTIFIER.test(value) || value.length > 48) {
+      throw new InvalidOptionsError(
+        option,
+        `${JSON.stringify(value)} must be a lower-case SQL name of at most 48 characters (letters, digits, _)`,
+      );
+    }
+  }
+  for (const [name, type] of Object.entries(spec.columns ?? {})) {
+    if (!IDENTIFIER.test(name) || name.length > 63 || SYSTEM_COLUMNS.has(name)) {
+      throw new InvalidOptionsError(
+        'columns',
+        `column name ${JSON.stringify(name)} must be a lower-case SQL name and not one of ${[...SYSTEM_COLUMNS].join(', ')}`,
+      );
+    }
+    if (typeof type !== 'string' || !TYPE.test(type)) {
+      throw new InvalidOptionsError('columns', `column ${name} has type ${JSON.stringify(type)}; give a SQL type such as 'text', 'numeric(12,2)' or 'timestamptz'`);
+    }
+  }
+}
+
+/** Every statement a SQL view store runs, built once per table. */
+export interface ViewSql {
+  readonly qualified: string;
+  readonly ddl: readonly string[];
+  readonly lockName: string;
+  readonly lockPartitions: string;
+  readonly upsertGuarded: string;
+  readonly upsertUnguarded: string;
+  readonly tombstone: string;
+  readonly deleteGuarded: string;
+  readonly deleteUnguarded: string;
+  readonly commitPositions: string;
+  readonly selectOne: string;
+  readonly selectAll: string;
+  readonly selectPositions: string;
+  readonly pruneTombstones: string;
+}
+
+/** Builds the SQL for one view. Each statement takes its input as one JSON array in `$1`. */
+export function viewSql(spec: ViewTableSpec): ViewSql {
+  validateTableSpec(spec);
+  const schema = quote(spec.schema);
+  const rows = `${schema}.${quote(spec.table)}`;
+  const tombstones = `${schema}.${quote(`${spec.table}_tombstones`)}`;
+  const positions = `${schema}.${quote(`${spec.table}_positions`)}`;
+  const extracted = Object.entries(spec.columns ?? {});
+  const generated = spec.generated ?? [];
+
+  const userColumnDdl = [
+    ...extracted.map(([name, type]) => `, ${quote(name)} ${type}`),
+    ...generated.map((g) => `, ${quote(g.name)} ${g.type} GENERATED ALWAYS AS (${g.expression}) STORED`),
+  ].join('');
+  const extractedNames = extracted.map(([name]) => `, ${quote(name)}`).join('');
+  const extractedValues = extracted
+    .map(([name, type]) => {
+      const json = /^jsonb?$/i.test(type.trim());
+      return `, (r.doc ${json ? '->' : '->>'} '${name}')::${type}`;
+    })
+    .join('');
+  const extractedUpdates = extracted.map(([name]) => `, ${quote(name)} = excluded.${quote(name)}`).join('');
+
+  const upsert = (guarded: boolean) =>
+    `INSERT INTO ${rows} AS t (key, doc, lsn, ts_ms, partition_id${extractedNames})
+     SELECT r.key, r.doc, r.lsn, r.ts_ms, r.partition_id${extractedValues}
+     FROM jsonb_to_recordset($1::jsonb) AS r(key text, doc jsonb, lsn bigint, ts_ms bigint, partition_id text)
+     ${guarded ? `WHERE NOT EXISTS (SELECT 1 FROM ${tombstones} d WHERE d.key = r.key AND d.lsn >= r.lsn)` : ''}
+     ORDER BY r.key
+     ON CONFLICT (key) DO UPDATE SET doc = excluded.doc, lsn = excluded.lsn, ts_ms = excluded.ts_ms,
+       partition_id = excluded.partition_id${extractedUpdates}
+     ${guarded ? 'WHERE excluded.lsn > t.lsn' : ''}`;
+
+  return {
+    qualified: rows,
+    lockName: `rxfeed:view:${spec.schema}.${spec.table}`,
+    ddl: [
+      `CREATE SCHEMA IF NOT EXISTS ${schema}`,
+      `CREATE TABLE IF NOT EXISTS ${rows} (
+         key text PRIMARY KEY, doc jsonb NOT NULL, lsn bigint NOT NULL, ts_ms bigint NOT NULL,
+         partition_id text NOT NULL${userColumnDdl})`,
+      `CREATE TABLE IF NOT EXISTS ${tombstones} (key text PRIMARY KEY, lsn bigint NOT NULL, ts_ms bigint NOT NULL)`,
+      `CREATE TABLE IF NOT EXISTS ${positions} (
+         partition_id text PRIMARY KEY, position text, epoch bigint NOT NULL DEFAULT 0, lsn bigint,
+         updated_at timestamptz NOT NULL DEFAULT now())`,
+      ...(spec.extraDdl ?? []).map((ddl) => ddl.replaceAll('{table}', rows)),
+    ],
+    // Inserting a placeholder or touching the existing row locks each partition's row until commit, so
+    // two hosts writing the same partition serialize and the fencing check below cannot race.
+    lockPartitions: `INSERT INTO ${positions} AS p (partition_id)
+       SELECT value FROM jsonb_array_elements_text($1::jsonb) ORDER BY 1
+       ON CONFLICT (partition_id) DO UPDATE SET partition_id = p.partition_id
+       RETURNING partition_id, epoch, lsn`,
+    upsertGuarded: upsert(true),
+    upsertUnguarded: upsert(false),
+    tombstone: `INSERT INTO ${tombstones} AS d (key, lsn, ts_ms)
+       SELECT r.key, r.lsn, r.ts_ms FROM jsonb_to_recordset($1::jsonb) AS r(key text, lsn bigint, ts_ms bigint) ORDER BY r.key
+       ON CONFLICT (key) DO UPDATE SET lsn = excluded.lsn, ts_ms = excluded.ts_ms WHERE excluded.lsn > d.lsn`,
+    deleteGuarded: `DELETE FROM ${rows} AS t USING jsonb_to_recordset($1::jsonb) AS r(key text, lsn bigint)
+       WHERE t.key = r.key AND t.lsn < r.lsn`,
+    deleteUnguarded: `DELETE FROM ${rows} AS t USING jsonb_to_recordset($1::jsonb) AS r(key text) WHERE t.key = r.key`,
+    commitPositions: `UPDATE ${positions} AS p SET position = r.position, epoch = r.epoch, lsn = r.lsn, updated_at = now()
+       FROM jsonb_to_recordset($1::jsonb) AS r(partition_id text, position text, epoch bigint, lsn bigint)
+       WHERE p.partition_id = r.partition_id`,
+    selectOne: `SELECT key, doc, lsn, ts_ms, partition_id FROM ${rows} WHERE key = $1`,
+    selectAll: `SELECT key, doc, lsn, ts_ms, partition_id FROM ${rows} ORDER BY key COLLATE "C"`,
+    selectPositions: `SELECT partition_id, position, epoch, lsn FROM ${positions} WHERE position IS NOT NULL ORDER BY partition_id`,
+    pruneTombstones: `DELETE FROM ${tombstones} WHERE ts_ms < $1`,
+  };
+}
