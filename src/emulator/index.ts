@@ -10,6 +10,7 @@
 export { CosmosEmulator, EMULATOR_KEY } from './CosmosEmulator.js';
 export type { CosmosEmulatorOptions, EmulatorDump, EmulatorRange } from './CosmosEmulator.js';
 export { faults } from './faults.js';
+export { runEmulatorCli } from './main.js';
 export type { FaultAction, FaultHandle, FaultMatch, FaultRule, RequestInfo, RequestKind } from './faults.js';
 export type { LoggedRequest } from './server.js';
 export { effectivePartitionKey } from './hash.js';

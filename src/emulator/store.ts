@@ -66,6 +66,8 @@ export interface ContainerState {
   readonly docs: Map<string, StoredDoc>;
   nextRangeId: number;
   docCounter: number;
+  /** Earliest TTL expiry among the documents (ms), so requests skip the expiry sweep until then. */
+  nextExpiryMs: number;
 }
 
 /** A database and its containers. */
@@ -246,6 +248,7 @@ export class Store {
       docs: new Map(),
       nextRangeId: count,
       docCounter: 0,
+      nextExpiryMs: Infinity,
     };
     db.containers.set(id, container);
     return container;
@@ -492,7 +495,10 @@ export class Store {
     const key = docKey(pk, body['id'] as string);
     const stored: StoredDoc = { body: doc, pk, epk };
     const ttl = effectiveTtl(c, doc);
-    if (ttl !== undefined) stored.expiresAtMs = nowMs + ttl * 1000;
+    if (ttl !== undefined) {
+      stored.expiresAtMs = nowMs + ttl * 1000;
+      c.nextExpiryMs = Math.min(c.nextExpiryMs, stored.expiresAtMs);
+    }
     c.docs.set(key, stored);
     this.append(range, {
       lsn,
@@ -555,10 +561,13 @@ export class Store {
 
   /** Deletes documents whose TTL has run out; each becomes a delete with `timeToLiveExpired` in the log. */
   expire(c: ContainerState): void {
-    if (c.resource['defaultTtl'] === undefined) return;
     const nowMs = this.now();
+    if (nowMs < c.nextExpiryMs) return;
+    c.nextExpiryMs = Infinity;
     for (const [key, d] of c.docs) {
-      if (d.expiresAtMs !== undefined && d.expiresAtMs <= nowMs) this.remove(c, key, d, true);
+      if (d.expiresAtMs === undefined) continue;
+      if (d.expiresAtMs <= nowMs) this.remove(c, key, d, true);
+      else c.nextExpiryMs = Math.min(c.nextExpiryMs, d.expiresAtMs);
     }
   }
 

@@ -9,7 +9,7 @@ import {
   type PartitionKeyDefinition,
 } from '@azure/cosmos';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CosmosEmulator } from '../../src/emulator/index.js';
+import { CosmosEmulator, runEmulatorCli } from '../../src/emulator/index.js';
 
 // Integration tests: the real, unmodified @azure/cosmos client against the emulator over HTTP.
 
@@ -368,5 +368,19 @@ describe('CosmosEmulator options', () => {
     await expect(CosmosEmulator.start({ initialRangeCount: 0 })).rejects.toThrow(/initialRangeCount/);
     await expect(CosmosEmulator.start({ port: -1 })).rejects.toThrow(/port/);
     await expect(CosmosEmulator.start({ changeFeedPageSize: 1.5 })).rejects.toThrow(/changeFeedPageSize/);
+  });
+
+  it('starts from command-line arguments', async () => {
+    const cli = await runEmulatorCli(['--port', '0', '--ranges', '3']);
+    try {
+      const other = new CosmosClient({ endpoint: cli!.endpoint, key: 'any key works' });
+      const { database } = await other.databases.createIfNotExists({ id: 'db' });
+      const { container } = await database.containers.createIfNotExists({ id: 'c', partitionKey: { paths: ['/pk'] } });
+      expect(await container.getFeedRanges()).toHaveLength(3);
+      other.dispose();
+    } finally {
+      await cli?.stop();
+    }
+    await expect(runEmulatorCli(['--ranges', 'many'])).rejects.toThrow(/--ranges/);
   });
 });

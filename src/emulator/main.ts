@@ -1,0 +1,71 @@
+import { parseArgs } from 'node:util';
+import { pathToFileURL } from 'node:url';
+import { CosmosEmulator } from './CosmosEmulator.js';
+
+const USAGE = `usage: rxfeed-emulator [--port 8081] [--host 127.0.0.1] [--ranges 1] [--page-size 100]
+
+Runs the rxfeed Cosmos DB emulator until interrupted. Point @azure/cosmos at the printed endpoint with any key.
+Admin over HTTP: POST /_emulator/split {databaseId, containerId, rangeId[, boundary]}, POST /_emulator/merge,
+POST|DELETE /_emulator/faults, POST /_emulator/reset, GET /_emulator/ranges/<db>/<container>, /_emulator/dump,
+/_emulator/requests.`;
+
+function intArg(name: string, raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined;
+  const n = Number(raw);
+  if (!Number.isInteger(n)) throw new Error(`--${name} must be an integer, got ${raw}`);
+  return n;
+}
+
+/**
+ * Starts an emulator from command-line arguments and prints its endpoint; the body of an `emulator` CLI
+ * command. Stopping it (e.g. on SIGINT) is the caller's part.
+ *
+ * @example
+ * ```ts
+ * import { runEmulatorCli } from 'rxfeed/emulator';
+ * await runEmulatorCli(['--port', '8081', '--ranges', '4']);
+ * ```
+ * @param argv - arguments after the command name.
+ * @returns the running emulator.
+ */
+export async function runEmulatorCli(argv: string[]): Promise<CosmosEmulator | undefined> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      port: { type: 'string', default: '8081' },
+      host: { type: 'string', default: '127.0.0.1' },
+      ranges: { type: 'string' },
+      'page-size': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  if (values.help) {
+    console.log(USAGE);
+    return undefined;
+  }
+  const ranges = intArg('ranges', values.ranges);
+  const pageSize = intArg('page-size', values['page-size']);
+  const emulator = await CosmosEmulator.start({
+    port: intArg('port', values.port) ?? 8081,
+    host: values.host ?? '127.0.0.1',
+    ...(ranges !== undefined ? { initialRangeCount: ranges } : {}),
+    ...(pageSize !== undefined ? { changeFeedPageSize: pageSize } : {}),
+  });
+  console.log(`rxfeed Cosmos DB emulator listening on ${emulator.endpoint}`);
+  return emulator;
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  runEmulatorCli(process.argv.slice(2)).then(
+    (emulator) => {
+      const stop = (): void => void emulator?.stop().then(() => process.exit(0));
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+    },
+    (err: unknown) => {
+      console.error(err instanceof Error ? err.message : err);
+      console.error(USAGE);
+      process.exit(2);
+    },
+  );
+}
