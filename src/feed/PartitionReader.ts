@@ -1,0 +1,418 @@
+import { Observable, type SchedulerLike, type Subscription } from 'rxjs';
+import { ChangeBatch } from '../core/ChangeBatch.js';
+import type { CloseReason, FeedEvent } from '../core/events.js';
+import type { Partition, Position, StartFrom } from '../core/Partition.js';
+import type { PartitionTracker } from '../core/PartitionTracker.js';
+import {
+  CredentialsError,
+  HandlerError,
+  PartitionGoneError,
+  ResourceGoneError,
+  TransientError,
+} from '../errors/index.js';
+import { logger, type Logger } from '../internal/log.js';
+import type { OwnedLease } from '../leases/LeaseCoordinator.js';
+import type { Page, Source } from '../sources/Source.js';
+import type { CreditAccount, CreditPool } from './CreditPool.js';
+import { aborted, sleep } from './wait.js';
+
+/**
+ * The batches of one owned lease: an Observable of {@link ChangeBatch} that completes when ownership ends.
+ * Subscribe to it once.
+ *
+ * @example
+ * ```ts
+ * partitionFeeds(options).pipe(mergeMap((feed) => feed.pipe(concatMap(save), checkpointEvery(100)))).subscribe();
+ * ```
+ */
+export type PartitionFeed<T> = Observable<ChangeBatch<T>> & {
+  /** Lease token (partition id) of the lease. */
+  readonly leaseToken: string;
+  /** Fencing token of this ownership. */
+  readonly epoch: number;
+  /** The partition read. */
+  readonly partition: Partition;
+  /** Why the feed closed; `undefined` while it runs. */
+  readonly closeReason: CloseReason | undefined;
+};
+
+/** @internal What a partition reader needs from its processor. */
+export interface ReaderContext<T> {
+  readonly source: Source<T>;
+  readonly owner: string;
+  readonly startFrom: StartFrom;
+  readonly maxItemCount: number;
+  readonly pollIntervalMs: number;
+  readonly stallTimeoutMs: number;
+  readonly drainTimeoutMs: number;
+  readonly scheduler: SchedulerLike;
+  readonly pool: CreditPool;
+  /** Publishes a feed event. */
+  readonly emit: (event: FeedEvent) => void;
+  /** In-flight checkpoint writes, so `stop()` can await them. */
+  readonly writes: Set<Promise<unknown>>;
+  /** A failure that must stop the whole processor (resource gone, credentials). */
+  readonly fatal: (error: Error) => void;
+}
+
+/** First retry delay without a retry-after, in ms; doubles per failure up to {@link MAX_BACKOFF_MS}. */
+const BASE_BACKOFF_MS = 100;
+const MAX_BACKOFF_MS = 10_000;
+
+/** @internal Delay before retry number `failures` (1-based) of a read that failed without retry-after. */
+export function backoffMs(failures: number): number {
+  return Math.min(MAX_BACKOFF_MS, BASE_BACKOFF_MS * 2 ** Math.min(failures - 1, 20));
+}
+
+interface Outstanding {
+  readonly sequence: number;
+  readonly count: number;
+}
+
+/**
+ * The reader's side of one partition: hands out sequence numbers and credit, takes acknowledgements from
+ * `checkpointEvery`, and serialises checkpoint writes through the lease.
+ *
+ * @internal
+ */
+export class LeaseTracker implements PartitionTracker {
+  readonly leaseToken: string;
+  /** Set when the subscriber went away: nothing will acknowledge the batches it held. */
+  unsubscribed = false;
+
+  readonly #owned: OwnedLease;
+  readonly #ctx: ReaderContext<unknown>;
+  readonly #account: CreditAccount;
+  readonly #log: Logger;
+  readonly #outstanding: Outstanding[] = [];
+  #head = 0;
+  #sequence = 0;
+  #ackedSequence = 0;
+  #ackedPosition: Position | null;
+  #ackedChanges = 0;
+  #checkpointedChanges = 0;
+  #written: Position | null;
+  #requested: Position | null = null;
+  #chain: Promise<void> = Promise.resolve();
+  #lastAckAt: number;
+  readonly #ackListeners = new Set<() => void>();
+  #creditWait: { since: number; reported: boolean; task: Subscription | undefined } | undefined;
+
+  constructor(owned: OwnedLease, ctx: ReaderContext<unknown>, log: Logger) {
+    this.leaseToken = owned.leaseToken;
+    this.#owned = owned;
+    this.#ctx = ctx;
+    this.#log = log;
+    this.#account = ctx.pool.open();
+    this.#ackedPosition = owned.lease.continuation;
+    this.#written = owned.lease.continuation;
+    this.#lastAckAt = ctx.scheduler.now();
+  }
+
+  /** Changes read and not yet acknowledged. */
+  get held(): number {
+    return this.#account.held;
+  }
+
+  /** Position of the last acknowledged batch (or the lease's checkpoint). */
+  get ackedPosition(): Position | null {
+    return this.#ackedPosition;
+  }
+
+  /** Wraps a page as the next batch of this partition, taking its credit. */
+  batch<T>(page: Page<T>): ChangeBatch<T> {
+    const sequence = ++this.#sequence;
+    const count = page.changes.length;
+    this.#account.take(count);
+    this.#outstanding.push({ sequence, count });
+    return new ChangeBatch<T>({
+      partition: this.leaseToken,
+      changes: page.changes,
+      position: page.position,
+      epoch: this.#owned.epoch,
+      origin: { tracker: this, sequence, readCount: count },
+    });
+  }
+
+  acknowledge(sequence: number, position: Position): void {
+    if (sequence <= this.#ackedSequence) return; // a replay or a batch overtaken by a later one
+    if (sequence > this.#ackedSequence + 1) this.#reportGap(sequence);
+    let freed = 0;
+    const queue = this.#outstanding;
+    while (this.#head < queue.length && queue[this.#head]!.sequence <= sequence) freed += queue[this.#head++]!.count;
+    if (this.#head > 1024 && this.#head * 2 > queue.length) {
+      queue.splice(0, this.#head);
+      this.#head = 0;
+    }
+    this.#ackedSequence = sequence;
+    this.#ackedPosition = position;
+    this.#ackedChanges += freed;
+    this.#lastAckAt = this.#ctx.scheduler.now();
+    if (this.#creditWait) this.#armStallCheck();
+    this.#account.release(freed);
+    for (const listener of [...this.#ackListeners]) listener();
+  }
+
+  checkpoint(position: Position): Promise<void> {
+    this.#requested = position;
+    // Writes for one lease never overlap: each waits for the previous one, and writes the newest position
+    // requested by then (coalescing), skipping it when already written.
+    const write = this.#chain.then(() => this.#write());
+    this.#chain = write.catch(() => undefined);
+    this.#ctx.writes.add(write);
+    const forget = () => this.#ctx.writes.delete(write);
+    write.then(forget, forget);
+    return write;
+  }
+
+  reportError(error: Error): void {
+    this.#log('error: %s', error.message);
+    this.#ctx.emit({
+      type: 'error',
+      owner: this.#ctx.owner,
+      lease: this.leaseToken,
+      error,
+      ...(error instanceof HandlerError && error.change ? { change: error.change } : {}),
+    });
+  }
+
+  /** Waits until this partition may read, then returns how many changes it may read (0 when aborted). */
+  async awaitCredit(signal: AbortSignal): Promise<number> {
+    const maxItemCount = this.#ctx.maxItemCount;
+    for (;;) {
+      if (signal.aborted) return 0;
+      const available = this.#account.available;
+      // Waiting for a reasonable amount (half a page or half the share) avoids trickles of tiny reads
+      // while a slow sink returns credit one change at a time.
+      const need = Math.max(1, Math.floor(Math.min(maxItemCount, this.#account.share) / 2));
+      if (available >= need) {
+        this.#endCreditWait();
+        return Math.min(available, maxItemCount);
+      }
+      if (!this.#creditWait) {
+        this.#log('read budget used up (%d held); waiting for acknowledgements', this.#account.held);
+        this.#creditWait = { since: this.#ctx.scheduler.now(), reported: false, task: undefined };
+        this.#armStallCheck();
+      }
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          off();
+          signal.removeEventListener('abort', done);
+          resolve();
+        };
+        const off = this.#account.onChange(done);
+        signal.addEventListener('abort', done, { once: true });
+      });
+    }
+  }
+
+  /** Resolves when every batch read has been acknowledged, the subscriber left, or after `timeoutMs`. */
+  async waitForAcks(timeoutMs: number): Promise<void> {
+    if (this.#account.held === 0 && this.#head >= this.#outstanding.length) return;
+    const timeout = new AbortController();
+    await new Promise<void>((resolve) => {
+      const check = () => {
+        if (this.unsubscribed || this.#head >= this.#outstanding.length) {
+          this.#ackListeners.delete(check);
+          timeout.abort();
+          resolve();
+        }
+      };
+      this.#ackListeners.add(check);
+      void sleep(timeoutMs, this.#ctx.scheduler, timeout.signal).then(() => {
+        if (!timeout.signal.aborted) this.#log('drain: %d changes still unacknowledged after %d ms', this.held, timeoutMs);
+        this.#ackListeners.delete(check);
+        resolve();
+      });
+    });
+  }
+
+  /** Wakes drain waits after the subscriber left. */
+  detach(): void {
+    this.unsubscribed = true;
+    for (const listener of [...this.#ackListeners]) listener();
+    this.#endCreditWait();
+    this.#account.close();
+  }
+
+  /** Writes the last acknowledged position if it is not written yet, and waits for every write. */
+  async flush(): Promise<void> {
+    if (this.#ackedPosition !== null && this.#ackedPosition !== this.#written) {
+      await this.checkpoint(this.#ackedPosition).catch((error: unknown) => this.reportError(error as Error));
+    }
+    await this.#chain;
+  }
+
+  /** Returns the credit of batches nobody will acknowledge any more (the pipeline is gone). */
+  releaseAll(): void {
+    this.#account.release(this.#account.held);
+  }
+
+  async #write(): Promise<void> {
+    const position = this.#requested;
+    if (position === null || position === this.#written) return;
+    const changes = this.#ackedChanges;
+    await this.#owned.checkpoint(position);
+    this.#written = position;
+    this.#log('checkpoint %s', position);
+    this.#ctx.emit({
+      type: 'checkpoint',
+      owner: this.#ctx.owner,
+      lease: this.leaseToken,
+      position,
+      changes: changes - this.#checkpointedChanges,
+    });
+    this.#checkpointedChanges = changes;
+  }
+
+  #reportGap(sequence: number): void {
+    const first = this.#ackedSequence + 1;
+    const range = first === sequence - 1 ? `batch ${first}` : `batches ${first}..${sequence - 1}`;
+    const message =
+      `partition ${this.leaseToken}: ${range} never reached checkpointEvery (batch ${sequence} did): an operator ` +
+      'dropped or reordered them. Filter inside batches (filterChanges, batch.filter) instead of dropping ' +
+      'batches, and keep each partition in order (concatMap, not mergeMap). Their credit has been returned.';
+    this.#log(message);
+    this.#ctx.emit({ type: 'stall', owner: this.#ctx.owner, lease: this.leaseToken, message });
+  }
+
+  #armStallCheck(): void {
+    const wait = this.#creditWait;
+    if (!wait) return;
+    wait.task?.unsubscribe();
+    const quietSince = Math.max(wait.since, this.#lastAckAt);
+    const dueIn = Math.max(0, quietSince + this.#ctx.stallTimeoutMs - this.#ctx.scheduler.now());
+    wait.task = this.#ctx.scheduler.schedule(() => {
+      wait.task = undefined;
+      if (this.#creditWait !== wait || wait.reported) return;
+      wait.reported = true;
+      const seconds = Math.round(this.#ctx.stallTimeoutMs / 1000);
+      const message =
+        `partition ${this.leaseToken}: reading paused for ${seconds} s: ${this.#account.held} changes read have ` +
+        `not reached checkpointEvery and the read budget is used up (share ${this.#account.share} of ` +
+        `maxInFlightChanges=${this.#ctx.pool.total}). End the pipeline with checkpointEvery(), never drop ` +
+        'batches, and make maxInFlightChanges larger than the largest buffer (bufferCount/bufferTime).';
+      this.#log(message);
+      this.#ctx.emit({ type: 'stall', owner: this.#ctx.owner, lease: this.leaseToken, message });
+    }, dueIn);
+  }
+
+  #endCreditWait(): void {
+    this.#creditWait?.task?.unsubscribe();
+    this.#creditWait = undefined;
+  }
+}
+
+function closeReasonOf(error: unknown): CloseReason {
+  return error instanceof CredentialsError ? 'Unauthorized' : 'ResourceGone';
+}
+
+/**
+ * The partition reader: reads one owned lease's partition from its checkpoint (or the configured start),
+ * as an Observable of batches, under credit flow control.
+ *
+ * Adaptive polling: a full page is followed by another read at once; a partial or empty page by a wait of
+ * `pollIntervalMs`. An empty batch is emitted only when the position moved (e.g. the first `'now'` read),
+ * so it can be checkpointed. Transient errors are retried after their retry-after or with capped exponential
+ * backoff; unknown errors too, with an `error` event. Ownership ending completes the feed; a gone partition
+ * is handed to the coordinator (`partitionGone`); a gone resource or rejected credentials fail it.
+ * Unsubscribing aborts the read in flight.
+ *
+ * @internal
+ */
+export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): PartitionFeed<T> {
+  let closeReason: CloseReason | undefined;
+  const feed = new Observable<ChangeBatch<T>>((subscriber) => {
+    const log = logger('partition', { owner: ctx.owner, lease: owned.leaseToken });
+    const tracker = new LeaseTracker(owned, ctx as ReaderContext<unknown>, log);
+    const reading = new AbortController();
+    const stopReading = () => reading.abort();
+    owned.signal.addEventListener('abort', stopReading, { once: true });
+    owned.onDrain(async () => {
+      log('draining');
+      stopReading();
+      if (!tracker.unsubscribed) await tracker.waitForAcks(ctx.drainTimeoutMs);
+      await tracker.flush();
+    });
+
+    const close = (reason: CloseReason) => {
+      closeReason = reason;
+      log('closed (%s)', reason);
+      subscriber.complete();
+    };
+
+    const run = async () => {
+      const signal = reading.signal;
+      const stored = owned.lease.continuation;
+      let from: StartFrom = stored !== null ? { position: stored } : ctx.startFrom;
+      let lastPosition: Position | null = stored;
+      let failures = 0;
+      log('reading %s from %s', owned.partition.id, stored ?? String(ctx.startFrom));
+      while (!signal.aborted) {
+        const credit = await tracker.awaitCredit(signal);
+        if (signal.aborted) break;
+        let page: Page<T>;
+        try {
+          page = await ctx.source.read({ partition: owned.partition, from, maxItemCount: credit, signal });
+        } catch (error) {
+          if (signal.aborted) break;
+          if (error instanceof PartitionGoneError) {
+            log('partition gone; waiting for acknowledgements, then handing over to its children');
+            await tracker.waitForAcks(ctx.drainTimeoutMs);
+            await tracker.flush();
+            try {
+              await owned.partitionGone(tracker.ackedPosition);
+            } catch (goneError) {
+              tracker.reportError(goneError as Error);
+            }
+            return close('PartitionGone');
+          }
+          if (error instanceof ResourceGoneError || error instanceof CredentialsError) {
+            closeReason = closeReasonOf(error);
+            log('stopping: %s', error.message);
+            tracker.reportError(error);
+            subscriber.error(error);
+            ctx.fatal(error);
+            return;
+          }
+          failures++;
+          const transient = error instanceof TransientError;
+          const delay = transient && error.retryAfterMs !== undefined ? error.retryAfterMs : backoffMs(failures);
+          log('read failed (%s); retry %d in %d ms', (error as Error)?.message ?? String(error), failures, delay);
+          if (!transient) tracker.reportError(error instanceof Error ? error : new Error(String(error)));
+          await sleep(delay, ctx.scheduler, signal);
+          continue;
+        }
+        failures = 0;
+        const moved = page.position !== lastPosition;
+        from = { position: page.position };
+        lastPosition = page.position;
+        if (page.changes.length > 0 || moved) subscriber.next(tracker.batch(page));
+        if (page.changes.length < credit) await sleep(ctx.pollIntervalMs, ctx.scheduler, signal);
+      }
+      if (tracker.unsubscribed) return;
+      // Reading stopped because ownership ended or a drain began; complete once ownership has ended.
+      await aborted(owned.signal);
+      close(owned.closeReason ?? 'Shutdown');
+    };
+
+    run().catch((error: unknown) => subscriber.error(error));
+
+    return () => {
+      owned.signal.removeEventListener('abort', stopReading);
+      stopReading();
+      // Unsubscribed by the pipeline (no close reason): nothing downstream will acknowledge what it held.
+      // Closed by ownership ending: batches still downstream may yet be acknowledged and keep their credit.
+      if (closeReason === undefined) tracker.releaseAll();
+      tracker.detach();
+    };
+  });
+  return Object.assign(feed, {
+    leaseToken: owned.leaseToken,
+    epoch: owned.epoch,
+    partition: owned.partition,
+    get closeReason() {
+      return closeReason;
+    },
+  }) as PartitionFeed<T>;
+}

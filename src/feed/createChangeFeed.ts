@@ -1,0 +1,165 @@
+import { defer, map, merge, mergeAll, type Observable, share, Subject, takeUntil } from 'rxjs';
+import type { ChangeBatch } from '../core/ChangeBatch.js';
+import type { FeedEvent } from '../core/events.js';
+import { logger } from '../internal/log.js';
+import { createLeaseCoordinator } from '../leases/createLeaseCoordinator.js';
+import { CreditPool } from './CreditPool.js';
+import { type ChangeFeedOptions, resolveOptions } from './options.js';
+import { type PartitionFeed, type ReaderContext, readPartition } from './PartitionReader.js';
+
+/**
+ * A running change feed processor: the batches of every partition this host owns, the per-partition
+ * feeds, the events, and a graceful stop. Subscribe to `changes$` or to `partitions$` (not both), once.
+ *
+ * @example
+ * ```ts
+ * const feed = createChangeFeed<Order>({ source, leases, instanceName: 'host-1' });
+ * feed.changes$.pipe(mapChanges(toRow), checkpointEvery({ count: 1000, ms: 5000 })).subscribe();
+ * process.on('SIGINT', () => void feed.stop());
+ * ```
+ */
+export interface ChangeFeedProcessor<T> {
+  /** Every owned partition's batches, merged. Unsubscribing stops reading and releases the leases. */
+  readonly changes$: Observable<ChangeBatch<T>>;
+  /** One {@link PartitionFeed} per lease this host acquires. */
+  readonly partitions$: Observable<PartitionFeed<T>>;
+  /** Lease, checkpoint, error and stall events. */
+  readonly events$: Observable<FeedEvent>;
+  /** This host's name (the lease owner). */
+  readonly owner: string;
+  /** Changes read but not yet acknowledged by `checkpointEvery`, over all partitions (never above the budget). */
+  readonly inFlightChanges: number;
+  /**
+   * Stops reading, lets batches in flight reach the checkpoint (bounded by `drainTimeoutMs`), writes the
+   * final checkpoints, releases the leases and completes `changes$`. Resolves when all of that is done,
+   * including checkpoint writes still in flight. Idempotent.
+   */
+  stop(): Promise<void>;
+}
+
+/**
+ * Creates a change feed processor: leases over the source's partitions, one credit-controlled reader per
+ * owned lease, and the streams to pipe them through.
+ *
+ * In short: `createChangeFeed(options).changes$` is every change this host owns, in per-partition order,
+ * as batches; end the pipeline with `checkpointEvery` and call `stop()` to shut down cleanly.
+ *
+ * Options are validated here: an invalid one throws {@link InvalidOptionsError} naming it. Nothing is read
+ * until `changes$` (or `partitions$`) is subscribed.
+ *
+ * @example
+ * ```ts
+ * import { createChangeFeed, checkpointEvery, MemoryLeaseStore, MemorySource } from 'rxfeed';
+ * const feed = createChangeFeed({ source: new MemorySource({ partitions: 4 }), leases: new MemoryLeaseStore(), instanceName: 'a' });
+ * feed.changes$.pipe(checkpointEvery(100)).subscribe((b) => console.log(b.partition, b.size));
+ * ```
+ * @see {@link changeFeed}
+ * @see {@link partitionFeeds}
+ */
+export function createChangeFeed<T>(options: ChangeFeedOptions<T>): ChangeFeedProcessor<T> {
+  const o = resolveOptions(options);
+  const owner = o.instanceName;
+  const log = logger('feed', { owner });
+  const coordinator = (o.coordinator ?? createLeaseCoordinator)({
+    store: o.leases,
+    source: o.source,
+    owner,
+    prefix: o.leasePrefix,
+    ...(o.leaseAcquireIntervalMs !== undefined ? { leaseAcquireIntervalMs: o.leaseAcquireIntervalMs } : {}),
+    ...(o.leaseRenewIntervalMs !== undefined ? { leaseRenewIntervalMs: o.leaseRenewIntervalMs } : {}),
+    ...(o.leaseExpirationMs !== undefined ? { leaseExpirationMs: o.leaseExpirationMs } : {}),
+    // The coordinator bounds a drain too; leave room for the final checkpoint after our own bound.
+    drainTimeoutMs: o.drainTimeoutMs + DRAIN_CHECKPOINT_MARGIN_MS,
+    scheduler: o.scheduler,
+  });
+
+  const feedEvents = new Subject<FeedEvent>();
+  const events$ = merge(coordinator.events$, feedEvents);
+  if (o.events) events$.subscribe(typeof o.events === 'function' ? { next: o.events } : o.events);
+
+  const pool = new CreditPool(o.maxInFlightChanges);
+  const writes = new Set<Promise<unknown>>();
+  const stopRequested = new Subject<void>();
+  let stopping: Promise<void> | undefined;
+
+  const stop = (): Promise<void> =>
+    (stopping ??= (async () => {
+      log('stopping');
+      stopRequested.next();
+      await coordinator.stop();
+      while (writes.size > 0) await Promise.allSettled([...writes]);
+      log('stopped');
+      feedEvents.complete();
+    })());
+
+  const ctx: ReaderContext<T> = {
+    source: o.source,
+    owner,
+    startFrom: o.startFrom,
+    maxItemCount: o.maxItemCount,
+    pollIntervalMs: o.pollIntervalMs,
+    stallTimeoutMs: o.stallTimeoutMs,
+    drainTimeoutMs: o.drainTimeoutMs,
+    scheduler: o.scheduler,
+    pool,
+    emit: (event) => feedEvents.next(event),
+    writes,
+    fatal: () => void stop(),
+  };
+
+  const partitions$ = defer(() => coordinator.acquired$).pipe(
+    // No new partitions once stopping; the owned ones complete when their leases are released.
+    takeUntil(stopRequested),
+    map((owned) => readPartition(owned, ctx)),
+    share(),
+  );
+
+  return {
+    changes$: partitions$.pipe(mergeAll()),
+    partitions$,
+    events$,
+    owner,
+    get inFlightChanges() {
+      return pool.inFlight;
+    },
+    stop,
+  };
+}
+
+/** Extra time the coordinator grants a drain beyond `drainTimeoutMs`, for the final checkpoint write. */
+const DRAIN_CHECKPOINT_MARGIN_MS = 5_000;
+
+/**
+ * All partitions this host owns, merged into one Observable of batches (per-partition order kept).
+ * Unsubscribing stops reading and releases the leases. Use {@link createChangeFeed} to also get events and
+ * an awaitable `stop()`.
+ *
+ * In short: the change feed as one RxJS stream; end it with `checkpointEvery`.
+ *
+ * @example
+ * ```ts
+ * import { changeFeed, checkpointEvery, filterChanges } from 'rxfeed';
+ * changeFeed<Order>(options).pipe(filterChanges((c) => c.document?.total > 100), checkpointEvery(500)).subscribe();
+ * ```
+ * @see {@link partitionFeeds}
+ */
+export function changeFeed<T>(options: ChangeFeedOptions<T>): Observable<ChangeBatch<T>> {
+  return createChangeFeed(options).changes$;
+}
+
+/**
+ * One Observable per lease this host acquires, each completing when the lease is released, lost or its
+ * partition split. Use it to run a separate pipeline per partition.
+ *
+ * In short: the change feed as a stream of per-partition streams.
+ *
+ * @example
+ * ```ts
+ * import { partitionFeeds, checkpointEvery } from 'rxfeed';
+ * partitionFeeds(options).pipe(mergeMap((feed) => feed.pipe(concatMap(save), checkpointEvery(100)))).subscribe();
+ * ```
+ * @see {@link changeFeed}
+ */
+export function partitionFeeds<T>(options: ChangeFeedOptions<T>): Observable<PartitionFeed<T>> {
+  return createChangeFeed(options).partitions$;
+}

@@ -1,0 +1,202 @@
+import { asyncScheduler, type Observer, type SchedulerLike } from 'rxjs';
+import type { FeedEvent } from '../core/events.js';
+import type { StartFrom } from '../core/Partition.js';
+import { InvalidOptionsError } from '../errors/index.js';
+import type { LeaseCoordinator } from '../leases/LeaseCoordinator.js';
+import type { LeaseStore } from '../leases/LeaseStore.js';
+import type { Source } from '../sources/Source.js';
+
+/** What a lease coordinator factory receives (see `createLeaseCoordinator`). */
+export interface CoordinatorFactoryOptions {
+  readonly store: LeaseStore;
+  readonly source: Source<unknown>;
+  readonly owner: string;
+  readonly prefix: string;
+  readonly leaseAcquireIntervalMs?: number;
+  readonly leaseRenewIntervalMs?: number;
+  readonly leaseExpirationMs?: number;
+  readonly drainTimeoutMs?: number;
+  readonly scheduler?: SchedulerLike;
+}
+
+/**
+ * Options of {@link createChangeFeed}, {@link changeFeed} and {@link partitionFeeds}.
+ *
+ * @example
+ * ```ts
+ * import { changeFeed, MemoryLeaseStore, MemorySource } from 'rxfeed';
+ * const feed$ = changeFeed({ source: new MemorySource({ partitions: 4 }), leases: new MemoryLeaseStore(), instanceName: 'host-1' });
+ * ```
+ */
+export interface ChangeFeedOptions<T> {
+  /** The change feed to read. Required. */
+  readonly source: Source<T>;
+  /** Where leases (ownership and checkpoints) live. Required. */
+  readonly leases: LeaseStore;
+  /** This host's name, unique among the hosts sharing the lease store (the lease `Owner`). Required. */
+  readonly instanceName: string;
+  /** Prefix of this processor's lease ids; processors sharing a store need distinct prefixes. Default `'rxfeed.'`. */
+  readonly leasePrefix?: string;
+  /**
+   * Where a partition starts when its lease has no checkpoint yet. Default `'beginning'` (nothing already
+   * in the feed is skipped; the .NET processor defaults to now).
+   */
+  readonly startFrom?: StartFrom;
+  /** Most changes read per page. Default 100. */
+  readonly maxItemCount?: number;
+  /** Wait after a read that found nothing new, in ms. Default 5000. */
+  readonly pollIntervalMs?: number;
+  /**
+   * Most changes read but not yet acknowledged by `checkpointEvery`, over all partitions of this host; each
+   * partition may hold its fair share. Default 10 000: a hundred default pages, enough for a few partitions
+   * to keep reading while a sink works, yet bounded (10k documents of a few kB is tens of MB). Must exceed
+   * the largest buffer in the pipeline (`bufferCount(n)`, `bufferTime(ms, null, n)`), which holds credit
+   * while it waits.
+   */
+  readonly maxInFlightChanges?: number;
+  /**
+   * Report a `stall` event when a partition has used up its credit and nothing of it reached the
+   * checkpoint for this long, in ms. Default 60 000.
+   */
+  readonly stallTimeoutMs?: number;
+  /** On a voluntary release (shutdown, rebalance), most time to wait for batches in flight, in ms. Default 30 000. */
+  readonly drainTimeoutMs?: number;
+  /** How often to look for free or expired leases, in ms. Default: the coordinator's. */
+  readonly leaseAcquireIntervalMs?: number;
+  /** How often to renew owned leases, in ms. Default: the coordinator's. */
+  readonly leaseRenewIntervalMs?: number;
+  /** A lease not renewed for this long is free to take, in ms. Default: the coordinator's. */
+  readonly leaseExpirationMs?: number;
+  /** Scheduler for every wait (polls, backoff, stall checks). Default `asyncScheduler`. */
+  readonly scheduler?: SchedulerLike;
+  /** Receives every {@link FeedEvent} (same as subscribing to `events$`). */
+  readonly events?: Partial<Observer<FeedEvent>> | ((event: FeedEvent) => void);
+  /**
+   * @internal Builds the lease coordinator. Default `createLeaseCoordinator`. For tests of the feed engine.
+   */
+  readonly coordinator?: (options: CoordinatorFactoryOptions) => LeaseCoordinator;
+}
+
+/** @internal Options after validation, with defaults applied. */
+export interface ResolvedOptions<T> extends ChangeFeedOptions<T> {
+  readonly leasePrefix: string;
+  readonly startFrom: StartFrom;
+  readonly maxItemCount: number;
+  readonly pollIntervalMs: number;
+  readonly maxInFlightChanges: number;
+  readonly stallTimeoutMs: number;
+  readonly drainTimeoutMs: number;
+  readonly scheduler: SchedulerLike;
+}
+
+/** @internal Defaults of {@link ChangeFeedOptions}. */
+export const DEFAULTS = {
+  leasePrefix: 'rxfeed.',
+  startFrom: 'beginning',
+  maxItemCount: 100,
+  pollIntervalMs: 5_000,
+  maxInFlightChanges: 10_000,
+  stallTimeoutMs: 60_000,
+  drainTimeoutMs: 30_000,
+} as const;
+
+function positiveInteger(name: string, value: unknown, min = 1): void {
+  if (value === undefined) return;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min) {
+    throw new InvalidOptionsError(name, `expected an integer ≥ ${min}, got ${JSON.stringify(value)}`);
+  }
+}
+
+function durationMs(name: string, value: unknown, min = 0): void {
+  if (value === undefined) return;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < min) {
+    throw new InvalidOptionsError(
+      name,
+      `expected a finite number of milliseconds ≥ ${min}, got ${JSON.stringify(value)} (the unit is ms)`,
+    );
+  }
+}
+
+function hasMethods(value: unknown, methods: readonly string[]): boolean {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    methods.every((m) => typeof (value as Record<string, unknown>)[m] === 'function')
+  );
+}
+
+/**
+ * Checks every option and applies defaults. Throws {@link InvalidOptionsError} naming the option and the fix.
+ *
+ * @internal
+ */
+export function resolveOptions<T>(options: ChangeFeedOptions<T>): ResolvedOptions<T> {
+  if (typeof options !== 'object' || options === null) {
+    throw new InvalidOptionsError('options', 'pass an options object with at least source, leases and instanceName');
+  }
+  if (!hasMethods(options.source, ['listPartitions', 'read'])) {
+    throw new InvalidOptionsError('source', 'pass a Source (e.g. new MemorySource() or a Cosmos source)');
+  }
+  if (!hasMethods(options.leases, ['list', 'read', 'createIfAbsent', 'replace', 'delete'])) {
+    throw new InvalidOptionsError('leases', 'pass a LeaseStore (e.g. new MemoryLeaseStore())');
+  }
+  if (typeof options.instanceName !== 'string' || options.instanceName.trim() === '') {
+    throw new InvalidOptionsError('instanceName', 'pass a non-empty name unique to this host, e.g. os.hostname()');
+  }
+  if (options.leasePrefix !== undefined && typeof options.leasePrefix !== 'string') {
+    throw new InvalidOptionsError('leasePrefix', 'expected a string');
+  }
+  const startFrom = options.startFrom;
+  if (
+    startFrom !== undefined &&
+    startFrom !== 'beginning' &&
+    startFrom !== 'now' &&
+    !(startFrom instanceof Date && !Number.isNaN(startFrom.getTime())) &&
+    !(typeof startFrom === 'object' && startFrom !== null && typeof (startFrom as { position?: unknown }).position === 'string')
+  ) {
+    throw new InvalidOptionsError('startFrom', "expected 'beginning', 'now', a valid Date or { position }");
+  }
+  positiveInteger('maxItemCount', options.maxItemCount);
+  durationMs('pollIntervalMs', options.pollIntervalMs);
+  positiveInteger('maxInFlightChanges', options.maxInFlightChanges);
+  durationMs('stallTimeoutMs', options.stallTimeoutMs, 1);
+  durationMs('drainTimeoutMs', options.drainTimeoutMs);
+  durationMs('leaseAcquireIntervalMs', options.leaseAcquireIntervalMs, 1);
+  durationMs('leaseRenewIntervalMs', options.leaseRenewIntervalMs, 1);
+  durationMs('leaseExpirationMs', options.leaseExpirationMs, 1);
+  if (
+    options.leaseRenewIntervalMs !== undefined &&
+    options.leaseExpirationMs !== undefined &&
+    options.leaseRenewIntervalMs >= options.leaseExpirationMs
+  ) {
+    throw new InvalidOptionsError(
+      'leaseRenewIntervalMs',
+      `must be shorter than leaseExpirationMs (${options.leaseExpirationMs}), or leases expire between renewals`,
+    );
+  }
+  if (options.scheduler !== undefined && !hasMethods(options.scheduler, ['schedule', 'now'])) {
+    throw new InvalidOptionsError('scheduler', 'expected an RxJS SchedulerLike (e.g. asyncScheduler)');
+  }
+  if (options.events !== undefined && typeof options.events !== 'function' && typeof options.events !== 'object') {
+    throw new InvalidOptionsError('events', 'expected an observer object or a callback');
+  }
+  const maxItemCount = options.maxItemCount ?? DEFAULTS.maxItemCount;
+  const maxInFlightChanges = options.maxInFlightChanges ?? DEFAULTS.maxInFlightChanges;
+  if (options.maxItemCount !== undefined && options.maxInFlightChanges !== undefined && maxInFlightChanges < maxItemCount) {
+    throw new InvalidOptionsError(
+      'maxInFlightChanges',
+      `(${maxInFlightChanges}) is smaller than maxItemCount (${maxItemCount}); raise it to at least one page`,
+    );
+  }
+  return {
+    ...options,
+    leasePrefix: options.leasePrefix ?? DEFAULTS.leasePrefix,
+    startFrom: startFrom ?? DEFAULTS.startFrom,
+    maxItemCount,
+    pollIntervalMs: options.pollIntervalMs ?? DEFAULTS.pollIntervalMs,
+    maxInFlightChanges,
+    stallTimeoutMs: options.stallTimeoutMs ?? DEFAULTS.stallTimeoutMs,
+    drainTimeoutMs: options.drainTimeoutMs ?? DEFAULTS.drainTimeoutMs,
+    scheduler: options.scheduler ?? asyncScheduler,
+  };
+}

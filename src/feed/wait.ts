@@ -1,0 +1,32 @@
+import type { SchedulerLike } from 'rxjs';
+
+/**
+ * Resolves after `ms` on `scheduler`, or as soon as `signal` aborts (never rejects: callers check the
+ * signal). Using the scheduler, not `setTimeout`, lets fake timers and virtual time drive every wait.
+ *
+ * @internal
+ */
+export function sleep(ms: number, scheduler: SchedulerLike, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const done = () => {
+      signal.removeEventListener('abort', done);
+      task.unsubscribe();
+      resolve();
+    };
+    const task = scheduler.schedule(done, Math.max(0, ms));
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+/**
+ * Resolves when `signal` aborts.
+ *
+ * @internal
+ */
+export function aborted(signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    signal.addEventListener('abort', () => resolve(), { once: true });
+  });
+}
