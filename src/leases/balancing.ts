@@ -154,7 +154,7 @@ function byId(a: Lease, b: Lease): number {
   return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
 }
 
-/** A per-host pseudo-random rank of a lease (FNV-1a of owner + id), to spread concurrent first grabs. */
+/** A per-host pseudo-random rank of a lease (FNV-1a of owner + id, then avalanched), to spread first grabs. */
 function spread(owner: string, lease: Lease): number {
   let hash = 0x811c9dc5;
   const text = `${owner}\u0000${lease.id}`;
@@ -162,5 +162,11 @@ function spread(owner: string, lease: Lease): number {
     hash ^= text.charCodeAt(i);
     hash = Math.imul(hash, 0x01000193);
   }
+  // murmur3 finaliser: FNV alone keeps names that differ in one character correlated.
+  hash ^= hash >>> 16;
+  hash = Math.imul(hash, 0x85ebca6b);
+  hash ^= hash >>> 13;
+  hash = Math.imul(hash, 0xc2b2ae35);
+  hash ^= hash >>> 16;
   return hash >>> 0;
 }

@@ -543,6 +543,7 @@ class Coordinator implements LeaseCoordinator {
   async partitionGone(held: Held, position: Position | null): Promise<void> {
     if (held.closeReason || held.closing) return;
     await held.enqueue(async () => {
+      if (held.closeReason) return; // handled by an earlier call
       const fresh = await this.#store.read(held.lease.id);
       if (fresh && (fresh.owner !== this.owner || fresh.epoch !== held.epoch)) {
         // Fenced: the current owner will split it (from its own, newer, position).

@@ -1,0 +1,187 @@
+import { describe, expect, it } from 'vitest';
+import { LeaseLostError } from '../../src/errors/index.js';
+import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
+import type { SimHost } from './hosts.js';
+import { countByOwner, FakePartitions, spreadOf, startHost } from './hosts.js';
+import { VirtualScheduler } from './virtualScheduler.js';
+
+const ACQUIRE = 13_000;
+const EXPIRY = 60_000;
+const timings = { leaseAcquireIntervalMs: ACQUIRE, leaseRenewIntervalMs: 40_000, leaseExpirationMs: EXPIRY };
+
+function world(partitionCount: number) {
+  const clock = new VirtualScheduler(1_700_000_000_000);
+  const store = new MemoryLeaseStore();
+  const parts = new FakePartitions(partitionCount);
+  const hosts: SimHost[] = [];
+  const start = (name: string, extra = {}) => {
+    const host = startHost(name, store, clock, parts.listPartitions, { ...timings, ...extra });
+    hosts.push(host);
+    return host;
+  };
+  const leases = () => store.snapshot().filter((l) => !l.id.endsWith('.info') && !l.id.endsWith('.lock'));
+  const counts = () => countByOwner(leases(), clock.now(), EXPIRY);
+  /** Every lease owned by exactly one of `names` and each of them believes it holds exactly those. */
+  const consistent = (names: string[]) => {
+    const stored = leases();
+    if (stored.some((l) => !l.owner || !names.includes(l.owner))) return false;
+    return hosts
+      .filter((h) => names.includes(h.name))
+      .every((h) => {
+        const mine = new Set(h.coordinator.owned().map((o) => o.lease.id));
+        return stored.filter((l) => l.owner === h.name).every((l) => mine.has(l.id)) && mine.size === stored.filter((l) => l.owner === h.name).length;
+      });
+  };
+  return { clock, store, parts, hosts, start, leases, counts, consistent };
+}
+
+/** Ownership changes recorded in the store's epochs (each acquisition bumps the epoch by one). */
+function totalEpochs(leases: readonly { epoch: number }[]): number {
+  return leases.reduce((sum, l) => sum + l.epoch, 0);
+}
+
+describe('balancing across hosts (virtual time)', () => {
+  it('256 ranges × 8 hosts joining at once: max − min ≤ 1 within 3 acquire intervals, then no more moves', async () => {
+    const w = world(256);
+    const names = Array.from({ length: 8 }, (_, i) => `host-${i}`);
+    for (const name of names) w.start(name);
+
+    let intervals = -1;
+    for (let i = 0; i <= 3; i++) {
+      await w.clock.advance(i === 0 ? 2_000 : ACQUIRE); // hosts start within the first bootstrap poll
+      if (w.leases().length === 256 && w.consistent(names) && spreadOf(w.counts(), names) <= 1) {
+        intervals = i;
+        break;
+      }
+    }
+    expect(intervals).toBeGreaterThanOrEqual(0);
+    expect(intervals).toBeLessThanOrEqual(3);
+    expect([...w.counts().values()].sort()).toEqual(Array(8).fill(32));
+
+    // Settled: ten more minutes without a single ownership change (no thrashing), all leases alive.
+    const epochs = totalEpochs(w.leases());
+    await w.clock.advance(10 * 60_000);
+    expect(totalEpochs(w.leases())).toBe(epochs);
+    expect(spreadOf(w.counts(), names)).toBeLessThanOrEqual(1);
+    await Promise.all(w.hosts.map((h) => h.coordinator.stop()));
+    expect(w.leases().every((l) => l.owner === null)).toBe(true);
+  });
+
+  it('scale out 1 → 4 hosts and back to 1', async () => {
+    const w = world(16);
+    const a = w.start('a');
+    await w.clock.advance(1_000);
+    expect(a.coordinator.owned()).toHaveLength(16);
+
+    for (const name of ['b', 'c', 'd']) w.start(name);
+    await w.clock.advance(3 * ACQUIRE);
+    expect([...w.counts().values()]).toEqual([4, 4, 4, 4]);
+    expect(w.consistent(['a', 'b', 'c', 'd'])).toBe(true);
+    // a learned about each stolen lease and closed it as LeaseLost.
+    expect(a.acquired.filter((o) => o.closeReason === 'LeaseLost')).toHaveLength(12);
+
+    // Graceful scale-in: released leases are picked up by the survivor within one idle scan.
+    await w.hosts[1]!.coordinator.stop();
+    await w.hosts[2]!.coordinator.stop();
+    await w.hosts[3]!.coordinator.stop();
+    await w.clock.advance(EXPIRY / 2 + ACQUIRE);
+    expect(w.counts()).toEqual(new Map([['a', 16]]));
+    expect(w.consistent(['a'])).toBe(true);
+    await a.coordinator.stop();
+  });
+
+  it('host crash: survivors take its leases from its last checkpoint within about one expiration', async () => {
+    const w = world(12);
+    const hosts = ['a', 'b', 'c'].map((n) => w.start(n));
+    await w.clock.advance(4 * ACQUIRE);
+    expect([...w.counts().values()]).toEqual([4, 4, 4]);
+    const victim = hosts[1]!;
+    const victimLeases = victim.coordinator.owned();
+    await victimLeases[0]!.checkpoint('last-good');
+    victim.gate.pause(); // SIGKILL: never comes back
+    const crashedAt = w.clock.now();
+
+    const elapsed = await w.clock.advanceUntil(() => w.consistent(['a', 'c']), 3 * EXPIRY, 250);
+    expect(w.consistent(['a', 'c'])).toBe(true);
+    expect(elapsed).toBeLessThanOrEqual(1.2 * EXPIRY);
+    expect(w.clock.now() - crashedAt).toBe(elapsed);
+    expect(spreadOf(w.counts(), ['a', 'c'])).toBe(0);
+    const taken = (await w.store.read(victimLeases[0]!.lease.id))!;
+    expect(taken.continuation).toBe('last-good');
+    expect(taken.epoch).toBe(victimLeases[0]!.epoch + 1);
+  });
+
+  it('host paused past expiry then resumed: its checkpoint is rejected and its feeds close as LeaseLost', async () => {
+    const w = world(4);
+    const a = w.start('a');
+    const b = w.start('b');
+    await w.clock.advance(3 * ACQUIRE);
+    const paused = a.coordinator.owned();
+    expect(paused).toHaveLength(2);
+    a.gate.pause();
+    await w.clock.advance(EXPIRY + 2 * ACQUIRE);
+    expect(w.counts()).toEqual(new Map([['b', 4]]));
+    await b.coordinator.owned().find((o) => o.leaseToken === paused[0]!.leaseToken)!.checkpoint('b-progress');
+
+    a.gate.resume();
+    const stale = expect(paused[0]!.checkpoint('a-stale')).rejects.toBeInstanceOf(LeaseLostError);
+    await w.clock.advance(10);
+    await stale;
+    expect((await w.store.read(paused[0]!.lease.id))!.continuation).toBe('b-progress');
+    await w.clock.advance(EXPIRY);
+    for (const o of paused) {
+      expect(o.signal.aborted).toBe(true);
+      expect(o.closeReason).toBe('LeaseLost');
+    }
+    expect(a.events.filter((e) => e.type === 'leaseLost').length).toBeGreaterThanOrEqual(2);
+    // After resuming, a is an ordinary host again and gets its share back.
+    await w.clock.advance(3 * ACQUIRE);
+    expect([...w.counts().values()]).toEqual([2, 2]);
+  });
+
+  it('split while owned: children start at the parent position, created once although two hosts notice', async () => {
+    const w = world(2);
+    const a = w.start('a', { maxLeases: 1 });
+    const b = w.start('b', { maxLeases: 1 });
+    await w.clock.advance(3 * ACQUIRE);
+    const owned0 = [...a.coordinator.owned(), ...b.coordinator.owned()].find((o) => o.leaseToken === '0')!;
+    await owned0.checkpoint('parent-pos');
+    const [c1, c2] = w.parts.split('0');
+
+    // The owner and a deposed reader of the same lease notice together; only the owner may split.
+    await Promise.all([owned0.partitionGone('parent-pos'), owned0.partitionGone('parent-pos')]);
+    expect(owned0.closeReason).toBe('PartitionGone');
+    const tokens = w.leases().map((l) => l.leaseToken).sort();
+    expect(tokens).toEqual(['1', c1, c2].sort());
+    for (const child of [c1, c2]) {
+      const lease = (await w.store.read(`p.${child}`))!;
+      expect(lease.continuation).toBe('parent-pos');
+      expect(lease.feedRange).toEqual(w.parts.list.find((p) => p.id === child)!.range);
+    }
+    const splits = [...a.events, ...b.events].filter((e) => e.type === 'partitionSplit');
+    expect(splits).toHaveLength(1);
+    expect(splits[0]).toMatchObject({ lease: '0', children: [c1, c2] });
+
+    // maxLeases 1 each: one of the three leases stays free; nobody exceeds the cap to take it.
+    await w.clock.advance(3 * ACQUIRE);
+    expect([...w.counts().values()]).toEqual([1, 1]);
+    expect(w.leases().filter((l) => l.owner === null)).toHaveLength(1);
+  });
+
+  it('a lease stolen mid-stream: the old owner learns at its next checkpoint, which never lands', async () => {
+    const w = world(2);
+    const a = w.start('a');
+    await w.clock.advance(1_000);
+    expect(a.coordinator.owned()).toHaveLength(2);
+    w.start('b');
+    await w.clock.advance(1_000); // b steals one lease at its first scan; a has not noticed yet
+    const before = w.leases().find((l) => l.owner === 'b')!;
+    const stolen = a.acquired.find((o) => o.lease.id === before.id)!;
+    expect(stolen.signal.aborted).toBe(false);
+    await expect(stolen.checkpoint('too-late')).rejects.toBeInstanceOf(LeaseLostError);
+    expect(stolen.closeReason).toBe('LeaseLost');
+    expect((await w.store.read(stolen.lease.id))!.continuation).toBe(before.continuation);
+    const b = w.hosts[1]!;
+    expect(b.events.find((e) => e.type === 'leaseStolen')).toMatchObject({ from: 'a', lease: stolen.leaseToken });
+  });
+});
