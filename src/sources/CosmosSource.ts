@@ -1,0 +1,323 @@
+import {
+  ChangeFeedMode,
+  ChangeFeedStartFrom,
+  type ChangeFeedIteratorResponse,
+  type ChangeFeedPullModelIterator,
+  type Container,
+  type FeedRange as SdkFeedRange,
+  type PriorityLevel,
+} from '@azure/cosmos';
+import type { Change } from '../core/Change.js';
+import type { FeedMode, FeedRange, Partition, Position, StartFrom } from '../core/Partition.js';
+import { InvalidOptionsError, PartitionGoneError, ResourceGoneError, TransientError } from '../errors/index.js';
+import { logger } from '../internal/log.js';
+import { lsnOfPosition, lsnOfSessionToken, parseToken, rangeIdOfSessionToken, rangeToken } from './cosmos/continuation.js';
+import { isAbortError, toSourceError } from './cosmos/errors.js';
+import { allVersionsChange, latestVersionChange, type PartitionKeyPaths } from './cosmos/mapChange.js';
+import type { Page, ReadRequest, Source } from './Source.js';
+
+/** Options of {@link CosmosSource}. */
+export interface CosmosSourceOptions {
+  /**
+   * Which changes to read. `'latestVersion'` (default) gives the latest version of each changed document
+   * and no deletes; `'allVersionsAndDeletes'` gives every create, replace and delete (the container needs
+   * continuous backup or a change feed retention policy, and reads can only start from `'now'` or a position).
+   */
+  readonly mode?: FeedMode;
+  /** Name used in logs and errors. Default `dbs/<database>/colls/<container>`. Never put a secret in it. */
+  readonly description?: string;
+  /**
+   * Keep one SDK iterator per partition between reads, so a poll costs one request instead of three
+   * (container read + change feed). Default `true`; turn off only to debug.
+   */
+  readonly reuseIterators?: boolean;
+  /** Priority of the change feed requests (`'Low'` lets them yield to the application's traffic). Default: the service default. */
+  readonly priorityLevel?: PriorityLevel;
+}
+
+/** A position no partition has: the state of an iterator that has not yet answered. */
+const NO_POSITION = '\u0000';
+
+interface CachedIterator {
+  readonly iterator: ChangeFeedPullModelIterator<unknown>;
+  /** The position the iterator stands at (what the next read continues after). */
+  position: Position;
+  busy: boolean;
+}
+
+interface ContainerInfo {
+  readonly rid: string;
+  readonly keyPaths: PartitionKeyPaths | undefined;
+}
+
+function abortError(signal: AbortSignal): unknown {
+  return signal.reason ?? new DOMException('The operation was aborted', 'AbortError');
+}
+
+/** Settles with `promise`, or rejects as soon as `signal` aborts (the SDK's change feed iterator takes no signal). */
+function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise;
+  if (signal.aborted) {
+    promise.catch(() => undefined);
+    return Promise.reject(abortError(signal));
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(abortError(signal));
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err);
+      },
+    );
+  });
+}
+
+function sameRange(a: FeedRange, b: { minInclusive: string; maxExclusive: string }): boolean {
+  return a.minInclusive === b.minInclusive && a.maxExclusive === b.maxExclusive;
+}
+
+function headerText(headers: Record<string, unknown> | undefined, name: string): string | undefined {
+  const value = headers?.[name];
+  return value === undefined || value === null ? undefined : String(value);
+}
+
+/**
+ * The Azure Cosmos DB change feed of one container as an rxfeed {@link Source}: one partition per
+ * partition key range, read with the SDK's `getChangeFeedIterator` from a lease's position, in
+ * LatestVersion or AllVersionsAndDeletes mode.
+ *
+ * Positions are the etags the service returns per range (such as `"42"`), the same values the .NET and
+ * Java processors store in a lease's `ContinuationToken`. Splits surface as {@link PartitionGoneError}
+ * (child partitions continue from the parent's position), a deleted container as `ResourceGoneError`,
+ * rejected credentials as `CredentialsError`, and throttling or transient failures that outlast the SDK's
+ * own retries as {@link TransientError}.
+ *
+ * @example
+ * ```ts
+ * import { CosmosClient } from '@azure/cosmos';
+ * import { CosmosSource, changeFeed, CosmosLeaseStore } from 'rxfeed';
+ * const client = new CosmosClient({ endpoint, key });
+ * const source = new CosmosSource<Order>(client.database('shop').container('orders'));
+ * const leases = new CosmosLeaseStore(client.database('shop').container('leases'));
+ * changeFeed({ source, leases, instanceName: 'host-1', leasePrefix: 'orders-view.' }).subscribe(...);
+ * ```
+ */
+export class CosmosSource<T = unknown> implements Source<T> {
+  readonly description: string;
+  readonly mode: FeedMode;
+
+  readonly #container: Container;
+  readonly #reuseIterators: boolean;
+  readonly #priorityLevel: PriorityLevel | undefined;
+  readonly #iterators = new Map<string, CachedIterator>();
+  #info: Promise<ContainerInfo> | undefined;
+  readonly #log = logger('cosmos');
+
+  /**
+   * @param container - the monitored container (any `@azure/cosmos` 4.x client: key, token credential…).
+   * @param options - see {@link CosmosSourceOptions}; invalid values throw an `InvalidOptionsError`.
+   */
+  constructor(container: Container, options: CosmosSourceOptions = {}) {
+    if (!container || typeof container.items?.getChangeFeedIterator !== 'function') {
+      throw new InvalidOptionsError('container', 'expected an @azure/cosmos Container (client.database(id).container(id))');
+    }
+    const mode = options.mode ?? 'latestVersion';
+    if (mode !== 'latestVersion' && mode !== 'allVersionsAndDeletes') {
+      throw new InvalidOptionsError('mode', `expected 'latestVersion' or 'allVersionsAndDeletes', got ${String(mode)}`);
+    }
+    this.#container = container;
+    this.mode = mode;
+    this.description = options.description ?? `dbs/${container.database.id}/colls/${container.id}`;
+    this.#reuseIterators = options.reuseIterators ?? true;
+    this.#priorityLevel = options.priorityLevel;
+  }
+
+  /**
+   * The container's live partition key ranges, in key order, as partitions (`id` = range id).
+   *
+   * @example
+   * ```ts
+   * const partitions = await source.listPartitions();
+   * console.log(partitions.map((p) => `${p.id}: [${p.range.minInclusive}, ${p.range.maxExclusive})`));
+   * ```
+   */
+  async listPartitions(signal?: AbortSignal): Promise<readonly Partition[]> {
+    try {
+      const { resources } = await this.#container
+        .readPartitionKeyRanges(signal ? { abortSignal: signal } : {})
+        .fetchAll();
+      // A gone parent listed next to its children would overlap them; keep only the live ranges.
+      const parents = new Set(resources.flatMap((r) => r.parents ?? []));
+      return resources
+        .filter((r) => !parents.has(r.id))
+        .sort((a, b) => (a.minInclusive < b.minInclusive ? -1 : a.minInclusive > b.minInclusive ? 1 : 0))
+        .map((r) => ({
+          id: r.id,
+          range: { minInclusive: r.minInclusive, maxExclusive: r.maxExclusive },
+          ...(r.parents && r.parents.length > 0 ? { parents: [...r.parents] } : {}),
+        }));
+    } catch (err) {
+      throw toSourceError(err, this.description, '*');
+    }
+  }
+
+  /**
+   * Reads one page of one partition's changes.
+   *
+   * @example
+   * ```ts
+   * const page = await source.read({ partition, from: { position: lease.continuation }, maxItemCount: 100 });
+   * for (const change of page.changes) console.log(change.operation, change.id, change.lsn);
+   * ```
+   */
+  async read(request: ReadRequest): Promise<Page<T>> {
+    const { partition, from, maxItemCount, signal } = request;
+    if (!Number.isInteger(maxItemCount) || maxItemCount < 1) {
+      throw new InvalidOptionsError('maxItemCount', `expected a positive integer, got ${String(maxItemCount)}`);
+    }
+    this.#checkStart(from);
+    if (signal?.aborted) throw abortError(signal);
+
+    const key = `${partition.id}|${maxItemCount}`;
+    let entry = this.#reusable(key, from);
+    try {
+      entry ??= await raceAbort(this.#newIterator(partition, from, maxItemCount), signal);
+      entry.busy = true;
+      const response = await raceAbort(entry.iterator.readNext(), signal);
+      const page = await this.#toPage(partition, response);
+      this.#checkForward(partition, from, page.position);
+      entry.position = page.position;
+      entry.busy = false;
+      if (this.#reuseIterators) this.#iterators.set(key, entry);
+      return page;
+    } catch (err) {
+      // After an abort or a failure the iterator's state is unknown (a request may still land): drop it and
+      // start a fresh one from the caller's position next time.
+      if (entry && this.#iterators.get(key) === entry) this.#iterators.delete(key);
+      if (!isAbortError(err) && !signal?.aborted) {
+        const mapped = toSourceError(err, this.description, partition.id);
+        this.#log(`[lease=${partition.id}] read failed: %s`, mapped instanceof Error ? mapped.message : String(mapped));
+        throw mapped;
+      }
+      throw signal?.aborted ? abortError(signal) : err;
+    }
+  }
+
+  /**
+   * LSNs only grow, and split children inherit their parent's. A position that moves backwards means the
+   * log is not the one the position was taken from: the container was deleted and created again under the
+   * same name. Reading on would silently skip everything up to the old LSN, so stop instead.
+   */
+  #checkForward(partition: Partition, from: StartFrom, position: Position): void {
+    if (typeof from !== 'object' || from instanceof Date) return;
+    const before = lsnOfPosition(from.position);
+    const after = lsnOfPosition(position);
+    if (before === undefined || after === undefined || after >= before) return;
+    throw new ResourceGoneError(
+      `${this.description} (partition ${partition.id} answered position ${position} to a read after ${from.position}: ` +
+        'the container was re-created; stored positions belong to the old one)',
+    );
+  }
+
+  #checkStart(from: StartFrom): void {
+    if (this.mode !== 'allVersionsAndDeletes') return;
+    if (from === 'beginning' || from instanceof Date) {
+      throw new InvalidOptionsError(
+        'startFrom',
+        `allVersionsAndDeletes reads can only start from 'now' or a saved position (the service refuses ${
+          from === 'beginning' ? "'beginning'" : 'a point in time'
+        }); use startFrom: 'now'`,
+      );
+    }
+  }
+
+  /** The cached iterator for this partition if it stands exactly at the requested position and is idle. */
+  #reusable(key: string, from: StartFrom): CachedIterator | undefined {
+    if (!this.#reuseIterators || typeof from !== 'object' || from instanceof Date) return undefined;
+    const cached = this.#iterators.get(key);
+    if (!cached || cached.busy || cached.position !== from.position) return undefined;
+    return cached;
+  }
+
+  #containerInfo(): Promise<ContainerInfo> {
+    this.#info ??= this.#container.read().then(
+      ({ resource }) => {
+        if (!resource) throw Object.assign(new Error(`${this.description} not found`), { code: 404 });
+        const paths = resource.partitionKey?.paths;
+        return { rid: resource._rid, keyPaths: paths ? { paths } : undefined };
+      },
+      (err: unknown) => {
+        this.#info = undefined;
+        throw err;
+      },
+    );
+    return this.#info;
+  }
+
+  async #newIterator(partition: Partition, from: StartFrom, maxItemCount: number): Promise<CachedIterator> {
+    const info = await this.#containerInfo().catch((err: unknown) => {
+      this.#info = undefined;
+      throw err;
+    });
+    let startFrom: ChangeFeedStartFrom;
+    if (from === 'beginning') startFrom = ChangeFeedStartFrom.Continuation(rangeToken(info.rid, partition.range, ''));
+    else if (from === 'now') startFrom = ChangeFeedStartFrom.Continuation(rangeToken(info.rid, partition.range, '*'));
+    else if (from instanceof Date) startFrom = ChangeFeedStartFrom.Time(from, await this.#sdkFeedRange(partition));
+    else startFrom = ChangeFeedStartFrom.Continuation(rangeToken(info.rid, partition.range, from.position));
+    const iterator = this.#container.items.getChangeFeedIterator<unknown>({
+      maxItemCount,
+      changeFeedStartFrom: startFrom,
+      changeFeedMode: this.mode === 'allVersionsAndDeletes' ? ChangeFeedMode.AllVersionsAndDeletes : ChangeFeedMode.LatestVersion,
+      ...(this.#priorityLevel ? { priorityLevel: this.#priorityLevel } : {}),
+    });
+    return { iterator, position: NO_POSITION, busy: false };
+  }
+
+  /** A point-in-time start needs the SDK's own FeedRange object (it refuses plain copies). */
+  async #sdkFeedRange(partition: Partition): Promise<SdkFeedRange> {
+    const ranges = await this.#container.getFeedRanges();
+    const match = ranges.find((r) => sameRange(partition.range, r));
+    if (!match) throw new PartitionGoneError(partition.id);
+    return match;
+  }
+
+  async #toPage(partition: Partition, response: ChangeFeedIteratorResponse<unknown>): Promise<Page<T>> {
+    const status = response.statusCode;
+    const headers = response.headers as Record<string, unknown>;
+    if (status !== 200 && status !== 304) {
+      // The SDK returns (not throws) a 410 that is not a split (e.g. 1008, partition migration) and then forgets
+      // the range's position; the caller's position is still right, so this is a retry from a fresh iterator.
+      throw new TransientError(`${this.description}: HTTP ${status} reading partition ${partition.id}`, { statusCode: status });
+    }
+    const token = parseToken(response.continuationToken);
+    const sessionToken = headerText(headers, 'x-ms-session-token');
+    const answeredBy = rangeIdOfSessionToken(sessionToken);
+    const entries = token?.Continuation ?? [];
+    const only = entries.length === 1 ? entries[0] : undefined;
+    if (!only || !sameRange(partition.range, only) || (answeredBy !== undefined && answeredBy !== partition.id)) {
+      // The SDK followed a split or merge on its own and now reads the children: the partition is gone. The
+      // page (from a child) is dropped; child leases start at this partition's last position and read it again.
+      this.#log(`[lease=${partition.id}] partition split or merged (continuation now covers ${entries.length} range(s))`);
+      throw new PartitionGoneError(partition.id);
+    }
+    const etag = only.continuationToken;
+    if (!etag || etag === '*') {
+      // No etag: the SDK lost the position (a reply without one). Keep the caller's and rebuild next time.
+      throw new TransientError(`${this.description}: reply without an etag for partition ${partition.id}`, { statusCode: status });
+    }
+    const fallbackLsn = lsnOfPosition(etag) ?? 0;
+    const latestLsn = lsnOfSessionToken(sessionToken) ?? lsnOfPosition(headerText(headers, 'lsn'));
+    const info = await this.#containerInfo();
+    const docs = status === 200 && Array.isArray(response.result) ? (response.result as unknown[]) : [];
+    const changes: Change<T>[] =
+      this.mode === 'allVersionsAndDeletes'
+        ? docs.map((d) => allVersionsChange<T>(d, info.keyPaths, fallbackLsn))
+        : docs.map((d) => latestVersionChange<T>(d, info.keyPaths, fallbackLsn));
+    return { changes, position: etag, ...(latestLsn !== undefined ? { latestLsn } : {}) };
+  }
+}
