@@ -1,0 +1,135 @@
+import { PGlite } from '@electric-sql/pglite';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { InvalidOptionsError, RxfeedError } from '../../src/errors/index.js';
+import { MemoryViewStore } from '../../src/sinks/MemoryViewStore.js';
+import { PGliteViewStore } from '../../src/sinks/PGliteViewStore.js';
+import { PostgresViewStore } from '../../src/sinks/PostgresViewStore.js';
+import { importOptional } from '../../src/sinks/sql/SqlRunner.js';
+import { viewStoreConformance } from '../support/viewStoreConformance.js';
+import type { ConformanceRow } from '../support/viewStoreConformance.js';
+import { PG_URL, postgresUnavailable, uniqueSchema } from './postgres.js';
+
+// PGlite takes seconds to start: one instance for the whole file, never one per test.
+let pglite: PGlite;
+const pgliteReady = PGlite.create().then((db) => (pglite = db));
+const pgSkip = await postgresUnavailable();
+const schema = uniqueSchema('rxfeed_views');
+let tables = 0;
+const nextTable = () => `v${++tables}`;
+
+afterAll(async () => {
+  await pglite?.close();
+});
+
+viewStoreConformance('MemoryViewStore', async () => {
+  const store = new MemoryViewStore<ConformanceRow>();
+  return { store, reopen: async () => store };
+});
+
+viewStoreConformance('PGliteViewStore', async () => {
+  const table = nextTable();
+  const options = { table, schema, pglite: pgliteReady };
+  const store = await PGliteViewStore.create<ConformanceRow>(options);
+  return { store, reopen: () => PGliteViewStore.create<ConformanceRow>(options) };
+});
+
+describe.skipIf(pgSkip !== undefined)('PostgreSQL', () => {
+  const pool = new pg.Pool({ connectionString: PG_URL, max: 6 });
+  afterAll(async () => {
+    await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await pool.end();
+  });
+
+  // Alternate between a pool we own and a connection string (rxfeed's own pool) across tests.
+  viewStoreConformance('PostgresViewStore', async () => {
+    const table = nextTable();
+    const connection = tables % 2 === 0 ? pool : PG_URL;
+    const store = await PostgresViewStore.create<ConformanceRow>({ connection, table, schema });
+    return { store, reopen: () => PostgresViewStore.create<ConformanceRow>({ connection: PG_URL, table, schema }) };
+  });
+
+  it('runs over a single pg Client, one transaction at a time', async () => {
+    const client = new pg.Client({ connectionString: PG_URL });
+    await client.connect();
+    try {
+      const store = await PostgresViewStore.create<ConformanceRow>({ connection: client, table: nextTable(), schema });
+      await Promise.all(
+        Array.from({ length: 5 }, (_, p) =>
+          store.write({
+            mode: 'guarded',
+            changes: [{ key: `k${p}`, row: { id: `k${p}`, version: p }, lsn: 1, timestampMs: 0, partition: `p${p}` }],
+            partitions: [{ partition: `p${p}`, epoch: 1, position: 'x', lsn: 1 }],
+          }),
+        ),
+      );
+      expect((await store.rows()).map((r) => r.key)).toEqual(['k0', 'k1', 'k2', 'k3', 'k4']);
+      await store.close();
+      // The client is the caller's: still usable.
+      expect((await client.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('copies typed columns out of the row for reporting queries', async () => {
+    const table = nextTable();
+    const store = await PostgresViewStore.create<{ customer: string; total: number; at: string; meta: object }>({
+      connection: pool,
+      table,
+      schema,
+      columns: { customer: 'text', total: 'numeric(12,2)', at: 'timestamptz', meta: 'jsonb' },
+    });
+    const row = { customer: 'ada', total: 12.5, at: '2026-01-01T00:00:00Z', meta: { vip: true } };
+    await store.write({
+      mode: 'guarded',
+      changes: [{ key: 'o1', row, lsn: 1, timestampMs: 0, partition: 'p0' }],
+      partitions: [{ partition: 'p0', epoch: 1, position: 'x', lsn: 1 }],
+    });
+    const result = await pool.query(`SELECT customer, total::text AS total, extract(year FROM at) AS year, meta FROM ${store.tableName}`);
+    expect(result.rows).toEqual([{ customer: 'ada', total: '12.50', year: '2026', meta: { vip: true } }]);
+    await store.write({
+      mode: 'guarded',
+      changes: [{ key: 'o1', row: { ...row, total: 20 }, lsn: 2, timestampMs: 0, partition: 'p0' }],
+      partitions: [],
+    });
+    expect((await pool.query(`SELECT total::float8 AS total FROM ${store.tableName}`)).rows).toEqual([{ total: 20 }]);
+    await store.close();
+  });
+
+  it('creates its tables once when several processes start at the same time', async () => {
+    const table = nextTable();
+    const stores = Array.from({ length: 4 }, () => new PostgresViewStore<ConformanceRow>({ connection: PG_URL, table, schema }));
+    await Promise.all(stores.map((s) => s.ready()));
+    await Promise.all(stores.map((s) => s.close()));
+  });
+});
+
+describe('view store options and drivers', () => {
+  it('rejects bad names and types at construction, saying what to fix', () => {
+    expect(() => new PGliteViewStore({ table: 'Orders; drop' })).toThrow(InvalidOptionsError);
+    expect(() => new PGliteViewStore({ table: 'orders', schema: 'bad-schema' })).toThrow(/schema/);
+    expect(() => new PGliteViewStore({ table: 'orders', columns: { total: 'numeric; drop table x' } })).toThrow(/SQL type/);
+    expect(() => new PGliteViewStore({ table: 'orders', columns: { lsn: 'bigint' } })).toThrow(/not one of/);
+    expect(() => new PostgresViewStore({ connection: PG_URL, table: 'orders', poolMax: 0 })).toThrow(/poolMax/);
+    expect(() => new PostgresViewStore({ connection: undefined as unknown as string, table: 'orders' })).toThrow(/connection/);
+  });
+
+  it('says which package to install when an optional driver is missing', async () => {
+    const missing = 'rxfeed-package-that-does-not-exist';
+    const error = await importOptional('pg', () => import(missing), 'PostgresViewStore').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RxfeedError);
+    expect((error as Error).message).toContain('npm install pg');
+  });
+
+  it('reports an unreachable database on first use, and never leaks the password in its description', async () => {
+    const store = new PostgresViewStore({ connection: 'postgresql://u:secret@127.0.0.1:1/none', table: 'orders' });
+    expect(store.description).not.toContain('secret');
+    await expect(store.rows()).rejects.toThrow();
+    await store.close();
+  });
+});
+
+beforeAll(async () => {
+  await pgliteReady;
+});

@@ -1,0 +1,291 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { LeaseLostError } from '../../src/errors/index.js';
+import { ViewFencedError } from '../../src/sinks/ViewFencedError.js';
+import type { ViewChange, ViewCommit, ViewMode, ViewRow, ViewStore, ViewWrite } from '../../src/sinks/ViewStore.js';
+
+/** The row type the suite writes. */
+export interface ConformanceRow {
+  readonly id: string;
+  readonly version: number;
+  readonly tags?: readonly string[];
+}
+
+/** A fresh store under test, and a way to open the same data again as a restarted process would. */
+export interface StoreUnderTest {
+  readonly store: ViewStore<ConformanceRow>;
+  /** A second store instance over the same data (a restart). Memory stores return the same instance. */
+  reopen(): Promise<ViewStore<ConformanceRow>>;
+}
+
+/** Makes a new, empty store (a unique table) for one test. */
+export type StoreFactory = () => Promise<StoreUnderTest>;
+
+/** A seeded PRNG (mulberry32), so a failing shuffle can be replayed from its seed. */
+export function random(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const T0 = Date.UTC(2026, 0, 1);
+
+/** One change for the suite: an upsert of `{id: key, version}` or, with `version` undefined, a delete. */
+export function change(partition: string, key: string, lsn: number, version: number | undefined): ViewChange<ConformanceRow> {
+  return { key, row: version === undefined ? undefined : { id: key, version }, lsn, timestampMs: T0 + lsn * 1000, partition };
+}
+
+/** A write of `changes`, committing each partition at `pos:<partition>:<highest lsn>` under `epoch`. */
+export function writeOf(
+  changes: readonly ViewChange<ConformanceRow>[],
+  options: { mode?: ViewMode; epoch?: number | Record<string, number>; positions?: Record<string, string> } = {},
+): ViewWrite<ConformanceRow> {
+  const commits = new Map<string, ViewCommit>();
+  for (const c of changes) {
+    const lsn = Math.max(c.lsn, commits.get(c.partition)?.lsn ?? 0);
+    const epoch = typeof options.epoch === 'number' ? options.epoch : (options.epoch?.[c.partition] ?? 1);
+    commits.set(c.partition, { partition: c.partition, epoch, position: `pos:${c.partition}:${lsn}`, lsn });
+  }
+  for (const [partition, position] of Object.entries(options.positions ?? {})) {
+    const epoch = typeof options.epoch === 'number' ? options.epoch : (options.epoch?.[partition] ?? 1);
+    commits.set(partition, { partition, epoch, position, lsn: commits.get(partition)?.lsn });
+  }
+  return { mode: options.mode ?? 'guarded', changes, partitions: [...commits.values()] };
+}
+
+const content = (rows: readonly ViewRow<ConformanceRow>[]) =>
+  Object.fromEntries(rows.map((r) => [r.key, r.row.version]));
+
+interface HistoryEvent {
+  readonly change: ViewChange<ConformanceRow>;
+}
+
+/**
+ * A source history: `partitions` partitions, each with its own documents and increasing LSNs, random
+ * creates, replaces and deletes; cut into batches of 1–6 changes. Returns the batches (per partition, in
+ * order) and the final state (id → version) a correct view must end with.
+ */
+export function history(seed: number, partitions = 3, docsPerPartition = 12, eventsPerPartition = 60) {
+  const rnd = random(seed);
+  const batches: ViewChange<ConformanceRow>[][] = [];
+  const final = new Map<string, number>();
+  for (let p = 0; p < partitions; p++) {
+    const partition = `p${p}`;
+    const events: HistoryEvent[] = [];
+    let lsn = 0;
+    for (let i = 0; i < eventsPerPartition; i++) {
+      lsn += 1 + Math.floor(rnd() * 3);
+      const key = `doc-${p}-${Math.floor(rnd() * docsPerPartition)}`;
+      const deleted = rnd() < 0.25;
+      const version = deleted ? undefined : i;
+      events.push({ change: change(partition, key, lsn, version) });
+      if (version === undefined) final.delete(key);
+      else final.set(key, version);
+    }
+    for (let i = 0; i < events.length; ) {
+      const size = 1 + Math.floor(rnd() * 6);
+      batches.push(events.slice(i, i + size).map((e) => e.change));
+      i += size;
+    }
+  }
+  return { batches, final: Object.fromEntries([...final].sort(([a], [b]) => (a < b ? -1 : 1))) };
+}
+
+function shuffle<T>(items: T[], rnd: () => number): T[] {
+  for (let i = items.length - 1; i > 0; i--) {
+    const j = Math.floor(rnd() * (i + 1));
+    [items[i], items[j]] = [items[j] as T, items[i] as T];
+  }
+  return items;
+}
+
+/**
+ * The behaviour every {@link ViewStore} must have. Call inside a test file once per store kind.
+ *
+ * @param name Shown in the test names.
+ * @param factory Makes a fresh store per test.
+ */
+export function viewStoreConformance(name: string, factory: StoreFactory): void {
+  describe(`ViewStore conformance: ${name}`, () => {
+    const opened: ViewStore<ConformanceRow>[] = [];
+    const fresh = async () => {
+      const s = await factory();
+      opened.push(s.store);
+      return s;
+    };
+    afterAll(async () => {
+      await Promise.all(opened.map((s) => s.close()));
+    });
+
+    it('writes rows with their versions and reads them back ordered by key', async () => {
+      const { store } = await fresh();
+      const result = await store.write(writeOf([change('p0', 'b', 2, 1), change('p0', 'a', 3, 1), change('p1', 'c', 1, 7)]));
+      expect(result).toEqual({ written: 3, deleted: 0, skipped: 0 });
+      const rows = await store.rows();
+      expect(rows.map((r) => r.key)).toEqual(['a', 'b', 'c']);
+      expect(await store.get('c')).toEqual({ key: 'c', row: { id: 'c', version: 7 }, lsn: 1, timestampMs: T0 + 1000, partition: 'p1' });
+      expect(await store.get('missing')).toBeUndefined();
+    });
+
+    it('round-trips nested JSON rows', async () => {
+      const { store } = await fresh();
+      const row = { id: 'n', version: 1, tags: ['x', 'ÿ "quoted"', 'back\\slash'] };
+      await store.write({ mode: 'guarded', changes: [{ ...change('p0', 'n', 1, 1), row }], partitions: [] });
+      expect((await store.get('n'))?.row).toEqual(row);
+    });
+
+    it('never lets an older or replayed change overwrite a newer row', async () => {
+      const { store } = await fresh();
+      await store.write(writeOf([change('p0', 'a', 10, 10)]));
+      expect(await store.write(writeOf([change('p0', 'a', 5, 5)]))).toEqual({ written: 0, deleted: 0, skipped: 1 });
+      expect(await store.write(writeOf([change('p0', 'a', 10, 10)]))).toEqual({ written: 0, deleted: 0, skipped: 1 });
+      expect((await store.get('a'))?.row.version).toBe(10);
+      expect(await store.write(writeOf([change('p0', 'a', 11, 11)]))).toEqual({ written: 1, deleted: 0, skipped: 0 });
+      expect((await store.get('a'))?.lsn).toBe(11);
+    });
+
+    it('deletes leave a tombstone, so a replayed older change cannot resurrect the row', async () => {
+      const { store } = await fresh();
+      await store.write(writeOf([change('p0', 'a', 3, 3), change('p0', 'b', 4, 4)]));
+      expect(await store.write(writeOf([change('p0', 'a', 6, undefined)]))).toEqual({ written: 0, deleted: 1, skipped: 0 });
+      expect(await store.get('a')).toBeUndefined();
+      // Replays of the create, and a change between create and delete, stay dead.
+      await store.write(writeOf([change('p0', 'a', 3, 3)]));
+      await store.write(writeOf([change('p0', 'a', 5, 5)]));
+      expect(await store.get('a')).toBeUndefined();
+      // A delete older than the row leaves the row alone (its tombstone is older than the row too).
+      expect(await store.write(writeOf([change('p0', 'b', 2, undefined)]))).toEqual({ written: 0, deleted: 0, skipped: 1 });
+      expect((await store.get('b'))?.row.version).toBe(4);
+      // A newer create brings the document back.
+      await store.write(writeOf([change('p0', 'a', 9, 9)]));
+      expect((await store.get('a'))?.row.version).toBe(9);
+      // A tombstone arriving before any row (replay out of order) blocks the older create.
+      await store.write(writeOf([change('p1', 'z', 8, undefined)]));
+      await store.write(writeOf([change('p1', 'z', 7, 7)]));
+      expect(await store.get('z')).toBeUndefined();
+    });
+
+    it('coalesces several changes of one key in a write to the latest', async () => {
+      const { store } = await fresh();
+      const result = await store.write(
+        writeOf([change('p0', 'a', 1, 1), change('p0', 'a', 2, 2), change('p0', 'a', 3, undefined), change('p0', 'a', 4, 4), change('p0', 'b', 5, 5), change('p0', 'b', 6, undefined)]),
+      );
+      expect(result).toEqual({ written: 1, deleted: 0, skipped: 5 });
+      expect(content(await store.rows())).toEqual({ a: 4 });
+      await store.write(writeOf([change('p0', 'b', 5, 5)]));
+      expect(await store.get('b')).toBeUndefined();
+    });
+
+    for (const seed of [1, 2, 3]) {
+      it(`ends equal to the source's final state after replays in random order (seed ${seed})`, async () => {
+        const { store } = await fresh();
+        const { batches, final } = history(seed);
+        const rnd = random(seed * 7919);
+        // Every batch twice, shuffled across partitions and within them, some merged into bigger writes.
+        const writes = shuffle([...batches, ...batches], rnd);
+        for (let i = 0; i < writes.length; ) {
+          const n = 1 + Math.floor(rnd() * 3);
+          await store.write(writeOf(writes.slice(i, i + n).flat()));
+          i += n;
+        }
+        expect(content(await store.rows())).toEqual(final);
+      });
+    }
+
+    it('applies concurrent writes of different partitions', async () => {
+      const { store } = await fresh();
+      await Promise.all(
+        Array.from({ length: 8 }, (_, p) => store.write(writeOf(Array.from({ length: 25 }, (_, i) => change(`p${p}`, `k${p}-${i}`, i + 1, i))))),
+      );
+      expect((await store.rows()).length).toBe(200);
+      expect((await store.positions()).size).toBe(8);
+    });
+
+    it('keeps each partition position, epoch and LSN with the rows, never moving back', async () => {
+      const { store, reopen } = await fresh();
+      await store.write(writeOf([change('p0', 'a', 1, 1), change('p0', 'b', 2, 2), change('p1', 'c', 5, 5)], { epoch: 2 }));
+      await store.write(writeOf([change('p0', 'a', 4, 4)], { epoch: 3 }));
+      // A replayed (older) batch keeps the newer position.
+      await store.write(writeOf([change('p0', 'b', 2, 2)], { epoch: 3 }));
+      // A batch without changes still moves its partition (it carries a position).
+      await store.write(writeOf([], { epoch: 2, positions: { p1: 'pos:p1:after-empty' } }));
+      const expected = new Map([
+        ['p0', { position: 'pos:p0:4', epoch: 3, lsn: 4 }],
+        ['p1', { position: 'pos:p1:after-empty', epoch: 2, lsn: 5 }],
+      ]);
+      expect(await store.positions()).toEqual(expected);
+      const again = await reopen();
+      expect(await again.positions()).toEqual(expected);
+      expect(content(await again.rows())).toEqual({ a: 4, b: 2, c: 5 });
+    });
+
+    it('rejects a write from a deposed owner (lower epoch) and writes none of it', async () => {
+      const { store } = await fresh();
+      await store.write(writeOf([change('p0', 'a', 1, 1)], { epoch: 5 }));
+      const stale = writeOf([change('p1', 'x', 1, 1), change('p0', 'a', 2, 2), change('p0', 'b', 3, 3)], { epoch: { p0: 4, p1: 1 } });
+      const error = await store.write(stale).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(ViewFencedError);
+      expect(error).toBeInstanceOf(LeaseLostError);
+      expect(error).toMatchObject({ leaseToken: 'p0', epoch: 4, currentEpoch: 5 });
+      expect(content(await store.rows())).toEqual({ a: 1 });
+      expect([...(await store.positions()).keys()]).toEqual(['p0']);
+      // The same epoch and a newer one are accepted; the newer one fences the older from then on.
+      await store.write(writeOf([change('p0', 'a', 2, 2)], { epoch: 5 }));
+      await store.write(writeOf([change('p0', 'a', 3, 3)], { epoch: 6 }));
+      await expect(store.write(writeOf([change('p0', 'a', 4, 4)], { epoch: 5 }))).rejects.toBeInstanceOf(ViewFencedError);
+      expect((await store.get('a'))?.row.version).toBe(3);
+      expect((await store.positions()).get('p0')?.epoch).toBe(6);
+    });
+
+    it('exactly-once: after a crash between write and checkpoint, replayed batches apply nothing twice', async () => {
+      const { store, reopen } = await fresh();
+      const b1 = [change('p0', 'a', 1, 1), change('p0', 'b', 2, 2), change('p0', 'a', 3, 3)];
+      const b2 = [change('p0', 'b', 4, 4), change('p0', 'c', 5, 5)];
+      const b3 = [change('p0', 'a', 6, 6)];
+      const mode = 'exactlyOnce' as const;
+      let applied = 0;
+      const count = (r: { written: number; deleted: number }) => (applied += r.written + r.deleted);
+      count(await store.write(writeOf(b1, { mode })));
+      count(await store.write(writeOf(b2, { mode })));
+      // Crash: the lease checkpoint still points before b1. A new process opens the view …
+      const restarted = await reopen();
+      expect((await restarted.positions()).get('p0')).toEqual({ position: 'pos:p0:5', epoch: 1, lsn: 5 });
+      // … and, had it resumed from the lease instead of the view, replays b1 and b2: nothing is applied.
+      expect(await restarted.write(writeOf(b1, { mode }))).toEqual({ written: 0, deleted: 0, skipped: 3 });
+      expect(content(await restarted.rows())).toEqual({ a: 3, b: 4, c: 5 });
+      expect(await restarted.write(writeOf(b2, { mode }))).toEqual({ written: 0, deleted: 0, skipped: 2 });
+      count(await restarted.write(writeOf([...b2, ...b3], { mode })));
+      expect(content(await restarted.rows())).toEqual({ a: 6, b: 4, c: 5 });
+      // Each distinct key write happened once: b1 (a, b coalesced), b2 (b, c), b3 (a).
+      expect(applied).toBe(5);
+      expect((await restarted.positions()).get('p0')).toEqual({ position: 'pos:p0:6', epoch: 1, lsn: 6 });
+    });
+
+    it('exactly-once: rows take the last change in write order (no per-row guard) and deletes remove them', async () => {
+      const { store } = await fresh();
+      const mode = 'exactlyOnce' as const;
+      // One row fed by two partitions: their LSNs are not comparable, write order decides.
+      await store.write(writeOf([change('p0', 'total', 50, 1)], { mode }));
+      await store.write(writeOf([change('p1', 'total', 3, 2)], { mode }));
+      expect((await store.get('total'))?.row.version).toBe(2);
+      expect(await store.write(writeOf([change('p1', 'total', 4, undefined)], { mode }))).toEqual({ written: 0, deleted: 1, skipped: 0 });
+      expect(await store.rows()).toEqual([]);
+    });
+
+    it('prunes tombstones older than a time', async () => {
+      const { store } = await fresh();
+      await store.write(writeOf([change('p0', 'a', 1, undefined), change('p0', 'b', 5, undefined)]));
+      expect(await store.pruneTombstones(T0 + 3000)).toBe(1);
+      // Without its tombstone, an old replay of `a` comes back: pruning is only safe past the checkpoints.
+      await store.write(writeOf([change('p0', 'a', 0, 0), change('p0', 'b', 4, 4)]));
+      expect(content(await store.rows())).toEqual({ a: 0 });
+    });
+  });
+}
