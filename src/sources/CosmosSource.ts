@@ -42,7 +42,24 @@ interface CachedIterator {
   readonly iterator: ChangeFeedPullModelIterator<unknown>;
   /** The position the iterator stands at (what the next read continues after). */
   position: Position;
+  /** The page size the iterator asks for. */
+  maxItemCount: number;
   busy: boolean;
+}
+
+/**
+ * Changes the page size of a live SDK iterator. The feed engine asks for as many changes as its read credit
+ * allows, which varies from read to read, and `@azure/cosmos` fixes the page size when the iterator is built;
+ * rebuilding costs an extra container read per poll. In 4.x the options object the iterator reads on every
+ * request sits at `iterator.iterator.changeFeedOptions`; when that shape is not found (another SDK version)
+ * this returns false and the caller rebuilds instead, which is slower but equally correct.
+ */
+function setPageSize(iterator: ChangeFeedPullModelIterator<unknown>, maxItemCount: number): boolean {
+  const inner = (iterator as unknown as { iterator?: { changeFeedOptions?: { maxItemCount?: unknown } } }).iterator;
+  const options = inner?.changeFeedOptions;
+  if (!options || typeof options !== 'object' || typeof options.maxItemCount !== 'number') return false;
+  options.maxItemCount = maxItemCount;
+  return true;
 }
 
 interface ContainerInfo {
@@ -183,8 +200,8 @@ export class CosmosSource<T = unknown> implements Source<T> {
     this.#checkStart(from);
     if (signal?.aborted) throw abortError(signal);
 
-    const key = `${partition.id}|${maxItemCount}`;
-    let entry = this.#reusable(key, from);
+    const key = partition.id;
+    let entry = this.#reusable(key, from, maxItemCount);
     try {
       entry ??= await raceAbort(this.#newIterator(partition, from, maxItemCount), signal);
       entry.busy = true;
@@ -237,10 +254,14 @@ export class CosmosSource<T = unknown> implements Source<T> {
   }
 
   /** The cached iterator for this partition if it stands exactly at the requested position and is idle. */
-  #reusable(key: string, from: StartFrom): CachedIterator | undefined {
+  #reusable(key: string, from: StartFrom, maxItemCount: number): CachedIterator | undefined {
     if (!this.#reuseIterators || typeof from !== 'object' || from instanceof Date) return undefined;
     const cached = this.#iterators.get(key);
     if (!cached || cached.busy || cached.position !== from.position) return undefined;
+    if (cached.maxItemCount !== maxItemCount) {
+      if (!setPageSize(cached.iterator, maxItemCount)) return undefined;
+      cached.maxItemCount = maxItemCount;
+    }
     return cached;
   }
 
@@ -275,7 +296,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
       changeFeedMode: this.mode === 'allVersionsAndDeletes' ? ChangeFeedMode.AllVersionsAndDeletes : ChangeFeedMode.LatestVersion,
       ...(this.#priorityLevel ? { priorityLevel: this.#priorityLevel } : {}),
     });
-    return { iterator, position: NO_POSITION, busy: false };
+    return { iterator, position: NO_POSITION, maxItemCount, busy: false };
   }
 
   /** A point-in-time start needs the SDK's own FeedRange object (it refuses plain copies). */
