@@ -407,12 +407,10 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
       tracker.detach();
     };
   });
-  return Object.assign(feed, {
-    leaseToken: owned.leaseToken,
-    epoch: owned.epoch,
-    partition: owned.partition,
-    get closeReason() {
-      return closeReason;
-    },
+  return Object.defineProperties(feed, {
+    leaseToken: { value: owned.leaseToken, enumerable: true },
+    epoch: { value: owned.epoch, enumerable: true },
+    partition: { value: owned.partition, enumerable: true },
+    closeReason: { get: () => closeReason, enumerable: true },
   }) as PartitionFeed<T>;
 }
