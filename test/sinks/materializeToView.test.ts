@@ -1,0 +1,344 @@
+import { Subject, lastValueFrom, of, toArray } from 'rxjs';
+import { describe, expect, it, vi } from 'vitest';
+import type { Change } from '../../src/core/Change.js';
+import { ChangeBatch } from '../../src/core/ChangeBatch.js';
+import type { BatchOrBatches } from '../../src/core/ChangeBatch.js';
+import type { PartitionTracker } from '../../src/core/PartitionTracker.js';
+import { HandlerError, InvalidOptionsError } from '../../src/errors/index.js';
+import { MemoryViewStore } from '../../src/sinks/MemoryViewStore.js';
+import { ViewFencedError } from '../../src/sinks/ViewFencedError.js';
+import type { ViewStore, ViewWrite, ViewWriteResult } from '../../src/sinks/ViewStore.js';
+import { materializeToView } from '../../src/sinks/materializeToView.js';
+import { syncToIndex } from '../../src/sinks/syncToIndex.js';
+import type { SearchDocument } from '../../src/sinks/PostgresSearchIndex.js';
+
+interface Order {
+  readonly id: string;
+  readonly customer: string;
+  readonly total: number;
+  readonly status?: string;
+}
+
+let lsn = 0;
+const upsert = (id: string, total: number, extra: Partial<Order> = {}): Change<Order> => ({
+  id,
+  operation: 'upsert',
+  document: { id, customer: `c-${id}`, total, ...extra },
+  lsn: ++lsn,
+  timestampMs: 1_700_000_000_000 + lsn,
+});
+const remove = (id: string, extra: Partial<Change<Order>> = {}): Change<Order> => ({
+  id,
+  operation: 'delete',
+  document: undefined,
+  lsn: ++lsn,
+  timestampMs: 1_700_000_000_000 + lsn,
+  ...extra,
+});
+
+function tracker(leaseToken: string): PartitionTracker & { reportError: ReturnType<typeof vi.fn> } {
+  return { leaseToken, acknowledge: vi.fn(), checkpoint: vi.fn(async () => undefined), reportError: vi.fn() };
+}
+
+const batch = (partition: string, changes: Change<Order>[], options: { epoch?: number; tracker?: PartitionTracker } = {}) =>
+  new ChangeBatch<Order>({
+    partition,
+    changes,
+    position: `${partition}@${changes.at(-1)?.lsn ?? 'empty'}`,
+    epoch: options.epoch ?? 1,
+    origin: options.tracker && { tracker: options.tracker, sequence: 1, readCount: changes.length },
+  });
+
+const project = (c: Change<Order>) => ({ customer: c.document!.customer, total: c.document!.total });
+type Row = ReturnType<typeof project>;
+
+/** A store whose writes wait until the test lets them go, recording what ran when. */
+class GatedStore<R> implements ViewStore<R> {
+  readonly description = 'gated';
+  readonly inner = new MemoryViewStore<R>();
+  readonly started: ViewWrite<R>[] = [];
+  readonly log: string[] = [];
+  readonly #gates: (() => void)[] = [];
+  inFlight = 0;
+  maxInFlight = 0;
+
+  async write(write: ViewWrite<R>): Promise<ViewWriteResult> {
+    this.started.push(write);
+    const name = write.partitions.map((p) => p.position).join('+');
+    this.log.push(`start ${name}`);
+    this.inFlight++;
+    this.maxInFlight = Math.max(this.maxInFlight, this.inFlight);
+    await new Promise<void>((resolve) => this.#gates.push(resolve));
+    this.inFlight--;
+    const result = await this.inner.write(write);
+    this.log.push(`commit ${name}`);
+    return result;
+  }
+  /** Lets the oldest waiting write (or the one at `index`) commit. */
+  release(index = 0): void {
+    const [gate] = this.#gates.splice(index, 1);
+    gate?.();
+  }
+  get waiting(): number {
+    return this.#gates.length;
+  }
+  get = (key: string) => this.inner.get(key);
+  rows = () => this.inner.rows();
+  positions = () => this.inner.positions();
+  pruneTombstones = (t: number) => this.inner.pruneTombstones(t);
+  close = () => this.inner.close();
+}
+
+const settle = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+describe('materializeToView', () => {
+  it('writes each change as a row and re-emits the same batches after the write', async () => {
+    const view = new MemoryViewStore<Row>();
+    const b1 = batch('p0', [upsert('o1', 10), upsert('o2', 20)]);
+    const b2 = batch('p1', [upsert('o3', 30)]);
+    const out = await lastValueFrom(of(b1, b2).pipe(materializeToView(view, { project }), toArray()));
+    expect(out).toEqual([b1, b2]);
+    expect(out[0]).toBe(b1);
+    expect((await view.rows()).map((r) => [r.key, r.row.total, r.partition])).toEqual([
+      ['o1', 10, 'p0'],
+      ['o2', 20, 'p0'],
+      ['o3', 30, 'p1'],
+    ]);
+    expect(await view.positions()).toEqual(
+      new Map([
+        ['p0', { position: b1.position, epoch: 1, lsn: b1.lastLsn }],
+        ['p1', { position: b2.position, epoch: 1, lsn: b2.lastLsn }],
+      ]),
+    );
+  });
+
+  it('emits a batch only once its write committed', async () => {
+    const view = new GatedStore<Row>();
+    const input = new Subject<ChangeBatch<Order>>();
+    const emitted: unknown[] = [];
+    input.pipe(materializeToView(view, { project })).subscribe((b) => emitted.push(b));
+    const b = batch('p0', [upsert('o1', 1)]);
+    input.next(b);
+    await settle();
+    expect(view.started).toHaveLength(1);
+    expect(emitted).toEqual([]);
+    view.release();
+    await settle();
+    expect(emitted).toEqual([b]);
+    expect(await view.get('o1')).toBeDefined();
+  });
+
+  it('writes an array of batches in one write and re-emits the array itself', async () => {
+    const view = new GatedStore<Row>();
+    const values: BatchOrBatches<Order>[] = [[batch('p0', [upsert('a', 1)]), batch('p1', [upsert('b', 2)]), batch('p0', [upsert('a', 3)])]];
+    const done = lastValueFrom(of(...values).pipe(materializeToView(view, { project }), toArray()));
+    await settle();
+    expect(view.started).toHaveLength(1);
+    expect(view.started[0]?.partitions.map((p) => p.position)).toEqual([`p0@${lsn}`, `p1@${lsn - 1}`]);
+    view.release();
+    expect(await done).toEqual(values);
+    expect(values[0]).toBe((await done)[0]);
+    expect((await view.get('a'))?.row.total).toBe(3);
+  });
+
+  it('keeps each partition in order, lets other partitions overtake, and bounds concurrency', async () => {
+    const view = new GatedStore<Row>();
+    const input = new Subject<BatchOrBatches<Order>>();
+    const emitted: string[] = [];
+    const done = new Promise<void>((resolve) =>
+      input.pipe(materializeToView(view, { project, concurrency: 2 })).subscribe({
+        next: (v) => emitted.push(v instanceof ChangeBatch ? v.position : v.map((b) => b.position).join('+')),
+        complete: resolve,
+      }),
+    );
+    const a1 = batch('A', [upsert('a', 1)]);
+    const a2 = batch('A', [upsert('a', 2)]);
+    const b1 = batch('B', [upsert('b', 1)]);
+    const c1 = batch('C', [upsert('c', 1)]);
+    const ab = [batch('A', [upsert('a', 3)]), batch('B', [upsert('b', 2)])];
+    for (const v of [a1, a2, b1, c1, ab]) input.next(v);
+    input.complete();
+    await settle();
+    // A1 and B1 run (a2 waits for a1; c1 waits for a free slot).
+    expect(view.log).toEqual([`start ${a1.position}`, `start ${b1.position}`]);
+    view.release(1); // B1 commits first: it overtakes A1
+    await settle();
+    expect(emitted).toEqual([b1.position]);
+    // The freed slot goes to c1 (a2 still waits for a1, ab for a2 and b1's successors).
+    expect(view.log.at(-1)).toBe(`start ${c1.position}`);
+    while (view.waiting > 0 || emitted.length < 5) {
+      view.release();
+      await settle();
+    }
+    await done;
+    expect(view.maxInFlight).toBe(2);
+    const order = (p: string) => emitted.filter((e) => e.includes(`${p}@`));
+    expect(order('A')).toEqual([a1.position, a2.position, ab.map((b) => b.position).join('+')]);
+    expect(emitted.indexOf(ab.map((b) => b.position).join('+'))).toBeGreaterThan(emitted.indexOf(b1.position));
+    // Never two writes of one partition at once.
+    const running = new Set<string>();
+    for (const entry of view.log) {
+      const [what, name] = entry.split(' ') as [string, string];
+      const parts = name.split('+').map((p) => p.split('@')[0]);
+      if (what === 'start') {
+        for (const p of parts) {
+          expect(running.has(p as string)).toBe(false);
+          running.add(p as string);
+        }
+      } else for (const p of parts) running.delete(p as string);
+    }
+    expect((await view.get('a'))?.row.total).toBe(3);
+  });
+
+  it('removes rows for deletes, TTL expiry, soft deletes and changes projected to undefined', async () => {
+    const view = new MemoryViewStore<Row>();
+    const seed = batch('p0', [upsert('d', 1), upsert('t', 1), upsert('s', 1), upsert('u', 1), upsert('keep', 1)]);
+    const next = batch('p0', [
+      remove('d'),
+      remove('t', { timeToLiveExpired: true }),
+      upsert('s', 2, { status: 'deleted' }),
+      upsert('u', 0),
+      upsert('keep', 2),
+    ]);
+    await lastValueFrom(
+      of(seed, next).pipe(
+        materializeToView(view, {
+          project: (c) => (c.document!.total > 0 ? project(c) : undefined),
+          isDeleted: (c) => c.document?.status === 'deleted',
+        }),
+      ),
+    );
+    expect((await view.rows()).map((r) => r.key)).toEqual(['keep']);
+    // The removals left tombstones: replaying the seed does not bring them back.
+    await lastValueFrom(of(seed).pipe(materializeToView(view, { project })));
+    expect((await view.rows()).map((r) => r.key)).toEqual(['keep']);
+  });
+
+  it('uses a custom key', async () => {
+    const view = new MemoryViewStore<Row>();
+    await lastValueFrom(of(batch('p0', [upsert('o1', 5)])).pipe(materializeToView(view, { project, key: (c) => `order:${c.id}` })));
+    expect((await view.rows()).map((r) => r.key)).toEqual(['order:o1']);
+  });
+
+  it("reports a change user code fails on and leaves it out ('report', default)", async () => {
+    const view = new MemoryViewStore<Row>();
+    const t = tracker('p0');
+    const b = batch('p0', [upsert('ok', 1), upsert('bad', -1), upsert('ok2', 2)], { tracker: t });
+    const out = await lastValueFrom(
+      of(b).pipe(
+        materializeToView(view, {
+          project: (c) => {
+            if (c.document!.total < 0) throw new Error('negative total');
+            return project(c);
+          },
+        }),
+      ),
+    );
+    expect(out).toBe(b);
+    expect((await view.rows()).map((r) => r.key)).toEqual(['ok', 'ok2']);
+    expect(t.reportError).toHaveBeenCalledTimes(1);
+    const error = t.reportError.mock.calls[0]?.[0] as HandlerError;
+    expect(error).toBeInstanceOf(HandlerError);
+    expect(error.change?.id).toBe('bad');
+    expect(error.partition).toBe('p0');
+  });
+
+  it("fails the stream with the HandlerError in 'throw' mode and writes nothing of the batch", async () => {
+    const view = new MemoryViewStore<Row>();
+    const b = batch('p0', [upsert('ok', 1), upsert('bad', 2)]);
+    await expect(
+      lastValueFrom(
+        of(b).pipe(
+          materializeToView(view, {
+            project,
+            key: (c) => (c.id === 'bad' ? '' : c.id),
+            onError: 'throw',
+          }),
+        ),
+      ),
+    ).rejects.toBeInstanceOf(HandlerError);
+    expect(await view.rows()).toEqual([]);
+  });
+
+  it('fails the stream with ViewFencedError when another host owns the partition now', async () => {
+    const view = new MemoryViewStore<Row>();
+    await lastValueFrom(of(batch('p0', [upsert('o', 1)], { epoch: 3 })).pipe(materializeToView(view, { project })));
+    const emitted: unknown[] = [];
+    const stale = batch('p0', [upsert('o', 99)], { epoch: 2 });
+    const error = await new Promise((resolve) =>
+      of(stale).pipe(materializeToView(view, { project })).subscribe({ next: (v) => emitted.push(v), error: resolve }),
+    );
+    expect(error).toBeInstanceOf(ViewFencedError);
+    expect(emitted).toEqual([]);
+    expect((await view.get('o'))?.row.total).toBe(1);
+  });
+
+  it('skips empty guarded writes but moves exactly-once positions for empty batches', async () => {
+    const guarded = new GatedStore<Row>();
+    const empty = batch('p0', []);
+    expect(await lastValueFrom(of(empty).pipe(materializeToView(guarded, { project })))).toBe(empty);
+    expect(guarded.started).toEqual([]);
+
+    const exact = new MemoryViewStore<Row>();
+    await lastValueFrom(of(empty).pipe(materializeToView(exact, { project, mode: 'exactlyOnce' })));
+    expect((await exact.positions()).get('p0')?.position).toBe(empty.position);
+    // An empty array passes straight through.
+    expect(await lastValueFrom(of([] as ChangeBatch<Order>[]).pipe(materializeToView(exact, { project })))).toEqual([]);
+  });
+
+  it('exactly-once mode skips changes the view already holds when the feed replays from an older checkpoint', async () => {
+    const view = new MemoryViewStore<Row>();
+    const b1 = batch('p0', [upsert('o', 1), upsert('p', 1)]);
+    const b2 = batch('p0', [upsert('o', 2)]);
+    const write = vi.spyOn(view, 'write');
+    await lastValueFrom(of(b1, b2).pipe(materializeToView(view, { project, mode: 'exactlyOnce' })));
+    // Crash before the checkpoint: the feed starts again at b1.
+    await lastValueFrom(of(b1, b2).pipe(materializeToView(view, { project, mode: 'exactlyOnce' })));
+    const results = await Promise.all(write.mock.results.map((r) => r.value as Promise<ViewWriteResult>));
+    expect(results.map((r) => r.written)).toEqual([2, 1, 0, 0]);
+    expect((await view.get('o'))?.row.total).toBe(2);
+  });
+
+  it('rejects invalid options at construction, naming the option', () => {
+    const view = new MemoryViewStore<Row>();
+    expect(() => materializeToView(view, { project, concurrency: 0 })).toThrow(InvalidOptionsError);
+    expect(() => materializeToView(view, { project, concurrency: 1.5 })).toThrow(/concurrency/);
+    expect(() => materializeToView(view, { project, mode: 'sometimes' as 'guarded' })).toThrow(/mode/);
+    expect(() => materializeToView(view, { project: undefined as unknown as typeof project })).toThrow(/project/);
+    expect(() => materializeToView(undefined as unknown as ViewStore<Row>, { project })).toThrow(/view/);
+    expect(() => materializeToView(view, { project, onError: 'ignore' as 'report' })).toThrow(/onError/);
+  });
+
+  it('infers the document type from the stream', async () => {
+    const view = new MemoryViewStore<{ doubled: number }>();
+    const out = await lastValueFrom(
+      of(batch('p0', [upsert('o', 4)])).pipe(materializeToView(view, { project: (c) => ({ doubled: c.document!.total * 2 }) })),
+    );
+    // `out` is a ChangeBatch<Order>, not a union: this line only compiles if the type flowed through.
+    expect(out.partition).toBe('p0');
+    expect((await view.get('o'))?.row).toEqual({ doubled: 8 });
+  });
+});
+
+describe('syncToIndex', () => {
+  it('indexes documents, collapses several changes of one id in a batch, and removes deleted ones', async () => {
+    const index = new MemoryViewStore<SearchDocument>();
+    const write = vi.spyOn(index, 'write');
+    const b = batch('p0', [upsert('x', 1), upsert('x', 2), upsert('y', 1), remove('y'), upsert('z', 3, { status: 'hidden' })]);
+    await lastValueFrom(
+      of(b).pipe(
+        syncToIndex(index, {
+          document: (c) => ({ title: c.document!.customer, text: `order total ${c.document!.total}` }),
+          isDeleted: (c) => c.document?.status === 'hidden',
+        }),
+      ),
+    );
+    expect(write).toHaveBeenCalledTimes(1);
+    expect(await write.mock.results[0]?.value).toEqual({ written: 1, deleted: 0, skipped: 4 });
+    expect((await index.rows()).map((r) => [r.key, r.row.text])).toEqual([['x', 'order total 2']]);
+  });
+
+  it('rejects a missing document function', () => {
+    expect(() => syncToIndex(new MemoryViewStore<SearchDocument>(), {} as never)).toThrow(/document/);
+  });
+});
