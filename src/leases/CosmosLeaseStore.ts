@@ -1,0 +1,293 @@
+import type { Container, ItemDefinition } from '@azure/cosmos';
+import type { FeedMode, FeedRange } from '../core/Partition.js';
+import { CorruptLeaseError, CredentialsError, InvalidOptionsError, ResourceGoneError, TransientError } from '../errors/index.js';
+import type { Lease, NewLease } from './Lease.js';
+import { LeaseConflictError } from './LeaseConflictError.js';
+import type { LeaseListing, LeaseStore } from './LeaseStore.js';
+
+/** Options of {@link CosmosLeaseStore}. */
+export interface CosmosLeaseStoreOptions {
+  /**
+   * The lease container. It must be partitioned on `/id` (recommended) or `/partitionKey` (as the
+   * .NET processor accepts, e.g. for Gremlin accounts). Several processors can share it (lease prefixes).
+   */
+  readonly container: Container;
+  /**
+   * Create the container (partitioned on `/id`) when it does not exist. The database must exist.
+   * Default `false`: a missing container is a {@link ResourceGoneError}.
+   */
+  readonly createIfMissing?: boolean;
+  /** Skip reading the container definition by stating its partition key path. Default: read it once. */
+  readonly partitionKeyPath?: '/id' | '/partitionKey';
+}
+
+/**
+ * The stored lease document. Field names follow the .NET v3 / Java v4 change feed processors
+ * (`DocumentServiceLeaseCore`), so tools reading those (estimators, KEDA's Cosmos scaler) can read ours.
+ * `epoch` is rxfeed's own fencing token, kept in its own field (not in `properties`, which children of a
+ * split inherit). `partitionKey` is present only in containers partitioned on `/partitionKey`.
+ */
+export interface CosmosLeaseDocument extends ItemDefinition {
+  id: string;
+  partitionKey?: string;
+  /** 0: partition-key-range lease (token = range id); 1: EPK lease (token = `min-max`). */
+  version: 0 | 1;
+  LeaseToken: string;
+  FeedRange?: { Range: { min: string; max: string; isMinInclusive: boolean; isMaxInclusive: boolean } };
+  Owner: string | null;
+  ContinuationToken: string | null;
+  /** ISO 8601 UTC, as .NET writes it; `_ts` is used when absent. */
+  timestamp: string;
+  properties: Record<string, string>;
+  /** `"Incremental Feed"` (LatestVersion) or `"Full-Fidelity Feed"` (AllVersionsAndDeletes), as .NET. */
+  Mode?: string;
+  epoch: number;
+}
+
+const MODE_TO_DOC: Record<FeedMode, string> = {
+  latestVersion: 'Incremental Feed',
+  allVersionsAndDeletes: 'Full-Fidelity Feed',
+};
+
+/**
+ * A {@link LeaseStore} over an Azure Cosmos DB container, shared by every process of a processor: the
+ * lease container is the whole coordination engine. Writes are conditional on `_etag` (HTTP 412 →
+ * {@link LeaseConflictError}); listing is one `STARTSWITH` query on the prefix. Documents under the prefix
+ * that are not readable leases are returned in `corrupt`, never overwritten.
+ *
+ * @example
+ * ```ts
+ * import { CosmosClient } from '@azure/cosmos';
+ * import { CosmosLeaseStore } from 'rxfeed';
+ * const container = new CosmosClient({ endpoint, key }).database('shop').container('leases');
+ * const leases = new CosmosLeaseStore({ container, createIfMissing: true });
+ * ```
+ */
+export class CosmosLeaseStore implements LeaseStore {
+  readonly #container: Container;
+  readonly #createIfMissing: boolean;
+  #ready: Promise<'/id' | '/partitionKey'> | undefined;
+
+  constructor(options: CosmosLeaseStoreOptions) {
+    if (!options?.container || typeof options.container.items !== 'object') {
+      throw new InvalidOptionsError('container', 'pass an @azure/cosmos Container, e.g. client.database(db).container(id)');
+    }
+    const path = options.partitionKeyPath;
+    if (path !== undefined && path !== '/id' && path !== '/partitionKey') {
+      throw new InvalidOptionsError('partitionKeyPath', "must be '/id' or '/partitionKey'");
+    }
+    this.#container = options.container;
+    this.#createIfMissing = options.createIfMissing ?? false;
+    if (path) this.#ready = Promise.resolve(path);
+  }
+
+  async list(prefix: string): Promise<LeaseListing> {
+    await this.#init();
+    let docs: Record<string, unknown>[];
+    try {
+      ({ resources: docs } = await this.#container.items
+        .query<Record<string, unknown>>({
+          query: 'SELECT * FROM c WHERE STARTSWITH(c.id, @prefix)',
+          parameters: [{ name: '@prefix', value: prefix }],
+        })
+        .fetchAll());
+    } catch (error) {
+      if (statusOf(error) === 404) throw new ResourceGoneError(`lease container ${this.#container.id}`, { cause: error });
+      throw mapError(error, `${prefix}*`);
+    }
+    const leases: Lease[] = [];
+    const corrupt: CorruptLeaseError[] = [];
+    for (const doc of docs) {
+      const parsed = fromDocument(doc);
+      if (parsed instanceof CorruptLeaseError) corrupt.push(parsed);
+      else leases.push(parsed);
+    }
+    leases.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    return { leases, corrupt };
+  }
+
+  async read(id: string): Promise<Lease | undefined> {
+    await this.#init();
+    const resource = await this.#call(id, async () => {
+      const response = await this.#container.item(id, id).read<Record<string, unknown>>();
+      return response.resource;
+    });
+    if (!resource) return undefined;
+    const parsed = fromDocument(resource);
+    if (parsed instanceof CorruptLeaseError) throw parsed;
+    return parsed;
+  }
+
+  async createIfAbsent(lease: NewLease): Promise<Lease | undefined> {
+    const path = await this.#init();
+    try {
+      const { resource } = await this.#container.items.create(toDocument(lease, path));
+      return this.#parsed(resource);
+    } catch (error) {
+      if (statusOf(error) === 409) return undefined;
+      throw mapError(error, lease.id);
+    }
+  }
+
+  async replace(lease: Lease): Promise<Lease> {
+    const path = await this.#init();
+    return this.#call(lease.id, async () => {
+      const { resource } = await this.#container
+        .item(lease.id, lease.id)
+        .replace(toDocument(lease, path), { accessCondition: { type: 'IfMatch', condition: lease.etag } });
+      return this.#parsed(resource);
+    });
+  }
+
+  async delete(lease: Lease): Promise<void> {
+    await this.#init();
+    await this.#call(lease.id, () =>
+      this.#container.item(lease.id, lease.id).delete({ accessCondition: { type: 'IfMatch', condition: lease.etag } }),
+    );
+  }
+
+  #parsed(resource: unknown): Lease {
+    const parsed = fromDocument(resource as Record<string, unknown>);
+    if (parsed instanceof CorruptLeaseError) throw parsed;
+    return parsed;
+  }
+
+  async #call<R>(leaseId: string, work: () => Promise<R>): Promise<R> {
+    try {
+      return await work();
+    } catch (error) {
+      throw mapError(error, leaseId);
+    }
+  }
+
+  #init(): Promise<'/id' | '/partitionKey'> {
+    this.#ready ??= this.#detect().catch((error: unknown) => {
+      this.#ready = undefined; // retry next time (e.g. after a transient error)
+      throw error;
+    });
+    return this.#ready;
+  }
+
+  async #detect(): Promise<'/id' | '/partitionKey'> {
+    const container = this.#container;
+    let definition;
+    try {
+      ({ resource: definition } = await container.read());
+    } catch (error) {
+      if (statusOf(error) !== 404) throw mapError(error, container.id);
+    }
+    if (!definition) {
+      if (!this.#createIfMissing) throw new ResourceGoneError(`lease container ${container.id}`);
+      const { resource } = await container.database.containers
+        .createIfNotExists({ id: container.id, partitionKey: { paths: ['/id'] } })
+        .catch((error: unknown) => {
+          throw mapError(error, container.id);
+        });
+      definition = resource;
+    }
+    const paths = definition?.partitionKey?.paths ?? ['/id'];
+    const path = paths.length === 1 ? paths[0] : undefined;
+    if (path !== '/id' && path !== '/partitionKey') {
+      throw new InvalidOptionsError(
+        'container',
+        `lease container ${container.id} is partitioned on ${paths.join(', ')}; use one partitioned on /id (or /partitionKey)`,
+      );
+    }
+    return path;
+  }
+}
+
+/** The document written for `lease` (without `_etag`, which the service sets). */
+export function toDocument(lease: NewLease, partitionKeyPath: '/id' | '/partitionKey' = '/id'): CosmosLeaseDocument {
+  const range = lease.feedRange;
+  const epk = range !== undefined && lease.leaseToken === `${range.minInclusive}-${range.maxExclusive}`;
+  return {
+    id: lease.id,
+    ...(partitionKeyPath === '/partitionKey' ? { partitionKey: lease.id } : {}),
+    version: epk ? 1 : 0,
+    LeaseToken: lease.leaseToken,
+    ...(range
+      ? { FeedRange: { Range: { min: range.minInclusive, max: range.maxExclusive, isMinInclusive: true, isMaxInclusive: false } } }
+      : {}),
+    Owner: lease.owner,
+    ContinuationToken: lease.continuation,
+    timestamp: new Date(lease.timestampMs).toISOString(),
+    properties: { ...lease.properties },
+    ...(lease.mode ? { Mode: MODE_TO_DOC[lease.mode] } : {}),
+    epoch: lease.epoch,
+  };
+}
+
+/** Reads a stored document as a lease, or says what is wrong with it. */
+export function fromDocument(doc: Record<string, unknown>): Lease | CorruptLeaseError {
+  const id = typeof doc.id === 'string' ? doc.id : String(doc.id);
+  const bad = (problem: string) => new CorruptLeaseError(id, problem);
+  if (typeof doc.id !== 'string') return bad('id is not a string');
+  const token = doc.LeaseToken ?? doc.PartitionId; // PartitionId: v2 (.NET SDK 2) schema
+  if (typeof token !== 'string' || token === '') return bad('LeaseToken is missing or not a string');
+  if (doc.Owner !== undefined && doc.Owner !== null && typeof doc.Owner !== 'string') return bad('Owner is not a string');
+  const continuation = doc.ContinuationToken;
+  if (continuation !== undefined && continuation !== null && typeof continuation !== 'string') {
+    return bad('ContinuationToken is not a string');
+  }
+  let timestampMs: number;
+  if (typeof doc.timestamp === 'string' && !Number.isNaN(Date.parse(doc.timestamp))) timestampMs = Date.parse(doc.timestamp);
+  else if (doc.timestamp === undefined && typeof doc._ts === 'number') timestampMs = doc._ts * 1000;
+  else return bad('timestamp is not an ISO date');
+  const epoch = doc.epoch ?? 0;
+  if (typeof epoch !== 'number' || !Number.isInteger(epoch) || epoch < 0) return bad('epoch is not a non-negative integer');
+  const properties = doc.properties ?? {};
+  if (typeof properties !== 'object' || properties === null || Array.isArray(properties)) return bad('properties is not an object');
+  for (const value of Object.values(properties)) if (typeof value !== 'string') return bad('properties holds a non-string value');
+  let feedRange: FeedRange | undefined;
+  if (doc.FeedRange !== undefined && doc.FeedRange !== null) {
+    const holder = doc.FeedRange as { Range?: unknown; EffectiveRange?: unknown };
+    const range = (holder.Range ?? holder.EffectiveRange) as { min?: unknown; max?: unknown } | undefined;
+    if (!range || typeof range.min !== 'string' || typeof range.max !== 'string') return bad('FeedRange has no Range {min, max}');
+    feedRange = { minInclusive: range.min, maxExclusive: range.max };
+  }
+  let mode: FeedMode | undefined;
+  if (typeof doc.Mode === 'string' && doc.Mode !== '') {
+    const m = doc.Mode.toLowerCase().replace(/[^a-z]/g, '');
+    if (m === 'incrementalfeed' || m === 'latestversion') mode = 'latestVersion';
+    else if (m === 'fullfidelityfeed' || m === 'allversionsanddeletes') mode = 'allVersionsAndDeletes';
+    else return bad(`Mode ${doc.Mode} is unknown`);
+  }
+  if (typeof doc._etag !== 'string') return bad('_etag is missing');
+  return Object.freeze({
+    id,
+    leaseToken: token,
+    feedRange,
+    owner: (doc.Owner as string | null | undefined) || null,
+    continuation: (continuation as string | null | undefined) ?? null,
+    timestampMs,
+    epoch,
+    mode,
+    properties: Object.freeze({ ...(properties as Record<string, string>) }),
+    etag: doc._etag,
+  });
+}
+
+function statusOf(error: unknown): number | undefined {
+  const code = (error as { code?: unknown; statusCode?: unknown })?.code ?? (error as { statusCode?: unknown })?.statusCode;
+  return typeof code === 'number' ? code : undefined;
+}
+
+/** Cosmos errors as rxfeed's typed errors; the key never appears in messages. */
+function mapError(error: unknown, leaseId: string): unknown {
+  if (error instanceof LeaseConflictError || error instanceof CorruptLeaseError) return error;
+  const status = statusOf(error);
+  if (status === 412) return new LeaseConflictError(leaseId, 'changed');
+  if (status === 404) return new LeaseConflictError(leaseId, 'missing');
+  if (status === 401 || status === 403) return new CredentialsError(status, { cause: error });
+  const retryAfterMs = (error as { retryAfterInMs?: unknown; retryAfterInMilliseconds?: unknown })?.retryAfterInMs;
+  const code = (error as { code?: unknown })?.code;
+  if (status === 408 || status === 429 || status === 449 || status === 500 || status === 503 || code === 'ECONNRESET' || code === 'ECONNREFUSED' || code === 'ETIMEDOUT' || (error as Error)?.name === 'TimeoutError') {
+    return new TransientError(`lease store request for ${leaseId} failed (${status ?? String(code)}); retry later`, {
+      ...(status !== undefined ? { statusCode: status } : {}),
+      ...(typeof retryAfterMs === 'number' ? { retryAfterMs } : {}),
+      cause: error,
+    });
+  }
+  return error;
+}

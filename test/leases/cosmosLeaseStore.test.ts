@@ -1,0 +1,149 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Container } from '@azure/cosmos';
+import { CredentialsError, ResourceGoneError } from '../../src/errors/index.js';
+import { CosmosLeaseStore, fromDocument, toDocument } from '../../src/leases/CosmosLeaseStore.js';
+import { leaseStoreConformance } from '../support/leaseStoreConformance.js';
+import type { TestCosmos } from '../support/cosmos.js';
+import { needsEmulator, startTestCosmos } from '../support/cosmos.js';
+
+let cosmos: TestCosmos;
+let byId: Container;
+let byPartitionKey: Container;
+
+beforeAll(async () => {
+  cosmos = await startTestCosmos();
+  const { database } = await cosmos.client.databases.createIfNotExists({ id: 'rxfeed-leases' });
+  ({ container: byId } = await database.containers.createIfNotExists({ id: 'leases', partitionKey: { paths: ['/id'] } }));
+  ({ container: byPartitionKey } = await database.containers.createIfNotExists({
+    id: 'leases-pk',
+    partitionKey: { paths: ['/partitionKey'] },
+  }));
+});
+afterAll(async () => {
+  await cosmos?.stop();
+});
+
+leaseStoreConformance('CosmosLeaseStore (/id)', async () => ({
+  store: new CosmosLeaseStore({ container: byId }),
+  writeCorrupt: async (id) => {
+    await byId.items.create({ id, LeaseToken: 7, Owner: { not: 'a string' } });
+  },
+}));
+
+leaseStoreConformance('CosmosLeaseStore (/partitionKey)', async () => ({
+  store: new CosmosLeaseStore({ container: byPartitionKey }),
+  writeCorrupt: async (id) => {
+    await byPartitionKey.items.create({ id, partitionKey: id, timestamp: 'yesterday', LeaseToken: '0' });
+  },
+}));
+
+describe('CosmosLeaseStore', () => {
+  it('writes the .NET field names and reads a document written by the .NET processor', async () => {
+    const store = new CosmosLeaseStore({ container: byId });
+    const lease = (await store.createIfAbsent({
+      id: 'net.0',
+      leaseToken: '0',
+      feedRange: { minInclusive: '', maxExclusive: 'FF' },
+      owner: 'host-a',
+      continuation: '"42"',
+      timestampMs: Date.UTC(2024, 1, 2, 10, 0, 0),
+      epoch: 4,
+      mode: 'latestVersion',
+      properties: { a: 'b' },
+    }))!;
+    const { resource } = await byId.item('net.0', 'net.0').read();
+    expect(resource).toMatchObject({
+      id: 'net.0',
+      version: 0,
+      LeaseToken: '0',
+      FeedRange: { Range: { min: '', max: 'FF' } },
+      Owner: 'host-a',
+      ContinuationToken: '"42"',
+      timestamp: '2024-02-02T10:00:00.000Z',
+      properties: { a: 'b' },
+      Mode: 'Incremental Feed',
+      epoch: 4,
+      _etag: lease.etag,
+    });
+
+    // As .NET writes it: 7 fractional digits, EffectiveRange variant, no epoch, owner released.
+    await byId.items.create({
+      id: 'net.1',
+      version: 1,
+      LeaseToken: '00-7F',
+      FeedRange: { EffectiveRange: { min: '00', max: '7F' } },
+      Owner: null,
+      ContinuationToken: null,
+      timestamp: '2024-02-02T10:00:00.1234567Z',
+      properties: {},
+    });
+    const net = (await store.read('net.1'))!;
+    expect(net).toMatchObject({ leaseToken: '00-7F', owner: null, epoch: 0, continuation: null, mode: undefined });
+    expect(net.feedRange).toEqual({ minInclusive: '00', maxExclusive: '7F' });
+    expect(net.timestampMs).toBe(Date.UTC(2024, 1, 2, 10, 0, 0, 123));
+  });
+
+  it('creates the container when asked, and says so when it is missing otherwise', async () => {
+    const { database } = await cosmos.client.databases.createIfNotExists({ id: 'rxfeed-leases' });
+    const missing = new CosmosLeaseStore({ container: database.container('absent-leases') });
+    await expect(missing.list('x.')).rejects.toBeInstanceOf(ResourceGoneError);
+    const created = new CosmosLeaseStore({ container: database.container('created-leases'), createIfMissing: true });
+    expect((await created.list('x.')).leases).toEqual([]);
+    const { resource } = await database.container('created-leases').read();
+    expect(resource?.partitionKey?.paths).toEqual(['/id']);
+  });
+
+  it('refuses a container partitioned on another path', async () => {
+    const { database } = await cosmos.client.databases.createIfNotExists({ id: 'rxfeed-leases' });
+    const { container } = await database.containers.createIfNotExists({ id: 'wrong-pk', partitionKey: { paths: ['/tenant'] } });
+    await expect(new CosmosLeaseStore({ container }).list('x.')).rejects.toThrow(/partitioned on \/tenant/);
+  });
+
+  it('maps rejected credentials to CredentialsError', async (ctx) => {
+    if (!needsEmulator(cosmos, 'injecting a 403')) {
+      ctx.skip(); // a real endpoint cannot be told to reject good credentials
+      return;
+    }
+    const fault = cosmos.emulator!.injectFault({ match: { containerId: 'leases' }, action: { status: 403, message: 'forbidden' } });
+    try {
+      const store = new CosmosLeaseStore({ container: byId, partitionKeyPath: '/id' });
+      await expect(store.list('x.')).rejects.toBeInstanceOf(CredentialsError);
+      await expect(store.read('x.0')).rejects.toBeInstanceOf(CredentialsError);
+    } finally {
+      fault.remove();
+    }
+  });
+});
+
+describe('lease documents', () => {
+  it('round-trip through toDocument/fromDocument', () => {
+    const lease = {
+      id: 'p.AA-BB',
+      leaseToken: 'AA-BB',
+      feedRange: { minInclusive: 'AA', maxExclusive: 'BB' },
+      owner: 'x',
+      continuation: 'c',
+      timestampMs: 1_700_000_000_000,
+      epoch: 9,
+      mode: 'allVersionsAndDeletes' as const,
+      properties: { k: 'v' },
+    };
+    const doc = toDocument(lease, '/partitionKey');
+    expect(doc).toMatchObject({ version: 1, partitionKey: 'p.AA-BB', Mode: 'Full-Fidelity Feed' });
+    expect(fromDocument({ ...doc, _etag: '"e"' })).toEqual({ ...lease, etag: '"e"' });
+  });
+
+  it.each([
+    [{ LeaseToken: 1 }, /LeaseToken/],
+    [{ Owner: 5 }, /Owner/],
+    [{ timestamp: 'soon' }, /timestamp/],
+    [{ epoch: -1 }, /epoch/],
+    [{ properties: { a: 1 } }, /properties/],
+    [{ FeedRange: { Range: {} } }, /FeedRange/],
+    [{ Mode: 'Weird' }, /Mode/],
+  ])('%j is corrupt', (patch, problem) => {
+    const doc = { ...toDocument({ id: 'p.0', leaseToken: '0', feedRange: undefined, owner: null, continuation: null, timestampMs: 0, epoch: 0, mode: undefined, properties: {} }), _etag: '"1"', ...patch };
+    const result = fromDocument(doc as Record<string, unknown>);
+    expect(result).toMatchObject({ documentId: 'p.0', problem: expect.stringMatching(problem) });
+  });
+});
