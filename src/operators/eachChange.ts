@@ -1,0 +1,58 @@
+import { catchError, from, map, of, toArray, type OperatorFunction } from 'rxjs';
+import type { Change } from '../core/Change.js';
+import type { ChangeBatch } from '../core/ChangeBatch.js';
+import { concurrencyOption, itemFailed, onErrorOption } from './internal/batchInternals.js';
+import { mapPerPartition } from './internal/perPartitionInternals.js';
+import type { AnyBatches, ConcurrencyOptions, DocumentOf, Rebatched } from './types.js';
+
+/**
+ * Runs an RxJS operator chain on the changes of each batch and rebuilds the batch from what it emits.
+ *
+ * In short: use any RxJS operator (`mergeMap` to an HTTP call, `filter`, `concatMap`, `bufferCount`...) on
+ * single changes, while the batch — and with it the checkpoint position — travels on intact.
+ *
+ * For each batch, `from(batch.changes).pipe(chain, toArray())` runs to completion and the batch is emitted
+ * holding the changes the chain emitted, in the order it emitted them (a `mergeMap` may reorder changes
+ * inside a batch; use `concatMap` to keep them in order). Batches of one partition run one at a time, in
+ * order; different partitions run concurrently, up to `concurrency` at once. Arrays of batches are
+ * re-emitted as arrays once all their batches are done.
+ *
+ * If the chain errors for a batch, with `onError: 'report'` (the default) a `HandlerError` for the partition
+ * (no `change`: the chain failed as a whole) goes to the processor's events stream and the batch travels
+ * on with no changes; with `onError: 'throw'` the stream errors with it. To drop single failing changes
+ * instead, catch inside the chain: `mergeMap((c) => work(c).pipe(catchError(() => EMPTY)))`.
+ *
+ * @example
+ * ```ts
+ * import { changeFeed, eachChange, checkpointEvery } from 'rxfeed';
+ * import { mergeMap } from 'rxjs';
+ * changeFeed<Order>(options).pipe(eachChange(mergeMap((c) => enrich(c), 8)), checkpointEvery(500)).subscribe();
+ * ```
+ *
+ * @see {@link eachBatch} for a side effect per batch.
+ * @see {@link mapChanges}, {@link filterChanges}.
+ *
+ * @param chain An operator (or `(changes$) => changes$.pipe(...)`) from the changes of one batch to the
+ *   changes to keep. It is subscribed once per batch.
+ * @param options `concurrency`: partitions processed at once, a positive integer or `Infinity` (default 4);
+ *   `onError` (default `'report'`).
+ * @returns An operator from batches (or arrays of batches) of `T` to the same shape of `R`.
+ */
+export function eachChange<B extends AnyBatches, R = DocumentOf<B>>(
+  chain: OperatorFunction<Change<DocumentOf<B>>, Change<R>>,
+  options?: ConcurrencyOptions,
+): OperatorFunction<B, Rebatched<B, R>> {
+  const onError = onErrorOption(options);
+  const concurrency = concurrencyOption(options);
+  const project = (batch: ChangeBatch<DocumentOf<B>>) =>
+    from(batch.changes).pipe(
+      chain,
+      toArray(),
+      map((changes) => batch.withChanges(changes)),
+      catchError((error: unknown) => {
+        itemFailed('eachChange', batch, undefined, error, onError);
+        return of(batch.withChanges<R>([]));
+      }),
+    );
+  return mapPerPartition(project, concurrency) as unknown as OperatorFunction<B, Rebatched<B, R>>;
+}
