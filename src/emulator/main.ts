@@ -26,9 +26,10 @@ function intArg(name: string, raw: string | undefined): number | undefined {
  * await runEmulatorCli(['--port', '8081', '--ranges', '4']);
  * ```
  * @param argv - arguments after the command name.
- * @returns the running emulator.
+ * @param print - where the endpoint line (or the usage) goes. Default `console.log`.
+ * @returns the running emulator, or `undefined` after `--help`.
  */
-export async function runEmulatorCli(argv: string[]): Promise<CosmosEmulator | undefined> {
+export async function runEmulatorCli(argv: string[], print: (line: string) => void = console.log): Promise<CosmosEmulator | undefined> {
   const { values } = parseArgs({
     args: argv,
     options: {
@@ -40,7 +41,7 @@ export async function runEmulatorCli(argv: string[]): Promise<CosmosEmulator | u
     },
   });
   if (values.help) {
-    console.log(USAGE);
+    print(USAGE);
     return undefined;
   }
   const ranges = intArg('ranges', values.ranges);
@@ -51,7 +52,7 @@ export async function runEmulatorCli(argv: string[]): Promise<CosmosEmulator | u
     ...(ranges !== undefined ? { initialRangeCount: ranges } : {}),
     ...(pageSize !== undefined ? { changeFeedPageSize: pageSize } : {}),
   });
-  console.log(`rxfeed Cosmos DB emulator listening on ${emulator.endpoint}`);
+  print(`rxfeed Cosmos DB emulator listening on ${emulator.endpoint}`);
   return emulator;
 }
 

@@ -1,6 +1,9 @@
 import { CosmosHttpError } from './errors.js';
 
 interface CompiledQuery {
+  /** The generated JavaScript; `exec` runs whatever is cached here. */
+  _code: string | undefined | null;
+  readonly code: string;
   exec(
     docs: object[],
     options: {
@@ -51,9 +54,47 @@ async function compile(sql: string): Promise<CompiledQuery> {
   } catch (err) {
     throw new CosmosHttpError(400, `the query cannot be parsed: ${err instanceof Error ? err.message : String(err)}`);
   }
+  q._code = linearizeReducers(q.code);
   if (compiled.size >= CACHE_SIZE) compiled.delete(compiled.keys().next().value as string);
   compiled.set(sql, q);
   return q;
+}
+
+const SPREAD_ACCUMULATOR = '[...$, ';
+
+/**
+ * The engine builds its row set with `.reduce(($, c) => [...$, row], [])`, which copies the accumulator on
+ * every document: quadratic, about 4 s for `SELECT * FROM c` over 20,000 documents. The accumulator always
+ * starts as a fresh `[]`, so appending in place is equivalent: `[...$, X]` becomes `($.push(X), $)`.
+ * Brackets inside string literals are skipped while looking for the matching `]`.
+ */
+export function linearizeReducers(code: string): string {
+  let out = '';
+  let from = 0;
+  for (;;) {
+    const at = code.indexOf(SPREAD_ACCUMULATOR, from);
+    if (at < 0) return out + code.slice(from);
+    const end = matchingBracket(code, at);
+    if (end < 0) return out + code.slice(from);
+    const inner = linearizeReducers(code.slice(at + SPREAD_ACCUMULATOR.length, end));
+    out += `${code.slice(from, at)}($.push(${inner}), $)`;
+    from = end + 1;
+  }
+}
+
+function matchingBracket(code: string, open: number): number {
+  let depth = 0;
+  for (let i = open; i < code.length; i++) {
+    const ch = code[i];
+    if (ch === '"' || ch === "'" || ch === '`') {
+      for (i++; i < code.length && code[i] !== ch; i++) if (code[i] === '\\') i++;
+    } else if (ch === '[' || ch === '(' || ch === '{') depth++;
+    else if (ch === ']' || ch === ')' || ch === '}') {
+      depth--;
+      if (depth === 0) return ch === ']' ? i : -1;
+    }
+  }
+  return -1;
 }
 
 /** A query as the SDK posts it. */

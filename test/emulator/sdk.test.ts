@@ -371,8 +371,10 @@ describe('CosmosEmulator options', () => {
   });
 
   it('starts from command-line arguments', async () => {
-    const cli = await runEmulatorCli(['--port', '0', '--ranges', '3']);
+    const lines: string[] = [];
+    const cli = await runEmulatorCli(['--port', '0', '--ranges', '3'], (line) => lines.push(line));
     try {
+      expect(lines).toEqual([`rxfeed Cosmos DB emulator listening on ${cli!.endpoint}`]);
       const other = new CosmosClient({ endpoint: cli!.endpoint, key: 'any key works' });
       const { database } = await other.databases.createIfNotExists({ id: 'db' });
       const { container } = await database.containers.createIfNotExists({ id: 'c', partitionKey: { paths: ['/pk'] } });
