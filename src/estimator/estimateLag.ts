@@ -1,0 +1,126 @@
+import type { Lease } from '../leases/Lease.js';
+import type { LeaseStore } from '../leases/LeaseStore.js';
+import type { Partition, Position } from '../core/Partition.js';
+import { InvalidOptionsError, PartitionGoneError } from '../errors/index.js';
+import { logger } from '../internal/log.js';
+import type { Source } from '../sources/Source.js';
+
+/**
+ * The `estimatedLag` reported for a lease whose lag cannot be measured but may be non-zero: a lease that
+ * never checkpointed, or the lease of a partition that was split and not yet replaced. `1`, like the .NET
+ * estimator, so autoscalers (KEDA, the Functions scale controller) still wake a processor up, while the whole
+ * history of the container is never reported as backlog.
+ */
+export const UNKNOWN_LAG = 1;
+
+/** Options of {@link estimateLag}. */
+export interface EstimateLagOptions {
+  /** The monitored feed (e.g. a `CosmosSource`; use its own instance so the processor's iterators stay warm). */
+  readonly source: Source<unknown>;
+  /** The processor's lease store; read only, through `list`. */
+  readonly leases: LeaseStore;
+  /** The processor's lease prefix. Default `'rxfeed.'` (the feed's default). */
+  readonly leasePrefix?: string;
+  /** Clock for the time lag, in ms since the epoch. Default `Date.now`. */
+  readonly now?: () => number;
+  /** Leases probed at once. Default `8` (reads). */
+  readonly concurrency?: number;
+  /** Aborts the estimate (in-flight reads included). */
+  readonly signal?: AbortSignal;
+}
+
+/** The lag of one lease. */
+export interface LeaseLag {
+  /** The lease token (partition id). */
+  readonly leaseToken: string;
+  /** The host holding the lease, or `null` when free. */
+  readonly owner: string | null;
+  /**
+   * Changes waiting after the lease's checkpoint, counted like the .NET estimator: the partition's latest
+   * LSN (from the session token) minus the LSN before the first unprocessed change. LSNs number
+   * *transactions*, so a multi-document transaction counts once, and in LatestVersion mode superseded
+   * versions still count. `0` when caught up; {@link UNKNOWN_LAG} (1) when the lease never checkpointed or
+   * its partition is gone (split, waiting for child leases).
+   */
+  readonly estimatedLag: number;
+  /**
+   * Age of the oldest unprocessed change in milliseconds (now minus its commit timestamp; timestamps have
+   * one-second resolution in Cosmos DB). `0` when caught up; `undefined` when unknown (never checkpointed,
+   * partition gone).
+   */
+  readonly timeLagMs: number | undefined;
+  /** The stored checkpoint (`ContinuationToken`), or `null` before the first one. */
+  readonly lastCheckpoint: Position | null;
+}
+
+const DEFAULT_PREFIX = 'rxfeed.';
+
+/** Checks estimator options; throws an `InvalidOptionsError` naming what to fix. @internal */
+export function checkEstimateOptions(options: EstimateLagOptions): void {
+  if (!options || typeof options.source?.read !== 'function') throw new InvalidOptionsError('source', 'expected a Source (e.g. new CosmosSource(container))');
+  if (typeof options.leases?.list !== 'function') throw new InvalidOptionsError('leases', 'expected a LeaseStore');
+  if (options.leasePrefix !== undefined && typeof options.leasePrefix !== 'string') {
+    throw new InvalidOptionsError('leasePrefix', 'expected a string, such as the processor\'s leasePrefix');
+  }
+  if (options.now !== undefined && typeof options.now !== 'function') throw new InvalidOptionsError('now', 'expected a function returning ms since the epoch');
+  const c = options.concurrency;
+  if (c !== undefined && (!Number.isInteger(c) || c < 1)) throw new InvalidOptionsError('concurrency', `expected a positive integer, got ${String(c)}`);
+}
+
+/**
+ * Estimates, per lease, how far the processor is behind: changes waiting after the lease's checkpoint and
+ * the age of the oldest of them. It reads the leases through the {@link LeaseStore} and one change per lease
+ * from the source, like the .NET `ChangeFeedEstimator`; it never moves a checkpoint.
+ *
+ * @example
+ * ```ts
+ * import { estimateLag, CosmosSource, CosmosLeaseStore } from 'rxfeed';
+ * const lags = await estimateLag({ source: new CosmosSource(orders), leases: new CosmosLeaseStore(leaseContainer), leasePrefix: 'orders-view.' });
+ * for (const l of lags) console.log(l.leaseToken, l.owner, l.estimatedLag, l.timeLagMs);
+ * ```
+ * @returns one entry per lease, in lease token order.
+ */
+export async function estimateLag(options: EstimateLagOptions): Promise<LeaseLag[]> {
+  checkEstimateOptions(options);
+  const { source, leases, signal } = options;
+  const prefix = options.leasePrefix ?? DEFAULT_PREFIX;
+  const now = options.now ?? Date.now;
+  const log = logger('estimator');
+  const { leases: found } = await leases.list(prefix);
+  let partitions: Promise<readonly Partition[]> | undefined;
+  const partitionOf = async (lease: Lease): Promise<Partition | undefined> => {
+    if (lease.feedRange) return { id: lease.leaseToken, range: lease.feedRange };
+    partitions ??= source.listPartitions(signal);
+    return (await partitions).find((p) => p.id === lease.leaseToken);
+  };
+
+  const one = async (lease: Lease): Promise<LeaseLag> => {
+    const base = { leaseToken: lease.leaseToken, owner: lease.owner, lastCheckpoint: lease.continuation };
+    if (lease.continuation === null) return { ...base, estimatedLag: UNKNOWN_LAG, timeLagMs: undefined };
+    const partition = await partitionOf(lease);
+    if (!partition) return { ...base, estimatedLag: UNKNOWN_LAG, timeLagMs: undefined };
+    try {
+      const page = await source.read({ partition, from: { position: lease.continuation }, maxItemCount: 1, ...(signal ? { signal } : {}) });
+      const first = page.changes[0];
+      if (!first) return { ...base, estimatedLag: 0, timeLagMs: 0 };
+      const waiting = page.latestLsn !== undefined ? page.latestLsn - (first.lsn - 1) : page.changes.length;
+      return { ...base, estimatedLag: Math.max(1, waiting), timeLagMs: Math.max(0, now() - first.timestampMs) };
+    } catch (err) {
+      if (!(err instanceof PartitionGoneError)) throw err;
+      log(`[lease=${lease.leaseToken}] partition gone; reporting the sentinel lag until child leases exist`);
+      return { ...base, estimatedLag: UNKNOWN_LAG, timeLagMs: undefined };
+    }
+  };
+
+  const sorted = [...found].sort((a, b) => a.leaseToken.localeCompare(b.leaseToken, 'en', { numeric: true }));
+  const results: LeaseLag[] = new Array<LeaseLag>(sorted.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < sorted.length) {
+      const i = next++;
+      results[i] = await one(sorted[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(options.concurrency ?? 8, sorted.length) }, worker));
+  return results;
+}
