@@ -1,0 +1,224 @@
+import { concatMap, filter, map, timer, bufferTime, type Subscription } from 'rxjs';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
+import type { FeedEvent } from '../../src/core/events.js';
+import { InvalidOptionsError } from '../../src/errors/index.js';
+import { changeFeed, createChangeFeed, partitionFeeds } from '../../src/feed/index.js';
+import type { ChangeFeedOptions } from '../../src/feed/options.js';
+import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
+import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
+import { MemorySource } from '../../src/sources/MemorySource.js';
+import { advanceUntil, idsOf, lsnOfPosition } from '../support/memory.js';
+
+interface Doc {
+  id: string;
+  n: number;
+}
+
+const PREFIX = 'test.';
+
+function setup(partitions = 3, options: Partial<ChangeFeedOptions<Doc>> = {}) {
+  const source = new MemorySource<Doc>({ partitions, mode: 'allVersionsAndDeletes' });
+  const leases = new MemoryLeaseStore();
+  const events: FeedEvent[] = [];
+  const feed = createChangeFeed<Doc>({
+    source,
+    leases,
+    instanceName: 'host-a',
+    leasePrefix: PREFIX,
+    pollIntervalMs: 100,
+    leaseAcquireIntervalMs: 100,
+    events: (e) => events.push(e),
+    ...options,
+  });
+  const checkpoints = async () =>
+    new Map(
+      (await leases.list(PREFIX)).leases
+        .filter((l) => !l.leaseToken.startsWith('.'))
+        .map((l) => [l.leaseToken, lsnOfPosition(l.continuation)]),
+    );
+  return { source, leases, events, feed, checkpoints };
+}
+
+describe('createChangeFeed', () => {
+  let subscription: Subscription | undefined;
+  beforeEach(() => {
+    vi.useFakeTimers();
+  });
+  afterEach(() => {
+    subscription?.unsubscribe();
+    subscription = undefined;
+    vi.useRealTimers();
+  });
+
+  it('delivers every change of every partition in per-partition order, and stop() completes it cleanly', async () => {
+    const { source, feed, events, checkpoints } = setup(3);
+    for (let i = 0; i < 500; i++) source.write({ id: `d${i}`, n: i });
+    const seen: ChangeBatch<Doc>[] = [];
+    let completed = false;
+    subscription = feed.changes$.pipe(checkpointEvery({ count: 50, ms: 1_000 })).subscribe({
+      next: (b) => seen.push(b as ChangeBatch<Doc>),
+      complete: () => (completed = true),
+    });
+    await advanceUntil(() => idsOf(seen).length >= 500);
+    for (let i = 500; i < 600; i++) source.write({ id: `d${i}`, n: i });
+    await advanceUntil(() => idsOf(seen).length >= 600);
+    expect(new Set(idsOf(seen)).size).toBe(600);
+    for (const p of source.partitions()) {
+      const lsns = seen.filter((b) => b.partition === p.id).flatMap((b) => b.changes.map((c) => c.lsn));
+      expect(lsns).toEqual([...lsns].sort((a, b) => a - b));
+    }
+    let stopped = false;
+    void feed.stop().then(() => (stopped = true));
+    await advanceUntil(() => stopped);
+    expect(completed).toBe(true);
+    const stored = await checkpoints();
+    for (const p of source.partitions()) expect(stored.get(p.id)).toBe(source.latestLsn(p.id));
+    expect(events.filter((e) => e.type === 'leaseReleased')).toHaveLength(3);
+    const checkpointed = events.flatMap((e) => (e.type === 'checkpoint' ? [e.changes] : []));
+    expect(checkpointed.reduce((a, b) => a + b, 0)).toBe(600);
+  });
+
+  it('a pipeline that filters out 100% of changes still moves every checkpoint to the end', async () => {
+    const { source, feed, checkpoints } = setup(4);
+    for (let i = 0; i < 1_000; i++) source.write({ id: `d${i}`, n: i });
+    let delivered = 0;
+    subscription = feed.changes$
+      .pipe(
+        map((b) => b.filter(() => false)),
+        checkpointEvery({ count: 100, ms: 500 }),
+      )
+      .subscribe((b) => (delivered += b.size));
+    const atEnd = async () => {
+      const stored = await checkpoints();
+      return source.partitions().every((p) => stored.get(p.id) === source.latestLsn(p.id));
+    };
+    let done = false;
+    await advanceUntil(() => {
+      void atEnd().then((v) => (done = v));
+      return done;
+    });
+    expect(delivered).toBe(0);
+  });
+
+  it('split during processing: nothing lost, children continue from the parent position', async () => {
+    const { source, feed, events, leases } = setup(2, { maxItemCount: 20 });
+    for (let i = 0; i < 400; i++) source.write({ id: `d${i}`, n: i });
+    const seen: ChangeBatch<Doc>[] = [];
+    subscription = feed.changes$
+      .pipe(
+        concatMap((b) => timer(5).pipe(map(() => b))),
+        checkpointEvery({ count: 20, ms: 200 }),
+      )
+      .subscribe((b) => seen.push(b as ChangeBatch<Doc>));
+    await advanceUntil(() => idsOf(seen).length >= 100);
+    const [left, right] = source.split('0');
+    for (let i = 400; i < 600; i++) source.write({ id: `d${i}`, n: i });
+    await advanceUntil(() => new Set(idsOf(seen)).size >= 600, { limitMs: 120_000 });
+    expect(events.some((e) => e.type === 'partitionSplit' && e.lease === '0')).toBe(true);
+    const ids = idsOf(seen);
+    expect(new Set(ids).size).toBe(600);
+    // the parent waited for its batches to be acknowledged and handed over exactly that position
+    expect(ids.length).toBe(600);
+    const childTokens = new Set(seen.map((b) => b.partition));
+    expect(childTokens.has(left.id) && childTokens.has(right.id)).toBe(true);
+    const stored = (await leases.list(PREFIX)).leases.map((l) => l.leaseToken);
+    expect(stored).not.toContain('0');
+  });
+
+  it('unsubscribing stops reading and releases the leases', async () => {
+    const { source, feed, leases } = setup(2);
+    source.write({ id: 'a', n: 1 });
+    subscription = feed.changes$.pipe(checkpointEvery(1)).subscribe();
+    await advanceUntil(() => feed.inFlightChanges === 0 && source.writes === 1);
+    await vi.advanceTimersByTimeAsync(500);
+    const owners = async () => (await leases.list(PREFIX)).leases.filter((l) => !l.leaseToken.startsWith('.')).map((l) => l.owner);
+    expect(await owners()).toEqual(['host-a', 'host-a']);
+    subscription.unsubscribe();
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(await owners()).toEqual([null, null]);
+  });
+
+  it('changeFeed() and partitionFeeds() expose the same engine', async () => {
+    const source = new MemorySource<Doc>({ partitions: 2 });
+    for (let i = 0; i < 10; i++) source.write({ id: `d${i}`, n: i });
+    const base = { source, instanceName: 'x', pollIntervalMs: 100 };
+    const merged: string[] = [];
+    subscription = changeFeed({ ...base, leases: new MemoryLeaseStore() })
+      .pipe(checkpointEvery(1))
+      .subscribe((b) => merged.push(...idsOf([b])));
+    const perPartition = new Map<string, number>();
+    subscription.add(
+      partitionFeeds({ ...base, leases: new MemoryLeaseStore() }).subscribe((pf) =>
+        pf.pipe(checkpointEvery(1)).subscribe((b) => perPartition.set(pf.leaseToken, (perPartition.get(pf.leaseToken) ?? 0) + b.size)),
+      ),
+    );
+    await advanceUntil(() => merged.length === 10 && [...perPartition.values()].reduce((a, b) => a + b, 0) === 10);
+    expect([...perPartition.keys()].sort()).toEqual(['0', '1']);
+  });
+
+  it('reports a pipeline that drops batches (a sequence gap at the checkpoint) as a stall event', async () => {
+    const { source, feed, events } = setup(1, { maxItemCount: 10 });
+    for (let i = 0; i < 40; i++) source.write({ id: `d${i}`, n: i });
+    let index = 0;
+    subscription = feed.changes$
+      .pipe(
+        filter(() => index++ % 2 === 0),
+        checkpointEvery(1),
+      )
+      .subscribe();
+    await vi.advanceTimersByTimeAsync(1_000);
+    const stalls = events.filter((e) => e.type === 'stall');
+    expect(stalls.length).toBeGreaterThan(0);
+    expect(stalls[0]).toMatchObject({ lease: '0', message: expect.stringMatching(/batch 2 never reached checkpointEvery/) });
+  });
+
+  it('reports an exhausted budget with nothing reaching the checkpoint for stallTimeoutMs, but not a long bufferTime', async () => {
+    const stuck = setup(1, { maxInFlightChanges: 100, maxItemCount: 10, stallTimeoutMs: 30_000 });
+    for (let i = 0; i < 500; i++) stuck.source.write({ id: `d${i}`, n: i });
+    subscription = stuck.feed.changes$.subscribe(); // no checkpointEvery: nothing is ever acknowledged
+    await vi.advanceTimersByTimeAsync(29_000);
+    expect(stuck.events.filter((e) => e.type === 'stall')).toEqual([]);
+    await vi.advanceTimersByTimeAsync(2_000);
+    const stalls = stuck.events.filter((e) => e.type === 'stall');
+    expect(stalls).toHaveLength(1);
+    expect(stalls[0]).toMatchObject({ message: expect.stringMatching(/End the pipeline with checkpointEvery/) });
+    expect(stuck.feed.inFlightChanges).toBe(100);
+    subscription.unsubscribe();
+
+    const buffered = setup(1, { maxInFlightChanges: 1_000, stallTimeoutMs: 30_000 });
+    for (let i = 0; i < 50; i++) buffered.source.write({ id: `d${i}`, n: i });
+    subscription = buffered.feed.changes$.pipe(bufferTime(120_000), checkpointEvery(1)).subscribe();
+    await vi.advanceTimersByTimeAsync(130_000);
+    expect(buffered.events.filter((e) => e.type === 'stall')).toEqual([]);
+    expect(buffered.events.some((e) => e.type === 'checkpoint')).toBe(true);
+  });
+
+  it.each([
+    [{ source: undefined }, 'source'],
+    [{ leases: {} }, 'leases'],
+    [{ instanceName: '' }, 'instanceName'],
+    [{ maxItemCount: 0 }, 'maxItemCount'],
+    [{ maxItemCount: 2.5 }, 'maxItemCount'],
+    [{ pollIntervalMs: -1 }, 'pollIntervalMs'],
+    [{ pollIntervalMs: Number.NaN }, 'pollIntervalMs'],
+    [{ maxInFlightChanges: 0 }, 'maxInFlightChanges'],
+    [{ maxInFlightChanges: 10, maxItemCount: 100 }, 'maxInFlightChanges'],
+    [{ stallTimeoutMs: 0 }, 'stallTimeoutMs'],
+    [{ startFrom: 'yesterday' }, 'startFrom'],
+    [{ startFrom: new Date('nope') }, 'startFrom'],
+    [{ leaseRenewIntervalMs: 60_000, leaseExpirationMs: 30_000 }, 'leaseRenewIntervalMs'],
+    [{ scheduler: {} }, 'scheduler'],
+    [{ leasePrefix: 3 }, 'leasePrefix'],
+  ])('rejects invalid options at construction: %o', (bad, option) => {
+    const good = { source: new MemorySource(), leases: new MemoryLeaseStore(), instanceName: 'a' };
+    const attempt = () => createChangeFeed({ ...good, ...(bad as object) } as ChangeFeedOptions<unknown>);
+    expect(attempt).toThrow(InvalidOptionsError);
+    try {
+      attempt();
+    } catch (error) {
+      expect((error as InvalidOptionsError).option).toBe(option);
+      expect((error as Error).message).toMatch(new RegExp(`invalid option ${option}: .{10,}`));
+    }
+  });
+});
