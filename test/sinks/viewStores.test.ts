@@ -6,6 +6,12 @@ import { MemoryViewStore } from '../../src/sinks/MemoryViewStore.js';
 import { PGliteViewStore } from '../../src/sinks/PGliteViewStore.js';
 import { PostgresViewStore } from '../../src/sinks/PostgresViewStore.js';
 import { importOptional } from '../../src/sinks/sql/SqlRunner.js';
+import { PostgresSearchIndex } from '../../src/sinks/PostgresSearchIndex.js';
+import type { PostgresSearchIndexOptions } from '../../src/sinks/PostgresSearchIndex.js';
+import { syncToIndex } from '../../src/sinks/syncToIndex.js';
+import { ChangeBatch } from '../../src/core/ChangeBatch.js';
+import type { Change } from '../../src/core/Change.js';
+import { lastValueFrom, of } from 'rxjs';
 import { viewStoreConformance } from '../support/viewStoreConformance.js';
 import type { ConformanceRow } from '../support/viewStoreConformance.js';
 import { PG_URL, postgresUnavailable, uniqueSchema } from './postgres.js';
@@ -20,6 +26,12 @@ const nextTable = () => `v${++tables}`;
 
 afterAll(async () => {
   await pglite?.close();
+  if (pgSkip === undefined) {
+    const client = new pg.Client({ connectionString: PG_URL });
+    await client.connect();
+    await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await client.end();
+  }
 });
 
 viewStoreConformance('MemoryViewStore', async () => {
@@ -37,7 +49,6 @@ viewStoreConformance('PGliteViewStore', async () => {
 describe.skipIf(pgSkip !== undefined)('PostgreSQL', () => {
   const pool = new pg.Pool({ connectionString: PG_URL, max: 6 });
   afterAll(async () => {
-    await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
     await pool.end();
   });
 
@@ -132,4 +143,69 @@ describe('view store options and drivers', () => {
 
 beforeAll(async () => {
   await pgliteReady;
+});
+
+interface Product {
+  readonly name: string;
+  readonly description: string;
+  readonly price: number;
+}
+
+function searchIndexSuite(name: string, connection: () => PostgresSearchIndexOptions['connection']) {
+  describe(`PostgresSearchIndex on ${name}`, () => {
+    let lsn = 0;
+    const product = (id: string, doc: Product | undefined): Change<Product> => ({
+      id,
+      operation: doc ? 'upsert' : 'delete',
+      document: doc,
+      lsn: ++lsn,
+      timestampMs: Date.UTC(2026, 0, 1) + lsn,
+    });
+    const batchOf = (changes: Change<Product>[], partition = 'p0') =>
+      new ChangeBatch<Product>({ partition, changes, position: `${partition}@${lsn}`, epoch: 1 });
+    const sync = (index: PostgresSearchIndex) =>
+      syncToIndex<ChangeBatch<Product>>(index, {
+        document: (c) => ({ title: c.document!.name, text: c.document!.description, data: { price: c.document!.price } }),
+      });
+
+    it('syncs documents in bulk and ranks title matches above text matches', async () => {
+      const index = await PostgresSearchIndex.create({ connection: connection(), table: nextTable(), schema });
+      try {
+        const first = batchOf([
+          product('1', { name: 'Rain jacket', description: 'Waterproof shell for hiking', price: 120 }),
+          product('2', { name: 'Hiking boots', description: 'Leather boots, pair well with a rain jacket', price: 150 }),
+          product('3', { name: 'Wool socks', description: 'Warm socks', price: 15 }),
+          product('3', { name: 'Wool socks', description: 'Warm socks for boots', price: 12 }),
+        ]);
+        await lastValueFrom(of(first).pipe(sync(index)));
+        const hits = await index.search('jackets');
+        expect(hits.map((h) => h.id)).toEqual(['1', '2']);
+        expect(hits[0]?.rank).toBeGreaterThan(hits[1]?.rank ?? Infinity);
+        expect(hits[0]?.document).toEqual({ title: 'Rain jacket', text: 'Waterproof shell for hiking', data: { price: 120 } });
+        // Several changes of one id in the batch collapsed to the last.
+        expect((await index.search('boots')).map((h) => [h.id, h.document.data])).toEqual([
+          ['2', { price: 150 }],
+          ['3', { price: 12 }],
+        ]);
+        expect(await index.search('boots', { limit: 1 })).toHaveLength(1);
+        expect(await index.search('"rain jacket" -leather')).toHaveLength(1);
+
+        // A delete takes the document out; a replay of the older version does not bring it back.
+        await lastValueFrom(of(batchOf([product('1', undefined)])).pipe(sync(index)));
+        await lastValueFrom(of(first).pipe(sync(index)));
+        expect((await index.search('jacket')).map((h) => h.id)).toEqual(['2']);
+      } finally {
+        await index.close();
+      }
+    });
+
+    it('rejects an unknown language name at construction', () => {
+      expect(() => new PostgresSearchIndex({ connection: connection(), table: 'x', language: "english'; --" })).toThrow(/language/);
+    });
+  });
+}
+
+searchIndexSuite('PGlite', () => pgliteReady);
+describe.skipIf(pgSkip !== undefined)('PostgreSQL search', () => {
+  searchIndexSuite('PostgreSQL', () => PG_URL);
 });
