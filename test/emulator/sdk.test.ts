@@ -311,6 +311,14 @@ describe('emulator with the SDK: faults', () => {
     expect(fault.hits).toBe(3);
   });
 
+  it('rides over an injected 410/1007 (completing split): the SDK refreshes its ranges and retries', async () => {
+    const c = await freshContainer();
+    await c.items.create({ id: 'a', pk: 'x' });
+    const fault = emulator.injectFault({ match: { kind: 'changeFeed', containerId: c.id }, action: { status: 410, substatus: 1007 }, times: 1 });
+    const res = await c.items.getChangeFeedIterator({ changeFeedStartFrom: ChangeFeedStartFrom.Beginning() }).readNext();
+    expect([fault.hits, res.result.map((d: ItemDefinition) => d.id)]).toEqual([1, ['a']]);
+  });
+
   it('fails writes with an injected 503 and lets them through once the fault is used up', async () => {
     const c = await freshContainer();
     emulator.injectFault({ match: { kind: 'create', containerId: c.id }, action: { status: 503 }, times: 1 });
