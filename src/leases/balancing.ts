@@ -76,10 +76,14 @@ export function planBalance(
   let nextExpiryMs: number | undefined;
 
   for (const lease of leases) {
-    if (isLeaseExpired(lease, nowMs, expirationMs)) {
+    if (lease.owner === owner && held?.has(lease.id)) {
+      // Ours even if the listing says it is overdue: re-acquiring would bump the epoch and fence off our
+      // own reader. Keeping it alive (or giving it up) is the renewal's job.
+      mine.push(lease);
+    } else if (isLeaseExpired(lease, nowMs, expirationMs)) {
       free.push(lease);
     } else if (lease.owner === owner) {
-      if (held === undefined || held.has(lease.id)) mine.push(lease);
+      if (held === undefined) mine.push(lease);
       else leftOver.push(lease);
     } else {
       const owned = others.get(lease.owner!) ?? [];

@@ -575,6 +575,7 @@ class Coordinator implements LeaseCoordinator {
       });
       held.renewTimer?.unsubscribe();
       this.#end(held, 'PartitionGone');
+      this.#events.next({ type: 'leaseReleased', owner: this.owner, lease: held.leaseToken, reason: 'PartitionGone' });
     });
     this.#scanSoon(0);
   }

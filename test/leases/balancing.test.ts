@@ -63,6 +63,13 @@ describe('planBalance', () => {
     expect(plan.take.map((l) => l.id)).toEqual([all[1]!.id]);
   });
 
+  it('keeps a held lease the listing shows overdue instead of re-taking it (which would fence itself off)', () => {
+    const all = leases('AA--');
+    const plan = planBalance(all, 'a', NOW, { expirationMs: EXP, held: new Set([all[0]!.id, all[1]!.id]) });
+    expect(plan.take).toHaveLength(2);
+    expect(plan.take.every((l) => l.owner === null)).toBe(true);
+  });
+
   it('spreads first grabs: two new hosts prefer different free leases', () => {
     const all = leases('-'.repeat(64));
     const a = planBalance(all, 'host-a', NOW, { expirationMs: EXP, maxLeases: 32 }).take.map((l) => l.id);

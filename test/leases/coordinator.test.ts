@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { CorruptLeaseError, InvalidOptionsError, LeaseLostError } from '../../src/errors/index.js';
+import { CorruptLeaseError, InvalidOptionsError, LeaseLostError, TransientError } from '../../src/errors/index.js';
+import { MemorySource } from '../../src/sources/MemorySource.js';
 import { createLeaseCoordinator } from '../../src/leases/createLeaseCoordinator.js';
 import type { LeaseListing, LeaseStore } from '../../src/leases/LeaseStore.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
@@ -129,5 +130,85 @@ describe('one host', () => {
     await clock.advance(100);
     expect(second.acquired.map((o) => o.epoch)).toEqual([2, 2, 2]);
     await second.coordinator.stop();
+  });
+});
+
+describe('renewal under store trouble', () => {
+  function flakyStore() {
+    const inner = new MemoryLeaseStore();
+    const state = { failReplace: false };
+    const store: LeaseStore = {
+      list: (p) => inner.list(p),
+      read: (id) => inner.read(id),
+      createIfAbsent: (l) => inner.createIfAbsent(l),
+      replace: async (l) => {
+        if (state.failReplace) throw new TransientError('store unavailable', { statusCode: 503 });
+        return inner.replace(l);
+      },
+      delete: (l) => inner.delete(l),
+    };
+    return { inner, store, state };
+  }
+
+  it('retries a failed renewal and keeps the lease when the store comes back before expiry', async () => {
+    const clock = new VirtualScheduler();
+    const { store, state } = flakyStore();
+    const host = startHost('a', store, clock, new FakePartitions(1).listPartitions, timings);
+    await clock.advance(100);
+    state.failReplace = true;
+    await clock.advance(50_000); // the renewal at 40 s and a retry fail
+    state.failReplace = false;
+    await clock.advance(10_000);
+    expect(host.coordinator.owned()).toHaveLength(1);
+    expect(host.acquired[0]!.signal.aborted).toBe(false);
+    expect(host.events.filter((e) => e.type === 'error').length).toBeGreaterThanOrEqual(2);
+    await host.coordinator.stop();
+  });
+
+  it('gives the lease up (LeaseLost) once it could not renew before expiry, before anyone else takes it', async () => {
+    const clock = new VirtualScheduler();
+    const { store, state } = flakyStore();
+    const host = startHost('a', store, clock, new FakePartitions(1).listPartitions, timings);
+    await clock.advance(100);
+    const owned = host.acquired[0]!;
+    state.failReplace = true;
+    await clock.advance(60_000);
+    expect(owned.closeReason).toBe('LeaseLost');
+    expect(host.events.some((e) => e.type === 'leaseLost')).toBe(true);
+    state.failReplace = false;
+    await clock.advance(13_000); // and takes it back under a new epoch once the store works
+    expect(host.coordinator.owned()[0]!.epoch).toBe(owned.epoch + 1);
+    await host.coordinator.stop();
+  });
+});
+
+describe('with a MemorySource', () => {
+  it('uses the source partitions and replaces a split partition by its children at the parent position', async () => {
+    const clock = new VirtualScheduler();
+    const store = new MemoryLeaseStore();
+    const source = new MemorySource<{ id: string }>({ partitions: 2 });
+    const coordinator = createLeaseCoordinator({ store, source, owner: 'a', prefix: 'm.', scheduler: clock, ...timings });
+    const acquired: string[] = [];
+    const events: string[] = [];
+    coordinator.events$.subscribe((e) => events.push(`${e.type}:${'lease' in e ? e.lease : ''}`));
+    coordinator.acquired$.subscribe((o) => acquired.push(o.leaseToken));
+    await clock.advance(100);
+    expect(acquired.sort()).toEqual(['0', '1']);
+    const parent = coordinator.owned().find((o) => o.leaseToken === '0')!;
+    expect(parent.partition).toEqual((await source.listPartitions()).find((p) => p.id === '0'));
+
+    const [left, right] = source.split('0');
+    await parent.partitionGone('pos-9');
+    await clock.advance(100);
+    expect(parent.closeReason).toBe('PartitionGone');
+    expect(acquired.sort()).toEqual(['0', '1', left.id, right.id].sort());
+    for (const child of [left, right]) {
+      const owned = coordinator.owned().find((o) => o.leaseToken === child.id)!;
+      expect(owned.lease.continuation).toBe('pos-9');
+      expect(owned.partition).toEqual(child);
+    }
+    expect(events).toContain('partitionSplit:0');
+    expect(events).toContain('leaseReleased:0');
+    await coordinator.stop();
   });
 });
