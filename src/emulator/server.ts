@@ -199,7 +199,10 @@ export class RequestHandler {
     }
     if (dbId !== undefined && seg.length === 2) {
       if (method === 'GET') return resource(200, store.database(dbId).resource);
-      if (method === 'DELETE') return (store.deleteDatabase(dbId), { status: 204 });
+      if (method === 'DELETE') {
+        store.deleteDatabase(dbId);
+        return { status: 204 };
+      }
     }
     if (dbId !== undefined && seg[2] === 'colls' && collId === undefined) {
       const db = store.database(dbId);
@@ -212,7 +215,10 @@ export class RequestHandler {
     if (seg.length === 4) {
       if (method === 'GET') return resource(200, store.container(dbId, collId).resource);
       if (method === 'PUT') return resource(200, store.replaceContainer(dbId, collId, asDoc(body)).resource);
-      if (method === 'DELETE') return (store.deleteContainer(dbId, collId), { status: 204 });
+      if (method === 'DELETE') {
+        store.deleteContainer(dbId, collId);
+        return { status: 204 };
+      }
     }
     const c = store.container(dbId, collId);
     if (info.kind === 'pkranges') return this.partitionKeyRanges(c);

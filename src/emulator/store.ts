@@ -50,7 +50,7 @@ interface StoredDoc {
   pk: PartitionKeyComponent[];
   epk: string;
   /** When the document expires under TTL (ms), if it does. */
-  expiresAtMs?: number;
+  expiresAtMs?: number | undefined;
 }
 
 /** A container: its resource body, documents and live ranges. */
@@ -58,7 +58,7 @@ export interface ContainerState {
   readonly id: string;
   readonly rid: string;
   readonly database: DatabaseState;
-  readonly resource: Doc;
+  resource: Doc;
   readonly partitionKey: PartitionKeyDefinition;
   ranges: RangeState[];
   /** Ranges that were split or merged away; reads addressed to them answer 410/1002. */
@@ -279,9 +279,16 @@ export class Store {
   replaceContainer(databaseId: string, containerId: string, body: Doc): ContainerState {
     const c = this.container(databaseId, containerId);
     if (body['id'] !== containerId) throw new CosmosHttpError(400, 'the body id must match the container id in the URL');
-    const keep = Object.fromEntries(Object.entries(c.resource).filter(([k]) => k.startsWith('_')));
-    for (const k of Object.keys(c.resource)) delete c.resource[k];
-    Object.assign(c.resource, body, keep, { partitionKey: c.partitionKey, _etag: newEtag(), _ts: seconds(this.now()) });
+    const system = Object.fromEntries(Object.entries(c.resource).filter(([k]) => k.startsWith('_')));
+    // The partition key cannot change; everything else (TTL, indexing, change feed policy) can.
+    c.resource = { ...body, ...system, partitionKey: c.partitionKey, _etag: newEtag(), _ts: seconds(this.now()) };
+    // TTL counts from each document's last write, so a changed defaultTtl re-dates every document.
+    c.nextExpiryMs = Infinity;
+    for (const d of c.docs.values()) {
+      const ttl = effectiveTtl(c, d.body);
+      d.expiresAtMs = ttl === undefined ? undefined : (d.body['_ts'] as number) * 1000 + ttl * 1000;
+      if (d.expiresAtMs !== undefined) c.nextExpiryMs = Math.min(c.nextExpiryMs, d.expiresAtMs);
+    }
     return c;
   }
 

@@ -171,6 +171,16 @@ describe('emulator store: documents', () => {
     ]);
   });
 
+  it('turning TTL on by replacing the container expires documents counted from their last write', () => {
+    const { store, c, advance } = setup();
+    store.createDocument(c, { id: 'a', pk: 'x' }, ['x'], false);
+    advance(30_000);
+    store.replaceContainer('db', 'c', { id: 'c', defaultTtl: 20 });
+    expect(store.documents(c)).toHaveLength(0);
+    expect(c.resource).toMatchObject({ defaultTtl: 20, partitionKey: { paths: ['/pk'] } });
+    expect(c.ranges[0]!.log.at(-1)).toMatchObject({ op: 'delete', ttlExpired: true });
+  });
+
   it('patches with set, incr, add, remove and move', () => {
     const { store, c } = setup();
     store.createDocument(c, { id: 'a', pk: 'x', n: 1, tags: ['t'], old: 'o' }, ['x'], false);
