@@ -59,6 +59,11 @@ export interface EmulatorDump {
 /**
  * The master key of the public Azure Cosmos DB emulator. The emulator ignores authorization, so any key
  * works; this one is here so that code written for the official emulator runs unchanged.
+ *
+ * @example
+ * ```ts
+ * const client = new CosmosClient({ endpoint: 'http://127.0.0.1:8081/', key: EMULATOR_KEY });
+ * ```
  */
 export const EMULATOR_KEY = 'C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==';
 
@@ -251,7 +256,14 @@ export class CosmosEmulator {
     return this.faultSet.add(rule);
   }
 
-  /** Removes every registered fault. */
+  /**
+   * Removes every registered fault.
+   *
+   * @example
+   * ```ts
+   * afterEach(() => emulator.clearFaults());
+   * ```
+   */
   clearFaults(): void {
     this.faultSet.clear();
   }
@@ -268,12 +280,26 @@ export class CosmosEmulator {
     return [...this.requestLog];
   }
 
-  /** Empties the request log. */
+  /**
+   * Empties the request log.
+   *
+   * @example
+   * ```ts
+   * emulator.clearRequests(); await work(); expect(emulator.requests()).toHaveLength(3);
+   * ```
+   */
   clearRequests(): void {
     this.requestLog.length = 0;
   }
 
-  /** Drops every database, fault and logged request; resource ids keep counting, so nothing is reused. */
+  /**
+   * Drops every database, fault and logged request; resource ids keep counting, so nothing is reused.
+   *
+   * @example
+   * ```ts
+   * beforeEach(() => emulator.reset());
+   * ```
+   */
   reset(): void {
     this.store.reset();
     this.faultSet.clear();

@@ -187,6 +187,12 @@ function toHex(bytes: Uint8Array): string {
 /**
  * The EPK of a partition key value under a container's definition: V1 (no version or 1), V2, or MultiHash
  * (one V2 hash per level, concatenated; a shorter array is a prefix). `{}` and `undefined` both mean "none".
+ * It equals what `@azure/cosmos` computes, so tests can tell which feed range holds a key.
+ *
+ * @example
+ * ```ts
+ * const epk = effectivePartitionKey(['tenant-1'], { paths: ['/tenant'], version: 2 }); // 32 hex characters
+ * ```
  */
 export function effectivePartitionKey(
   values: readonly (PartitionKeyComponent | object)[],
