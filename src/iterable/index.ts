@@ -1,0 +1,6 @@
+export {
+  changeFeedIterable,
+  type ChangeFeedIterable,
+  type ChangeFeedIterableOptions,
+  type CheckpointPolicy,
+} from './changeFeedIterable.js';
