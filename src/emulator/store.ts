@@ -57,7 +57,6 @@ interface StoredDoc {
 export interface ContainerState {
   readonly id: string;
   readonly rid: string;
-  readonly database: DatabaseState;
   resource: Doc;
   readonly partitionKey: PartitionKeyDefinition;
   ranges: RangeState[];
@@ -240,7 +239,6 @@ export class Store {
     const container: ContainerState = {
       id,
       rid,
-      database: db,
       resource,
       partitionKey,
       ranges,
