@@ -21,3 +21,5 @@ export { materializeToView } from './materializeToView.js';
 export type { MaterializeToViewOptions } from './materializeToView.js';
 export { syncToIndex } from './syncToIndex.js';
 export type { SyncToIndexOptions } from './syncToIndex.js';
+export { alignLeasesWithView } from './alignLeasesWithView.js';
+export type { AlignLeasesWithViewOptions, AlignedLease } from './alignLeasesWithView.js';

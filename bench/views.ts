@@ -1,0 +1,129 @@
+/**
+ * @summary View throughput: changes/s through materializeToView into PostgreSQL (pg) and PGlite, batch sizes 100 and 1000.
+ *
+ * Run: npx tsx bench/views.ts [changes=20000]
+ * PostgreSQL: RXFEED_BENCH_PG_URL, default postgresql://postgres@127.0.0.1:5432/test (skipped with a note when unreachable).
+ * Each run writes into a fresh table of a schema of its own, dropped at the end.
+ */
+import { PGlite } from '@electric-sql/pglite';
+import pg from 'pg';
+import { performance } from 'node:perf_hooks';
+import { from, lastValueFrom } from 'rxjs';
+import type { Change } from '../src/core/Change.js';
+import { ChangeBatch } from '../src/core/ChangeBatch.js';
+import { materializeToView } from '../src/sinks/materializeToView.js';
+import { PGliteViewStore } from '../src/sinks/PGliteViewStore.js';
+import { PostgresViewStore } from '../src/sinks/PostgresViewStore.js';
+import type { ViewMode, ViewStore } from '../src/sinks/ViewStore.js';
+
+const CHANGES = Number(process.argv[2] ?? 20_000);
+const PARTITIONS = 4;
+const PG_URL = process.env.RXFEED_BENCH_PG_URL ?? 'postgresql://postgres@127.0.0.1:5432/test';
+const schema = `rxfeed_bench_${process.pid}`;
+
+interface Order {
+  readonly customer: string;
+  readonly total: number;
+  readonly lines: readonly { sku: string; qty: number }[];
+}
+
+/**
+ * Batches as a feed of `PARTITIONS` partitions would deliver them: each partition's changes in LSN order,
+ * 85% upserts over a key space of a quarter of the changes (so rows get updated), 15% deletes.
+ */
+function feed(batchSize: number): ChangeBatch<Order>[] {
+  const batches: ChangeBatch<Order>[] = [];
+  const perPartition = Math.ceil(CHANGES / PARTITIONS);
+  let seed = 42;
+  const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  for (let p = 0; p < PARTITIONS; p++) {
+    const changes: Change<Order>[] = [];
+    for (let i = 0; i < perPartition; i++) {
+      const id = `order-${p}-${Math.floor(rnd() * (perPartition / 4))}`;
+      const deleted = rnd() < 0.15;
+      changes.push({
+        id,
+        operation: deleted ? 'delete' : 'upsert',
+        document: deleted ? undefined : { customer: `c${i % 500}`, total: Math.round(rnd() * 10_000) / 100, lines: [{ sku: `s${i % 50}`, qty: 1 + (i % 3) }] },
+        lsn: i + 1,
+        timestampMs: Date.UTC(2026, 0, 1) + i,
+      });
+    }
+    for (let i = 0; i < changes.length; i += batchSize) {
+      const slice = changes.slice(i, i + batchSize);
+      batches.push(new ChangeBatch({ partition: `p${p}`, changes: slice, position: `p${p}@${i + slice.length}`, epoch: 1 }));
+    }
+  }
+  // Interleave partitions, as a merged feed would.
+  return batches.sort((a, b) => Number(a.position.split('@')[1]) - Number(b.position.split('@')[1]));
+}
+
+type Row = { customer: string; total: number; lines: Order['lines'] };
+
+async function run(store: ViewStore<Row>, batchSize: number, mode: ViewMode): Promise<number> {
+  const batches = feed(batchSize);
+  const t0 = performance.now();
+  await lastValueFrom(
+    from(batches).pipe(
+      materializeToView(store, { project: (c) => ({ customer: c.document!.customer, total: c.document!.total, lines: c.document!.lines }), mode }),
+    ),
+  );
+  return performance.now() - t0;
+}
+
+async function main(): Promise<void> {
+  const rows: string[][] = [];
+  const record = (store: string, batchSize: number, mode: ViewMode, ms: number) =>
+    rows.push([store, String(batchSize), mode, String(CHANGES), ms.toFixed(0), Math.round((CHANGES * 1000) / ms).toLocaleString('en-US')]);
+
+  const t0 = performance.now();
+  const pglite = await PGlite.create();
+  console.log(`PGlite started in ${(performance.now() - t0).toFixed(0)} ms`);
+  let table = 0;
+  const warm = await PGliteViewStore.create<Row>({ table: 'warmup', schema, pglite });
+  await run(warm, 100, 'guarded'); // untimed: JIT and PGlite caches
+  await warm.close();
+  for (const batchSize of [100, 1000]) {
+    for (const mode of ['guarded', 'exactlyOnce'] as const) {
+      const store = await PGliteViewStore.create<Row>({ table: `t${++table}`, schema, pglite });
+      record('PGlite', batchSize, mode, await run(store, batchSize, mode));
+      await store.close();
+    }
+  }
+  await pglite.close();
+
+  const probe = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 2000 });
+  const reachable = await probe.connect().then(
+    () => true,
+    (error: unknown) => {
+      console.log(`PostgreSQL skipped: ${PG_URL.replace(/\/\/[^@]*@/, '//')} unreachable (${(error as Error).message})`);
+      return false;
+    },
+  );
+  if (reachable) {
+    try {
+      const warmPg = await PostgresViewStore.create<Row>({ connection: PG_URL, table: 'warmup', schema });
+      await run(warmPg, 100, 'guarded'); // untimed
+      await warmPg.close();
+      for (const batchSize of [100, 1000]) {
+        for (const mode of ['guarded', 'exactlyOnce'] as const) {
+          const store = await PostgresViewStore.create<Row>({ connection: PG_URL, table: `t${++table}`, schema });
+          record('PostgreSQL', batchSize, mode, await run(store, batchSize, mode));
+          await store.close();
+        }
+      }
+    } finally {
+      await probe.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);
+    }
+  }
+  await probe.end().catch(() => undefined);
+
+  const header = ['store', 'batch', 'mode', 'changes', 'ms', 'changes/s'];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i >= 3 ? c.padStart(widths[i] ?? 0) : c.padEnd(widths[i] ?? 0))).join('  ');
+  console.log(`\nmaterializeToView, ${PARTITIONS} partitions, concurrency 4, 85% upserts / 15% deletes (node ${process.version})`);
+  console.log(line(header));
+  for (const r of rows) console.log(line(r));
+}
+
+await main();

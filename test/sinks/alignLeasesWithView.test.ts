@@ -1,0 +1,86 @@
+import { describe, expect, it } from 'vitest';
+import { InvalidOptionsError } from '../../src/errors/index.js';
+import { LeaseConflictError } from '../../src/leases/LeaseConflictError.js';
+import type { Lease, NewLease } from '../../src/leases/Lease.js';
+import type { LeaseStore } from '../../src/leases/LeaseStore.js';
+import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
+import { MemoryViewStore } from '../../src/sinks/MemoryViewStore.js';
+import { alignLeasesWithView } from '../../src/sinks/alignLeasesWithView.js';
+
+const newLease = (token: string, continuation: string | null): NewLease => ({
+  id: `view.${token}`,
+  leaseToken: token,
+  feedRange: undefined,
+  owner: null,
+  continuation,
+  timestampMs: 0,
+  epoch: 1,
+  mode: 'latestVersion',
+  properties: {},
+});
+
+async function setup() {
+  const leases = new MemoryLeaseStore();
+  for (const [token, continuation] of [
+    ['0', 'p0@2'],
+    ['1', null],
+    ['2', 'p2@9'],
+  ] as const) {
+    await leases.createIfAbsent(newLease(token, continuation));
+  }
+  const view = new MemoryViewStore<{ n: number }>();
+  // The view committed further than the lease checkpoints of 0 and 1, exactly as far as 2, and saw '9' (a split parent).
+  await view.write({
+    mode: 'exactlyOnce',
+    changes: [{ key: 'a', row: { n: 1 }, lsn: 5, timestampMs: 0, partition: '0' }],
+    partitions: [
+      { partition: '0', epoch: 1, position: 'p0@5', lsn: 5 },
+      { partition: '1', epoch: 1, position: 'p1@3', lsn: undefined },
+      { partition: '2', epoch: 1, position: 'p2@9', lsn: undefined },
+      { partition: '9', epoch: 1, position: 'p9@1', lsn: undefined },
+    ],
+  });
+  return { leases, view };
+}
+
+describe('alignLeasesWithView', () => {
+  it("moves lease positions to the view's so an exactly-once view resumes where it committed", async () => {
+    const { leases, view } = await setup();
+    const moved = await alignLeasesWithView(view, leases, { prefix: 'view.' });
+    expect(moved).toEqual([
+      { leaseToken: '0', from: 'p0@2', to: 'p0@5' },
+      { leaseToken: '1', from: null, to: 'p1@3' },
+    ]);
+    const listed = (await leases.list('view.')).leases;
+    expect(Object.fromEntries(listed.map((l) => [l.leaseToken, l.continuation]))).toEqual({ '0': 'p0@5', '1': 'p1@3', '2': 'p2@9' });
+    // Idempotent.
+    expect(await alignLeasesWithView(view, leases, { prefix: 'view.' })).toEqual([]);
+  });
+
+  it('re-reads a lease another host replaced meanwhile, and gives up after the attempts', async () => {
+    const { leases, view } = await setup();
+    let conflicts = 1;
+    const racing = (store: LeaseStore): LeaseStore => ({
+      list: (prefix) => store.list(prefix),
+      read: (id) => store.read(id),
+      createIfAbsent: (lease) => store.createIfAbsent(lease),
+      delete: (lease) => store.delete(lease),
+      replace: async (lease: Lease) => {
+        if (conflicts-- > 0) throw new LeaseConflictError(lease.id, 'changed');
+        return store.replace(lease);
+      },
+    });
+    expect((await alignLeasesWithView(view, racing(leases), { prefix: 'view.' })).map((m) => m.leaseToken)).toEqual(['0', '1']);
+
+    conflicts = 10;
+    const fresh = await setup();
+    await expect(alignLeasesWithView(fresh.view, racing(fresh.leases), { prefix: 'view.', attempts: 2 })).rejects.toBeInstanceOf(
+      LeaseConflictError,
+    );
+  });
+
+  it('rejects a missing prefix', async () => {
+    const { leases, view } = await setup();
+    await expect(alignLeasesWithView(view, leases, {} as never)).rejects.toBeInstanceOf(InvalidOptionsError);
+  });
+});
