@@ -194,14 +194,23 @@ describe('emulator with the SDK: change feed', () => {
     expect(seen).toEqual(['after']);
   });
 
-  it('starts from a time', async () => {
-    const c = await freshContainer();
-    await c.items.create({ id: 'old', pk: 'a' });
-    // _ts has one-second resolution, so the cut must lie on a later second than the old write.
-    const cut = new Date((Math.floor(Date.now() / 1000) + 1) * 1000);
-    await new Promise((r) => setTimeout(r, cut.getTime() - Date.now() + 5));
-    await c.items.create({ id: 'new', pk: 'a' });
-    expect(ids(await drain(c, { changeFeedStartFrom: ChangeFeedStartFrom.Time(cut) }))).toEqual(['new']);
+  it('starts from a time, by the emulator clock', async () => {
+    let clockMs = Date.UTC(2026, 0, 1);
+    const timed = await CosmosEmulator.start({ now: () => clockMs });
+    const timedClient = new CosmosClient({ endpoint: timed.endpoint, key: timed.key });
+    try {
+      const { database } = await timedClient.databases.createIfNotExists({ id: 'db' });
+      const { container: c } = await database.containers.createIfNotExists({ id: 'c', partitionKey: { paths: ['/pk'] } });
+      await c.items.create({ id: 'old', pk: 'a' });
+      clockMs += 10_000;
+      const { resource } = await c.items.create({ id: 'new', pk: 'a' });
+      expect(resource?._ts).toBe(clockMs / 1000);
+      const since = new Date(clockMs - 5_000);
+      expect(ids(await drain(c, { changeFeedStartFrom: ChangeFeedStartFrom.Time(since) }))).toEqual(['new']);
+    } finally {
+      timedClient.dispose();
+      await timed.stop();
+    }
   });
 
   it('resumes from a continuation token in a new client', async () => {
