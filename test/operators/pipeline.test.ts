@@ -1,0 +1,154 @@
+import { bufferTime, concatMap, map, mergeMap, timer, type Subscription } from 'rxjs';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { Change } from '../../src/core/Change.js';
+import { asBatches, type BatchOrBatches } from '../../src/core/ChangeBatch.js';
+import type { FeedEvent } from '../../src/core/events.js';
+import { HandlerError } from '../../src/errors/index.js';
+import { createChangeFeed } from '../../src/feed/index.js';
+import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
+import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
+import { eachBatch } from '../../src/operators/eachBatch.js';
+import { eachChange } from '../../src/operators/eachChange.js';
+import { filterChanges } from '../../src/operators/filterChanges.js';
+import { mapChanges } from '../../src/operators/mapChanges.js';
+import { MemorySource } from '../../src/sources/MemorySource.js';
+import { advanceUntil, lsnOfPosition, seededRandom } from '../support/memory.js';
+
+/** The operators on a real feed (MemorySource + MemoryLeaseStore, fake timers): what reaches the checkpoint. */
+
+interface Doc {
+  id: string;
+  n: number;
+}
+
+const PREFIX = 'ops.';
+
+function setup(partitions: number, writes: number) {
+  const source = new MemorySource<Doc>({ partitions });
+  const leases = new MemoryLeaseStore();
+  for (let i = 0; i < writes; i++) source.write({ id: `d${i}`, n: i });
+  const events: FeedEvent[] = [];
+  const feed = createChangeFeed<Doc>({
+    source,
+    leases,
+    instanceName: 'host-a',
+    leasePrefix: PREFIX,
+    pollIntervalMs: 100,
+    leaseAcquireIntervalMs: 100,
+    maxItemCount: 20,
+    maxInFlightChanges: 200,
+    events: (e) => events.push(e),
+  });
+  const stored = async () =>
+    new Map(
+      (await leases.list(PREFIX)).leases
+        .filter((l) => !l.leaseToken.startsWith('.'))
+        .map((l) => [l.leaseToken, lsnOfPosition(l.continuation)]),
+    );
+  /** True once every partition's checkpoint is stored at its latest LSN. */
+  const caughtUp = async () => {
+    const positions = await stored();
+    return source.partitions().every((p) => positions.get(p.id) === source.latestLsn(p.id));
+  };
+  return { source, feed, events, caughtUp };
+}
+
+/** Advances fake time until an async condition holds (at most ten virtual minutes). */
+async function advanceUntilAsync(condition: () => Promise<boolean>): Promise<void> {
+  for (let elapsed = 0; !(await condition()); elapsed += 50) {
+    if (elapsed > 600_000) throw new Error('condition not reached within 600000 ms of virtual time');
+    await vi.advanceTimersByTimeAsync(50);
+  }
+}
+
+describe('operators on a running feed', () => {
+  let subscription: Subscription | undefined;
+  beforeEach(() => {
+    vi.useFakeTimers();
+  });
+  afterEach(() => {
+    subscription?.unsubscribe();
+    subscription = undefined;
+    vi.useRealTimers();
+  });
+
+  it('a mapChanges handler that throws surfaces as error events with the partition and the change; the checkpoint still reaches the end', async () => {
+    const { feed, events, caughtUp } = setup(3, 300);
+    const poison = new Set(['d7', 'd150', 'd299']);
+    const seen: string[] = [];
+    subscription = feed.changes$
+      .pipe(
+        mapChanges((c) => {
+          if (poison.has(c.id)) throw new Error(`cannot map ${c.id}`);
+          return c;
+        }),
+        checkpointEvery({ count: 50, ms: 1_000 }),
+      )
+      .subscribe((b) => seen.push(...asBatches(b).flatMap((x) => x.changes.map((c) => c.id))));
+    await advanceUntilAsync(caughtUp);
+    const errors = events.flatMap((e) => (e.type === 'error' ? [e] : []));
+    expect(errors.map((e) => e.change?.id).sort()).toEqual([...poison].sort());
+    for (const e of errors) {
+      expect(e.error).toBeInstanceOf(HandlerError);
+      expect(e.lease).toBe((e.error as HandlerError).partition);
+    }
+    expect(seen).toHaveLength(297);
+    expect(seen.filter((id) => poison.has(id))).toEqual([]);
+    await stop(feed);
+  });
+
+  it('a filterChanges that drops every change still moves every checkpoint to the end, without stalls', async () => {
+    const { feed, events, caughtUp } = setup(4, 400);
+    let kept = 0;
+    subscription = feed.changes$
+      .pipe(filterChanges(() => false), checkpointEvery({ count: 100, ms: 500 }))
+      .subscribe((b) => (kept += asBatches(b).reduce((n, x) => n + x.size, 0)));
+    await advanceUntilAsync(caughtUp);
+    expect(kept).toBe(0);
+    expect(events.filter((e) => e.type === 'stall')).toEqual([]);
+    await stop(feed);
+  });
+
+  it.each([1, 2, 3, 4, 5])(
+    'eachBatch and eachChange with random durations keep every partition in order at the checkpoint (seed %i)',
+    async (seed) => {
+      const random = seededRandom(seed);
+      const { source, feed, events, caughtUp } = setup(4, 400);
+      const reached = new Map<string, number[]>(); // partition → LSNs that reached the checkpoint
+      const positions = new Map<string, number[]>(); // partition → batch positions, in arrival order
+      const record = (value: BatchOrBatches<Doc>) => {
+        for (const b of asBatches(value)) {
+          reached.set(b.partition, [...(reached.get(b.partition) ?? []), ...b.changes.map((c) => c.lsn)]);
+          positions.set(b.partition, [...(positions.get(b.partition) ?? []), lsnOfPosition(b.position)]);
+        }
+      };
+      const slowly = <C extends Change<Doc>>(c: C) => timer(Math.floor(random() * 30)).pipe(map(() => c));
+      subscription = feed.changes$
+        .pipe(
+          eachChange(mergeMap(slowly, 4), { concurrency: 2 }),
+          bufferTime(50),
+          eachBatch(() => timer(Math.floor(random() * 300)), { concurrency: 3 }),
+          eachChange(concatMap(slowly)),
+          checkpointEvery({ count: 100, ms: 1_000 }),
+        )
+        .subscribe(record);
+      await advanceUntilAsync(caughtUp);
+      for (const p of source.partitions()) {
+        // Every change exactly once (mergeMap may reorder changes inside a batch, never batches).
+        const lsns = [...(reached.get(p.id) ?? [])].sort((a, b) => a - b);
+        expect(lsns).toEqual(Array.from({ length: source.latestLsn(p.id) }, (_, i) => i + 1));
+        const order = positions.get(p.id) ?? [];
+        expect(order).toEqual([...order].sort((a, b) => a - b));
+      }
+      // The reader reports batches that reach the checkpoint out of order (or never) as stalls.
+      expect(events.filter((e) => e.type === 'stall' || e.type === 'error')).toEqual([]);
+      await stop(feed);
+    },
+  );
+});
+
+async function stop(feed: { stop(): Promise<void> }): Promise<void> {
+  let stopped = false;
+  void feed.stop().then(() => (stopped = true));
+  await advanceUntil(() => stopped);
+}
