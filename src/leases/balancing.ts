@@ -20,10 +20,16 @@ export interface BalanceOptions {
 export interface BalancePlan {
   /** Free (unowned, expired or left over) leases to acquire. */
   readonly take: readonly Lease[];
-  /** Leases live on another host to steal (acquire despite the owner). */
+  /**
+   * Leases live on another host to move here. The coordinator asks for them (a handoff request the owner
+   * honours at its next scan, after draining) and takes one by force only if a request of its own went
+   * unanswered for a whole expiration.
+   */
   readonly steal: readonly Lease[];
   /** Leases this host holds and should hand back (drained first), because it holds more than `maxLeases`. */
   readonly release: readonly Lease[];
+  /** Leases this host holds that another host asked for (see {@link HANDOFF_TO}): drain, then hand over. */
+  readonly handoff: readonly Lease[];
   /** Leases this host aims to hold. */
   readonly target: number;
   /** Hosts holding at least one unexpired lease, this one included. */
@@ -45,7 +51,9 @@ export function isLeaseExpired(lease: Lease, nowMs: number, expirationMs: number
 /**
  * Decides what `owner` should take, steal and release, given every lease of the processor.
  *
- * Equal share: target = ceil(leases / live owners), clamped to `[minLeases, maxLeases]`. Left-over and
+ * Equal share: target = ceil(leases / live owners), clamped to `[minLeases, maxLeases]`. A lease with a
+ * pending handoff request counts for the host that asked for it (so hosts that hold nothing yet are
+ * already visible to the others through their requests). Left-over and
  * free leases come first (unowned before expired, oldest first), in an order that differs per host so
  * that hosts starting together do not all race for the same leases. Stealing runs only when nothing is
  * free: every host computes the same deterministic plan of moves (always one lease from the most loaded
@@ -70,35 +78,50 @@ export function planBalance(
 ): BalancePlan {
   const { expirationMs, minLeases = 0, maxLeases = 0, held } = options;
   const mine: Lease[] = [];
+  const incoming: Lease[] = [];
+  const handoff: Lease[] = [];
   const leftOver: Lease[] = [];
   const free: Lease[] = [];
+  /** Per other host: the leases counted as its share (held and not promised away, or promised to it). */
   const others = new Map<string, Lease[]>();
+  const countFor = (name: string, lease: Lease) => {
+    const list = others.get(name) ?? [];
+    list.push(lease);
+    others.set(name, list);
+  };
   let nextExpiryMs: number | undefined;
 
   for (const lease of leases) {
-    if (lease.owner === owner && held?.has(lease.id)) {
-      // Ours even if the listing says it is overdue: re-acquiring would bump the epoch and fence off our
-      // own reader. Keeping it alive (or giving it up) is the renewal's job.
-      mine.push(lease);
-    } else if (isLeaseExpired(lease, nowMs, expirationMs)) {
+    const expired = isLeaseExpired(lease, nowMs, expirationMs);
+    const requester = expired ? undefined : handoffRequest(lease, nowMs, expirationMs);
+    if (lease.owner === owner && (held === undefined ? !expired : held.has(lease.id))) {
+      // A held lease stays ours even if the listing says it is overdue: re-acquiring would bump the
+      // epoch and fence off our own reader. Keeping it alive (or giving it up) is the renewal's job.
+      if (requester) {
+        handoff.push(lease);
+        countFor(requester, lease);
+      } else {
+        mine.push(lease);
+      }
+    } else if (expired) {
       free.push(lease);
     } else if (lease.owner === owner) {
-      if (held === undefined) mine.push(lease);
-      else leftOver.push(lease);
+      leftOver.push(lease);
     } else {
-      const owned = others.get(lease.owner!) ?? [];
-      owned.push(lease);
-      others.set(lease.owner!, owned);
       const expiry = lease.timestampMs + expirationMs;
       if (nextExpiryMs === undefined || expiry < nextExpiryMs) nextExpiryMs = expiry;
+      if (requester === owner) incoming.push(lease);
+      else countFor(requester ?? lease.owner!, lease);
     }
   }
+  others.delete(owner);
 
   const liveOwners = others.size + 1;
   let target = Math.ceil(leases.length / liveOwners);
   if (maxLeases > 0) target = Math.min(target, maxLeases);
   if (minLeases > 0) target = Math.max(target, Math.min(minLeases, leases.length));
-  const base = { target, liveOwners, nextExpiryMs };
+  const base = { target, liveOwners, nextExpiryMs, handoff };
+  const myCount = mine.length + incoming.length;
 
   if (maxLeases > 0 && mine.length > maxLeases) {
     // Hand back the highest ids; which ones does not matter, only that the choice is stable.
@@ -115,15 +138,38 @@ export function planBalance(
       .filter((l) => l.owner)
       .sort((a, b) => a.timestampMs - b.timestampMs || spread(owner, a) - spread(owner, b) || byId(a, b)),
   ];
-  const take = candidates.slice(0, Math.max(0, target - mine.length));
+  const take = candidates.slice(0, Math.max(0, target - myCount));
   if (candidates.length > 0) {
     return { ...base, take, steal: [], release: [], settled: false };
   }
 
-  const steal = planSteals(others, owner, mine.length, target);
-  const counts = [mine.length, ...[...others.values()].map((l) => l.length)];
-  const settled = steal.length === 0 && Math.max(...counts) - Math.min(...counts) <= 1;
+  const steal = planSteals(others, owner, myCount, target);
+  const counts = [myCount, ...[...others.values()].map((l) => l.length)];
+  const settled =
+    steal.length === 0 && handoff.length === 0 && incoming.length === 0 && Math.max(...counts) - Math.min(...counts) <= 1;
   return { ...base, take: [], steal, release: [], settled };
+}
+
+/** Lease property naming the host a lease was asked for (a pending handoff). */
+export const HANDOFF_TO = 'rxfeed.handoffTo';
+/** Lease property: when (ms since the epoch, as a string) the handoff was asked for. */
+export const HANDOFF_AT = 'rxfeed.handoffAt';
+
+/**
+ * The host a live lease has been asked for, if the request is younger than `expirationMs` (an older one
+ * was not honoured: the asker may then take the lease by force).
+ */
+export function handoffRequest(lease: Lease, nowMs: number, expirationMs: number): string | undefined {
+  const to = lease.properties[HANDOFF_TO];
+  const at = Number(lease.properties[HANDOFF_AT]);
+  if (!to || to === lease.owner || !Number.isFinite(at) || nowMs - at >= expirationMs) return undefined;
+  return to;
+}
+
+/** `properties` without the handoff request. */
+export function withoutHandoff(properties: Readonly<Record<string, string>>): Record<string, string> {
+  const { [HANDOFF_TO]: _to, [HANDOFF_AT]: _at, ...rest } = properties;
+  return rest;
 }
 
 /**
@@ -139,13 +185,13 @@ function planSteals(others: ReadonlyMap<string, Lease[]>, owner: string, myCount
   const stolen: Lease[] = [];
 
   for (;;) {
-    let donor = names[0]!;
+    let donor: string | undefined;
     let receiver = names[0]!;
     for (const name of names) {
-      if (counts.get(name)! > counts.get(donor)!) donor = name;
+      if (pools.get(name)!.length > 0 && (donor === undefined || counts.get(name)! > counts.get(donor)!)) donor = name;
       if (counts.get(name)! < counts.get(receiver)!) receiver = name;
     }
-    if (counts.get(donor)! - counts.get(receiver)! < 2 || counts.get(receiver)! >= target) break;
+    if (donor === undefined || counts.get(donor)! - counts.get(receiver)! < 2 || counts.get(receiver)! >= target) break;
     counts.set(donor, counts.get(donor)! - 1);
     counts.set(receiver, counts.get(receiver)! + 1);
     const lease = pools.get(donor)!.pop()!;

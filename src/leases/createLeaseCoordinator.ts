@@ -6,7 +6,7 @@ import { rangesOverlap } from '../core/Partition.js';
 import { CredentialsError, InvalidOptionsError, LeaseLostError, ResourceGoneError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import type { Logger } from '../internal/log.js';
-import { planBalance } from './balancing.js';
+import { HANDOFF_AT, HANDOFF_TO, handoffRequest, planBalance, withoutHandoff } from './balancing.js';
 import type { Lease, NewLease } from './Lease.js';
 import { LeaseConflictError } from './LeaseConflictError.js';
 import type { LeaseCoordinator, OwnedLease } from './LeaseCoordinator.js';
@@ -406,25 +406,26 @@ class Coordinator implements LeaseCoordinator {
       held: new Set(this.#held.keys()),
     });
     const mine = this.#held.size;
-    if (plan.take.length || plan.steal.length || plan.release.length) {
+    if (plan.take.length || plan.steal.length || plan.release.length || plan.handoff.length) {
       this.#balancerLog(
-        '%d leases, %d live hosts, target %d, mine %d: take %d, steal %d, release %d',
+        '%d leases, %d live hosts, target %d, mine %d: take %d, ask for %d, hand over %d, release %d',
         leases.length,
         plan.liveOwners,
         plan.target,
         mine,
         plan.take.length,
         plan.steal.length,
+        plan.handoff.length,
         plan.release.length,
       );
     }
     await Promise.all([
-      ...plan.release.map((l) => {
+      ...[...plan.release, ...plan.handoff].map((l) => {
         const held = this.#held.get(l.id);
         return held ? this.#close(held, 'Rebalanced', true) : undefined;
       }),
       ...plan.take.map((l) => this.#acquire(l, false)),
-      ...plan.steal.map((l) => this.#acquire(l, true)),
+      ...plan.steal.map((l) => this.#askFor(l)),
     ]);
 
     if (!plan.settled) return this.#t.acquireMs;
@@ -449,11 +450,39 @@ class Coordinator implements LeaseCoordinator {
     }
   }
 
+  /**
+   * Asks the owner of a live lease to hand it over (it drains first). Only when a request of ours went
+   * unanswered for a whole expiration (an owner that does not know handoffs) is the lease taken by force.
+   */
+  async #askFor(lease: Lease): Promise<void> {
+    if (this.#stopped) return;
+    if (lease.properties[HANDOFF_TO] === this.owner) {
+      await this.#acquire(lease, true);
+      return;
+    }
+    try {
+      await this.#store.replace({
+        ...lease,
+        properties: { ...lease.properties, [HANDOFF_TO]: this.owner, [HANDOFF_AT]: String(this.#now()) },
+      });
+      this.#balancerLog('asked %s to hand over lease %s', lease.owner, lease.leaseToken);
+    } catch (error) {
+      if (error instanceof LeaseConflictError) return; // it moved meanwhile; the next scan sees how
+      if (!this.#fatal(error)) this.#error(error, lease.leaseToken);
+    }
+  }
+
   async #acquire(lease: Lease, steal: boolean): Promise<void> {
     if (this.#stopped) return;
     let stored: Lease;
     try {
-      stored = await this.#store.replace({ ...lease, owner: this.owner, epoch: lease.epoch + 1, timestampMs: this.#now() });
+      stored = await this.#store.replace({
+        ...lease,
+        owner: this.owner,
+        epoch: lease.epoch + 1,
+        timestampMs: this.#now(),
+        properties: withoutHandoff(lease.properties),
+      });
     } catch (error) {
       if (error instanceof LeaseConflictError) {
         this.#log('lease %s taken by another host first', lease.leaseToken);
@@ -563,7 +592,9 @@ class Coordinator implements LeaseCoordinator {
       }
       // Child ids are deterministic, so hosts noticing together create each child once.
       await Promise.all(
-        children.map((c) => this.#store.createIfAbsent(this.#newLease(c.token, c.range, from, parent.properties))),
+        children.map((c) =>
+          this.#store.createIfAbsent(this.#newLease(c.token, c.range, from, withoutHandoff(parent.properties))),
+        ),
       );
       if (fresh) await this.#store.delete(fresh).catch(() => undefined);
       held.log('partition gone: replaced by %s from %s', children.map((c) => c.token).join(', '), from);
@@ -602,7 +633,10 @@ class Coordinator implements LeaseCoordinator {
     held.controller.abort(reason);
   }
 
-  /** Voluntary end: drain (bounded), then release the lease so another host can take it at once. */
+  /**
+   * Voluntary end: drain (bounded), then release the lease so another host can take it at once: to the
+   * host that asked for it, if one did, else to nobody.
+   */
   #close(held: Held, reason: CloseReason, release: boolean): Promise<void> {
     if (held.closeReason) return Promise.resolve();
     held.closing ??= (async () => {
@@ -616,17 +650,36 @@ class Coordinator implements LeaseCoordinator {
       }
       if (held.closeReason) return; // lost while draining
       this.#end(held, reason);
+      let to: string | null = null;
       if (release) {
         try {
-          await held.enqueue(() => this.#store.replace({ ...held.current, owner: null, timestampMs: this.#now() }));
+          to = await held.enqueue(() => this.#handBack(held));
         } catch (error) {
           if (!(error instanceof LeaseConflictError)) this.#error(error, held.leaseToken);
         }
       }
-      held.log('released (%s)', reason);
+      held.log('released (%s)%s', reason, to ? ` to ${to}` : '');
       this.#events.next({ type: 'leaseReleased', owner: this.owner, lease: held.leaseToken, reason });
     })();
     return held.closing;
+  }
+
+  /** Writes the release; a concurrent handoff request (same owner and epoch) is re-read and honoured. */
+  async #handBack(held: Held): Promise<string | null> {
+    let current = held.current;
+    for (let attempt = 0; ; attempt++) {
+      const now = this.#now();
+      const to = handoffRequest(current, now, this.#t.expirationMs) ?? null;
+      try {
+        await this.#store.replace({ ...current, owner: to, properties: withoutHandoff(current.properties), timestampMs: now });
+        return to;
+      } catch (error) {
+        if (!(error instanceof LeaseConflictError) || error.kind === 'missing' || attempt >= 3) throw error;
+        const fresh = await this.#store.read(held.lease.id);
+        if (!fresh || fresh.owner !== this.owner || fresh.epoch !== held.epoch) return null; // not ours any more
+        current = fresh;
+      }
+    }
   }
 
   // ---- helpers -------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { isLeaseExpired, planBalance } from '../../src/leases/balancing.js';
+import { HANDOFF_AT, HANDOFF_TO, handoffRequest, isLeaseExpired, planBalance, withoutHandoff } from '../../src/leases/balancing.js';
 import type { Lease } from '../../src/leases/Lease.js';
 
 const NOW = 1_000_000;
@@ -68,6 +68,46 @@ describe('planBalance', () => {
     const plan = planBalance(all, 'a', NOW, { expirationMs: EXP, held: new Set([all[0]!.id, all[1]!.id]) });
     expect(plan.take).toHaveLength(2);
     expect(plan.take.every((l) => l.owner === null)).toBe(true);
+  });
+
+  describe('handoff requests', () => {
+    const ask = (l: Lease, to: string, atMs = NOW - 1_000): Lease => ({
+      ...l,
+      properties: { ...l.properties, [HANDOFF_TO]: to, [HANDOFF_AT]: String(atMs) },
+    });
+
+    it('the owner hands over what another host asked for, and counts it as that host\'s', () => {
+      const all = leases('aaaa');
+      all[3] = ask(all[3]!, 'b');
+      const plan = planBalance(all, 'a', NOW, { expirationMs: EXP });
+      expect(plan.handoff.map((l) => l.id)).toEqual([all[3]!.id]);
+      expect(plan.liveOwners).toBe(2);
+      expect(plan.settled).toBe(false);
+    });
+
+    it('a pending request counts for the asker: it neither asks again nor takes more than its share', () => {
+      const all = leases('aaaa').map((l, i) => (i >= 2 ? ask(l, 'b') : l));
+      const plan = planBalance(all, 'b', NOW, { expirationMs: EXP });
+      expect([plan.steal.length, plan.take.length, plan.target]).toEqual([0, 0, 2]);
+      expect(plan.settled).toBe(false); // still waiting to adopt them
+    });
+
+    it('a newcomer sees other newcomers through their requests', () => {
+      const all = leases('a'.repeat(12)).map((l, i) => (i < 4 ? ask(l, 'b') : l));
+      const plan = planBalance(all, 'c', NOW, { expirationMs: EXP });
+      expect(plan.liveOwners).toBe(3);
+      expect(plan.steal).toHaveLength(4);
+      expect(plan.steal.every((l) => handoffRequest(l, NOW, EXP) === undefined)).toBe(true);
+    });
+
+    it('a request older than an expiration is void (the asker may then force it)', () => {
+      const [first, second] = leases('aa');
+      const stale = ask(second!, 'b', NOW - EXP);
+      expect(handoffRequest(stale, NOW, EXP)).toBeUndefined();
+      const plan = planBalance([first!, stale], 'b', NOW, { expirationMs: EXP });
+      expect(plan.steal.map((l) => l.properties[HANDOFF_TO])).toEqual(['b']);
+      expect(withoutHandoff(stale.properties)).toEqual({});
+    });
   });
 
   it('spreads first grabs: two new hosts prefer different free leases', () => {
