@@ -140,6 +140,12 @@ export function materializeToView<B extends AnyBatches, R>(
     );
     // Guarded views have nothing to do for empty writes; exactly-once views still move their positions.
     if (write.changes.length === 0 && mode === 'guarded') return;
-    await view.write(write);
+    try {
+      await view.write(write);
+    } catch (error) {
+      const lease = write.partitions.map((p) => p.partition).join(',');
+      logger('view', { lease })('materializeToView: write to %s failed: %s', view.description, (error as Error).message);
+      throw error;
+    }
   }, concurrency);
 }

@@ -6,6 +6,9 @@ import { MemoryViewStore } from '../../src/sinks/MemoryViewStore.js';
 import { PGliteViewStore } from '../../src/sinks/PGliteViewStore.js';
 import { PostgresViewStore } from '../../src/sinks/PostgresViewStore.js';
 import { importOptional } from '../../src/sinks/sql/SqlRunner.js';
+import type { SqlSession } from '../../src/sinks/sql/SqlRunner.js';
+import { SqlViewStore } from '../../src/sinks/sql/SqlViewStore.js';
+import { openPGlite } from '../../src/sinks/PGliteViewStore.js';
 import { PostgresSearchIndex } from '../../src/sinks/PostgresSearchIndex.js';
 import type { PostgresSearchIndexOptions } from '../../src/sinks/PostgresSearchIndex.js';
 import { syncToIndex } from '../../src/sinks/syncToIndex.js';
@@ -116,7 +119,47 @@ describe.skipIf(pgSkip !== undefined)('PostgreSQL', () => {
   });
 });
 
+/** A SQL store over a runner that fails the first transactions with a given PostgreSQL error code. */
+class FlakyStore extends SqlViewStore<ConformanceRow> {
+  attempts = 0;
+  failures = 0;
+  constructor(code: string) {
+    super({ schema: 'public', table: 'flaky' }, 'flaky', async () => {
+      const runner = await openPGlite(pgliteReady, undefined, 'flaky');
+      return {
+        ...runner,
+        transaction: async <T>(fn: (s: SqlSession) => Promise<T>) => {
+          this.attempts++;
+          if (this.failures-- > 0) throw Object.assign(new Error(`simulated ${code}`), { code });
+          return runner.transaction(fn);
+        },
+      };
+    });
+  }
+}
+
 describe('view store options and drivers', () => {
+  const oneRow = {
+    mode: 'guarded' as const,
+    changes: [{ key: 'k', row: { id: 'k', version: 1 }, lsn: 1, timestampMs: 0, partition: 'p0' }],
+    partitions: [],
+  };
+
+  it('retries a write that hit a deadlock or serialization failure, and nothing else', async () => {
+    const deadlocked = new FlakyStore('40P01');
+    await deadlocked.ready();
+    deadlocked.attempts = 0;
+    deadlocked.failures = 3;
+    expect(await deadlocked.write(oneRow)).toEqual({ written: 1, deleted: 0, skipped: 0 });
+    expect(deadlocked.attempts).toBe(4);
+    const broken = new FlakyStore('23505');
+    await broken.ready();
+    broken.attempts = 0;
+    broken.failures = 1;
+    await expect(broken.write(oneRow)).rejects.toThrow('simulated 23505');
+    expect(broken.attempts).toBe(1);
+  });
+
   it('rejects bad names and types at construction, saying what to fix', () => {
     expect(() => new PGliteViewStore({ table: 'Orders; drop' })).toThrow(InvalidOptionsError);
     expect(() => new PGliteViewStore({ table: 'orders', schema: 'bad-schema' })).toThrow(/schema/);
