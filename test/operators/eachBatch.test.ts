@@ -1,6 +1,6 @@
-import { from, lastValueFrom, Subject, timer, toArray } from 'rxjs';
+import { from, lastValueFrom, Subject, timer, toArray, type Observable } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
-import { beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, expectTypeOf, it } from 'vitest';
 import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import { HandlerError, InvalidOptionsError } from '../../src/errors/index.js';
 import { eachBatch } from '../../src/operators/eachBatch.js';
@@ -128,6 +128,21 @@ describe('eachBatch', () => {
       expectObservable(cold('-a-|', { a }).pipe(strict)).toBe(
                             '-#', undefined, new HandlerError('A', undefined, new Error('down')));
     });
+  });
+
+  it('types the batch from the stream and re-emits the same shape', () => {
+    const seen: number[] = [];
+    scheduler.run(({ cold, expectObservable }) => {
+      const out = cold('-l|', { l: [a, b] }).pipe(
+        eachBatch((x) => {
+          expectTypeOf(x).toEqualTypeOf<ChangeBatch<Doc>>();
+          seen.push(x.changes[0]?.document?.n ?? -1);
+        }),
+      );
+      expectTypeOf(out).toEqualTypeOf<Observable<ChangeBatch<Doc>[]>>();
+      expectObservable(out).toBe('-l|', { l: [a, b] });
+    });
+    expect(seen).toEqual([1, 1]);
   });
 
   it('rejects a concurrency that is not a positive integer', () => {
