@@ -212,3 +212,58 @@ describe('with a MemorySource', () => {
     await coordinator.stop();
   });
 });
+
+describe('bootstrap', () => {
+  function countingStore() {
+    const inner = new MemoryLeaseStore();
+    const created: string[] = [];
+    const store: LeaseStore = {
+      list: (p) => inner.list(p),
+      read: (id) => inner.read(id),
+      createIfAbsent: async (l) => {
+        const result = await inner.createIfAbsent(l);
+        if (result) created.push(l.id);
+        return result;
+      },
+      replace: (l) => inner.replace(l),
+      delete: (l) => inner.delete(l),
+    };
+    return { inner, store, created };
+  }
+
+  it('creates each lease exactly once when many hosts start together', async () => {
+    const clock = new VirtualScheduler();
+    const { inner, store, created } = countingStore();
+    const parts = new FakePartitions(16);
+    const hosts = Array.from({ length: 8 }, (_, i) => startHost(`h${i}`, store, clock, parts.listPartitions, timings));
+    await clock.advance(3 * 13_000);
+    expect(created.filter((id) => id !== 'p..lock').sort()).toEqual(['p..info', ...parts.list.map((p) => `p.${p.id}`)].sort());
+    expect(created.filter((id) => id === 'p..lock')).toHaveLength(1);
+    expect(await inner.read('p..lock')).toBeUndefined(); // the lock is gone once done
+    expect(hosts.reduce((n, h) => n + h.coordinator.owned().length, 0)).toBe(16);
+  });
+
+  it('others wait while one host bootstraps, and take over a lock left by a host that died', async () => {
+    const clock = new VirtualScheduler(1_000_000);
+    const { inner, store } = countingStore();
+    await inner.createIfAbsent({
+      id: 'p..lock',
+      leaseToken: '.lock',
+      feedRange: undefined,
+      owner: 'dead',
+      continuation: null,
+      timestampMs: clock.now(),
+      epoch: 0,
+      mode: 'latestVersion',
+      properties: {},
+    });
+    const host = startHost('a', store, clock, new FakePartitions(2).listPartitions, timings);
+    await clock.advance(30_000);
+    expect(host.coordinator.owned()).toHaveLength(0); // the lock is fresh: wait
+    expect(inner.snapshot().map((l) => l.id)).toEqual(['p..lock']);
+    await clock.advance(31_000); // the lock is an expiration old: its holder died
+    expect(host.coordinator.owned()).toHaveLength(2);
+    expect(await inner.read('p..info')).toBeDefined();
+    await host.coordinator.stop();
+  });
+});

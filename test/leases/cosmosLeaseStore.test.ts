@@ -2,6 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Container } from '@azure/cosmos';
 import { CredentialsError, ResourceGoneError } from '../../src/errors/index.js';
 import { CosmosLeaseStore, fromDocument, toDocument } from '../../src/leases/CosmosLeaseStore.js';
+import { createLeaseCoordinator } from '../../src/leases/createLeaseCoordinator.js';
+import { FakePartitions } from './hosts.js';
 import { leaseStoreConformance } from '../support/leaseStoreConformance.js';
 import type { TestCosmos } from '../support/cosmos.js';
 import { needsEmulator, startTestCosmos } from '../support/cosmos.js';
@@ -112,6 +114,50 @@ describe('CosmosLeaseStore', () => {
     } finally {
       fault.remove();
     }
+  });
+});
+
+describe('coordinators over CosmosLeaseStore (emulator, real time, short timings)', () => {
+  it('three hosts with their own clients bootstrap once, share the leases, and take over a stopped host's leases', async () => {
+    const clients = [cosmos.newClient(), cosmos.newClient(), cosmos.newClient()];
+    const parts = new FakePartitions(6);
+    const timings = { leaseAcquireIntervalMs: 150, leaseRenewIntervalMs: 300, leaseExpirationMs: 1_000, drainTimeoutMs: 200 };
+    const hosts = clients.map((client, i) =>
+      createLeaseCoordinator({
+        store: new CosmosLeaseStore({ container: client.database('rxfeed-leases').container('leases') }),
+        listPartitions: parts.listPartitions,
+        owner: `host-${i}`,
+        prefix: 'coord.',
+        ...timings,
+      }),
+    );
+    const errors: unknown[] = [];
+    for (const h of hosts) {
+      h.events$.subscribe((e) => e.type === 'error' && errors.push(e.error));
+      h.acquired$.subscribe();
+    }
+    const store = new CosmosLeaseStore({ container: byId });
+    const counts = async () => {
+      const { leases } = await store.list('coord.');
+      const c = new Map<string, number>();
+      for (const l of leases.filter((x) => !x.id.startsWith('coord..'))) if (l.owner) c.set(l.owner, (c.get(l.owner) ?? 0) + 1);
+      return c;
+    };
+    const waitFor = async (done: () => Promise<boolean>) => {
+      for (let i = 0; i < 100 && !(await done()); i++) await new Promise((r) => setTimeout(r, 50));
+    };
+
+    await waitFor(async () => [...(await counts()).values()].join() === '2,2,2');
+    expect([...(await counts()).values()].sort()).toEqual([2, 2, 2]);
+    const { leases } = await store.list('coord.');
+    expect(leases.map((l) => l.id).sort()).toEqual(['coord..info', ...parts.list.map((p) => `coord.${p.id}`)].sort());
+
+    await hosts[0]!.stop(); // released leases go to the others
+    await waitFor(async () => [...(await counts()).values()].join() === '3,3');
+    expect([...(await counts()).values()].sort()).toEqual([3, 3]);
+    expect(errors).toEqual([]);
+    await Promise.all(hosts.map((h) => h.stop()));
+    expect((await counts()).size).toBe(0);
   });
 });
 
