@@ -10,7 +10,17 @@ import type { Position } from '../core/Partition.js';
  * - `'exactlyOnce'`: the store keeps each partition's position and highest LSN in the same transaction as
  *   the rows, skips changes at or below that LSN, and writes rows without a per-row guard. Use it when
  *   several documents feed one row (LSNs of different partitions cannot be compared), or when the view's
- *   positions should be the source of truth for resuming (see {@link ViewStore.positions}).
+ *   positions should be the source of truth for resuming (see {@link ViewStore.positions} and
+ *   `alignLeasesWithView`).
+ *
+ * What "older" means: LSNs are numbered per partition, so guarded mode compares the LSNs of changes to the
+ * same key, and assumes that one document's LSNs never decrease along its partition lineage. That holds
+ * for Cosmos DB and `MemorySource`: a document stays in the partition that owns its partition key, split
+ * children continue their parent's numbering, and a merged partition continues above its parents. It does
+ * not hold for a key that gathers documents of different partition keys; use `'exactlyOnce'` for those.
+ * Exactly-once mode keeps its LSN mark per partition id: a split child starts without one, so resume
+ * children from positions the view committed (their leases inherit the parent's position) rather than
+ * replaying the parent's range from an older checkpoint.
  */
 export type ViewMode = 'guarded' | 'exactlyOnce';
 

@@ -193,6 +193,8 @@ export async function pgRunner(connection: PostgresConnection, description: stri
     return pgPoolRunner(new Pool({ connectionString: connection, max: poolMax }), description, true);
   }
   if (isPgPool(connection)) return pgPoolRunner(connection, description, false);
+  // A PGlite instance also looks like a client (it has `query`), but reports row counts differently.
+  if (isPGlite(connection)) return pgliteRunner(connection, description, false);
   return pgClientRunner(connection, description);
 }
 
