@@ -86,6 +86,7 @@ describe('changeFeedIterable (MemorySource + MemoryLeaseStore)', () => {
     const stored = await checkpoints();
     for (const p of source.partitions()) expect(stored.get(p.id)).toBe(source.latestLsn(p.id));
     expect(events.filter((e) => e.type === 'leaseReleased')).toHaveLength(3);
+    expect(events.filter((e) => e.type === 'error' || e.type === 'stall')).toEqual([]);
   });
 
   it('reads again what was not checkpointed: a second run resumes right after the last checkpoint', async () => {
@@ -173,7 +174,7 @@ describe('changeFeedIterable (MemorySource + MemoryLeaseStore)', () => {
   });
 
   it('stop() from outside lets the loop finish the batches already read, then ends it', async () => {
-    const { options, source, checkpoints } = setup(2, 60);
+    const { options, source, checkpoints, events } = setup(2, 60);
     const feed = changeFeedIterable(options());
     const seen: string[] = [];
     const run = background(async () => {
@@ -187,6 +188,7 @@ describe('changeFeedIterable (MemorySource + MemoryLeaseStore)', () => {
     void feed.stop().then(() => (stopped = true));
     await advanceUntil(() => stopped && run.finished());
     expect(run.state()).toBe('done');
+    expect(events.filter((e) => e.type === 'error' || e.type === 'stall')).toEqual([]);
     const stored = await checkpoints();
     for (const p of source.partitions()) expect(stored.get(p.id)).toBe(source.latestLsn(p.id));
   });
