@@ -118,7 +118,7 @@ describe('CosmosLeaseStore', () => {
 });
 
 describe('coordinators over CosmosLeaseStore (emulator, real time, short timings)', () => {
-  it('three hosts with their own clients bootstrap once, share the leases, and take over a stopped host's leases', async () => {
+  it('three hosts with their own clients bootstrap once, share the leases, and take over the leases of a stopped host', async () => {
     const clients = [cosmos.newClient(), cosmos.newClient(), cosmos.newClient()];
     const parts = new FakePartitions(6);
     const timings = { leaseAcquireIntervalMs: 150, leaseRenewIntervalMs: 300, leaseExpirationMs: 1_000, drainTimeoutMs: 200 };
