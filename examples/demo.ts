@@ -101,11 +101,13 @@ export async function main(argv = process.argv.slice(2)): Promise<boolean> {
 
   // Shut down on Ctrl-C or after --duration-ms: stop writing, let the feed catch up (bounded), then stop it.
   let interrupted = 0;
+  let onSigint: () => void = () => undefined;
   await new Promise<void>((resolve) => {
-    process.on('SIGINT', () => {
+    onSigint = () => {
       if (++interrupted > 1) process.exit(130);
       resolve();
-    });
+    };
+    process.on('SIGINT', onSigint);
     if (durationMs !== undefined) setTimeout(resolve, durationMs);
   });
   clearInterval(writer);
@@ -115,6 +117,7 @@ export async function main(argv = process.argv.slice(2)): Promise<boolean> {
   await feed.stop();
   clearInterval(progress);
   done.unsubscribe();
+  process.off('SIGINT', onSigint);
 
   const atEnd = leases
     .snapshot()
