@@ -311,29 +311,34 @@ export class RequestHandler {
     return { status: 200, body: { _rid: c.rid, PartitionKeyRanges: ranges, _count: ranges.length }, headers: { 'x-ms-item-count': String(ranges.length) } };
   }
 
-  /** The range and entry filter a change feed or query request addresses. */
+  /**
+   * The range a change feed request reads and which of its entries it wants: the range id (plus EPK bounds
+   * when the SDK reads a sub-range), or the partition key alone, routed to whichever live range holds it now.
+   */
   private scope(c: ContainerState, h: Headers): { range: RangeState; accept: (e: LogEntry) => boolean } {
     const rangeId = header(h, 'x-ms-documentdb-partitionkeyrangeid');
-    if (rangeId !== undefined) {
-      const range = this.ctx.store.range(c, rangeId);
-      const start = header(h, 'x-ms-start-epk');
-      const end = header(h, 'x-ms-end-epk');
-      if (start === undefined && end === undefined) return { range, accept: () => true };
-      const min = start ?? range.min;
-      const max = end ?? range.max;
-      return { range, accept: (e) => inRange(e.epk, min, max) };
-    }
     const pk = partitionKeyOf(h);
-    if (pk !== undefined) {
+    let range: RangeState;
+    if (rangeId !== undefined) range = this.ctx.store.range(c, rangeId);
+    else if (pk !== undefined) {
       if (pk.length !== c.partitionKey.paths.length) {
         throw new CosmosHttpError(400, 'a partition-key change feed needs the full key; read a key prefix by feed range');
       }
-      const range = this.ctx.store.rangeOf(c, effectivePartitionKey(pk, c.partitionKey));
-      const text = partitionKeyText(pk);
-      return { range, accept: (e) => partitionKeyText(e.pk) === text };
+      range = this.ctx.store.rangeOf(c, effectivePartitionKey(pk, c.partitionKey));
+    } else if (c.ranges.length === 1) range = c.ranges[0]!;
+    else throw new CosmosHttpError(400, 'a change feed request needs x-ms-documentdb-partitionkeyrangeid or x-ms-documentdb-partitionkey');
+    const filters: ((e: LogEntry) => boolean)[] = [];
+    const start = header(h, 'x-ms-start-epk');
+    const end = header(h, 'x-ms-end-epk');
+    if (start !== undefined || end !== undefined) {
+      const [min, max] = [start ?? range.min, end ?? range.max];
+      filters.push((e) => inRange(e.epk, min, max));
     }
-    if (c.ranges.length === 1) return { range: c.ranges[0]!, accept: () => true };
-    throw new CosmosHttpError(400, 'a change feed request needs x-ms-documentdb-partitionkeyrangeid or x-ms-documentdb-partitionkey');
+    if (pk !== undefined) {
+      const text = partitionKeyText(pk);
+      filters.push((e) => partitionKeyText(e.pk.slice(0, pk.length)) === text);
+    }
+    return { range, accept: (e) => filters.every((f) => f(e)) };
   }
 
   private changeFeed(c: ContainerState, h: Headers): Reply {
