@@ -7,3 +7,4 @@ export { latestPerDocument } from './latestPerDocument.js';
 export { mapChanges } from './mapChanges.js';
 export { mapDocuments } from './mapDocuments.js';
 export type { AnyBatches, ConcurrencyOptions, DocumentOf, ItemErrorOptions, OnItemError, Rebatched } from './types.js';
+export type { CheckpointEveryOptions } from './checkpointEvery.js';
