@@ -104,5 +104,9 @@ export class MemoryViewStore<R> implements ViewStore<R> {
     return removed;
   }
 
+  async clearPositions(): Promise<void> {
+    this.#partitions.clear();
+  }
+
   async close(): Promise<void> {}
 }

@@ -22,6 +22,7 @@ export class ViewFencedError extends LeaseLostError {
     super(partition, `epoch ${epoch}`);
     this.message =
       `view write for partition ${partition} rejected: it was read under lease epoch ${epoch}, ` +
-      `but the view has already seen epoch ${currentEpoch} (another host owns the partition now)`;
+      `but the view has already seen epoch ${currentEpoch} (another host owns the partition now; if the lease ` +
+      `container was reset instead, call clearPositions() on the view)`;
   }
 }

@@ -123,6 +123,12 @@ export interface ViewStore<R> {
    * times no replay can reach back to (older than your oldest checkpoint). Resolves to how many were removed.
    */
   pruneTombstones(beforeTimestampMs: number): Promise<number>;
+  /**
+   * Forgets every partition's position, epoch and LSN mark (rows and tombstones stay). Needed after the
+   * lease container was reset or recreated: new leases start again at low epochs, which the view would
+   * otherwise reject as deposed owners.
+   */
+  clearPositions(): Promise<void>;
   /** Releases what the store opened itself (never a pool, client or database you passed in). */
   close(): Promise<void>;
 }

@@ -86,6 +86,7 @@ class GatedStore<R> implements ViewStore<R> {
   rows = () => this.inner.rows();
   positions = () => this.inner.positions();
   pruneTombstones = (t: number) => this.inner.pruneTombstones(t);
+  clearPositions = () => this.inner.clearPositions();
   close = () => this.inner.close();
 }
 

@@ -244,6 +244,17 @@ export function viewStoreConformance(name: string, factory: StoreFactory): void 
       expect((await store.positions()).get('p0')?.epoch).toBe(6);
     });
 
+    it('forgets positions and epochs on clearPositions, keeping rows and tombstones', async () => {
+      const { store } = await fresh();
+      await store.write(writeOf([change('p0', 'a', 5, 5), change('p0', 'b', 6, undefined)], { epoch: 9 }));
+      await store.clearPositions();
+      expect((await store.positions()).size).toBe(0);
+      // New leases (epoch 1 again) are accepted; the rows and the tombstone still guard.
+      await store.write(writeOf([change('p0', 'a', 4, 4), change('p0', 'b', 2, 2)], { epoch: 1 }));
+      expect(content(await store.rows())).toEqual({ a: 5 });
+      expect((await store.positions()).get('p0')?.epoch).toBe(1);
+    });
+
     it('exactly-once: after a crash between write and checkpoint, replayed batches apply nothing twice', async () => {
       const { store, reopen } = await fresh();
       const b1 = [change('p0', 'a', 1, 1), change('p0', 'b', 2, 2), change('p0', 'a', 3, 3)];

@@ -147,6 +147,11 @@ export class SqlViewStore<R> implements ViewStore<R> {
     return (await runner.query(this.sql.pruneTombstones, [Math.floor(beforeTimestampMs)])).rowCount;
   }
 
+  async clearPositions(): Promise<void> {
+    const runner = await this.ready();
+    await runner.query(this.sql.clearPositions);
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;

@@ -68,6 +68,7 @@ export interface ViewSql {
   readonly selectAll: string;
   readonly selectPositions: string;
   readonly pruneTombstones: string;
+  readonly clearPositions: string;
 }
 
 /** Builds the SQL for one view. Each statement takes its input as one JSON array in `$1`. */
@@ -138,5 +139,6 @@ export function viewSql(spec: ViewTableSpec): ViewSql {
     selectAll: `SELECT key, doc, lsn, ts_ms, partition_id FROM ${rows} ORDER BY key COLLATE "C"`,
     selectPositions: `SELECT partition_id, position, epoch, lsn FROM ${positions} WHERE position IS NOT NULL ORDER BY partition_id`,
     pruneTombstones: `DELETE FROM ${tombstones} WHERE ts_ms < $1`,
+    clearPositions: `DELETE FROM ${positions}`,
   };
 }
