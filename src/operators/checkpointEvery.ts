@@ -2,7 +2,7 @@ import { asyncScheduler, Observable, type MonoTypeOperatorFunction, type Schedul
 import { asBatches, type BatchOrBatches } from '../core/ChangeBatch.js';
 import type { Position } from '../core/Partition.js';
 import type { PartitionTracker } from '../core/PartitionTracker.js';
-import { InvalidOptionsError } from '../errors/index.js';
+import { InvalidOptionsError, LeaseLostError } from '../errors/index.js';
 
 /** Options of {@link checkpointEvery}. */
 export interface CheckpointEveryOptions {
@@ -104,6 +104,11 @@ export function checkpointEvery<V extends BatchOrBatches<unknown>>(
         };
         tracker.checkpoint(state.position).then(finish, (error: unknown) => {
           tracker.reportError(error instanceof Error ? error : new Error(String(error)));
+          // The lease is gone: its feed closes, and nothing more can be written for this ownership.
+          if (error instanceof LeaseLostError) {
+            state.dirty = false;
+            partitions.delete(tracker);
+          }
           finish();
         });
       };

@@ -2,11 +2,12 @@ import { concatMap, filter, map, timer, bufferTime, type Subscription } from 'rx
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import type { FeedEvent } from '../../src/core/events.js';
-import { InvalidOptionsError } from '../../src/errors/index.js';
+import { HandlerError, InvalidOptionsError } from '../../src/errors/index.js';
 import { changeFeed, createChangeFeed, partitionFeeds } from '../../src/feed/index.js';
 import type { ChangeFeedOptions } from '../../src/feed/options.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
+import { mapChanges } from '../../src/operators/mapChanges.js';
 import { MemorySource } from '../../src/sources/MemorySource.js';
 import { advanceUntil, idsOf, lsnOfPosition } from '../support/memory.js';
 
@@ -192,6 +193,27 @@ describe('createChangeFeed', () => {
     await vi.advanceTimersByTimeAsync(130_000);
     expect(buffered.events.filter((e) => e.type === 'stall')).toEqual([]);
     expect(buffered.events.some((e) => e.type === 'checkpoint')).toBe(true);
+  });
+
+  it('a handler that throws on one change surfaces as an error event with the partition and the change', async () => {
+    const { source, feed, events } = setup(2);
+    for (let i = 0; i < 20; i++) source.write({ id: `d${i}`, n: i });
+    const poison = source.partitionFor('d7');
+    let delivered = 0;
+    subscription = feed.changes$
+      .pipe(
+        mapChanges((c) => {
+          if (c.id === 'd7') throw new Error('cannot handle d7');
+          return c;
+        }),
+        checkpointEvery(1),
+      )
+      .subscribe((b) => (delivered += b.size));
+    await advanceUntil(() => delivered === 19);
+    const errors = events.filter((e) => e.type === 'error');
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatchObject({ lease: poison, change: { id: 'd7' } });
+    expect((errors[0] as { error: Error }).error).toBeInstanceOf(HandlerError);
   });
 
   it.each([
