@@ -3,7 +3,7 @@ import type { SchedulerLike, Subscription } from 'rxjs';
 import type { CloseReason, FeedEvent } from '../core/events.js';
 import type { FeedMode, FeedRange, Partition, Position } from '../core/Partition.js';
 import { rangesOverlap } from '../core/Partition.js';
-import { CredentialsError, InvalidOptionsError, LeaseLostError, ResourceGoneError } from '../errors/index.js';
+import { CorruptLeaseError, CredentialsError, InvalidOptionsError, LeaseLostError, ResourceGoneError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import type { Logger } from '../internal/log.js';
 import { HANDOFF_AT, HANDOFF_TO, handoffRequest, planBalance, withoutHandoff } from './balancing.js';
@@ -67,6 +67,8 @@ export const LEASE_DEFAULTS = Object.freeze({
 });
 
 const FULL_RANGE: FeedRange = { minInclusive: '', maxExclusive: 'FF' };
+/** A marker document that exists but is not in our format. */
+const FOREIGN = Symbol('foreign marker');
 
 /**
  * Creates the lease coordinator of one host: it bootstraps one lease per partition under `prefix`
@@ -294,7 +296,11 @@ class Coordinator implements LeaseCoordinator {
     const infoId = `${this.#prefix}.info`;
     const lockId = `${this.#prefix}.lock`;
     while (!this.#stopped) {
-      if (await this.#store.read(infoId)) return;
+      if (await this.#readMarker(infoId)) {
+        // Partitions as the source describes them (with parents), for the leases this host will own.
+        await this.#refreshPartitions().catch((error: unknown) => this.#error(error));
+        return;
+      }
       const lock = await this.#store.createIfAbsent(this.#marker(lockId));
       if (lock) {
         try {
@@ -309,14 +315,24 @@ class Coordinator implements LeaseCoordinator {
         }
         return;
       }
-      const existing = await this.#store.read(lockId);
-      if (existing && this.#now() - existing.timestampMs >= this.#t.expirationMs) {
+      const existing = await this.#readMarker(lockId);
+      if (existing && existing !== FOREIGN && this.#now() - existing.timestampMs >= this.#t.expirationMs) {
         // The host that took the lock died while bootstrapping; take over.
         this.#log('removing stale bootstrap lock of %s', existing.owner);
         await this.#store.delete(existing).catch(() => undefined);
         continue;
       }
       await this.#delay(Math.min(1000, this.#t.acquireMs));
+    }
+  }
+
+  /** Reads a marker document; one in another format (e.g. the .NET processor's `{ id }`) still counts. */
+  async #readMarker(id: string): Promise<Lease | typeof FOREIGN | undefined> {
+    try {
+      return await this.#store.read(id);
+    } catch (error) {
+      if (error instanceof CorruptLeaseError) return FOREIGN;
+      throw error;
     }
   }
 

@@ -161,6 +161,30 @@ describe('coordinators over CosmosLeaseStore (emulator, real time, short timings
   });
 });
 
+describe('markers in the .NET format', () => {
+  it('a bare { id } .info document counts as bootstrapped, and is not reported as corrupt', async () => {
+    await byId.items.create({ id: 'dotnet..info' });
+    const coordinator = createLeaseCoordinator({
+      store: new CosmosLeaseStore({ container: byId }),
+      listPartitions: new FakePartitions(2).listPartitions,
+      owner: 'a',
+      prefix: 'dotnet.',
+      leaseAcquireIntervalMs: 50,
+      leaseRenewIntervalMs: 100,
+      leaseExpirationMs: 500,
+    });
+    const events: string[] = [];
+    coordinator.events$.subscribe((e) => events.push(e.type));
+    coordinator.acquired$.subscribe();
+    await new Promise((r) => setTimeout(r, 300));
+    await coordinator.stop();
+    const { leases, corrupt } = await new CosmosLeaseStore({ container: byId }).list('dotnet.');
+    expect(leases).toEqual([]); // nothing bootstrapped: .info says it was done
+    expect(corrupt.map((c) => c.documentId)).toEqual(['dotnet..info']);
+    expect(events).toEqual([]);
+  });
+});
+
 describe('lease documents', () => {
   it('round-trip through toDocument/fromDocument', () => {
     const lease = {
