@@ -41,6 +41,7 @@ export function writeInPartitionOrder<B extends BatchOrBatches<unknown>>(
       };
 
       const pump = () => {
+        if (subscriber.closed) return;
         const blocked = new Set<string>();
         for (const entry of pending) {
           if (inFlight >= concurrency) return;

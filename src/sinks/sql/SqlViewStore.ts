@@ -32,7 +32,7 @@ const num = (value: number | string | bigint | null | undefined): number | undef
  * one transaction of at most five set-based statements (lock partitions, upsert rows, write tombstones,
  * delete rows, commit positions), whatever the number of changes.
  *
- * @internal Use `PostgresViewStore` or `PGliteViewStore`.
+ * The base class of `PostgresViewStore` and `PGliteViewStore`; use those.
  */
 export class SqlViewStore<R> implements ViewStore<R> {
   readonly description: string;
