@@ -60,7 +60,7 @@ const MODE_TO_DOC: Record<FeedMode, string> = {
  * import { CosmosClient } from '@azure/cosmos';
  * import { CosmosLeaseStore } from 'rxfeed';
  * const container = new CosmosClient({ endpoint, key }).database('shop').container('leases');
- * const leases = new CosmosLeaseStore({ container, createIfMissing: true });
+ * const leases = new CosmosLeaseStore({ container, createIfMissing: true }); // or new CosmosLeaseStore(container)
  * ```
  */
 export class CosmosLeaseStore implements LeaseStore {
@@ -68,7 +68,15 @@ export class CosmosLeaseStore implements LeaseStore {
   readonly #createIfMissing: boolean;
   #ready: Promise<'/id' | '/partitionKey'> | undefined;
 
-  constructor(options: CosmosLeaseStoreOptions) {
+  /**
+   * @param containerOrOptions the lease container, or all options.
+   * @param more further options when the first argument is the container.
+   */
+  constructor(containerOrOptions: Container | CosmosLeaseStoreOptions, more: Omit<CosmosLeaseStoreOptions, 'container'> = {}) {
+    const options: CosmosLeaseStoreOptions =
+      containerOrOptions && 'items' in containerOrOptions
+        ? { ...more, container: containerOrOptions }
+        : (containerOrOptions as CosmosLeaseStoreOptions);
     if (!options?.container || typeof options.container.items !== 'object') {
       throw new InvalidOptionsError('container', 'pass an @azure/cosmos Container, e.g. client.database(db).container(id)');
     }

@@ -95,6 +95,12 @@ describe('CosmosLeaseStore', () => {
     expect(resource?.partitionKey?.paths).toEqual(['/id']);
   });
 
+  it('takes the container alone too', async () => {
+    const store = new CosmosLeaseStore(byId, { partitionKeyPath: '/id' });
+    expect((await store.list('nothing-here.')).leases).toEqual([]);
+    expect(() => new CosmosLeaseStore({} as never)).toThrow(/container/);
+  });
+
   it('refuses a container partitioned on another path', async () => {
     const { database } = await cosmos.client.databases.createIfNotExists({ id: 'rxfeed-leases' });
     const { container } = await database.containers.createIfNotExists({ id: 'wrong-pk', partitionKey: { paths: ['/tenant'] } });
