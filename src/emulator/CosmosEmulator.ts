@@ -35,6 +35,11 @@ export interface CosmosEmulatorOptions {
   randomSeed?: number;
   /** Requests kept in the request log (oldest dropped first). Default `1000` (requests). */
   requestLogSize?: number;
+  /**
+   * A base64 master key clients must sign with, checked as the service checks it; unsigned or wrongly signed
+   * requests get 401. Default: unset, so authorization is not checked and any key works.
+   */
+  masterKey?: string;
 }
 
 /** A partition key range as the emulator reports it. */
@@ -71,6 +76,13 @@ function rangeInfo(r: RangeState): EmulatorRange {
   return { id: r.id, minInclusive: r.min, maxExclusive: r.max, lsn: r.lsn, parents: [...r.parents] };
 }
 
+function validKey(key: string | undefined): string | undefined {
+  if (key !== undefined && (key === '' || Buffer.from(key, 'base64').length === 0)) {
+    throw new InvalidOptionsError('masterKey', 'must be a non-empty base64 string');
+  }
+  return key;
+}
+
 function positiveInt(option: string, value: number | undefined, fallback: number): number {
   if (value === undefined) return fallback;
   if (!Number.isInteger(value) || value < 1) throw new InvalidOptionsError(option, `must be a positive integer, got ${value}`);
@@ -94,8 +106,8 @@ function positiveInt(option: string, value: number | undefined, fallback: number
  * ```
  */
 export class CosmosEmulator {
-  /** A key to hand to the client (authorization is not checked). */
-  readonly key = EMULATOR_KEY;
+  /** The key to hand to the client: `masterKey` when set, else {@link EMULATOR_KEY}. */
+  readonly key: string;
 
   private readonly log = logger('emulator');
   private readonly requestLog: LoggedRequest[] = [];
@@ -107,8 +119,9 @@ export class CosmosEmulator {
     private readonly store: Store,
     private readonly faultSet: FaultSet,
     private readonly requestLogSize: number,
-    settings: Pick<ServerContext, 'changeFeedPageSize' | 'queryPageSize' | 'strictAllVersionsStart'>,
+    settings: Pick<ServerContext, 'changeFeedPageSize' | 'queryPageSize' | 'strictAllVersionsStart' | 'masterKey'>,
   ) {
+    this.key = settings.masterKey ?? EMULATOR_KEY;
     this.handler = new RequestHandler({
       ...settings,
       store,
@@ -157,6 +170,7 @@ export class CosmosEmulator {
         changeFeedPageSize: positiveInt('changeFeedPageSize', options.changeFeedPageSize, 100),
         queryPageSize: positiveInt('queryPageSize', options.queryPageSize, 100),
         strictAllVersionsStart: options.strictAllVersionsStart ?? true,
+        masterKey: validKey(options.masterKey),
       },
     );
     await emulator.listen(port, options.host ?? '127.0.0.1');

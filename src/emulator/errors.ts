@@ -1,6 +1,8 @@
 /** Status code names the service puts in the `code` field of an error body. */
 const CODE_NAMES: Record<number, string> = {
   400: 'BadRequest',
+  401: 'Unauthorized',
+  403: 'Forbidden',
   404: 'NotFound',
   408: 'RequestTimeout',
   409: 'Conflict',

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { isAuthorized } from './auth.js';
 import { ALL_VERSIONS_AND_DELETES, allVersionsItem, LATEST_VERSION, lsnEtag, parseStart, readChanges } from './changeFeed.js';
 import { CosmosHttpError, internalError } from './errors.js';
 import type { FaultAction, FaultSet, RequestInfo, RequestKind } from './faults.js';
@@ -39,6 +40,8 @@ export interface ServerContext {
   changeFeedPageSize: number;
   queryPageSize: number;
   strictAllVersionsStart: boolean;
+  /** When set, every non-admin request must carry a valid master-key signature for it. */
+  masterKey: string | undefined;
   record(entry: LoggedRequest): void;
   /** Handles `/_emulator/...` admin requests. */
   admin(method: string, segments: string[], body: unknown): Promise<Reply> | Reply;
@@ -112,6 +115,16 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
   }
 }
 
+/** Throws 401 unless the request is signed with the master key, as the service checks it. */
+function authorize(masterKey: string, req: IncomingMessage, method: string, seg: string[]): void {
+  if (!isAuthorized(masterKey, method, seg, header(req.headers, 'authorization'), header(req.headers, 'x-ms-date'))) {
+    throw new CosmosHttpError(
+      401,
+      'The input authorization token cannot serve the request: the key is wrong or the signature was not built as the protocol says',
+    );
+  }
+}
+
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
@@ -135,6 +148,7 @@ export class RequestHandler {
     let fault: FaultAction | undefined;
     try {
       const body = await readBody(req);
+      if (this.ctx.masterKey !== undefined && info.kind !== 'admin') authorize(this.ctx.masterKey, req, method, seg);
       fault = info.kind === 'admin' ? undefined : this.ctx.faults.pick(info);
       if (fault && 'hang' in fault) {
         this.ctx.log(`fault: hanging ${method} ${info.path}`);

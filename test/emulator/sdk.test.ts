@@ -380,11 +380,37 @@ describe('emulator admin over HTTP', () => {
   });
 });
 
+describe('emulator with a master key', () => {
+  it('accepts requests the SDK signs with the key and answers others with 401', async () => {
+    const masterKey = Buffer.from('a test key that is not the emulator key').toString('base64');
+    const secured = await CosmosEmulator.start({ masterKey, initialRangeCount: 2 });
+    const good = new CosmosClient({ endpoint: secured.endpoint, key: secured.key });
+    const bad = new CosmosClient({ endpoint: secured.endpoint, key: Buffer.from('wrong').toString('base64') });
+    try {
+      expect(secured.key).toBe(masterKey);
+      const { database } = await good.databases.createIfNotExists({ id: 'db é' });
+      const { container } = await database.containers.createIfNotExists({ id: 'c 1', partitionKey: { paths: ['/pk'] } });
+      await container.items.create({ id: 'id é', pk: 'x' });
+      expect((await container.item('id é', 'x').read()).resource?.id).toBe('id é');
+      expect((await container.items.query('SELECT * FROM c').fetchAll()).resources).toHaveLength(1);
+      expect(await drain(container, { changeFeedStartFrom: ChangeFeedStartFrom.Beginning() })).toHaveLength(1);
+      await expect(bad.database('db é').container('c 1').item('id é', 'x').read()).rejects.toMatchObject({ code: 401 });
+      const unsigned = await fetch(new URL('dbs', secured.endpoint));
+      expect(unsigned.status).toBe(401);
+    } finally {
+      good.dispose();
+      bad.dispose();
+      await secured.stop();
+    }
+  });
+});
+
 describe('CosmosEmulator options', () => {
   it('rejects invalid options at start with a message that names them', async () => {
     await expect(CosmosEmulator.start({ initialRangeCount: 0 })).rejects.toThrow(/initialRangeCount/);
     await expect(CosmosEmulator.start({ port: -1 })).rejects.toThrow(/port/);
     await expect(CosmosEmulator.start({ changeFeedPageSize: 1.5 })).rejects.toThrow(/changeFeedPageSize/);
+    await expect(CosmosEmulator.start({ masterKey: '' })).rejects.toThrow(/masterKey/);
   });
 
   it('starts from command-line arguments', async () => {
