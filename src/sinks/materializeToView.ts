@@ -10,8 +10,8 @@ import { writeInPartitionOrder } from './internal/writeInPartitionOrder.js';
 /** Options of {@link materializeToView}. */
 export interface MaterializeToViewOptions<T, R> {
   /**
-   * The row for a change. Return `undefined` when the document does not belong in the view (any more):
-   * its key is then removed like a delete. Not called for deletes.
+   * The row for a change (any JSON value). Return `undefined` (or `null`) when the document does not
+   * belong in the view (any more): its key is then removed like a delete. Not called for deletes.
    */
   readonly project: (change: Change<T>) => R | undefined;
   /** The row key. Default: the document id (`change.id`). */
@@ -75,7 +75,7 @@ export function toViewWrite<T, R>(
         const k = key(change);
         if (typeof k !== 'string' || k === '') throw new TypeError(`key must be a non-empty string (got ${String(k)})`);
         const removed = change.operation === 'delete' || change.timeToLiveExpired === true || isDeleted?.(change) === true;
-        const row = removed ? undefined : project(change);
+        const row = removed ? undefined : (project(change) ?? undefined); // null removes too: a SQL row cannot hold it
         changes.push({ key: k, row, lsn: change.lsn, timestampMs: change.timestampMs, partition: batch.partition });
       } catch (cause) {
         const error = new HandlerError(batch.partition, change as Change<unknown>, cause);

@@ -191,20 +191,21 @@ describe('materializeToView', () => {
     expect((await view.get('a'))?.row.total).toBe(3);
   });
 
-  it('removes rows for deletes, TTL expiry, soft deletes and changes projected to undefined', async () => {
+  it('removes rows for deletes, TTL expiry, soft deletes and changes projected to undefined or null', async () => {
     const view = new MemoryViewStore<Row>();
-    const seed = batch('p0', [upsert('d', 1), upsert('t', 1), upsert('s', 1), upsert('u', 1), upsert('keep', 1)]);
+    const seed = batch('p0', [upsert('d', 1), upsert('t', 1), upsert('s', 1), upsert('u', 1), upsert('n', 1), upsert('keep', 1)]);
     const next = batch('p0', [
       remove('d'),
       remove('t', { timeToLiveExpired: true }),
       upsert('s', 2, { status: 'deleted' }),
       upsert('u', 0),
+      upsert('n', 0),
       upsert('keep', 2),
     ]);
     await lastValueFrom(
       of(seed, next).pipe(
         materializeToView(view, {
-          project: (c) => (c.document!.total > 0 ? project(c) : undefined),
+          project: (c) => (c.document!.total > 0 ? project(c) : c.id === 'u' ? undefined : null),
           isDeleted: (c) => c.document?.status === 'deleted',
         }),
       ),
