@@ -2,9 +2,10 @@ import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
 import { CosmosEmulator } from './CosmosEmulator.js';
 
-const USAGE = `usage: rxfeed-emulator [--port 8081] [--host 127.0.0.1] [--ranges 1] [--page-size 100]
+const USAGE = `usage: rxfeed-emulator [--port 8081] [--host 127.0.0.1] [--ranges 1] [--page-size 100] [--master-key <base64>]
 
-Runs the rxfeed Cosmos DB emulator until interrupted. Point @azure/cosmos at the printed endpoint with any key.
+Runs the rxfeed Cosmos DB emulator until interrupted. Point @azure/cosmos at the printed endpoint with any key
+(or, with --master-key, with that key: requests are then signature-checked).
 Admin over HTTP: POST /_emulator/split {databaseId, containerId, rangeId[, boundary]}, POST /_emulator/merge,
 POST|DELETE /_emulator/faults, POST /_emulator/reset, GET /_emulator/ranges/<db>/<container>, /_emulator/dump,
 /_emulator/requests.`;
@@ -37,6 +38,7 @@ export async function runEmulatorCli(argv: string[], print: (line: string) => vo
       host: { type: 'string', default: '127.0.0.1' },
       ranges: { type: 'string' },
       'page-size': { type: 'string' },
+      'master-key': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -51,6 +53,7 @@ export async function runEmulatorCli(argv: string[], print: (line: string) => vo
     host: values.host ?? '127.0.0.1',
     ...(ranges !== undefined ? { initialRangeCount: ranges } : {}),
     ...(pageSize !== undefined ? { changeFeedPageSize: pageSize } : {}),
+    ...(values['master-key'] !== undefined ? { masterKey: values['master-key'] } : {}),
   });
   print(`rxfeed Cosmos DB emulator listening on ${emulator.endpoint}`);
   return emulator;
