@@ -13,7 +13,7 @@ export interface MaterializeToViewOptions<T, R> {
    * The row for a change (any JSON value). Return `undefined` (or `null`) when the document does not
    * belong in the view (any more): its key is then removed like a delete. Not called for deletes.
    */
-  readonly project: (change: Change<T>) => R | undefined;
+  readonly project: (change: Change<T>) => R | null | undefined;
   /** The row key. Default: the document id (`change.id`). */
   readonly key?: (change: Change<T>) => string;
   /**
@@ -62,7 +62,7 @@ export function toViewWrite<T, R>(
   batches: readonly ChangeBatch<T>[],
   mode: ViewMode,
   onError: 'report' | 'throw',
-  project: (change: Change<T>) => R | undefined,
+  project: (change: Change<T>) => R | null | undefined,
   key: (change: Change<T>) => string,
   isDeleted: ((change: Change<T>) => boolean) | undefined,
   operator: string,

@@ -12,7 +12,7 @@ export interface SyncToIndexOptions<T> {
    * What to index for a change. Return `undefined` to take the document out of the index. Not called for
    * deletes.
    */
-  readonly document: (change: Change<T>) => SearchDocument | undefined;
+  readonly document: (change: Change<T>) => SearchDocument | null | undefined;
   /** The indexed id. Default: the document id (`change.id`). */
   readonly id?: (change: Change<T>) => string;
   /** Soft delete: true removes the document from the index. Deletes and TTL expiries always do. Default none. */
