@@ -130,7 +130,13 @@ export class CosmosEmulator {
       admin: (method, segments, body) => this.adminRequest(method, segments, body),
       log: (message) => this.log(message),
     });
-    this.server = createServer((req, res) => void this.handler.handle(req, res));
+    this.server = createServer((req, res) => {
+      // handle() answers its own errors; this only keeps a bug in it from taking the host process down.
+      this.handler.handle(req, res).catch((err: unknown) => {
+        this.log(`request failed: ${String(err)}`);
+        res.destroy();
+      });
+    });
     // The SDK keeps connections alive; idle ones must not linger long after a test.
     this.server.keepAliveTimeout = 5_000;
   }
