@@ -2,9 +2,11 @@
  * One processor's read budget: changes read but not yet acknowledged by `checkpointEvery`, at most
  * `total`, shared fairly among the partitions being read.
  *
- * A partition may hold at most its fair share (`total / active partitions`), so one busy partition cannot
- * starve the others, and the sum never exceeds `total`, so memory stays bounded however many partitions a
- * host owns. Credit taken by a partition that stopped reading still counts until it is acknowledged.
+ * The sum never exceeds `total`, so memory stays bounded however many partitions a host owns. Sharing is
+ * work-conserving: while no other partition waits for credit, one partition may use all that is free (a
+ * single busy partition can fill a `bufferCount` as large as the budget); once another partition waits,
+ * each may hold at most its fair share (`total / active partitions`), so none starves. Credit taken by a
+ * partition that stopped reading still counts until it is acknowledged.
  *
  * @internal
  */
@@ -12,6 +14,7 @@ export class CreditPool {
   readonly total: number;
   #inFlight = 0;
   #active = 0;
+  #waiting = 0;
   readonly #waiters = new Set<() => void>();
 
   constructor(total: number) {
@@ -53,6 +56,12 @@ export class CreditPool {
   }
 
   /** @internal */
+  _waiting(delta: number): number {
+    this.#waiting += delta;
+    return this.#waiting;
+  }
+
+  /** @internal */
   _free(): number {
     return this.total - this.#inFlight;
   }
@@ -77,6 +86,7 @@ export class CreditAccount {
   readonly #pool: CreditPool;
   #held = 0;
   #open = true;
+  #waiting = false;
 
   constructor(pool: CreditPool) {
     this.#pool = pool;
@@ -89,7 +99,16 @@ export class CreditAccount {
 
   /** How many changes this partition may read now. */
   get available(): number {
-    return Math.max(0, Math.min(this.#pool.share - this.#held, this.#pool._free()));
+    const free = this.#pool._free();
+    const othersWaiting = this.#pool._waiting(0) - (this.#waiting ? 1 : 0);
+    return Math.max(0, othersWaiting > 0 ? Math.min(this.#pool.share - this.#held, free) : free);
+  }
+
+  /** Marks this partition as waiting for credit (others are then held to their fair share). */
+  setWaiting(waiting: boolean): void {
+    if (waiting === this.#waiting) return;
+    this.#waiting = waiting;
+    this.#pool._waiting(waiting ? 1 : -1);
   }
 
   /** The fair share of one partition now. */
@@ -110,6 +129,7 @@ export class CreditAccount {
 
   /** Stops counting this partition in the fair share (credit it holds stays taken until released). */
   close(): void {
+    this.setWaiting(false);
     if (!this.#open) return;
     this.#open = false;
     this.#pool._close();

@@ -87,6 +87,8 @@ export class LeaseTracker implements PartitionTracker {
   readonly #outstanding: Outstanding[] = [];
   #head = 0;
   #sequence = 0;
+  /** Credit taken for the read in flight (reads run concurrently across partitions, so reserve first). */
+  #reserved = 0;
   #ackedSequence = 0;
   #ackedPosition: Position | null;
   #ackedChanges = 0;
@@ -119,11 +121,21 @@ export class LeaseTracker implements PartitionTracker {
     return this.#ackedPosition;
   }
 
-  /** Wraps a page as the next batch of this partition, taking its credit. */
+  /**
+   * Ends the reservation made by {@link LeaseTracker.awaitCredit}: `count` changes were read (they stay
+   * held until acknowledged), the rest of the reservation is returned.
+   */
+  settle(count: number): void {
+    const reserved = this.#reserved;
+    this.#reserved = 0;
+    if (count > reserved) this.#account.take(count - reserved);
+    else this.#account.release(reserved - count);
+  }
+
+  /** Wraps a page as the next batch of this partition (its credit was settled already). */
   batch<T>(page: Page<T>): ChangeBatch<T> {
     const sequence = ++this.#sequence;
     const count = page.changes.length;
-    this.#account.take(count);
     this.#outstanding.push({ sequence, count });
     return new ChangeBatch<T>({
       partition: this.leaseToken,
@@ -176,7 +188,10 @@ export class LeaseTracker implements PartitionTracker {
     });
   }
 
-  /** Waits until this partition may read, then returns how many changes it may read (0 when aborted). */
+  /**
+   * Waits until this partition may read, then reserves and returns how many changes it may read (0 when
+   * aborted). Every reservation ends with {@link LeaseTracker.settle}.
+   */
   async awaitCredit(signal: AbortSignal): Promise<number> {
     const maxItemCount = this.#ctx.maxItemCount;
     for (;;) {
@@ -187,8 +202,12 @@ export class LeaseTracker implements PartitionTracker {
       const need = Math.max(1, Math.floor(Math.min(maxItemCount, this.#account.share) / 2));
       if (available >= need) {
         this.#endCreditWait();
-        return Math.min(available, maxItemCount);
+        const credit = Math.min(available, maxItemCount);
+        this.#account.take(credit);
+        this.#reserved = credit;
+        return credit;
       }
+      this.#account.setWaiting(true);
       if (!this.#creditWait) {
         this.#log('read budget used up (%d held); waiting for acknowledgements', this.#account.held);
         this.#creditWait = { since: this.#ctx.scheduler.now(), reported: false, task: undefined };
@@ -298,6 +317,7 @@ export class LeaseTracker implements PartitionTracker {
   }
 
   #endCreditWait(): void {
+    this.#account.setWaiting(false);
     this.#creditWait?.task?.unsubscribe();
     this.#creditWait = undefined;
   }
@@ -355,6 +375,7 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
         try {
           page = await ctx.source.read({ partition: owned.partition, from, maxItemCount: credit, signal });
         } catch (error) {
+          tracker.settle(0);
           if (signal.aborted) break;
           if (error instanceof PartitionGoneError) {
             log('partition gone; waiting for acknowledgements, then handing over to its children');
@@ -383,6 +404,7 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
           await sleep(delay, ctx.scheduler, signal);
           continue;
         }
+        tracker.settle(page.changes.length);
         failures = 0;
         const moved = page.position !== lastPosition;
         from = { position: page.position };
