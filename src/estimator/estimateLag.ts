@@ -86,7 +86,9 @@ export async function estimateLag(options: EstimateLagOptions): Promise<LeaseLag
   const prefix = options.leasePrefix ?? DEFAULT_PREFIX;
   const now = options.now ?? Date.now;
   const log = logger('estimator');
-  const { leases: found } = await leases.list(prefix);
+  const markers = new Set([`${prefix}.info`, `${prefix}.lock`]);
+  // The coordinator keeps its bootstrap markers (`<prefix>.info`, `<prefix>.lock`) under the same prefix.
+  const found = (await leases.list(prefix)).leases.filter((l) => !markers.has(l.id));
   let partitions: Promise<readonly Partition[]> | undefined;
   const partitionOf = async (lease: Lease): Promise<Partition | undefined> => {
     if (lease.feedRange) return { id: lease.leaseToken, range: lease.feedRange };

@@ -47,6 +47,8 @@ describe('estimateLag (memory source)', () => {
     const end = await source.read({ partition: p2!, from: 'now', maxItemCount: 10 });
     await addLease(store, p2!, end.position);
     await addLease(store, p3!, await positionAfter(source, p3!, 1), 'host-2');
+    // The coordinator's bootstrap marker lives under the same prefix and is not a lease.
+    await addLease(store, { id: '.info', range: { minInclusive: '', maxExclusive: '' } }, null);
     const oldestP0 = (await source.read({ partition: p0!, from: 'beginning', maxItemCount: 6 })).changes[5]!;
 
     const lags = await estimateLag({ source, leases: store, leasePrefix: PREFIX, now: () => nowMs });
