@@ -9,7 +9,7 @@ import { runQuery } from './query.js';
 import {
   inRange,
   parsePartitionKeyHeader,
-  partitionKeyText,
+  partitionKeyMatcher,
   type ContainerState,
   type Doc,
   type LogEntry,
@@ -349,8 +349,8 @@ export class RequestHandler {
       filters.push((e) => inRange(e.epk, min, max));
     }
     if (pk !== undefined) {
-      const text = partitionKeyText(pk);
-      filters.push((e) => partitionKeyText(e.pk.slice(0, pk.length)) === text);
+      const keyMatches = partitionKeyMatcher(pk);
+      filters.push((e) => keyMatches(e.pk));
     }
     return { range, accept: (e) => filters.every((f) => f(e)) };
   }

@@ -115,6 +115,12 @@ export function partitionKeyText(pk: readonly PartitionKeyComponent[]): string {
   return JSON.stringify(pk.map((v) => (v === undefined ? {} : v)));
 }
 
+/** A test for "this key, or a key under this hierarchical prefix" (a shorter key compares only its levels). */
+export function partitionKeyMatcher(wanted: readonly PartitionKeyComponent[]): (pk: readonly PartitionKeyComponent[]) => boolean {
+  const text = partitionKeyText(wanted);
+  return (pk) => partitionKeyText(pk.slice(0, wanted.length)) === text;
+}
+
 function docKey(pk: readonly PartitionKeyComponent[], id: string): string {
   return `${partitionKeyText(pk)}\u0000${id}`;
 }
@@ -579,12 +585,11 @@ export class Store {
   /** Documents of a container, optionally restricted to an EPK interval and a partition key (or key prefix). */
   documents(c: ContainerState, scope: { min?: string; max?: string; pk?: PartitionKeyComponent[] } = {}): Doc[] {
     this.expire(c);
-    const wanted = scope.pk && partitionKeyText(scope.pk);
+    const keyMatches = scope.pk && partitionKeyMatcher(scope.pk);
     const out: Doc[] = [];
     for (const d of c.docs.values()) {
       if (scope.min !== undefined && !inRange(d.epk, scope.min, scope.max ?? MAX_EPK)) continue;
-      // A shorter key is a hierarchical prefix: compare only that many levels.
-      if (wanted !== undefined && partitionKeyText(d.pk.slice(0, scope.pk!.length)) !== wanted) continue;
+      if (keyMatches && !keyMatches(d.pk)) continue;
       out.push(d.body);
     }
     return out;
