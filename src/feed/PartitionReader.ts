@@ -346,6 +346,8 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
     const log = logger('partition', { owner: ctx.owner, lease: owned.leaseToken });
     const tracker = new LeaseTracker(owned, ctx as ReaderContext<unknown>, log);
     const reading = new AbortController();
+    /** Aborted when the subscriber leaves. */
+    const detached = new AbortController();
     const stopReading = () => reading.abort();
     owned.signal.addEventListener('abort', stopReading, { once: true });
     owned.onDrain(async () => {
@@ -404,6 +406,11 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
           await sleep(delay, ctx.scheduler, signal);
           continue;
         }
+        if (signal.aborted) {
+          // Ownership ended or a drain began while the page was on its way: leave it to the next reader.
+          tracker.settle(0);
+          break;
+        }
         tracker.settle(page.changes.length);
         failures = 0;
         const moved = page.position !== lastPosition;
@@ -414,8 +421,8 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
       }
       if (tracker.unsubscribed) return;
       // Reading stopped because ownership ended or a drain began; complete once ownership has ended.
-      await aborted(owned.signal);
-      close(owned.closeReason ?? 'Shutdown');
+      await aborted(AbortSignal.any([owned.signal, detached.signal]));
+      if (!tracker.unsubscribed) close(owned.closeReason ?? 'Shutdown');
     };
 
     run().catch((error: unknown) => subscriber.error(error));
@@ -427,6 +434,7 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
       // Closed by ownership ending: batches still downstream may yet be acknowledged and keep their credit.
       if (closeReason === undefined) tracker.releaseAll();
       tracker.detach();
+      detached.abort();
     };
   });
   return Object.defineProperties(feed, {
