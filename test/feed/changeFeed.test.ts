@@ -5,6 +5,7 @@ import type { FeedEvent } from '../../src/core/events.js';
 import { HandlerError, InvalidOptionsError } from '../../src/errors/index.js';
 import { changeFeed, createChangeFeed, partitionFeeds } from '../../src/feed/index.js';
 import type { ChangeFeedOptions } from '../../src/feed/options.js';
+import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
 import { mapChanges } from '../../src/operators/mapChanges.js';
@@ -193,6 +194,87 @@ describe('createChangeFeed', () => {
     await vi.advanceTimersByTimeAsync(130_000);
     expect(buffered.events.filter((e) => e.type === 'stall')).toEqual([]);
     expect(buffered.events.some((e) => e.type === 'checkpoint')).toBe(true);
+  });
+
+  it('stop() resolves only after in-flight checkpoint writes and lease releases are done', async () => {
+    const source = new MemorySource<Doc>({ partitions: 2 });
+    for (let i = 0; i < 50; i++) source.write({ id: `d${i}`, n: i });
+    const inner = new MemoryLeaseStore();
+    let slow = false;
+    // Lease writes take 2 s once `slow` is set: stop() must wait for them.
+    const store: LeaseStore = {
+      list: (prefix) => inner.list(prefix),
+      read: (id) => inner.read(id),
+      createIfAbsent: (lease) => inner.createIfAbsent(lease),
+      delete: (lease) => inner.delete(lease),
+      replace: async (lease) => {
+        if (slow) await new Promise((r) => setTimeout(r, 2_000));
+        return inner.replace(lease);
+      },
+    };
+    const feed = createChangeFeed<Doc>({ source, leases: store, instanceName: 'a', leasePrefix: PREFIX, pollIntervalMs: 100 });
+    let seen = 0;
+    subscription = feed.changes$.pipe(checkpointEvery(1_000)).subscribe((b) => (seen += b.size));
+    await advanceUntil(() => seen === 50);
+    slow = true;
+    let stopped = false;
+    void feed.stop().then(() => (stopped = true));
+    await vi.advanceTimersByTimeAsync(1_900);
+    expect(stopped).toBe(false);
+    await advanceUntil(() => stopped, { limitMs: 20_000 });
+    const leases = (await inner.list(PREFIX)).leases.filter((l) => l.feedRange);
+    expect(leases.map((l) => [l.owner, lsnOfPosition(l.continuation)])).toEqual(
+      source.partitions().map((p) => [null, source.latestLsn(p.id)]),
+    );
+  });
+
+  it('a second host takes over half the leases; the first drains them, nothing is lost or read twice', async () => {
+    const source = new MemorySource<Doc>({ partitions: 4 });
+    const leases = new MemoryLeaseStore();
+    const events: FeedEvent[] = [];
+    const host = (name: string) =>
+      createChangeFeed<Doc>({
+        source,
+        leases,
+        instanceName: name,
+        leasePrefix: PREFIX,
+        pollIntervalMs: 100,
+        leaseAcquireIntervalMs: 200,
+        leaseRenewIntervalMs: 500,
+        leaseExpirationMs: 2_000,
+        events: (e) => events.push(e),
+      });
+    const seen = new Map<string, number>();
+    const pipeline = (feed: ReturnType<typeof host>) =>
+      feed.changes$
+        .pipe(
+          concatMap((b) => timer(2).pipe(map(() => b))),
+          checkpointEvery({ count: 10, ms: 100 }),
+        )
+        .subscribe((b) => {
+          for (const c of b as ChangeBatch<Doc>) seen.set(c.id, (seen.get(c.id) ?? 0) + 1);
+        });
+    let next = 0;
+    const write = (n: number) => {
+      for (let i = 0; i < n; i++, next++) source.write({ id: `d${next}`, n: next });
+    };
+    write(200);
+    const a = host('host-a');
+    subscription = pipeline(a);
+    await advanceUntil(() => seen.size === 200);
+    const b = host('host-b');
+    subscription.add(pipeline(b));
+    for (let t = 0; t < 50; t++) {
+      write(4);
+      await vi.advanceTimersByTimeAsync(100);
+    }
+    await advanceUntil(() => seen.size === next, { limitMs: 60_000 });
+    const owners = (await leases.list(PREFIX)).leases.filter((l) => l.feedRange).map((l) => l.owner);
+    expect(owners.filter((o) => o === 'host-a')).toHaveLength(2);
+    expect(owners.filter((o) => o === 'host-b')).toHaveLength(2);
+    expect(events.some((e) => e.type === 'leaseReleased' && e.reason === 'Rebalanced')).toBe(true);
+    expect([...seen.values()].every((n) => n === 1)).toBe(true);
+    await Promise.all([a.stop(), b.stop(), vi.advanceTimersByTimeAsync(10_000)]);
   });
 
   it('a handler that throws on one change surfaces as an error event with the partition and the change', async () => {
