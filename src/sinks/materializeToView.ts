@@ -5,6 +5,7 @@ import { HandlerError, InvalidOptionsError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import type { AnyBatches, DocumentOf } from '../operators/types.js';
 import type { ViewChange, ViewCommit, ViewMode, ViewStore, ViewWrite } from './ViewStore.js';
+import { ViewFencedError } from './ViewFencedError.js';
 import { writeInPartitionOrder } from './internal/writeInPartitionOrder.js';
 
 /** Options of {@link materializeToView}. */
@@ -102,8 +103,12 @@ export function toViewWrite<T, R>(
  *
  * Each change becomes a row (`project`) under a key (`key`, default the document id); deletes, TTL
  * expiries, soft deletes (`isDeleted`) and changes projected to `undefined` remove the row. Batches of one
- * partition are written one after the other, in order; up to `concurrency` partitions write at once. A
- * failed write (including `ViewFencedError` when another host owns the partition now) errors the stream.
+ * partition are written one after the other, in order; up to `concurrency` partitions write at once.
+ *
+ * A write rejected with `ViewFencedError` (another host owns the partition now) is reported as an `error`
+ * event, like a fenced checkpoint: that partition's batches are dropped (never emitted, so never
+ * checkpointed; the new owner reads them again) and the rest of the value is written and emitted without
+ * them. Any other failed write errors the stream (add `retry` around the pipeline to restart it).
  *
  * @example
  * ```ts
@@ -128,24 +133,28 @@ export function materializeToView<B extends AnyBatches, R>(
   if (options.isDeleted !== undefined && typeof options.isDeleted !== 'function') throw new InvalidOptionsError('isDeleted', 'give a predicate on a change');
   const { concurrency, mode, onError } = checkSinkOptions(options);
   const key = options.key ?? ((change: Change<DocumentOf<B>>) => change.id);
-  return writeInPartitionOrder<B>(async (_value, batches) => {
-    const write = toViewWrite(
-      batches as readonly ChangeBatch<DocumentOf<B>>[],
-      mode,
-      onError,
-      options.project,
-      key,
-      options.isDeleted,
-      'materializeToView',
-    );
-    // Guarded views have nothing to do for empty writes; exactly-once views still move their positions.
-    if (write.changes.length === 0 && mode === 'guarded') return;
-    try {
-      await view.write(write);
-    } catch (error) {
-      const lease = write.partitions.map((p) => p.partition).join(',');
-      logger('view', { lease })('materializeToView: write to %s failed: %s', view.description, (error as Error).message);
-      throw error;
+  return writeInPartitionOrder<B>(async (value, all) => {
+    let batches = all as readonly ChangeBatch<DocumentOf<B>>[];
+    // Each round drops the partitions of one fencing rejection, so this ends.
+    for (;;) {
+      if (batches.length === 0) return undefined;
+      const write = toViewWrite(batches, mode, onError, options.project, key, options.isDeleted, 'materializeToView');
+      // Guarded views have nothing to do for empty writes; exactly-once views still move their positions.
+      if (write.changes.length === 0 && mode === 'guarded') break;
+      try {
+        await view.write(write);
+        break;
+      } catch (error) {
+        const lease = write.partitions.map((p) => p.partition).join(',');
+        logger('view', { lease })('materializeToView: write to %s failed: %s', view.description, (error as Error).message);
+        if (!(error instanceof ViewFencedError)) throw error;
+        // Another host owns the partition now: its batches must not reach the checkpoint (the new owner
+        // reads them again); the other partitions of the value are written without them.
+        batches.find((b) => b.partition === error.leaseToken)?.origin?.tracker.reportError(error);
+        batches = batches.filter((b) => b.partition !== error.leaseToken);
+      }
     }
+    if (batches.length === all.length) return value;
+    return (Array.isArray(value) ? batches : undefined) as B | undefined;
   }, concurrency);
 }

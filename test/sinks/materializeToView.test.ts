@@ -262,17 +262,28 @@ describe('materializeToView', () => {
     expect(await view.rows()).toEqual([]);
   });
 
-  it('fails the stream with ViewFencedError when another host owns the partition now', async () => {
+  it('drops and reports the batches of a partition another host owns now, writing the rest of the value', async () => {
     const view = new MemoryViewStore<Row>();
     await lastValueFrom(of(batch('p0', [upsert('o', 1)], { epoch: 3 })).pipe(materializeToView(view, { project })));
-    const emitted: unknown[] = [];
-    const stale = batch('p0', [upsert('o', 99)], { epoch: 2 });
-    const error = await new Promise((resolve) =>
-      of(stale).pipe(materializeToView(view, { project })).subscribe({ next: (v) => emitted.push(v), error: resolve }),
-    );
-    expect(error).toBeInstanceOf(ViewFencedError);
-    expect(emitted).toEqual([]);
+    const t0 = tracker('p0');
+    const stale = batch('p0', [upsert('o', 99)], { epoch: 2, tracker: t0 });
+    const other = batch('p1', [upsert('q', 5)], { epoch: 1, tracker: tracker('p1') });
+    const later = batch('p0', [upsert('o', 100)], { epoch: 2, tracker: t0 });
+    const emitted = await lastValueFrom(of(stale as BatchOrBatches<Order>, [stale, other], later).pipe(materializeToView(view, { project }), toArray()));
+    // The single stale batch vanished, the array lost its stale member, the later stale batch vanished too.
+    expect(emitted).toEqual([[other]]);
+    expect(t0.reportError).toHaveBeenCalledTimes(3);
+    expect(t0.reportError.mock.calls[0]?.[0]).toBeInstanceOf(ViewFencedError);
     expect((await view.get('o'))?.row.total).toBe(1);
+    expect((await view.get('q'))?.row.total).toBe(5);
+  });
+
+  it('fails the stream when a write fails for another reason', async () => {
+    const view = new MemoryViewStore<Row>();
+    view.write = async () => {
+      throw new Error('disk full');
+    };
+    await expect(lastValueFrom(of(batch('p0', [upsert('o', 1)])).pipe(materializeToView(view, { project })))).rejects.toThrow('disk full');
   });
 
   it('skips empty guarded writes but moves exactly-once positions for empty batches', async () => {

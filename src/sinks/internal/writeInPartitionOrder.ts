@@ -21,13 +21,13 @@ interface Entry<B> {
 
 /**
  * Runs `write` for each value (one call per batch or per array), serial per partition, at most
- * `concurrency` at once, and re-emits each value after its write resolved. A rejected write errors the
- * stream.
+ * `concurrency` at once, and emits what each write resolves to (the value, part of it, or nothing when
+ * `undefined`) once it resolved. A rejected write errors the stream.
  *
  * @internal
  */
 export function writeInPartitionOrder<B extends BatchOrBatches<unknown>>(
-  write: (value: B, batches: readonly ChangeBatch<unknown>[]) => Promise<unknown>,
+  write: (value: B, batches: readonly ChangeBatch<unknown>[]) => Promise<B | undefined>,
   concurrency: number,
 ): OperatorFunction<B, B> {
   return (source) =>
@@ -51,11 +51,11 @@ export function writeInPartitionOrder<B extends BatchOrBatches<unknown>>(
           entry.running = true;
           inFlight++;
           write(entry.value, entry.batches).then(
-            () => {
+            (written) => {
               if (subscriber.closed) return;
               inFlight--;
               pending.splice(pending.indexOf(entry), 1);
-              subscriber.next(entry.value);
+              if (written !== undefined) subscriber.next(written);
               pump();
               finishIfDone();
             },
