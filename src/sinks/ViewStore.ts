@@ -21,6 +21,12 @@ import type { Position } from '../core/Partition.js';
  * Exactly-once mode keeps its LSN mark per partition id: a split child starts without one, so resume
  * children from positions the view committed (their leases inherit the parent's position) rather than
  * replaying the parent's range from an older checkpoint.
+ *
+ * @example
+ * ```ts
+ * materializeToView(view, { project, mode: 'guarded' });                            // one row per document
+ * materializeToView(totals, { project, key: (c) => c.document!.customer, mode: 'exactlyOnce' }); // rows fed by many documents
+ * ```
  */
 export type ViewMode = 'guarded' | 'exactlyOnce';
 
