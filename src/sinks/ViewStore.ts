@@ -25,7 +25,7 @@ import type { Position } from '../core/Partition.js';
  * @example
  * ```ts
  * materializeToView(view, { project, mode: 'guarded' });                            // one row per document
- * materializeToView(totals, { project, key: (c) => c.document!.customer, mode: 'exactlyOnce' }); // rows fed by many documents
+ * materializeToView(totals, { project, key: (c) => c.document!.customer, mode: 'exactlyOnce' }); // latest order per customer
  * ```
  */
 export type ViewMode = 'guarded' | 'exactlyOnce';
