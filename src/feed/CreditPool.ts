@@ -12,6 +12,8 @@
  */
 export class CreditPool {
   readonly total: number;
+  /** When any partition last acknowledged a batch (scheduler time); stall detection reads it. */
+  lastAckAt = Number.NEGATIVE_INFINITY;
   #inFlight = 0;
   #active = 0;
   #waiting = 0;

@@ -96,7 +96,6 @@ export class LeaseTracker implements PartitionTracker {
   #written: Position | null;
   #requested: Position | null = null;
   #chain: Promise<void> = Promise.resolve();
-  #lastAckAt: number;
   readonly #ackListeners = new Set<() => void>();
   #creditWait: { since: number; reported: boolean; task: Subscription | undefined } | undefined;
 
@@ -108,7 +107,6 @@ export class LeaseTracker implements PartitionTracker {
     this.#account = ctx.pool.open();
     this.#ackedPosition = owned.lease.continuation;
     this.#written = owned.lease.continuation;
-    this.#lastAckAt = ctx.scheduler.now();
   }
 
   /** Changes read and not yet acknowledged. */
@@ -159,8 +157,7 @@ export class LeaseTracker implements PartitionTracker {
     this.#ackedSequence = sequence;
     this.#ackedPosition = position;
     this.#ackedChanges += freed;
-    this.#lastAckAt = this.#ctx.scheduler.now();
-    if (this.#creditWait) this.#armStallCheck();
+    this.#ctx.pool.lastAckAt = this.#ctx.scheduler.now();
     this.#account.release(freed);
     for (const listener of [...this.#ackListeners]) listener();
   }
@@ -295,21 +292,27 @@ export class LeaseTracker implements PartitionTracker {
     this.#ctx.emit({ type: 'stall', owner: this.#ctx.owner, lease: this.leaseToken, message });
   }
 
+  /**
+   * While waiting for credit, reports a stall once nothing at all (no partition) has reached the checkpoint
+   * for `stallTimeoutMs`; acknowledgements anywhere postpone it, since they show the pipeline moving.
+   */
   #armStallCheck(): void {
     const wait = this.#creditWait;
     if (!wait) return;
     wait.task?.unsubscribe();
-    const quietSince = Math.max(wait.since, this.#lastAckAt);
-    const dueIn = Math.max(0, quietSince + this.#ctx.stallTimeoutMs - this.#ctx.scheduler.now());
-    wait.task = this.#ctx.scheduler.schedule(() => {
+    const { scheduler, stallTimeoutMs, pool } = this.#ctx;
+    const quietSince = Math.max(wait.since, pool.lastAckAt);
+    const dueIn = Math.max(0, quietSince + stallTimeoutMs - scheduler.now());
+    wait.task = scheduler.schedule(() => {
       wait.task = undefined;
       if (this.#creditWait !== wait || wait.reported) return;
+      if (scheduler.now() - Math.max(wait.since, pool.lastAckAt) < stallTimeoutMs) return this.#armStallCheck();
       wait.reported = true;
-      const seconds = Math.round(this.#ctx.stallTimeoutMs / 1000);
+      const seconds = Math.round(stallTimeoutMs / 1000);
       const message =
-        `partition ${this.leaseToken}: reading paused for ${seconds} s: ${this.#account.held} changes read have ` +
-        `not reached checkpointEvery and the read budget is used up (share ${this.#account.share} of ` +
-        `maxInFlightChanges=${this.#ctx.pool.total}). End the pipeline with checkpointEvery(), never drop ` +
+        `partition ${this.leaseToken}: reading paused for ${seconds} s: ${pool.inFlight} changes read have ` +
+        `not reached checkpointEvery and the read budget is used up (maxInFlightChanges=${pool.total}, ` +
+        `${this.#account.held} held by this partition). End the pipeline with checkpointEvery(), never drop ` +
         'batches, and make maxInFlightChanges larger than the largest buffer (bufferCount/bufferTime).';
       this.#log(message);
       this.#ctx.emit({ type: 'stall', owner: this.#ctx.owner, lease: this.leaseToken, message });
