@@ -7,6 +7,8 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
  */
 function signedResource(segments: readonly string[]): [type: string, id: string] {
   if (segments.length === 0) return ['', ''];
+  // Offers are signed by their lower-cased id alone.
+  if (segments[0] === 'offers' && segments.length === 2) return ['offers', segments[1]!.toLowerCase()];
   if (segments.length % 2 === 1) return [segments[segments.length - 1]!, segments.slice(0, -1).join('/')];
   return [segments[segments.length - 2]!, segments.join('/')];
 }

@@ -4,6 +4,7 @@ export type RequestKind =
   | 'database'
   | 'container'
   | 'pkranges'
+  | 'offer'
   | 'changeFeed'
   | 'query'
   | 'readFeed'

@@ -78,6 +78,7 @@ function segmentsOf(url: string): string[] {
 function classify(method: string, seg: string[], h: Headers): RequestInfo {
   const info: RequestInfo = { method, path: '/' + seg.join('/'), kind: 'unknown' };
   if (seg[0] === '_emulator') return { ...info, kind: 'admin' };
+  if (seg[0] === 'offers') return { ...info, kind: 'offer' };
   if (seg[0] !== 'dbs') return { ...info, kind: seg.length === 0 ? 'account' : 'unknown' };
   if (seg[1] !== undefined) info.databaseId = seg[1];
   if (seg[3] !== undefined) info.containerId = seg[3];
@@ -202,6 +203,7 @@ export class RequestHandler {
       if (method !== 'GET') throw new CosmosHttpError(400, 'only GET is served on /');
       return { status: 200, body: this.account(header(h, 'host')) };
     }
+    if (info.kind === 'offer') return this.offer(method, seg[1], h, body);
     if (seg[0] !== 'dbs') {
       throw new CosmosHttpError(400, `the emulator does not serve ${method} ${info.path}`);
     }
@@ -223,7 +225,7 @@ export class RequestHandler {
       const all = [...db.containers.values()].map((c) => c.resource);
       if (info.kind === 'query') return this.feedQuery('DocumentCollections', body, all, h);
       if (method === 'GET') return feed('DocumentCollections', db.rid, all);
-      if (method === 'POST') return resource(201, store.createContainer(dbId, asDoc(body)).resource);
+      if (method === 'POST') return resource(201, store.createContainer(dbId, asDoc(body), requestedThroughput(h)).resource);
     }
     if (dbId === undefined || collId === undefined) throw new CosmosHttpError(400, `the emulator does not serve ${method} ${info.path}`);
     if (seg.length === 4) {
@@ -285,6 +287,24 @@ export class RequestHandler {
       }
     }
     throw new CosmosHttpError(400, `the emulator does not serve ${method} ${info.path}`);
+  }
+
+  /** `/offers`: list, query, read and replace containers' throughput offers. */
+  private async offer(method: string, id: string | undefined, h: Headers, body: unknown): Promise<Reply> {
+    const { store } = this.ctx;
+    if (id === undefined) {
+      const isQuery = isTrue(header(h, 'x-ms-documentdb-isquery')) || (header(h, 'content-type') ?? '').includes('query+json');
+      if (method === 'POST' && isQuery) return this.feedQuery('Offers', body, store.offers(), h);
+      if (method === 'GET') return feed('Offers', '', store.offers());
+    } else {
+      if (method === 'GET') {
+        const offer = store.offers().find((o) => o['id'] === id);
+        if (!offer) throw new CosmosHttpError(404, `offer ${id} does not exist`);
+        return resource(200, offer);
+      }
+      if (method === 'PUT') return resource(200, store.replaceOffer(id, asDoc(body)));
+    }
+    throw new CosmosHttpError(400, `the emulator does not serve ${method} /offers${id === undefined ? '' : `/${id}`}`);
   }
 
   private account(host: string | undefined): Doc {
@@ -528,6 +548,20 @@ function partitionKeyOf(h: Headers) {
 function conditions(h: Headers): { ifMatch?: string } {
   const ifMatch = header(h, 'if-match');
   return ifMatch === undefined ? {} : { ifMatch };
+}
+
+/** The RU/s a container create asks for: manual throughput, or an autoscale maximum. */
+function requestedThroughput(h: Headers): number | undefined {
+  const manual = Number(header(h, 'x-ms-offer-throughput'));
+  if (Number.isFinite(manual) && manual > 0) return manual;
+  const autoscale = header(h, 'x-ms-cosmos-offer-autopilot-settings');
+  if (autoscale === undefined) return undefined;
+  try {
+    const max = (JSON.parse(autoscale) as { maxThroughput?: unknown }).maxThroughput;
+    return typeof max === 'number' ? max : undefined;
+  } catch {
+    throw new CosmosHttpError(400, 'x-ms-cosmos-offer-autopilot-settings is not JSON');
+  }
 }
 
 function maxItems(h: Headers, fallback: number): number {

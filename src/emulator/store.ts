@@ -67,6 +67,8 @@ export interface ContainerState {
   docCounter: number;
   /** Earliest TTL expiry among the documents (ms), so requests skip the expiry sweep until then. */
   nextExpiryMs: number;
+  /** The container's throughput offer (`/offers`). */
+  offer: Doc;
 }
 
 /** A database and its containers. */
@@ -167,6 +169,7 @@ export class Store {
   readonly databases = new Map<string, DatabaseState>();
   // Counters survive reset() so a recreated database or container gets a new _rid, as in the service.
   private databaseCounter = 0;
+  private offerCounter = 0;
 
   constructor(private readonly settings: StoreSettings) {}
 
@@ -213,7 +216,8 @@ export class Store {
 
   // ---- containers ------------------------------------------------------------------------------------
 
-  createContainer(databaseId: string, body: Doc): ContainerState {
+  /** Creates a container; `throughput` (RU/s, default 400) only shows in its offer. */
+  createContainer(databaseId: string, body: Doc, throughput = 400): ContainerState {
     const db = this.database(databaseId);
     const id = body['id'];
     if (typeof id !== 'string' || id === '') throw new CosmosHttpError(400, 'a container needs a non-empty string id');
@@ -253,6 +257,7 @@ export class Store {
       nextRangeId: count,
       docCounter: 0,
       nextExpiryMs: Infinity,
+      offer: this.newOffer(resource, rid, throughput),
     };
     db.containers.set(id, container);
     return container;
@@ -272,6 +277,37 @@ export class Store {
     }
     const version = kind === 'MultiHash' ? 2 : (def.version ?? this.settings.defaultPartitionKeyVersion);
     return { ...def, paths: def.paths, kind, version };
+  }
+
+  private newOffer(container: Doc, containerRid: string, throughput: number): Doc {
+    const id = `offer${++this.offerCounter}`;
+    return {
+      id,
+      _rid: id,
+      _self: `offers/${id}/`,
+      _etag: newEtag(),
+      _ts: seconds(this.now()),
+      offerVersion: 'V2',
+      offerType: 'Invalid',
+      resource: container['_self'],
+      offerResourceId: containerRid,
+      content: { offerThroughput: throughput, offerIsRUPerMinuteThroughputEnabled: false },
+    };
+  }
+
+  /** Every container's throughput offer. */
+  offers(): Doc[] {
+    return [...this.databases.values()].flatMap((db) => [...db.containers.values()].map((c) => c.offer));
+  }
+
+  /** Replaces an offer's content (the throughput); nothing else about the container changes. */
+  replaceOffer(id: string, body: Doc): Doc {
+    const c = [...this.databases.values()].flatMap((db) => [...db.containers.values()]).find((x) => x.offer['id'] === id);
+    if (!c) throw new CosmosHttpError(404, `offer ${id} does not exist`);
+    const content = body['content'];
+    if (content === null || typeof content !== 'object') throw new CosmosHttpError(400, 'an offer needs a content object');
+    c.offer = { ...c.offer, content, _etag: newEtag(), _ts: seconds(this.now()) };
+    return c.offer;
   }
 
   container(databaseId: string, containerId: string): ContainerState {

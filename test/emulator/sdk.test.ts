@@ -63,6 +63,15 @@ describe('emulator with the SDK: resources and items', () => {
     expect(await c.getFeedRanges()).toHaveLength(4);
   });
 
+  it('keeps the throughput a container was created with as its offer, which can be replaced', async () => {
+    const { database } = await client.databases.createIfNotExists({ id: 'db' });
+    const { container } = await database.containers.createIfNotExists({ id: `offered-${++counter}`, partitionKey: '/pk', throughput: 1000 });
+    const { resource, offer } = await container.readOffer();
+    expect(resource?.content?.offerThroughput).toBe(1000);
+    await offer!.replace({ ...resource!, content: { ...resource!.content, offerThroughput: 2000 } });
+    expect((await offer!.read()).resource?.content?.offerThroughput).toBe(2000);
+  });
+
   it('answers item operations with the status codes the service uses', async () => {
     const c = await freshContainer();
     const created = await c.items.create({ id: 'a', pk: 'x', n: 1 });
@@ -394,6 +403,8 @@ describe('emulator with a master key', () => {
       expect((await container.item('id é', 'x').read()).resource?.id).toBe('id é');
       expect((await container.items.query('SELECT * FROM c').fetchAll()).resources).toHaveLength(1);
       expect(await drain(container, { changeFeedStartFrom: ChangeFeedStartFrom.Beginning() })).toHaveLength(1);
+      const { offer } = await container.readOffer();
+      expect((await offer!.read()).resource?.content?.offerThroughput).toBe(400);
       await expect(bad.database('db é').container('c 1').item('id é', 'x').read()).rejects.toMatchObject({ code: 401 });
       const unsigned = await fetch(new URL('dbs', secured.endpoint));
       expect(unsigned.status).toBe(401);
