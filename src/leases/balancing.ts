@@ -53,9 +53,9 @@ export function isLeaseExpired(lease: Lease, nowMs: number, expirationMs: number
  *
  * Equal share: target = ceil(leases / live owners), clamped to `[minLeases, maxLeases]`. A lease with a
  * pending handoff request counts for the host that asked for it (so hosts that hold nothing yet are
- * already visible to the others through their requests). Left-over and
- * free leases come first (unowned before expired, oldest first), in an order that differs per host so
- * that hosts starting together do not all race for the same leases. Stealing runs only when nothing is
+ * already visible to the others through their requests). Leases this host held in a previous run come
+ * first, then free (unowned or expired) ones, in an order that differs per host so that hosts starting
+ * together, or noticing a crash together, do not all race for the same leases. Stealing runs only when nothing is
  * free: every host computes the same deterministic plan of moves (always one lease from the most loaded
  * owner to the least loaded, while they differ by two or more) and carries out only the moves towards
  * itself. Unlike the .NET rule of one steal per round, a whole imbalance is fixed in one round; because
@@ -129,15 +129,9 @@ export function planBalance(
     return { ...base, take: [], steal: [], release, settled: false };
   }
 
-  const candidates = [
-    ...leftOver.sort(byId),
-    ...free
-      .filter((l) => !l.owner)
-      .sort((a, b) => spread(owner, a) - spread(owner, b) || byId(a, b)),
-    ...free
-      .filter((l) => l.owner)
-      .sort((a, b) => a.timestampMs - b.timestampMs || spread(owner, a) - spread(owner, b) || byId(a, b)),
-  ];
+  // Free leases (unowned or expired) in a per-host order: hosts noticing together (a crash seen by all
+  // survivors at its expiry) then mostly go for different leases instead of colliding on the same one.
+  const candidates = [...leftOver.sort(byId), ...free.sort((a, b) => spread(owner, a) - spread(owner, b) || byId(a, b))];
   const take = candidates.slice(0, Math.max(0, target - myCount));
   if (candidates.length > 0) {
     return { ...base, take, steal: [], release: [], settled: false };

@@ -219,6 +219,8 @@ class Coordinator implements LeaseCoordinator {
   #scanTimer: Subscription | undefined;
   #scanning: Promise<void> | undefined;
   #rescanRequested = false;
+  /** Voluntary closes in progress (drain, then release). */
+  readonly #closings = new Set<Promise<void>>();
 
   constructor(options: LeaseCoordinatorOptions) {
     this.#t = validate(options);
@@ -266,6 +268,7 @@ class Coordinator implements LeaseCoordinator {
       this.#scanTimer?.unsubscribe();
       await this.#scanning;
       await Promise.all([...this.#held.values()].map((held) => this.#close(held, 'Shutdown', true)));
+      await Promise.all([...this.#closings]); // handovers begun by balancing
       this.#log('stopped');
       this.#acquired.complete();
       this.#events.complete();
@@ -435,28 +438,27 @@ class Coordinator implements LeaseCoordinator {
         plan.release.length,
       );
     }
+    for (const l of [...plan.release, ...plan.handoff]) {
+      // Not awaited: a drain may take a while, and balancing (and failover) must not wait for it.
+      const held = this.#held.get(l.id);
+      if (held) void this.#close(held, 'Rebalanced', true);
+    }
     await Promise.all([
-      ...[...plan.release, ...plan.handoff].map((l) => {
-        const held = this.#held.get(l.id);
-        return held ? this.#close(held, 'Rebalanced', true) : undefined;
-      }),
       ...plan.take.map((l) => this.#acquire(l, false)),
       ...plan.steal.map((l) => this.#askFor(l)),
     ]);
 
-    if (!plan.settled) return this.#t.acquireMs;
-    // Settled: nothing to do until a lease held elsewhere could expire (scan right then, so failover
-    // takes one expiration), or a host releases leases (picked up within half an expiration).
-    const idleMs = this.#t.expirationMs / 2;
-    if (plan.nextExpiryMs === undefined) return idleMs;
-    return Math.min(idleMs, Math.max(1, plan.nextExpiryMs - now + 1));
+    // Never scan later than the moment a lease held elsewhere could expire, so a crashed host's leases
+    // are taken over one expiration after its last write. Otherwise: every acquire interval while the
+    // share is moving; once settled, at least every half expiration (to pick up released leases).
+    const untilExpiry = plan.nextExpiryMs === undefined ? Infinity : Math.max(1, plan.nextExpiryMs - now + 1);
+    return Math.min(plan.settled ? this.#t.expirationMs / 2 : this.#t.acquireMs, untilExpiry);
   }
 
   /** Ends ownership of held leases the listing shows someone else holds now (or that are gone). */
   #reconcile(leases: readonly Lease[]): void {
     const byId = new Map(leases.map((l) => [l.id, l]));
     for (const held of this.#held.values()) {
-      if (held.closing) continue;
       const stored = byId.get(held.lease.id);
       if (!stored) {
         this.#lose(held, undefined, 'lease document deleted');
@@ -561,12 +563,13 @@ class Coordinator implements LeaseCoordinator {
 
   #scheduleRenew(held: Held, delayMs: number): void {
     held.renewTimer?.unsubscribe();
-    if (held.closeReason || held.closing) return;
+    // Renewals go on while a drain runs (it may outlast the expiration), until the lease is let go.
+    if (held.closeReason) return;
     held.renewTimer = this.#scheduler.schedule(() => void this.#renew(held), delayMs);
   }
 
   async #renew(held: Held): Promise<void> {
-    if (held.closeReason || held.closing) return;
+    if (held.closeReason) return;
     try {
       await this.#write(held, (l) => ({ ...l, timestampMs: this.#now() }));
       held.log('renewed');
@@ -586,7 +589,7 @@ class Coordinator implements LeaseCoordinator {
   // ---- split and merge -------------------------------------------------------------------------------------
 
   async partitionGone(held: Held, position: Position | null): Promise<void> {
-    if (held.closeReason || held.closing) return;
+    if (held.closeReason) return;
     await held.enqueue(async () => {
       if (held.closeReason) return; // handled by an earlier call
       const fresh = await this.#store.read(held.lease.id);
@@ -620,7 +623,6 @@ class Coordinator implements LeaseCoordinator {
         lease: held.leaseToken,
         children: children.map((c) => c.token),
       });
-      held.renewTimer?.unsubscribe();
       this.#end(held, 'PartitionGone');
       this.#events.next({ type: 'leaseReleased', owner: this.owner, lease: held.leaseToken, reason: 'PartitionGone' });
     });
@@ -631,8 +633,7 @@ class Coordinator implements LeaseCoordinator {
 
   /** Involuntary end: no drain, no release (the lease is not ours to write any more). */
   #lose(held: Held, newOwner: string | null | undefined, why: string): void {
-    if (held.closeReason || held.closing) return;
-    held.renewTimer?.unsubscribe();
+    if (held.closeReason) return;
     held.log('lost: %s', why);
     this.#end(held, 'LeaseLost');
     this.#events.next({
@@ -645,6 +646,7 @@ class Coordinator implements LeaseCoordinator {
 
   #end(held: Held, reason: CloseReason): void {
     held.closeReason = reason;
+    held.renewTimer?.unsubscribe();
     if (this.#held.get(held.lease.id) === held) this.#held.delete(held.lease.id);
     held.controller.abort(reason);
   }
@@ -656,7 +658,6 @@ class Coordinator implements LeaseCoordinator {
   #close(held: Held, reason: CloseReason, release: boolean): Promise<void> {
     if (held.closeReason) return Promise.resolve();
     held.closing ??= (async () => {
-      held.renewTimer?.unsubscribe();
       if (held.drain) {
         try {
           await this.#withTimeout(held.drain(), this.#t.drainTimeoutMs);
@@ -677,7 +678,10 @@ class Coordinator implements LeaseCoordinator {
       held.log('released (%s)%s', reason, to ? ` to ${to}` : '');
       this.#events.next({ type: 'leaseReleased', owner: this.owner, lease: held.leaseToken, reason });
     })();
-    return held.closing;
+    const closing = held.closing;
+    this.#closings.add(closing);
+    void closing.finally(() => this.#closings.delete(closing));
+    return closing;
   }
 
   /** Writes the release; a concurrent handoff request (same owner and epoch) is re-read and honoured. */

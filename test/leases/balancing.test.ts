@@ -49,12 +49,21 @@ describe('planBalance', () => {
     expect([plan.take.length, plan.steal.length, plan.release.length, plan.target]).toEqual([take, steal, release, target]);
   });
 
-  it('takes unowned before expired, expired oldest first', () => {
-    const all = leases('B-B-');
-    const older = { ...all[2]!, timestampMs: NOW - 5 * EXP };
-    const plan = planBalance([all[0]!, all[1]!, older, all[3]!], 'a', NOW, { expirationMs: EXP, maxLeases: 3 });
-    expect(plan.take.slice(0, 2).every((l) => l.owner === null)).toBe(true);
-    expect(plan.take[2]).toBe(older);
+  it('takes free leases (unowned or expired) before stealing, and never more than its share', () => {
+    const plan = planBalance(leases('B-B-bb'), 'a', NOW, { expirationMs: EXP });
+    expect(plan.take).toHaveLength(3); // 6 leases, live owners a and b: target 3
+    expect(plan.take.every((l) => l.owner === null || isLeaseExpired(l, NOW, EXP))).toBe(true);
+    expect(plan.steal).toEqual([]);
+  });
+
+  it('two survivors noticing the same expired leases prefer different ones', () => {
+    const all = leases('C'.repeat(8) + 'a'.repeat(8) + 'b'.repeat(8));
+    const a = planBalance(all, 'a', NOW, { expirationMs: EXP, maxLeases: 9 }).take.map((l) => l.id);
+    const b = planBalance(all, 'b', NOW, { expirationMs: EXP, maxLeases: 9 }).take.map((l) => l.id);
+    expect(a).toHaveLength(1);
+    expect(b).toHaveLength(1);
+    const overlapInFour = ['a', 'b'].map((h) => planBalance(all, h, NOW, { expirationMs: EXP, minLeases: 12 }).take.slice(0, 4).map((l) => l.id));
+    expect(overlapInFour[0]!.filter((id) => overlapInFour[1]!.includes(id)).length).toBeLessThan(4);
   });
 
   it('takes back leases left over from a previous run under the same name first', () => {
