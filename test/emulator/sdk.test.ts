@@ -68,7 +68,7 @@ describe('emulator with the SDK: resources and items', () => {
     const { container } = await database.containers.createIfNotExists({ id: `offered-${++counter}`, partitionKey: '/pk', throughput: 1000 });
     const { resource, offer } = await container.readOffer();
     expect(resource?.content?.offerThroughput).toBe(1000);
-    await offer!.replace({ ...resource!, content: { ...resource!.content, offerThroughput: 2000 } });
+    await offer!.replace({ ...resource!, content: { offerThroughput: 2000, offerIsRUPerMinuteThroughputEnabled: false } });
     expect((await offer!.read()).resource?.content?.offerThroughput).toBe(2000);
   });
 
