@@ -99,18 +99,32 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoResult> {
   const elapsed = (): string => seconds(Date.now() - started).padStart(6);
   const say = (line: string): void => print(`${elapsed()}  ${line}`);
 
-  say(`starting the Cosmos DB emulator (${ranges} ranges) and PGlite`);
-  const [emulator, view] = await Promise.all([
-    CosmosEmulator.start({ initialRangeCount: (_db, container) => (container === DEMO.orders ? ranges : 1) }),
-    PGliteViewStore.create<OrderSummary>({
-      table: DEMO.viewTable,
-      columns: { customer: 'text', status: 'text', line_count: 'integer', total_cents: 'bigint' },
-    }),
-  ]);
+  say(`starting the Cosmos DB emulator (${ranges} ranges)`);
+  const emulator = await CosmosEmulator.start({ initialRangeCount: (_db, container) => (container === DEMO.orders ? ranges : 1) });
+  // PGlite takes seconds to start: let it boot while the instances start (their view calls wait for it).
+  const view = new PGliteViewStore<OrderSummary>({
+    table: DEMO.viewTable,
+    columns: { customer: 'text', status: 'text', line_count: 'integer', total_cents: 'bigint' },
+  });
+  const viewReady = view.ready();
+  viewReady.catch(() => undefined); // awaited below; this only keeps an early failure from going unhandled
   const client = new CosmosClient({ endpoint: emulator.endpoint, key: emulator.key });
   const instances = new Map<string, Instance>();
   let writerTimer: NodeJS.Timeout | undefined;
   let progressTimer: NodeJS.Timeout | undefined;
+  const aborted = new Promise<void>((resolve) => {
+    if (signal?.aborted) resolve();
+    signal?.addEventListener('abort', () => resolve(), { once: true });
+  });
+  const wait = async (ms: number): Promise<boolean> => {
+    await Promise.race([sleep(ms), aborted]);
+    return signal?.aborted !== true;
+  };
+  const interruptedEarly = async (): Promise<DemoResult> => {
+    await stopInstances(instances);
+    say('interrupted: stopped cleanly, no check made');
+    return { pass: false, interrupted: true, written: 0, processed: 0, takenOver: [] };
+  };
   try {
     const { orders, leases } = await createContainers(client);
     say(`emulator at ${emulator.endpoint}: database ${DEMO.database}, containers ${DEMO.orders} (${ranges} ranges) and ${DEMO.leases}`);
@@ -125,11 +139,18 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoResult> {
     let victim: { name: string; ranges: Set<string>; killedAt: number } | undefined;
     const takenOver = new Set<string>();
 
+    const stolenFrom = new Map<string, string>();
     const onMessage = (from: Instance, message: WorkerMessage): void => {
       if (message.kind === 'ready') from.ready = true;
       else if (message.kind === 'problem') say(`[${from.name}] ${message.text}`);
-      else if (message.kind === 'lease') {
-        const took = message.type === 'leaseAcquired' || message.type === 'leaseStolen';
+      else if (message.kind === 'lease' && message.type === 'leaseStolen') {
+        // Rebalancing: a leaseAcquired for the same range follows; say it there.
+        stolenFrom.set(`${from.name}/${message.lease}`, message.detail);
+      } else if (message.kind === 'lease') {
+        const took = message.type === 'leaseAcquired';
+        const stolen = stolenFrom.get(`${from.name}/${message.lease}`);
+        stolenFrom.delete(`${from.name}/${message.lease}`);
+        if (stolen) message = { ...message, detail: `${message.detail}, ${stolen} to balance the load` };
         if (took && victim && victim.ranges.has(message.lease) && from.name !== victim.name) {
           takenOver.add(message.lease);
           say(`>>> ${from.name} took over range ${message.lease} from ${victim.name} (${message.detail}, ${seconds(Date.now() - victim.killedAt)} after the kill)`);
@@ -158,6 +179,11 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoResult> {
       serveViewStore(child, DEMO.viewChannel, view, { onWrite });
       say(`started ${name} (pid ${child.pid})`);
     }
+
+    say(`starting PGlite for the view ${DEMO.viewTable}`);
+    await Promise.race([viewReady, aborted]);
+    if (signal?.aborted) return await interruptedEarly();
+    say('PGlite ready');
 
     // Live progress: rates from the writer and the view, lag and ownership from the lease container.
     const lagSource = new CosmosSource(orders);
@@ -201,15 +227,6 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoResult> {
     writerTimer = setInterval(() => {
       writing = writing.then(() => writer.tick(perTick));
     }, 100);
-
-    const aborted = new Promise<void>((resolve) => {
-      if (signal?.aborted) resolve();
-      signal?.addEventListener('abort', () => resolve(), { once: true });
-    });
-    const wait = async (ms: number): Promise<boolean> => {
-      await Promise.race([sleep(ms), aborted]);
-      return signal?.aborted !== true;
-    };
 
     // Halfway: kill the instance that owns ranges (SIGKILL: no release, no last checkpoint).
     const writeStart = Date.now();
