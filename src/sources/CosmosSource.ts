@@ -13,7 +13,7 @@ import { InvalidOptionsError, PartitionGoneError, ResourceGoneError, TransientEr
 import { logger } from '../internal/log.js';
 import { lsnOfPosition, lsnOfSessionToken, parseToken, rangeIdOfSessionToken, rangeToken } from './cosmos/continuation.js';
 import { isAbortError, toSourceError } from './cosmos/errors.js';
-import { allVersionsChange, latestVersionChange, type PartitionKeyPaths } from './cosmos/mapChange.js';
+import { allVersionsChange, latestVersionChange, partitionKeyPaths, type PartitionKeyPaths } from './cosmos/mapChange.js';
 import type { Page, ReadRequest, Source } from './Source.js';
 
 /** Options of {@link CosmosSource}. */
@@ -117,11 +117,15 @@ function headerText(headers: Record<string, unknown> | undefined, name: string):
  * @example
  * ```ts
  * import { CosmosClient } from '@azure/cosmos';
- * import { CosmosSource, changeFeed, CosmosLeaseStore } from 'rxfeed';
- * const client = new CosmosClient({ endpoint, key });
- * const source = new CosmosSource<Order>(client.database('shop').container('orders'));
- * const leases = new CosmosLeaseStore(client.database('shop').container('leases'));
- * changeFeed({ source, leases, instanceName: 'host-1', leasePrefix: 'orders-view.' }).subscribe(...);
+ * import { CosmosSource, CosmosLeaseStore, changeFeed, checkpointEvery } from 'rxfeed';
+ * const client = new CosmosClient({ endpoint, key }); // or { endpoint, aadCredentials: new DefaultAzureCredential() }
+ * const shop = client.database('shop');
+ * changeFeed<Order>({
+ *   source: new CosmosSource<Order>(shop.container('orders')),
+ *   leases: new CosmosLeaseStore({ container: shop.container('leases') }),
+ *   instanceName: 'host-1',
+ *   leasePrefix: 'orders-view.',
+ * }).pipe(checkpointEvery(1000)).subscribe();
  * ```
  */
 export class CosmosSource<T = unknown> implements Source<T> {
@@ -270,7 +274,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
       ({ resource }) => {
         if (!resource) throw Object.assign(new Error(`${this.description} not found`), { code: 404 });
         const paths = resource.partitionKey?.paths;
-        return { rid: resource._rid, keyPaths: paths ? { paths } : undefined };
+        return { rid: resource._rid, keyPaths: paths ? partitionKeyPaths(paths) : undefined };
       },
       (err: unknown) => {
         this.#info = undefined;

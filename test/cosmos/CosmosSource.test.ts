@@ -313,29 +313,41 @@ describe('CosmosSource: errors', () => {
     await expect(fresh.read({ partition: p!, from: { position: page.position }, maxItemCount: 5 })).rejects.toThrow(ResourceGoneError);
   });
 
-  it('rejected credentials: CredentialsError', async () => {
-    if (cosmos.emulator) {
-      // The emulator does not check signatures (any key works), so the service's answer is injected instead.
-      console.log('wrong key: the emulator ignores authorization; simulating the 401/403 the service sends');
-      const container = await freshContainer(cosmos.client, 'auth');
-      const source = new CosmosSource<Doc>(container);
-      const [p] = await source.listPartitions();
-      cosmos.emulator.injectFault({ match: { containerId: container.id }, action: { status: 401, message: 'bad signature' }, times: 1 });
-      const error = await source.read({ partition: p!, from: 'beginning', maxItemCount: 5 }).catch((e: unknown) => e);
+  it('a wrong key: CredentialsError from listPartitions and read, before anything is read', async () => {
+    // Against our emulator, one started with a master key checks signatures as the service does.
+    const emulator = cosmos.emulator ? await CosmosEmulator.start({ masterKey: Buffer.from('the right key, 32 bytes long....').toString('base64') }) : undefined;
+    const endpoint = emulator?.endpoint ?? cosmos.endpoint;
+    const good = new CosmosClient({ endpoint, key: emulator?.key ?? cosmos.key });
+    const wrong = new CosmosClient({ endpoint, key: Buffer.from('not the key').toString('base64') });
+    try {
+      const container = await freshContainer(good, 'auth');
+      await writeDocs(container, 3);
+      const source = new CosmosSource<Doc>(wrong.database('db').container(container.id));
+      const error = await source.listPartitions().catch((e: unknown) => e);
       expect(error).toBeInstanceOf(CredentialsError);
       expect((error as CredentialsError).statusCode).toBe(401);
-      cosmos.emulator.injectFault({ match: { containerId: container.id }, action: { status: 403, message: 'forbidden' }, times: 1 });
-      await expect(source.read({ partition: p!, from: 'beginning', maxItemCount: 5 })).rejects.toThrow(CredentialsError);
-      await expect(source.read({ partition: p!, from: 'beginning', maxItemCount: 5 })).resolves.toBeDefined();
-      return;
-    }
-    const wrong = new CosmosClient({ endpoint: cosmos.endpoint, key: Buffer.from('not the key').toString('base64') });
-    try {
-      const source = new CosmosSource<Doc>(wrong.database('db').container('any'));
-      await expect(source.listPartitions()).rejects.toThrow(CredentialsError);
+      expect((error as Error).message).not.toContain(emulator?.key ?? cosmos.key);
+      const partition = { id: '0', range: { minInclusive: '', maxExclusive: 'FF' } };
+      await expect(source.read({ partition, from: 'beginning', maxItemCount: 5 })).rejects.toThrow(CredentialsError);
+      // The right key reads the same container.
+      expect((await drainAll(new CosmosSource<Doc>(container), new Map())).length).toBe(3);
     } finally {
+      good.dispose();
       wrong.dispose();
+      await emulator?.stop();
     }
+  });
+
+  it('403 (e.g. a token without read permission on the container): CredentialsError', async () => {
+    if (!needsEmulator(cosmos, 'injecting a 403')) return;
+    const container = await freshContainer(cosmos.client, 'forbidden');
+    const source = new CosmosSource<Doc>(container);
+    const [p] = await source.listPartitions();
+    cosmos.emulator!.injectFault({ match: { containerId: container.id, kind: 'changeFeed' }, action: { status: 403, message: 'forbidden' }, times: 1 });
+    const error = await source.read({ partition: p!, from: 'beginning', maxItemCount: 5 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CredentialsError);
+    expect((error as CredentialsError).statusCode).toBe(403);
+    await expect(source.read({ partition: p!, from: 'beginning', maxItemCount: 5 })).resolves.toBeDefined();
   });
 
   it('aborting an in-flight read rejects at once; the next read from the same position loses nothing', async () => {

@@ -8,7 +8,7 @@ import {
   rangeToken,
 } from '../../src/sources/cosmos/continuation.js';
 import { toSourceError } from '../../src/sources/cosmos/errors.js';
-import { allVersionsChange, latestVersionChange } from '../../src/sources/cosmos/mapChange.js';
+import { allVersionsChange, latestVersionChange, partitionKeyPaths } from '../../src/sources/cosmos/mapChange.js';
 
 describe('continuation tokens', () => {
   it('builds the SDK feed-range token for one range and reads it back', () => {
@@ -40,7 +40,7 @@ describe('continuation tokens', () => {
 });
 
 describe('mapping change feed items', () => {
-  const key = { paths: ['/tenant'] };
+  const key = partitionKeyPaths(['/tenant']);
 
   it('maps a LatestVersion document: upsert, _lsn, _ts in ms, key value', () => {
     const change = latestVersionChange({ id: 'a', tenant: 't1', _lsn: 9, _ts: 1_700_000_000 }, key, 0);
@@ -52,7 +52,7 @@ describe('mapping change feed items', () => {
       timestampMs: 1_700_000_000_000,
       partitionKey: 't1',
     });
-    expect(latestVersionChange({ id: 'b', t: { x: 1 } }, { paths: ['/t/x', '/id'] }, 5)).toMatchObject({ lsn: 5, partitionKey: [1, 'b'] });
+    expect(latestVersionChange({ id: 'b', t: { x: 1 } }, partitionKeyPaths(['/t/x', '/id']), 5)).toMatchObject({ lsn: 5, partitionKey: [1, 'b'] });
   });
 
   it('maps AllVersionsAndDeletes items, including TTL deletes', () => {

@@ -2,14 +2,24 @@ import type { Change, Operation } from '../../core/Change.js';
 
 type Json = Record<string, unknown>;
 
-/** How to find a document's partition key: the container's key paths (`/tenant`, `/a/b`). @internal */
+/**
+ * How to find a document's partition key: the container's key paths (`/tenant`, `/a/b`), split into
+ * segments once (this runs for every change read). @internal
+ */
 export interface PartitionKeyPaths {
   readonly paths: readonly string[];
+  /** `paths` split into property names. */
+  readonly segments: readonly (readonly string[])[];
 }
 
-function valueAt(doc: Json, path: string): unknown {
+/** Compiles a container's partition key paths. @internal */
+export function partitionKeyPaths(paths: readonly string[]): PartitionKeyPaths {
+  return { paths, segments: paths.map((p) => p.split('/').filter((s) => s !== '')) };
+}
+
+function valueAt(doc: Json, segments: readonly string[]): unknown {
   let value: unknown = doc;
-  for (const segment of path.split('/').filter((s) => s !== '')) {
+  for (const segment of segments) {
     if (value === null || typeof value !== 'object') return undefined;
     value = (value as Json)[segment];
   }
@@ -18,9 +28,9 @@ function valueAt(doc: Json, path: string): unknown {
 
 /** The document's partition key value: a single value for `Hash`, an array for hierarchical keys. */
 function partitionKeyOf(doc: Json, key: PartitionKeyPaths | undefined): unknown {
-  if (!key || key.paths.length === 0) return undefined;
-  if (key.paths.length === 1) return valueAt(doc, key.paths[0]!);
-  return key.paths.map((p) => valueAt(doc, p));
+  if (!key || key.segments.length === 0) return undefined;
+  if (key.segments.length === 1) return valueAt(doc, key.segments[0]!);
+  return key.segments.map((s) => valueAt(doc, s));
 }
 
 /** AVAD delete metadata carries the key as `{ "<path without leading slash>": value }`. */
@@ -49,14 +59,16 @@ function num(value: unknown): number | undefined {
 export function latestVersionChange<T>(raw: unknown, key: PartitionKeyPaths | undefined, fallbackLsn: number): Change<T> {
   const doc = raw as Json;
   const partitionKey = partitionKeyOf(doc, key);
-  return {
+  // Built in one literal (no spreads): this runs for every change and shows up in throughput.
+  const change: { -readonly [K in keyof Change<T>]: Change<T>[K] } = {
     id: String(doc['id']),
     operation: 'upsert',
     document: doc as T,
     lsn: num(doc['_lsn']) ?? fallbackLsn,
     timestampMs: (num(doc['_ts']) ?? 0) * 1000,
-    ...(partitionKey !== undefined ? { partitionKey } : {}),
   };
+  if (partitionKey !== undefined) change.partitionKey = partitionKey;
+  return change;
 }
 
 const OPERATIONS: Record<string, Operation> = { create: 'create', replace: 'replace', delete: 'delete', upsert: 'upsert' };

@@ -1,0 +1,234 @@
+/**
+ * Cosmos DB change feed throughput: an rxfeed pipeline (createChangeFeed → mapChanges → checkpointEvery(1000))
+ * against a bare `getChangeFeedIterator` loop, over the same changes on the same emulator in the same run,
+ * plus a plain `CosmosSource.read` loop to separate the source from the pipeline, and the lease-store
+ * writes each 100k changes cost. Prints a table; no assertions (figures vary by machine).
+ *
+ * The emulator runs in its own process (as the service is remote), so its CPU does not count against the
+ * reader's, and its garbage collector does not pause the reader.
+ *
+ * Run: npx tsx bench/cosmos.ts   (env: BENCH_CHANGES=200000 BENCH_PAGE=1000 BENCH_RUNS=3 BENCH_RANGES=4)
+ */
+import { ChangeFeedStartFrom, CosmosClient, StatusCodes, type Container, type OperationInput } from '@azure/cosmos';
+import { firstValueFrom, filter, scan } from 'rxjs';
+import type { Change } from '../src/core/Change.js';
+import type { Partition, StartFrom } from '../src/core/Partition.js';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { EMULATOR_KEY } from '../src/emulator/index.js';
+import { createChangeFeed } from '../src/feed/index.js';
+import { CosmosLeaseStore } from '../src/leases/CosmosLeaseStore.js';
+import type { Lease, NewLease } from '../src/leases/Lease.js';
+import type { LeaseStore } from '../src/leases/LeaseStore.js';
+import { checkpointEvery } from '../src/operators/checkpointEvery.js';
+import { mapChanges } from '../src/operators/mapChanges.js';
+import { CosmosSource } from '../src/sources/CosmosSource.js';
+
+const CHANGES = Number(process.env.BENCH_CHANGES ?? 200_000);
+const PAGE = Number(process.env.BENCH_PAGE ?? 1_000);
+const RUNS = Number(process.env.BENCH_RUNS ?? 3);
+const RANGES = Number(process.env.BENCH_RANGES ?? 4);
+
+interface Doc {
+  id: string;
+  pk: string;
+  n: number;
+  total: number;
+}
+
+/** Counts lease-store writes (create, replace, delete) by kind. */
+class CountingStore implements LeaseStore {
+  writes = 0;
+  reads = 0;
+  constructor(private readonly inner: LeaseStore) {}
+  list(prefix: string) {
+    this.reads++;
+    return this.inner.list(prefix);
+  }
+  read(id: string) {
+    this.reads++;
+    return this.inner.read(id);
+  }
+  createIfAbsent(lease: NewLease) {
+    this.writes++;
+    return this.inner.createIfAbsent(lease);
+  }
+  replace(lease: Lease) {
+    this.writes++;
+    return this.inner.replace(lease);
+  }
+  delete(lease: Lease) {
+    this.writes++;
+    return this.inner.delete(lease);
+  }
+}
+
+async function load(container: Container): Promise<number> {
+  const started = performance.now();
+  const chunk = 10_000;
+  for (let i = 0; i < CHANGES; i += chunk) {
+    const ops: OperationInput[] = [];
+    for (let j = i; j < Math.min(CHANGES, i + chunk); j++) {
+      ops.push({ operationType: 'Create', partitionKey: `k${j % 4093}`, resourceBody: { id: `o${j}`, pk: `k${j % 4093}`, n: j, total: j % 100 } });
+    }
+    const results = await container.items.executeBulkOperations(ops);
+    const failed = results.filter((r) => r.response?.statusCode !== 201).length;
+    if (failed > 0) throw new Error(`${failed} writes failed while loading`);
+  }
+  return performance.now() - started;
+}
+
+/** The baseline: one whole-container iterator, read until it reports nothing new. */
+async function bare(container: Container): Promise<number> {
+  const iterator = container.items.getChangeFeedIterator<Doc>({ maxItemCount: PAGE, changeFeedStartFrom: ChangeFeedStartFrom.Beginning() });
+  let count = 0;
+  let sum = 0;
+  for (;;) {
+    const page = await iterator.readNext();
+    if (page.statusCode === StatusCodes.NotModified) break;
+    for (const doc of page.result) sum += doc.total;
+    count += page.result.length;
+  }
+  if (sum < 0) throw new Error('unreachable');
+  return count;
+}
+
+/** CosmosSource.read, one partition after another, each from the beginning to its end. */
+async function sourceLoop(container: Container): Promise<number> {
+  const source = new CosmosSource<Doc>(container);
+  let count = 0;
+  for (const partition of await source.listPartitions()) count += await drain(source, partition);
+  return count;
+}
+
+async function drain(source: CosmosSource<Doc>, partition: Partition): Promise<number> {
+  let from: StartFrom = 'beginning';
+  let count = 0;
+  for (;;) {
+    const page = await source.read({ partition, from, maxItemCount: PAGE });
+    count += page.changes.length;
+    if (page.changes.length === 0) return count;
+    from = { position: page.position };
+  }
+}
+
+let runId = 0;
+
+/** The rxfeed pipeline, from subscribe (lease bootstrap included) until every change reached the checkpoint. */
+async function pipeline(
+  container: Container,
+  leaseContainer: Container,
+): Promise<{ count: number; writes: number; checkpoints: number; startupMs: number }> {
+  const started = performance.now();
+  let firstBatchAt: number | undefined;
+  const store = new CountingStore(new CosmosLeaseStore({ container: leaseContainer, partitionKeyPath: '/id' }));
+  let checkpoints = 0;
+  const feed = createChangeFeed<Doc>({
+    source: new CosmosSource<Doc>(container),
+    leases: store,
+    instanceName: 'bench',
+    leasePrefix: `bench${++runId}.`,
+    startFrom: 'beginning',
+    maxItemCount: PAGE,
+    maxInFlightChanges: Math.max(10_000, PAGE * RANGES * 2),
+    leaseAcquireIntervalMs: 200,
+    events: (e) => {
+      if (e.type === 'checkpoint') checkpoints++;
+    },
+  });
+  const toTotal = (c: Change<Doc>): Change<number> => ({ id: c.id, operation: c.operation, lsn: c.lsn, timestampMs: c.timestampMs, document: c.document?.total });
+  const count = await firstValueFrom(
+    feed.changes$.pipe(
+      mapChanges(toTotal),
+      checkpointEvery(1000),
+      scan((n, batch) => {
+        if (batch.size > 0) firstBatchAt ??= performance.now();
+        return n + batch.size;
+      }, 0),
+      filter((n) => n >= CHANGES),
+    ),
+  );
+  // Counted before stop(): the final checkpoints and releases on shutdown are not part of the steady state.
+  const writes = store.writes;
+  await feed.stop();
+  return { count, writes, checkpoints, startupMs: (firstBatchAt ?? started) - started };
+}
+
+async function timed<R>(fn: () => Promise<R>): Promise<{ ms: number; result: R }> {
+  const started = performance.now();
+  const result = await fn();
+  return { ms: performance.now() - started, result };
+}
+
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+/** Starts `src/emulator/main.ts` in a child process and resolves with its endpoint. */
+async function spawnEmulator(): Promise<{ endpoint: string; child: ChildProcess }> {
+  const main = fileURLToPath(new URL('../src/emulator/main.ts', import.meta.url));
+  const child = spawn(process.execPath, ['--import', 'tsx', main, '--port', '0', '--ranges', String(RANGES)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const endpoint = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      const match = /listening on (\S+)/.exec(out);
+      if (match) resolve(match[1]!);
+    });
+    child.once('exit', (code) => reject(new Error(`emulator exited with ${code}: ${out}`)));
+  });
+  return { endpoint, child };
+}
+
+const emulator = await spawnEmulator();
+const client = new CosmosClient({ endpoint: emulator.endpoint, key: EMULATOR_KEY });
+try {
+  const { database } = await client.databases.createIfNotExists({ id: 'bench' });
+  const { container } = await database.containers.createIfNotExists({ id: 'orders', partitionKey: { paths: ['/pk'], version: 2 } });
+  const { container: leaseContainer } = await database.containers.createIfNotExists({ id: 'leases', partitionKey: { paths: ['/id'] } });
+  console.log(`node ${process.version}, ${process.platform}/${process.arch}; emulator (own process) with ${RANGES} ranges; page ${PAGE}; ${RUNS} runs each, interleaved`);
+  console.log(`loading ${CHANGES} changes … ${(await load(container) / 1000).toFixed(1)} s`);
+
+  const times = { bare: [] as number[], source: [] as number[], pipeline: [] as number[], steady: [] as number[] };
+  const leaseWrites: number[] = [];
+  const checkpointCounts: number[] = [];
+  // One untimed pass of each warms the JIT and the emulator's caches.
+  await bare(container);
+  await sourceLoop(container);
+  for (let run = 0; run < RUNS; run++) {
+    const b = await timed(() => bare(container));
+    if (b.result !== CHANGES) throw new Error(`bare loop read ${b.result} changes, expected ${CHANGES}`);
+    times.bare.push(b.ms);
+    const s = await timed(() => sourceLoop(container));
+    if (s.result !== CHANGES) throw new Error(`source loop read ${s.result} changes, expected ${CHANGES}`);
+    times.source.push(s.ms);
+    const p = await timed(() => pipeline(container, leaseContainer));
+    times.pipeline.push(p.ms);
+    times.steady.push(p.ms - p.result.startupMs);
+    leaseWrites.push(p.result.writes);
+    checkpointCounts.push(p.result.checkpoints);
+  }
+
+  const base = median(times.bare);
+  const rows: [string, number][] = [
+    ['bare getChangeFeedIterator loop (whole container)', base],
+    ['CosmosSource.read loop (partition by partition)', median(times.source)],
+    ['rxfeed: createChangeFeed → mapChanges → checkpointEvery(1000)', median(times.pipeline)],
+    ['  the same, from its first batch (lease bootstrap excluded)', median(times.steady)],
+  ];
+  const width = Math.max(...rows.map(([name]) => name.length));
+  console.log(`\n${'what'.padEnd(width)} | median ms | changes/s | × bare`);
+  console.log(`${'-'.repeat(width)}-|-----------|-----------|-------`);
+  for (const [name, ms] of rows) {
+    console.log(`${name.padEnd(width)} | ${ms.toFixed(0).padStart(9)} | ${Math.round(CHANGES / (ms / 1000)).toString().padStart(9)} | ${(base / ms).toFixed(2).padStart(5)}`);
+  }
+  console.log(`(runs, ms: bare ${times.bare.map((t) => t.toFixed(0)).join(' ')}; source ${times.source.map((t) => t.toFixed(0)).join(' ')}; pipeline ${times.pipeline.map((t) => t.toFixed(0)).join(' ')})`);
+  const per100k = (n: number): string => ((n * 100_000) / CHANGES).toFixed(1);
+  console.log(
+    `\nlease-store writes per 100k changes (pipeline, bootstrap + acquire + checkpoints + renewals, before stop): ` +
+      `${per100k(median(leaseWrites))} (checkpoints ${per100k(median(checkpointCounts))}; ${RANGES} ranges, checkpointEvery(1000))`,
+  );
+} finally {
+  client.dispose();
+  emulator.child.kill('SIGTERM');
+}
