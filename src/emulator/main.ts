@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { realpathSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
 import { CosmosEmulator } from './CosmosEmulator.js';
@@ -60,7 +61,8 @@ export async function runEmulatorCli(argv: string[], print: (line: string) => vo
   return emulator;
 }
 
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+// Run when executed directly, also through an npm bin symlink (argv[1] is then the link).
+if (process.argv[1] && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href) {
   runEmulatorCli(process.argv.slice(2)).then(
     (emulator) => {
       const stop = (): void => void emulator?.stop().then(() => process.exit(0));
