@@ -3,10 +3,11 @@
  * `total`, shared fairly among the partitions being read.
  *
  * The sum never exceeds `total`, so memory stays bounded however many partitions a host owns. Sharing is
- * work-conserving: while no other partition waits for credit, one partition may use all that is free (a
- * single busy partition can fill a `bufferCount` as large as the budget); once another partition waits,
- * each may hold at most its fair share (`total / active partitions`), so none starves. Credit taken by a
- * partition that stopped reading still counts until it is acknowledged.
+ * work-conserving: while no other partition waits for credit, one partition may go beyond its fair share
+ * (`total / active partitions`), so a single busy partition can fill a buffer larger than its share; but it
+ * always leaves every other partition room for one minimal read ({@link CreditPool.minRead}), so a hog whose
+ * sink is slow cannot starve the rest. Once another partition waits, each may hold at most its fair share.
+ * Credit taken by a partition that stopped reading still counts until it is acknowledged.
  *
  * @internal
  */
@@ -19,8 +20,25 @@ export class CreditPool {
   #waiting = 0;
   readonly #waiters = new Set<() => void>();
 
-  constructor(total: number) {
+  /** Largest read a partition makes (`maxItemCount`). */
+  readonly pageSize: number;
+
+  constructor(total: number, pageSize = total) {
     this.total = total;
+    this.pageSize = pageSize;
+  }
+
+  /**
+   * The smallest read worth making: half a page or half a share. Waiting for that much credit avoids
+   * trickles of tiny reads while a slow sink returns credit one change at a time.
+   */
+  get minRead(): number {
+    return Math.max(1, Math.floor(Math.min(this.pageSize, this.share) / 2));
+  }
+
+  /** Partitions being read. */
+  get active(): number {
+    return this.#active;
   }
 
   /** Changes read and not yet acknowledged, over all partitions. */
@@ -75,7 +93,7 @@ export class CreditPool {
   }
 
   #notify(): void {
-    for (const fn of [...this.#waiters]) fn();
+    if (this.#waiters.size > 0) for (const fn of [...this.#waiters]) fn();
   }
 }
 
@@ -101,9 +119,13 @@ export class CreditAccount {
 
   /** How many changes this partition may read now. */
   get available(): number {
-    const free = this.#pool._free();
-    const othersWaiting = this.#pool._waiting(0) - (this.#waiting ? 1 : 0);
-    return Math.max(0, othersWaiting > 0 ? Math.min(this.#pool.share - this.#held, free) : free);
+    const pool = this.#pool;
+    const free = pool._free();
+    const othersWaiting = pool._waiting(0) - (this.#waiting ? 1 : 0);
+    if (othersWaiting > 0) return Math.max(0, Math.min(pool.share - this.#held, free));
+    const others = pool.active - (this.#open ? 1 : 0);
+    const cap = Math.max(pool.share, pool.total - others * pool.minRead);
+    return Math.max(0, Math.min(cap - this.#held, free));
   }
 
   /** Marks this partition as waiting for credit (others are then held to their fair share). */

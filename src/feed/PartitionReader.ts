@@ -159,7 +159,7 @@ export class LeaseTracker implements PartitionTracker {
     this.#ackedChanges += freed;
     this.#ctx.pool.lastAckAt = this.#ctx.scheduler.now();
     this.#account.release(freed);
-    for (const listener of [...this.#ackListeners]) listener();
+    if (this.#ackListeners.size > 0) for (const listener of [...this.#ackListeners]) listener();
   }
 
   checkpoint(position: Position): Promise<void> {
@@ -194,10 +194,7 @@ export class LeaseTracker implements PartitionTracker {
     for (;;) {
       if (signal.aborted) return 0;
       const available = this.#account.available;
-      // Waiting for a reasonable amount (half a page or half the share) avoids trickles of tiny reads
-      // while a slow sink returns credit one change at a time.
-      const need = Math.max(1, Math.floor(Math.min(maxItemCount, this.#account.share) / 2));
-      if (available >= need) {
+      if (available >= this.#ctx.pool.minRead) {
         this.#endCreditWait();
         const credit = Math.min(available, maxItemCount);
         this.#account.take(credit);

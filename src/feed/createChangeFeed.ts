@@ -77,7 +77,7 @@ export function createChangeFeed<T>(options: ChangeFeedOptions<T>): ChangeFeedPr
   const events$ = merge(coordinator.events$, feedEvents);
   if (o.events) events$.subscribe(typeof o.events === 'function' ? { next: o.events } : o.events);
 
-  const pool = new CreditPool(o.maxInFlightChanges);
+  const pool = new CreditPool(o.maxInFlightChanges, o.maxItemCount);
   const writes = new Set<Promise<unknown>>();
   const stopRequested = new Subject<void>();
   let stopping: Promise<void> | undefined;

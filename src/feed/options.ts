@@ -47,15 +47,16 @@ export interface ChangeFeedOptions<T> {
   /** Wait after a read that found nothing new, in ms. Default 5000. */
   readonly pollIntervalMs?: number;
   /**
-   * Most changes read but not yet acknowledged by `checkpointEvery`, over all partitions of this host; each
-   * partition may hold its fair share. Default 10 000: a hundred default pages, enough for a few partitions
-   * to keep reading while a sink works, yet bounded (10k documents of a few kB is tens of MB). Must exceed
-   * the largest buffer in the pipeline (`bufferCount(n)`, `bufferTime(ms, null, n)`), which holds credit
-   * while it waits.
+   * Most changes read but not yet acknowledged by `checkpointEvery`, over all partitions of this host.
+   * Partitions share it fairly: a busy partition may use what others leave free, but is held to its fair
+   * share (budget / partitions) while another partition waits for credit. Default 10 000: a hundred default
+   * pages, so several partitions keep reading while a sink works, yet bounded (10k documents of a few kB
+   * is tens of MB). Make it comfortably larger than the largest buffer in the pipeline (`bufferCount(n)`,
+   * `bufferTime(ms, null, n)`), which holds credit while it waits; a `stall` event says when it is not.
    */
   readonly maxInFlightChanges?: number;
   /**
-   * Report a `stall` event when a partition has used up its credit and nothing of it reached the
+   * Report a `stall` event when a partition waits for credit and nothing (of any partition) reached the
    * checkpoint for this long, in ms. Default 60 000.
    */
   readonly stallTimeoutMs?: number;

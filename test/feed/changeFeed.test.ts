@@ -8,6 +8,7 @@ import type { ChangeFeedOptions } from '../../src/feed/options.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
+import { eachBatch } from '../../src/operators/eachBatch.js';
 import { mapChanges } from '../../src/operators/mapChanges.js';
 import { MemorySource } from '../../src/sources/MemorySource.js';
 import { advanceUntil, idsOf, lsnOfPosition } from '../support/memory.js';
@@ -296,6 +297,32 @@ describe('createChangeFeed', () => {
     expect(errors).toHaveLength(1);
     expect(errors[0]).toMatchObject({ lease: poison, change: { id: 'd7' } });
     expect((errors[0] as { error: Error }).error).toBeInstanceOf(HandlerError);
+  });
+
+  it('a partition waiting for credit is not a stall while other partitions keep reaching the checkpoint', async () => {
+    const { source, feed, events } = setup(2, { maxInFlightChanges: 200, maxItemCount: 50, stallTimeoutMs: 30_000 });
+    let next = 0;
+    const write = (n: number) => {
+      for (let i = 0; i < n; i++, next++) source.write({ id: `d${next}`, n: next });
+    };
+    write(1_000);
+    let acked = 0;
+    subscription = feed.changes$
+      .pipe(
+        // partition 0's sink hangs for 100 s per batch; partition 1's is quick
+        eachBatch((b) => timer(b.partition === '0' ? 100_000 : 10), { concurrency: 2 }),
+        checkpointEvery(50),
+      )
+      .subscribe((b) => (acked += b.size));
+    for (let t = 0; t < 90; t++) {
+      write(20); // keeps partition 1 busy
+      await vi.advanceTimersByTimeAsync(1_000);
+    }
+    expect(acked).toBeGreaterThan(1_000);
+    expect(events.filter((e) => e.type === 'stall')).toEqual([]);
+    // once nothing reaches the checkpoint any more, it is a stall
+    await vi.advanceTimersByTimeAsync(40_000);
+    expect(events.filter((e) => e.type === 'stall').map((e) => e.lease)).toEqual(['0']);
   });
 
   it.each([

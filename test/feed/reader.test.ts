@@ -65,7 +65,7 @@ function context(
     stallTimeoutMs: 60_000,
     drainTimeoutMs: 5_000,
     scheduler: asyncScheduler,
-    pool: new CreditPool(1_000),
+    pool: new CreditPool(1_000, 10),
     emit: (e) => events.push(e),
     writes: new Set(),
     fatal: (e) => fatals.push(e),
@@ -231,7 +231,7 @@ describe('partition reader', () => {
   it('never reads more than its credit, and resumes when acknowledgements return credit', async () => {
     for (let i = 0; i < 100; i++) memory.write({ id: `d${i}` });
     const { owned } = fakeOwned(memory);
-    const ctx = context(source, { pool: new CreditPool(25) });
+    const ctx = context(source, { pool: new CreditPool(25, 10) });
     const batches: ChangeBatch<Doc>[] = [];
     readPartition(owned, ctx).subscribe((b) => batches.push(b));
     await vi.advanceTimersByTimeAsync(0);
