@@ -205,7 +205,15 @@ export class CosmosLeaseStore implements LeaseStore {
   }
 }
 
-/** The document written for `lease` (without `_etag`, which the service sets). */
+/**
+ * The document written for `lease` (without `_etag`, which the service sets).
+ *
+ * @example
+ * ```ts
+ * const doc = toDocument(lease); // { id, version, LeaseToken, FeedRange, Owner, ContinuationToken, timestamp, ... }
+ * ```
+ * @internal
+ */
 export function toDocument(lease: NewLease, partitionKeyPath: '/id' | '/partitionKey' = '/id'): CosmosLeaseDocument {
   const range = lease.feedRange;
   const epk = range !== undefined && lease.leaseToken === `${range.minInclusive}-${range.maxExclusive}`;
@@ -226,7 +234,16 @@ export function toDocument(lease: NewLease, partitionKeyPath: '/id' | '/partitio
   };
 }
 
-/** Reads a stored document as a lease, or says what is wrong with it. */
+/**
+ * Reads a stored document as a lease, or says what is wrong with it.
+ *
+ * @example
+ * ```ts
+ * const lease = fromDocument(resource);
+ * if (lease instanceof CorruptLeaseError) console.warn(lease.message);
+ * ```
+ * @internal
+ */
 export function fromDocument(doc: Record<string, unknown>): Lease | CorruptLeaseError {
   const id = typeof doc.id === 'string' ? doc.id : String(doc.id);
   const bad = (problem: string) => new CorruptLeaseError(id, problem);

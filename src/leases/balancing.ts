@@ -43,7 +43,14 @@ export interface BalancePlan {
   readonly nextExpiryMs: number | undefined;
 }
 
-/** True when `lease` has no owner or its owner has not renewed it within `expirationMs`. */
+/**
+ * True when `lease` has no owner or its owner has not renewed it within `expirationMs`.
+ *
+ * @example
+ * ```ts
+ * const free = leases.filter((l) => isLeaseExpired(l, Date.now(), 60_000));
+ * ```
+ */
 export function isLeaseExpired(lease: Lease, nowMs: number, expirationMs: number): boolean {
   return !lease.owner || nowMs - lease.timestampMs >= expirationMs;
 }
@@ -144,14 +151,20 @@ export function planBalance(
   return { ...base, take: [], steal, release: [], settled };
 }
 
-/** Lease property naming the host a lease was asked for (a pending handoff). */
+/** Lease property naming the host a lease was asked for (a pending handoff). @internal */
 export const HANDOFF_TO = 'rxfeed.handoffTo';
-/** Lease property: when (ms since the epoch, as a string) the handoff was asked for. */
+/** Lease property: when (ms since the epoch, as a string) the handoff was asked for. @internal */
 export const HANDOFF_AT = 'rxfeed.handoffAt';
 
 /**
  * The host a live lease has been asked for, if the request is younger than `expirationMs` (an older one
  * was not honoured: the asker may then take the lease by force).
+ *
+ * @example
+ * ```ts
+ * const to = handoffRequest(lease, Date.now(), 60_000); // e.g. 'host-b', or undefined
+ * ```
+ * @internal
  */
 export function handoffRequest(lease: Lease, nowMs: number, expirationMs: number): string | undefined {
   const to = lease.properties[HANDOFF_TO];
@@ -160,7 +173,15 @@ export function handoffRequest(lease: Lease, nowMs: number, expirationMs: number
   return to;
 }
 
-/** `properties` without the handoff request. */
+/**
+ * `properties` without the handoff request.
+ *
+ * @example
+ * ```ts
+ * const childProperties = withoutHandoff(parent.properties);
+ * ```
+ * @internal
+ */
 export function withoutHandoff(properties: Readonly<Record<string, string>>): Record<string, string> {
   const { [HANDOFF_TO]: _to, [HANDOFF_AT]: _at, ...rest } = properties;
   return rest;
