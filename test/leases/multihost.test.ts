@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { LeaseLostError } from '../../src/errors/index.js';
+import { CorruptLeaseError, LeaseLostError } from '../../src/errors/index.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import type { SimHost } from './hosts.js';
 import { countByOwner, FakePartitions, spreadOf, startHost } from './hosts.js';
@@ -221,5 +221,20 @@ describe('balancing across hosts (virtual time)', () => {
     expect(owned.signal.aborted).toBe(true);
     expect((await w.store.read(owned.lease.id))!.continuation).toBe('b-pos');
     expect(a.events.find((e) => e.type === 'leaseLost')).toMatchObject({ lease: owned.leaseToken, newOwner: 'b' });
+  });
+
+  it('a corrupt document among the leases: each host reports it once, and the others are shared as usual', async () => {
+    const w = world(6);
+    const corrupt = new CorruptLeaseError('p.7', 'LeaseToken is missing or not a string');
+    const listing = w.store.list.bind(w.store);
+    w.store.list = async (prefix: string) => ({ ...(await listing(prefix)), corrupt: [corrupt] });
+    const hosts = ['a', 'b', 'c'].map((n) => w.start(n));
+    await w.clock.advance(4 * ACQUIRE + EXPIRY);
+    expect([...w.counts().values()]).toEqual([2, 2, 2]);
+    for (const h of hosts) {
+      const errors = h.events.filter((e) => e.type === 'error');
+      expect(errors).toHaveLength(1);
+      expect(errors[0]).toMatchObject({ lease: 'p.7', error: corrupt });
+    }
   });
 });
