@@ -1,0 +1,42 @@
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { main } from '../../examples/demo/main.js';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+
+/** Runs the demo as `npm run demo` does (a separate process), with a short duration. */
+function runDemo(args: string[]): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'examples/demo/main.ts', ...args], {
+      cwd: ROOT,
+      env: { ...process.env, COSMOS_ENDPOINT: undefined, DEBUG: undefined },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.on('error', reject);
+    child.on('exit', (code) => resolve({ code, output }));
+  });
+}
+
+describe('npm run demo', () => {
+  it('runs two instances, survives a SIGKILL with a takeover and ends with PASS and exit code 0', { timeout: 240_000 }, async () => {
+    const { code, output } = await runDemo(['--duration-ms', '10000', '--ranges', '4', '--rate', '100']);
+    expect(output).toMatch(/>>> SIGKILL host-a/);
+    expect(output).toMatch(/>>> host-b took over range \S+ from host-a/);
+    expect(output).toMatch(/>>> takeover complete/);
+    // Live progress lines with rates, lag and ownership.
+    expect(output).toMatch(/written \d+ \(\d+\/s\) {2}processed \d+ \(\d+\/s\) {2}lag \S+ {2}ranges host-/);
+    expect(output).toMatch(/PASS: view order_summary has (\d+) rows for \1 open orders/);
+    expect(output).not.toMatch(/FAIL/);
+    expect(code, output).toBe(0);
+  });
+
+  it('says what to fix for a bad flag', async () => {
+    await expect(main(['--ranges', '0'])).rejects.toThrow(/--ranges must be a positive integer/);
+    await expect(main(['--rate', 'fast'])).rejects.toThrow(/--rate must be a positive number/);
+    await expect(main(['--duration-ms=-5'])).rejects.toThrow(/--duration-ms must be a positive number/);
+  });
+});
