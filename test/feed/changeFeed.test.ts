@@ -129,17 +129,24 @@ describe('createChangeFeed', () => {
     expect(stored).not.toContain('0');
   });
 
-  it('unsubscribing stops reading and releases the leases', async () => {
-    const { source, feed, leases } = setup(2);
-    source.write({ id: 'a', n: 1 });
-    subscription = feed.changes$.pipe(checkpointEvery(1)).subscribe();
-    await advanceUntil(() => feed.inFlightChanges === 0 && source.writes === 1);
+  it('unsubscribing stops reading, persists what was acknowledged and releases the leases', async () => {
+    const { source, feed, leases, checkpoints } = setup(2);
+    for (let i = 0; i < 30; i++) source.write({ id: `d${i}`, n: i });
+    let seen = 0;
+    subscription = feed.changes$.pipe(checkpointEvery(1_000)).subscribe((b) => (seen += b.size));
+    await advanceUntil(() => seen === 30);
     await vi.advanceTimersByTimeAsync(500);
     const owners = async () => (await leases.list(PREFIX)).leases.filter((l) => !l.leaseToken.startsWith('.')).map((l) => l.owner);
     expect(await owners()).toEqual(['host-a', 'host-a']);
+    expect([...(await checkpoints()).values()]).toEqual([0, 0]); // count 1000 not reached: nothing written yet
     subscription.unsubscribe();
     await vi.advanceTimersByTimeAsync(1_000);
     expect(await owners()).toEqual([null, null]);
+    const stored = await checkpoints();
+    expect(source.partitions().map((p) => stored.get(p.id))).toEqual(source.partitions().map((p) => source.latestLsn(p.id)));
+    source.write({ id: 'late', n: 0 });
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(seen).toBe(30); // nothing read after unsubscribing
   });
 
   it('changeFeed() and partitionFeeds() expose the same engine', async () => {
