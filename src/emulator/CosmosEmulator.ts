@@ -36,10 +36,12 @@ export interface CosmosEmulatorOptions {
   /** Requests kept in the request log (oldest dropped first). Default `1000` (requests). */
   requestLogSize?: number;
   /**
-   * A base64 master key clients must sign with, checked as the service checks it; unsigned or wrongly signed
-   * requests get 401. Default: unset, so authorization is not checked and any key works.
+   * The base64 master key clients must sign with, checked as the service checks it: unsigned or wrongly
+   * signed requests get 401. Default: {@link EMULATOR_KEY}, the official emulator's well-known key.
    */
   masterKey?: string;
+  /** Verify request signatures against `masterKey`. `false` accepts any key (or none). Default `true`. */
+  checkAuth?: boolean;
 }
 
 /** A partition key range as the emulator reports it. */
@@ -119,11 +121,13 @@ export class CosmosEmulator {
     private readonly store: Store,
     private readonly faultSet: FaultSet,
     private readonly requestLogSize: number,
-    settings: Pick<ServerContext, 'changeFeedPageSize' | 'queryPageSize' | 'strictAllVersionsStart' | 'masterKey'>,
+    settings: Pick<ServerContext, 'changeFeedPageSize' | 'queryPageSize' | 'strictAllVersionsStart'> & { masterKey: string; checkAuth: boolean },
   ) {
-    this.key = settings.masterKey ?? EMULATOR_KEY;
+    this.key = settings.masterKey;
+    const { checkAuth, masterKey, ...serving } = settings;
     this.handler = new RequestHandler({
-      ...settings,
+      ...serving,
+      masterKey: checkAuth ? masterKey : undefined,
       store,
       faults: faultSet,
       record: (entry) => this.record(entry),
@@ -176,7 +180,8 @@ export class CosmosEmulator {
         changeFeedPageSize: positiveInt('changeFeedPageSize', options.changeFeedPageSize, 100),
         queryPageSize: positiveInt('queryPageSize', options.queryPageSize, 100),
         strictAllVersionsStart: options.strictAllVersionsStart ?? true,
-        masterKey: validKey(options.masterKey),
+        masterKey: validKey(options.masterKey) ?? EMULATOR_KEY,
+        checkAuth: options.checkAuth ?? true,
       },
     );
     await emulator.listen(port, options.host ?? '127.0.0.1');
@@ -392,4 +397,17 @@ export class CosmosEmulator {
       throw new CosmosHttpError(400, err instanceof Error ? err.message : String(err));
     }
   }
+}
+
+/**
+ * Starts a local Cosmos DB emulator: the same as {@link CosmosEmulator.start}.
+ *
+ * @example
+ * ```ts
+ * import { startEmulator } from 'rxfeed/emulator';
+ * const emulator = await startEmulator({ port: 0, initialRangeCount: 4 });
+ * ```
+ */
+export function startEmulator(options: CosmosEmulatorOptions = {}): Promise<CosmosEmulator> {
+  return CosmosEmulator.start(options);
 }

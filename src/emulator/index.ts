@@ -7,7 +7,7 @@
  * const emulator = await CosmosEmulator.start();
  * ```
  */
-export { CosmosEmulator, EMULATOR_KEY } from './CosmosEmulator.js';
+export { CosmosEmulator, EMULATOR_KEY, startEmulator } from './CosmosEmulator.js';
 export type { CosmosEmulatorOptions, EmulatorDump, EmulatorRange } from './CosmosEmulator.js';
 export { faults } from './faults.js';
 export { runEmulatorCli } from './main.js';

@@ -4,10 +4,12 @@ import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
 import { CosmosEmulator } from './CosmosEmulator.js';
 
-const USAGE = `usage: rxfeed-emulator [--port 8081] [--host 127.0.0.1] [--ranges 1] [--page-size 100] [--master-key <base64>]
+const USAGE = `usage: rxfeed emulator [--port 8081] [--host 127.0.0.1] [--partitions|--ranges 1] [--page-size 100]
+                       [--master-key <base64>] [--no-auth]
 
-Runs the rxfeed Cosmos DB emulator until interrupted. Point @azure/cosmos at the printed endpoint with any key
-(or, with --master-key, with that key: requests are then signature-checked).
+Runs the rxfeed Cosmos DB emulator until interrupted. Point @azure/cosmos at the printed endpoint with the
+official emulator's well-known key (or the --master-key you chose); requests are signature-checked unless
+--no-auth is given.
 Admin over HTTP: POST /_emulator/split {databaseId, containerId, rangeId[, boundary]}, POST /_emulator/merge,
 POST|DELETE /_emulator/faults, POST /_emulator/reset, GET /_emulator/ranges/<db>/<container>, /_emulator/dump,
 /_emulator/requests.`;
@@ -41,6 +43,8 @@ export async function runEmulatorCli(argv: string[], print: (line: string) => vo
       ranges: { type: 'string' },
       'page-size': { type: 'string' },
       'master-key': { type: 'string' },
+      partitions: { type: 'string' },
+      'no-auth': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -48,7 +52,7 @@ export async function runEmulatorCli(argv: string[], print: (line: string) => vo
     print(USAGE);
     return undefined;
   }
-  const ranges = intArg('ranges', values.ranges);
+  const ranges = intArg('ranges', values.ranges ?? values.partitions);
   const pageSize = intArg('page-size', values['page-size']);
   const emulator = await CosmosEmulator.start({
     port: intArg('port', values.port) ?? 8081,
@@ -56,8 +60,10 @@ export async function runEmulatorCli(argv: string[], print: (line: string) => vo
     ...(ranges !== undefined ? { initialRangeCount: ranges } : {}),
     ...(pageSize !== undefined ? { changeFeedPageSize: pageSize } : {}),
     ...(values['master-key'] !== undefined ? { masterKey: values['master-key'] } : {}),
+    checkAuth: !values['no-auth'],
   });
   print(`rxfeed Cosmos DB emulator listening on ${emulator.endpoint}`);
+  if (values['master-key'] === undefined && !values['no-auth']) print('key: the official emulator key (EMULATOR_KEY in rxfeed/emulator)');
   return emulator;
 }
 

@@ -9,7 +9,7 @@ import {
   type PartitionKeyDefinition,
 } from '@azure/cosmos';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CosmosEmulator, runEmulatorCli } from '../../src/emulator/index.js';
+import { CosmosEmulator, EMULATOR_KEY, runEmulatorCli } from '../../src/emulator/index.js';
 
 // Integration tests: the real, unmodified @azure/cosmos client against the emulator over HTTP.
 
@@ -424,12 +424,31 @@ describe('CosmosEmulator options', () => {
     await expect(CosmosEmulator.start({ masterKey: '' })).rejects.toThrow(/masterKey/);
   });
 
+  it('checks signatures with the well-known emulator key by default, and not with checkAuth: false', async () => {
+    const strict = await CosmosEmulator.start();
+    const lax = await CosmosEmulator.start({ checkAuth: false });
+    const wrongKey = Buffer.from('not the emulator key').toString('base64');
+    try {
+      expect(strict.key).toBe(EMULATOR_KEY);
+      const good = new CosmosClient({ endpoint: strict.endpoint, key: strict.key });
+      await good.databases.createIfNotExists({ id: 'db' });
+      const bad = new CosmosClient({ endpoint: strict.endpoint, key: wrongKey });
+      await expect(bad.databases.createIfNotExists({ id: 'db2' })).rejects.toMatchObject({ code: 401 });
+      const anyKey = new CosmosClient({ endpoint: lax.endpoint, key: wrongKey });
+      await anyKey.databases.createIfNotExists({ id: 'db' });
+      for (const c of [good, bad, anyKey]) c.dispose();
+    } finally {
+      await strict.stop();
+      await lax.stop();
+    }
+  });
+
   it('starts from command-line arguments', async () => {
     const lines: string[] = [];
-    const cli = await runEmulatorCli(['--port', '0', '--ranges', '3'], (line) => lines.push(line));
+    const cli = await runEmulatorCli(['--port', '0', '--partitions', '3', '--no-auth'], (line) => lines.push(line));
     try {
       expect(lines).toEqual([`rxfeed Cosmos DB emulator listening on ${cli!.endpoint}`]);
-      const other = new CosmosClient({ endpoint: cli!.endpoint, key: 'any key works' });
+      const other = new CosmosClient({ endpoint: cli!.endpoint, key: 'any key works with --no-auth' });
       const { database } = await other.databases.createIfNotExists({ id: 'db' });
       const { container } = await database.containers.createIfNotExists({ id: 'c', partitionKey: { paths: ['/pk'] } });
       expect(await container.getFeedRanges()).toHaveLength(3);
