@@ -203,6 +203,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoResult> {
         () => '?',
       );
       measuring = false;
+      if (progressTimer === undefined) return; // stopped while measuring
       const now = Date.now();
       const per = (n: number): number => Math.round((n * 1000) / Math.max(1, now - last.at));
       const owners = new Map<string, string[]>();
@@ -270,8 +271,9 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoResult> {
         carryOn = await wait(500);
       }
     }
-    clearInterval(progressTimer);
     if (carryOn) await progress();
+    clearInterval(progressTimer);
+    progressTimer = undefined;
 
     say('stopping the instances (each releases its leases after its last checkpoint)');
     await stopInstances(instances);
