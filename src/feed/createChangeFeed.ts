@@ -68,6 +68,8 @@ export function createChangeFeed<T>(options: ChangeFeedOptions<T>): ChangeFeedPr
     ...(o.leaseAcquireIntervalMs !== undefined ? { leaseAcquireIntervalMs: o.leaseAcquireIntervalMs } : {}),
     ...(o.leaseRenewIntervalMs !== undefined ? { leaseRenewIntervalMs: o.leaseRenewIntervalMs } : {}),
     ...(o.leaseExpirationMs !== undefined ? { leaseExpirationMs: o.leaseExpirationMs } : {}),
+    ...(o.minLeases !== undefined ? { minLeases: o.minLeases } : {}),
+    ...(o.maxLeases !== undefined ? { maxLeases: o.maxLeases } : {}),
     // The coordinator bounds a drain too; leave room for the final checkpoint after our own bound.
     drainTimeoutMs: o.drainTimeoutMs + DRAIN_CHECKPOINT_MARGIN_MS,
     scheduler: o.scheduler,

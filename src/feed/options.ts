@@ -15,6 +15,8 @@ export interface CoordinatorFactoryOptions {
   readonly leaseAcquireIntervalMs?: number;
   readonly leaseRenewIntervalMs?: number;
   readonly leaseExpirationMs?: number;
+  readonly minLeases?: number;
+  readonly maxLeases?: number;
   readonly drainTimeoutMs?: number;
   readonly scheduler?: SchedulerLike;
 }
@@ -68,6 +70,10 @@ export interface ChangeFeedOptions<T> {
   readonly leaseRenewIntervalMs?: number;
   /** A lease not renewed for this long is free to take, in ms. Default: the coordinator's. */
   readonly leaseExpirationMs?: number;
+  /** Hold at least this many leases when there are enough (0 = no minimum). Default 0. */
+  readonly minLeases?: number;
+  /** Never hold more than this many leases (0 = no limit). Default 0. */
+  readonly maxLeases?: number;
   /** Scheduler for every wait (polls, backoff, stall checks). Default `asyncScheduler`. */
   readonly scheduler?: SchedulerLike;
   /** Receives every {@link FeedEvent} (same as subscribing to `events$`). */
@@ -101,7 +107,7 @@ export const DEFAULTS = {
   drainTimeoutMs: 30_000,
 } as const;
 
-function positiveInteger(name: string, value: unknown, min = 1): void {
+function integerAtLeast(name: string, value: unknown, min = 1): void {
   if (value === undefined) return;
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min) {
     throw new InvalidOptionsError(name, `expected an integer ≥ ${min}, got ${JSON.stringify(value)}`);
@@ -157,14 +163,16 @@ export function resolveOptions<T>(options: ChangeFeedOptions<T>): ResolvedOption
   ) {
     throw new InvalidOptionsError('startFrom', "expected 'beginning', 'now', a valid Date or { position }");
   }
-  positiveInteger('maxItemCount', options.maxItemCount);
+  integerAtLeast('maxItemCount', options.maxItemCount);
   durationMs('pollIntervalMs', options.pollIntervalMs);
-  positiveInteger('maxInFlightChanges', options.maxInFlightChanges);
+  integerAtLeast('maxInFlightChanges', options.maxInFlightChanges);
   durationMs('stallTimeoutMs', options.stallTimeoutMs, 1);
   durationMs('drainTimeoutMs', options.drainTimeoutMs);
   durationMs('leaseAcquireIntervalMs', options.leaseAcquireIntervalMs, 1);
   durationMs('leaseRenewIntervalMs', options.leaseRenewIntervalMs, 1);
   durationMs('leaseExpirationMs', options.leaseExpirationMs, 1);
+  integerAtLeast('minLeases', options.minLeases, 0);
+  integerAtLeast('maxLeases', options.maxLeases, 0);
   if (
     options.leaseRenewIntervalMs !== undefined &&
     options.leaseExpirationMs !== undefined &&

@@ -348,6 +348,9 @@ describe('createChangeFeed', () => {
     [{ leaseRenewIntervalMs: 60_000, leaseExpirationMs: 30_000 }, 'leaseRenewIntervalMs'],
     [{ scheduler: {} }, 'scheduler'],
     [{ leasePrefix: 3 }, 'leasePrefix'],
+    [{ maxLeases: -1 }, 'maxLeases'],
+    [{ minLeases: 4, maxLeases: 2 }, 'minLeases'],
+    [{ leaseAcquireIntervalMs: 120_000 }, 'leaseAcquireIntervalMs'],
   ])('rejects invalid options at construction: %o', (bad, option) => {
     const good = { source: new MemorySource(), leases: new MemoryLeaseStore(), instanceName: 'a' };
     const attempt = () => createChangeFeed({ ...good, ...(bad as object) } as ChangeFeedOptions<unknown>);
