@@ -186,21 +186,28 @@ export class LeaseTracker implements PartitionTracker {
   }
 
   /**
+   * Reserves credit for a read if enough is available now and returns how many changes to read, else 0.
+   * Every reservation ends with {@link LeaseTracker.settle}.
+   */
+  tryCredit(): number {
+    const available = this.#account.available;
+    if (available < this.#ctx.pool.minRead) return 0;
+    if (this.#creditWait) this.#endCreditWait();
+    const credit = Math.min(available, this.#ctx.maxItemCount);
+    this.#account.take(credit);
+    this.#reserved = credit;
+    return credit;
+  }
+
+  /**
    * Waits until this partition may read, then reserves and returns how many changes it may read (0 when
    * aborted). Every reservation ends with {@link LeaseTracker.settle}.
    */
   async awaitCredit(signal: AbortSignal): Promise<number> {
-    const maxItemCount = this.#ctx.maxItemCount;
     for (;;) {
       if (signal.aborted) return 0;
-      const available = this.#account.available;
-      if (available >= this.#ctx.pool.minRead) {
-        this.#endCreditWait();
-        const credit = Math.min(available, maxItemCount);
-        this.#account.take(credit);
-        this.#reserved = credit;
-        return credit;
-      }
+      const credit = this.tryCredit();
+      if (credit > 0) return credit;
       this.#account.setWaiting(true);
       if (!this.#creditWait) {
         this.#log('read budget used up (%d held); waiting for acknowledgements', this.#account.held);
@@ -371,8 +378,12 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
       let failures = 0;
       log('reading %s from %s', owned.partition.id, stored ?? String(ctx.startFrom));
       while (!signal.aborted) {
-        const credit = await tracker.awaitCredit(signal);
-        if (signal.aborted) break;
+        // Most reads find credit at once; only wait (a promise and a tick) when there is none.
+        const credit = tracker.tryCredit() || (await tracker.awaitCredit(signal));
+        if (signal.aborted) {
+          tracker.settle(0);
+          break;
+        }
         let page: Page<T>;
         try {
           page = await ctx.source.read({ partition: owned.partition, from, maxItemCount: credit, signal });
