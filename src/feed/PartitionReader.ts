@@ -239,6 +239,9 @@ export class LeaseTracker implements PartitionTracker {
         }
       };
       this.#ackListeners.add(check);
+      // Nothing may be outstanding already (only a read's credit reservation, released when it aborts).
+      check();
+      if (timeout.signal.aborted) return;
       void sleep(timeoutMs, this.#ctx.scheduler, timeout.signal).then(() => {
         if (!timeout.signal.aborted) this.#log('drain: %d changes still unacknowledged after %d ms', this.held, timeoutMs);
         this.#ackListeners.delete(check);

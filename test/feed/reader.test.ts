@@ -269,4 +269,17 @@ describe('partition reader', () => {
     await vi.advanceTimersByTimeAsync(0);
     expect(feed.closeReason).toBe('Shutdown');
   });
+
+  it('drains at once when everything read is acknowledged while a poll is in flight (no drain timeout)', async () => {
+    memory.faults.add({ kind: 'latency', ms: 10_000 });
+    const { owned, end, drains } = fakeOwned(memory);
+    readPartition(owned, context(source)).subscribe();
+    await vi.advanceTimersByTimeAsync(0);
+    // A read is in flight holding a credit reservation; nothing was emitted, so nothing awaits an ack.
+    let drained = false;
+    void drains[0]!().then(() => (drained = true));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(drained).toBe(true);
+    end('Shutdown');
+  });
 });
