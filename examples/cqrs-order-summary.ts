@@ -60,6 +60,7 @@ export interface CqrsResult {
 /** A SQL view store plus a way to run the report query on the same database. */
 interface SqlView {
   readonly view: ViewStore<OrderSummary>;
+  /** Runs SQL on the view's database; `{table}` stands for the view's rows table (`view.tableName`). */
   readonly query: <Row>(text: string) => Promise<Row[]>;
   readonly close: () => Promise<void>;
 }
@@ -77,7 +78,7 @@ async function openView(databaseUrl: string | undefined, fresh: boolean): Promis
     const view = await PostgresViewStore.create<OrderSummary>({ connection: pool, schema, table, columns });
     return {
       view,
-      query: async <Row>(text: string) => (await pool.query(text.replaceAll('{table}', `${schema}.${table}`))).rows as Row[],
+      query: async <Row>(text: string) => (await pool.query(text.replaceAll('{table}', view.tableName))).rows as Row[],
       close: async () => {
         await view.close();
         await pool.end();
@@ -89,7 +90,7 @@ async function openView(databaseUrl: string | undefined, fresh: boolean): Promis
   const view = await PGliteViewStore.create<OrderSummary>({ pglite: db, table, columns });
   return {
     view,
-    query: async <Row>(text: string) => (await db.query<Row>(text.replaceAll('{table}', `public.${table}`))).rows,
+    query: async <Row>(text: string) => (await db.query<Row>(text.replaceAll('{table}', view.tableName))).rows,
     close: async () => {
       await view.close();
       await db.close();
@@ -176,10 +177,13 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<CqrsRe
     const first = await writeOrders(orders, 0, 300);
     console.log(`wrote ${first.length} orders; starting the change feed processor`);
 
+    // Leases and view go together: an in-memory view starts empty, so on an account that outlives this process
+    // it needs leases of its own (a new prefix) that start from the beginning, not the last run's checkpoints.
+    const leasePrefix = env.DATABASE_URL || cosmos.fresh ? 'cqrs-order-summary.' : `cqrs-order-summary.${Date.now().toString(36)}.`;
     const feed = createChangeFeed<Order>({
       source: new CosmosSource<Order>(orders),
       leases: new CosmosLeaseStore({ container: leases }),
-      leasePrefix: 'cqrs-order-summary.',
+      leasePrefix,
       instanceName: `cqrs-example-${process.pid}`,
       startFrom: 'beginning',
       pollIntervalMs: 250,

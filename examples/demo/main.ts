@@ -131,12 +131,15 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoResult> {
 
     // The view's calls from both instances arrive here; count what reaches it.
     let processed = 0;
-    const onWrite = (write: { changes: readonly unknown[] }): void => {
+    const processedBy = new Map<string, number>();
+    const onWrite = (host: string) => (write: { changes: readonly unknown[] }): void => {
       processed += write.changes.length;
+      processedBy.set(host, (processedBy.get(host) ?? 0) + write.changes.length);
     };
 
     // Takeover bookkeeping: the ranges of the killed instance and who took them.
     let victim: { name: string; ranges: Set<string>; killedAt: number } | undefined;
+    let survivor: string = HOSTS[1];
     const takenOver = new Set<string>();
 
     const stolenFrom = new Map<string, string>();
@@ -176,7 +179,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoResult> {
         if (stream) createInterface({ input: stream }).on('line', (line) => say(`[${name}] ${line}`));
       }
       child.on('message', (message: WorkerMessage) => onMessage(instance, message));
-      serveViewStore(child, DEMO.viewChannel, view, { onWrite });
+      serveViewStore(child, DEMO.viewChannel, view, { onWrite: onWrite(name) });
       say(`started ${name} (pid ${child.pid})`);
     }
 
@@ -190,7 +193,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoResult> {
     const leaseStore = new CosmosLeaseStore({ container: leases });
     let lags: LeaseLag[] = [];
     const writer = new OrderWriter(orders);
-    let last = { at: Date.now(), written: 0, processed: 0 };
+    let last = { at: Date.now(), written: 0, processed: 0, by: new Map<string, number>() };
     let measuring = false;
     const measure = async (): Promise<void> => {
       lags = await estimateLag({ source: lagSource, leases: leaseStore, leasePrefix: DEMO.leasePrefix });
@@ -211,18 +214,24 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoResult> {
         const owner = l.owner === null ? 'free' : instances.get(l.owner)?.killed ? `${l.owner}(dead)` : l.owner;
         owners.set(owner, [...(owners.get(owner) ?? []), l.leaseToken]);
       }
-      const ownership = [...owners].sort(([a], [b]) => a.localeCompare(b)).map(([o, ids]) => `${o}[${rangeList(ids)}]`).join(' ');
+      // Per host: the ranges it holds in the lease container and the changes/s it wrote into the view.
+      const rateOf = (host: string): string =>
+        instances.has(host) ? ` ${per((processedBy.get(host) ?? 0) - (last.by.get(host) ?? 0))}/s` : '';
+      const ownership = [...owners]
+        .sort(([a], [b]) => a.localeCompare(b))
+        .map(([o, ids]) => `${o}[${rangeList(ids)}]${rateOf(o)}`)
+        .join('  ');
       say(
         `written ${writer.written} (${per(writer.written - last.written)}/s)  processed ${processed} (${per(processed - last.processed)}/s)  ` +
           `lag ${lagText}  ranges ${ownership || '(no leases yet)'}`,
       );
-      last = { at: now, written: writer.written, processed };
+      last = { at: now, written: writer.written, processed, by: new Map(processedBy) };
     };
     progressTimer = setInterval(() => void progress(), 1_000);
 
-    say(`writing ~${rate} order changes/s for ${seconds(durationMs)}; ${HOSTS[0]} gets SIGKILL halfway`);
+    say(`writing ~${rate} order changes/s for ${seconds(durationMs)}; one instance gets SIGKILL halfway`);
     // A steady stream of writes, in ticks of 100 ms.
-    last = { at: Date.now(), written: 0, processed: 0 };
+    last = { at: Date.now(), written: 0, processed: 0, by: new Map() };
     let writing = Promise.resolve();
     const perTick = Math.max(1, Math.round(rate / 10));
     writerTimer = setInterval(() => {
@@ -235,10 +244,15 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoResult> {
     const killAt = writeStart + durationMs / 2;
     let carryOn = await wait(Math.max(0, killAt - Date.now()));
     if (carryOn) {
-      // Both must have leases first; on a slow machine that may take past halfway.
+      // Every range must be owned, and by both hosts when there are ranges enough; on a slow machine that may
+      // take past halfway.
       const owned = (name: string): Set<string> => new Set(lags.filter((l) => l.owner === name).map((l) => l.leaseToken));
-      while (carryOn && HOSTS.some((h) => owned(h).size === 0) && Date.now() < killAt + 20_000) carryOn = await wait(250);
-      const name = HOSTS[0];
+      const settled = (): boolean =>
+        lags.length > 0 && lags.every((l) => l.owner !== null) && (ranges < HOSTS.length || HOSTS.every((h) => owned(h).size > 0));
+      while (carryOn && !settled() && Date.now() < killAt + 20_000) carryOn = await wait(250);
+      // Kill the host holding the most ranges (host-a on a tie); the other one has to take them over.
+      const name = owned(HOSTS[1]).size > owned(HOSTS[0]).size ? HOSTS[1] : HOSTS[0];
+      survivor = HOSTS.find((h) => h !== name)!;
       const target = instances.get(name)!;
       victim = { name, ranges: owned(name), killedAt: Date.now() };
       // When the instances were slow to start, keep writing for a while after the kill all the same.
@@ -246,8 +260,8 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoResult> {
       target.killed = true;
       target.child.kill('SIGKILL');
       say(
-        `>>> SIGKILL ${name} (pid ${target.child.pid}), owner of ranges ${rangeList(victim.ranges) || '(none)'}: ` +
-          `its leases expire after ${DEMO_LEASE_TIMINGS.leaseExpirationMs} ms and ${HOSTS[1]} takes them over from their last checkpoints`,
+        `>>> SIGKILL ${name} (pid ${target.child.pid}), owner of range${victim.ranges.size === 1 ? '' : 's'} ${rangeList(victim.ranges) || '(none)'}: ` +
+          `its leases expire after ${DEMO_LEASE_TIMINGS.leaseExpirationMs} ms and ${survivor} takes them over from their last checkpoints`,
       );
     }
     if (carryOn) carryOn = await wait(Math.max(0, writeEnd - Date.now()));
@@ -293,7 +307,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoResult> {
       (comparison.equal ? ', every row equal to its order' : `; missing ${comparison.missing.length}, extra ${comparison.extra.length}, stale ${comparison.stale.length} (e.g. ${[...comparison.missing, ...comparison.extra, ...comparison.stale].slice(0, 5).join(', ')})`) +
       `; checkpoints ${atEnd ? 'at the end of every range' : `behind: ${lags.map((l) => `${l.leaseToken}:${l.estimatedLag}`).join(' ')}`}` +
       `; ${processed} changes reached the view for ${writer.written} writes (the latest-version feed folds quick updates of an order into one; the crash replays some); ` +
-      (victim ? `${takenOver.size}/${victim.ranges.size} ranges of ${victim.name} taken over by ${HOSTS[1]}` : 'no instance killed');
+      (victim ? `${takenOver.size}/${victim.ranges.size} ranges of ${victim.name} taken over by ${survivor}` : 'no instance killed');
     say(`${pass ? 'PASS' : 'FAIL'}: ${details}`);
     return { pass, interrupted: false, written: writer.written, processed, takenOver: [...takenOver], comparison };
   } finally {

@@ -84,6 +84,8 @@ function run(): void {
   let stopping: Promise<void> | undefined;
   const shutdown = (code: number): Promise<void> =>
     (stopping ??= (async () => {
+      // Whatever happens below (the parent and its emulator may be gone), do not linger.
+      setTimeout(() => process.exit(code), 15_000).unref();
       // stop() releases this host's leases after the batches in flight reached the checkpoint.
       await feed.stop().catch(() => undefined);
       subscription.unsubscribe();
