@@ -147,10 +147,13 @@ export async function main(env: NodeJS.ProcessEnv = process.env, query = 'waterp
     await upsertAll(products, catalog);
     console.log(`wrote ${catalog.length} products; starting the change feed processor`);
 
+    // Leases and view go together: an in-memory view starts empty, so on an account that outlives this process
+    // it needs leases of its own (a new prefix) that start from the beginning, not the last run's checkpoints.
+    const leasePrefix = env.DATABASE_URL || cosmos.fresh ? 'search-sync.' : `search-sync.${Date.now().toString(36)}.`;
     const feed = createChangeFeed<Product>({
       source: new CosmosSource<Product>(products),
       leases: new CosmosLeaseStore({ container: leases }),
-      leasePrefix: 'search-sync.',
+      leasePrefix,
       instanceName: `search-example-${process.pid}`,
       startFrom: 'beginning',
       pollIntervalMs: 250,
