@@ -84,32 +84,39 @@ export interface WriterStats {
   creates: number;
   updates: number;
   cancels: number;
+  deletes: number;
   failures: number;
 }
 
 /**
  * Writes a steady stream of order changes: about 55% new orders, 35% updates of open orders (a line added,
- * paid, shipped) and 10% cancellations. Two operations of one tick never touch the same order, so the
+ * paid, shipped) and 10% cancellations (or, with `deletes`, 5% cancellations and 5% deletes). Two operations of one tick never touch the same order, so the
  * writer's own copy of each order stays equal to what is stored.
  */
 export class OrderWriter {
-  readonly stats: WriterStats = { creates: 0, updates: 0, cancels: 0, failures: 0 };
+  readonly stats: WriterStats = { creates: 0, updates: 0, cancels: 0, deletes: 0, failures: 0 };
   readonly #open = new Map<string, Order>();
   readonly #random: () => number;
   #next = 0;
 
   readonly #container: Container;
   readonly #customers: number;
+  readonly #deletes: boolean;
 
-  constructor(container: Container, options: { seed?: number; customers?: number } = {}) {
+  /**
+   * @param options.deletes - delete half of the orders that leave (the other half is cancelled). Only an
+   *   AllVersionsAndDeletes feed sees deletes. Default `false`.
+   */
+  constructor(container: Container, options: { seed?: number; customers?: number; deletes?: boolean } = {}) {
     this.#container = container;
+    this.#deletes = options.deletes ?? false;
     this.#random = seededRandom(options.seed ?? 42);
     this.#customers = options.customers ?? 200;
   }
 
   /** Writes made so far (creates, updates and cancellations). */
   get written(): number {
-    return this.stats.creates + this.stats.updates + this.stats.cancels;
+    return this.stats.creates + this.stats.updates + this.stats.cancels + this.stats.deletes;
   }
 
   /** Runs `count` writes at once and resolves when all answered (failures are counted, not thrown). */
@@ -135,6 +142,10 @@ export class OrderWriter {
         await this.#container.items.upsert(order);
         this.#open.set(order.id, order);
         this.stats.updates++;
+      } else if (this.#deletes && r >= 0.95) {
+        await this.#container.item(target.id, target.customerId).delete();
+        this.#open.delete(target.id);
+        this.stats.deletes++;
       } else {
         const order: Order = { ...target, status: 'cancelled', updatedAt: new Date().toISOString() };
         await this.#container.items.upsert(order);

@@ -4,10 +4,12 @@
  * each write committed, and tells the parent about its leases.
  *
  * Started by examples/demo/main.ts (`node --import tsx examples/demo/worker.ts` with an IPC channel).
- * Env: COSMOS_ENDPOINT, COSMOS_KEY, DEMO_HOST (this instance's lease owner name).
+ * Env: COSMOS_ENDPOINT, COSMOS_KEY, DEMO_HOST (this instance's lease owner name), DEMO_MODE (the feed mode:
+ * `allVersionsAndDeletes` or `latestVersion`).
  */
 import { CosmosClient } from '@azure/cosmos';
 import type { FeedEvent } from '../../src/core/events.js';
+import type { FeedMode } from '../../src/core/Partition.js';
 import { createChangeFeed } from '../../src/feed/index.js';
 import { CosmosLeaseStore } from '../../src/leases/CosmosLeaseStore.js';
 import { checkpointEvery } from '../../src/operators/index.js';
@@ -45,13 +47,16 @@ function run(): void {
   const client = new CosmosClient({ endpoint: required('COSMOS_ENDPOINT'), key: required('COSMOS_KEY') });
   const database = client.database(DEMO.database);
   const view = new IpcViewStore<OrderSummary>({ channel: DEMO.viewChannel });
+  const mode = required('DEMO_MODE') as FeedMode;
 
   const feed = createChangeFeed<Order>({
-    source: new CosmosSource<Order>(database.container(DEMO.orders)),
+    source: new CosmosSource<Order>(database.container(DEMO.orders), { mode }),
     leases: new CosmosLeaseStore({ container: database.container(DEMO.leases) }),
     instanceName: host,
     leasePrefix: DEMO.leasePrefix,
-    startFrom: 'beginning',
+    // An AllVersionsAndDeletes feed can only start from now (the service keeps no full history); the demo
+    // writes nothing until every lease holds its first checkpoint, so nothing is missed.
+    startFrom: mode === 'allVersionsAndDeletes' ? 'now' : 'beginning',
     maxItemCount: 200,
     pollIntervalMs: 200,
     drainTimeoutMs: 5_000,

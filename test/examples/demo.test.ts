@@ -22,8 +22,11 @@ function runDemo(args: string[]): Promise<{ code: number | null; output: string 
 }
 
 describe('npm run demo', () => {
-  it('runs two instances, survives a SIGKILL with a takeover and ends with PASS and exit code 0', { timeout: 240_000 }, async () => {
-    const { code, output } = await runDemo(['--duration-ms', '10000', '--ranges', '4', '--rate', '100']);
+  it.each([
+    ['allVersionsAndDeletes (the default)', ['--duration-ms', '10000', '--ranges', '4', '--rate', '100']],
+    ['latestVersion', ['--duration-ms', '8000', '--ranges', '2', '--rate', '100', '--mode', 'latestVersion']],
+  ])('%s: two instances survive a SIGKILL with a takeover and the demo ends with PASS and exit code 0', { timeout: 240_000 }, async (_mode, args) => {
+    const { code, output } = await runDemo(args);
     const killed = /^.*>>> SIGKILL (host-[ab]) .*owner of ranges? ([\d,]+)/m.exec(output);
     expect(killed, output).not.toBeNull();
     const [, victim, ranges] = killed!;
@@ -41,5 +44,6 @@ describe('npm run demo', () => {
     await expect(main(['--ranges', '0'])).rejects.toThrow(/--ranges must be a positive integer/);
     await expect(main(['--rate', 'fast'])).rejects.toThrow(/--rate must be a positive number/);
     await expect(main(['--duration-ms=-5'])).rejects.toThrow(/--duration-ms must be a positive number/);
+    await expect(main(['--mode', 'all'])).rejects.toThrow(/--mode must be allVersionsAndDeletes or latestVersion/);
   });
 });
