@@ -205,7 +205,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoResult> {
     say('PGlite ready');
 
     // Live progress: rates from the writer and the view, lag and ownership from the lease container.
-    const lagSource = new CosmosSource(orders);
+    const lagSource = new CosmosSource(orders, { mode }); // the mode the leases' positions were read in
     const leaseStore = new CosmosLeaseStore({ container: leases });
     let lags: LeaseLag[] = [];
     const writer = new OrderWriter(orders, { deletes: mode === 'allVersionsAndDeletes' });
@@ -334,8 +334,9 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoResult> {
       (comparison.equal ? ', every row equal to its order' : `; missing ${comparison.missing.length}, extra ${comparison.extra.length}, stale ${comparison.stale.length} (e.g. ${[...comparison.missing, ...comparison.extra, ...comparison.stale].slice(0, 5).join(', ')})`) +
       `; checkpoints ${atEnd ? 'at the end of every range' : `behind: ${lags.map((l) => `${l.leaseToken}:${l.estimatedLag}`).join(' ')}`}` +
       `; ${processed} changes reached the view for ${writer.written} writes (` +
-      (mode === 'latestVersion' ? 'the latest-version feed folds quick updates of an order into one; ' : '') +
-      'the crash replays some); ' +
+      (mode === 'latestVersion'
+        ? 'the latest-version feed folds quick updates of an order into one, and the crash may replay some); '
+        : `${Math.max(0, processed - writer.written)} replayed after the crash, from the last checkpoints); `) +
       (victim ? `${takenOver.size}/${victim.ranges.size} ranges of ${victim.name} taken over by ${survivor}` : 'no instance killed');
     say(`${pass ? 'PASS' : 'FAIL'}: ${details}`);
     return { pass, interrupted: false, written: writer.written, processed, takenOver: [...takenOver], comparison };

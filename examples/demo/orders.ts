@@ -245,6 +245,6 @@ function sameSummary(a: OrderSummary, b: OrderSummary): boolean {
 
 /** Every order in the container, as stored now. */
 export async function readAllOrders(container: Container): Promise<Order[]> {
-  const { resources } = await container.items.readAll<Order & { _rid?: string }>().fetchAll();
+  const { resources } = await container.items.readAll<Order>().fetchAll();
   return resources;
 }
