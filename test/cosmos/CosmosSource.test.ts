@@ -217,6 +217,35 @@ describe('CosmosSource: splits', () => {
     const got = new Set(seen.map((c) => c.id));
     for (const id of [...first, ...second]) expect(got.has(id)).toBe(true);
   });
+  it('a merge also surfaces as PartitionGoneError for both parents; the merged range continues from either', async () => {
+    if (!needsEmulator(cosmos, 'merging ranges')) return;
+    const container = await freshContainer(cosmos.client, 'merge');
+    const written = await writeDocs(container, 200);
+    const source = new CosmosSource<Doc>(container);
+    const [, p1, p2] = await source.listPartitions();
+    const positions = new Map<string, StartFrom>();
+    const seen: Change<Doc>[] = [];
+    for (const p of [p1!, p2!]) {
+      const page = await source.read({ partition: p, from: 'beginning', maxItemCount: 10 });
+      seen.push(...page.changes);
+      positions.set(p.id, { position: page.position });
+    }
+    const expected = new Set<string>();
+    for (const p of [p1!, p2!]) for (const c of (await drainPartition(new CosmosSource<Doc>(container), p, 'beginning')).changes) expected.add(c.id);
+    const merged = cosmos.emulator!.merge('db', container.id, p1!.id, p2!.id);
+    for (const p of [p1!, p2!]) {
+      await expect(source.read({ partition: p, from: positions.get(p.id)!, maxItemCount: 10 })).rejects.toThrow(PartitionGoneError);
+    }
+    const after = await source.listPartitions();
+    expect(after.find((p) => p.id === merged.id)?.parents).toEqual(expect.arrayContaining([p1!.id, p2!.id]));
+    // Nothing of the parents is lost when the merged range is read from the older of their positions.
+    const oldest = [p1!, p2!].map((p) => positions.get(p.id) as { position: string }).sort((a, b) => Number(a.position.replace(/"/g, '')) - Number(b.position.replace(/"/g, '')))[0]!;
+    const rest = await drainPartition(source, after.find((p) => p.id === merged.id)!, oldest);
+    const got = new Set([...seen, ...rest.changes].map((c) => c.id));
+    expect(expected.size).toBeGreaterThan(50);
+    for (const id of expected) expect(got.has(id)).toBe(true);
+    expect(written.length).toBe(200);
+  });
 });
 
 describe('CosmosSource: errors', () => {
