@@ -35,6 +35,9 @@ export interface CosmosSourceOptions {
   readonly priorityLevel?: PriorityLevel;
 }
 
+/** Iterators kept for reuse at most (one per partition read recently). */
+const MAX_ITERATORS = 1024;
+
 /** A position no partition has: the state of an iterator that has not yet answered. */
 const NO_POSITION = '\u0000';
 
@@ -214,7 +217,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
       this.#checkForward(partition, from, page.position);
       entry.position = page.position;
       entry.busy = false;
-      if (this.#reuseIterators) this.#iterators.set(key, entry);
+      if (this.#reuseIterators) this.#remember(key, entry);
       return page;
     } catch (err) {
       // After an abort or a failure the iterator's state is unknown (a request may still land): drop it and
@@ -254,6 +257,19 @@ export class CosmosSource<T = unknown> implements Source<T> {
           from === 'beginning' ? "'beginning'" : 'a point in time'
         }); use startFrom: 'now'`,
       );
+    }
+  }
+
+  /**
+   * Keeps the iterator for the next read of its partition, most recently used last. Partitions whose leases
+   * moved to another host leave theirs behind; the oldest go once there are more than `MAX_ITERATORS`.
+   */
+  #remember(key: string, entry: CachedIterator): void {
+    this.#iterators.delete(key);
+    this.#iterators.set(key, entry);
+    if (this.#iterators.size > MAX_ITERATORS) {
+      const oldest = this.#iterators.keys().next().value;
+      if (oldest !== undefined) this.#iterators.delete(oldest);
     }
   }
 
