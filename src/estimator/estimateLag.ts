@@ -75,7 +75,11 @@ export function checkEstimateOptions(options: EstimateLagOptions): void {
  * @example
  * ```ts
  * import { estimateLag, CosmosSource, CosmosLeaseStore } from 'rxfeed';
- * const lags = await estimateLag({ source: new CosmosSource(orders), leases: new CosmosLeaseStore(leaseContainer), leasePrefix: 'orders-view.' });
+ * const lags = await estimateLag({
+ *   source: new CosmosSource(orders), // a source of its own keeps the processor's iterators warm
+ *   leases: new CosmosLeaseStore({ container: leaseContainer }),
+ *   leasePrefix: 'orders-view.',
+ * });
  * for (const l of lags) console.log(l.leaseToken, l.owner, l.estimatedLag, l.timeLagMs);
  * ```
  * @returns one entry per lease, in lease token order.
