@@ -313,6 +313,25 @@ describe('CosmosSource: errors', () => {
     }
   });
 
+  it('a 410 that is not a split (1008, partition migration): TransientError, and no replay from the start', async () => {
+    if (!needsEmulator(cosmos, 'injecting a 410/1008')) return;
+    const container = await freshContainer(cosmos.client, 'migration');
+    await writeDocs(container, 40);
+    const source = new CosmosSource<Doc>(container);
+    const [p] = await source.listPartitions();
+    const first = await source.read({ partition: p!, from: 'beginning', maxItemCount: 4 });
+    // The SDK returns this 410 instead of throwing and forgets the range's etag; reading on from its
+    // state would start over. The source reports it and continues from the caller's position instead.
+    cosmos.emulator!.injectFault(faults.gone(1008, { kind: 'changeFeed', containerId: container.id }, 1));
+    const error = await source.read({ partition: p!, from: { position: first.position }, maxItemCount: 4 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(TransientError);
+    expect((error as TransientError).statusCode).toBe(410);
+    const rest = await drainPartition(source, p!, { position: first.position }, 4);
+    const all = [...first.changes, ...rest.changes].map((c) => c.id);
+    expect(new Set(all).size).toBe(all.length);
+    expect(ids([...first.changes, ...rest.changes])).toEqual(ids((await drainPartition(source, p!, 'beginning')).changes));
+  });
+
   it('container deleted mid-stream: ResourceGoneError, from a running iterator and a fresh source', async () => {
     const container = await freshContainer(cosmos.client, 'deleted');
     await writeDocs(container, 20);
