@@ -17,13 +17,9 @@ import { CosmosClient, type Container } from '@azure/cosmos';
 import { filter, bufferTime } from 'rxjs';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Change } from '../src/core/Change.js';
+import { checkpointEvery, CosmosLeaseStore, CosmosSource, createChangeFeed, materializeToView, PGliteViewStore, PostgresViewStore } from '../src/index.js';
+import type { Change, ViewStore } from '../src/index.js';
 import { CosmosEmulator } from '../src/emulator/index.js';
-import { createChangeFeed } from '../src/feed/index.js';
-import { CosmosLeaseStore } from '../src/leases/CosmosLeaseStore.js';
-import { checkpointEvery } from '../src/operators/index.js';
-import { materializeToView, PGliteViewStore, PostgresViewStore, type ViewStore } from '../src/sinks/index.js';
-import { CosmosSource } from '../src/sources/CosmosSource.js';
 
 interface Order {
   id: string;

@@ -16,13 +16,9 @@
 import { CosmosClient, type Container } from '@azure/cosmos';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Change } from '../src/core/Change.js';
+import { checkpointEvery, CosmosLeaseStore, CosmosSource, createChangeFeed, PostgresSearchIndex, syncToIndex } from '../src/index.js';
+import type { Change, SearchHit } from '../src/index.js';
 import { CosmosEmulator } from '../src/emulator/index.js';
-import { createChangeFeed } from '../src/feed/index.js';
-import { CosmosLeaseStore } from '../src/leases/CosmosLeaseStore.js';
-import { checkpointEvery } from '../src/operators/index.js';
-import { PostgresSearchIndex, syncToIndex, type SearchHit } from '../src/sinks/index.js';
-import { CosmosSource } from '../src/sources/CosmosSource.js';
 
 interface Product {
   id: string;

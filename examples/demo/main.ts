@@ -8,17 +8,14 @@
  * Nothing but Node is needed: no Docker, no cloud account.
  */
 import { CosmosClient, type Container } from '@azure/cosmos';
-import type { FeedMode } from '../../src/core/Partition.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { CosmosLeaseStore, CosmosSource, estimateLag, PGliteViewStore } from '../../src/index.js';
+import type { FeedMode, LeaseLag } from '../../src/index.js';
 import { CosmosEmulator } from '../../src/emulator/index.js';
-import { estimateLag, type LeaseLag } from '../../src/estimator/index.js';
-import { CosmosLeaseStore } from '../../src/leases/CosmosLeaseStore.js';
-import { PGliteViewStore } from '../../src/sinks/index.js';
-import { CosmosSource } from '../../src/sources/CosmosSource.js';
 import { serveViewStore } from './IpcViewStore.js';
 import { compareView, DEMO, DEMO_LEASE_TIMINGS, OrderWriter, readAllOrders, type OrderSummary, type ViewComparison, type WorkerMessage } from './orders.js';
 

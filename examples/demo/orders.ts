@@ -3,8 +3,7 @@
  * writer that produces a steady mix of creates, updates and cancellations, and the final view-vs-source check.
  */
 import type { Container } from '@azure/cosmos';
-import type { Change } from '../../src/core/Change.js';
-import type { ViewRow } from '../../src/sinks/index.js';
+import type { Change, ViewRow } from '../../src/index.js';
 
 /** One order line. */
 export interface OrderLine {

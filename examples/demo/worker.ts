@@ -8,13 +8,8 @@
  * `allVersionsAndDeletes` or `latestVersion`).
  */
 import { CosmosClient } from '@azure/cosmos';
-import type { FeedEvent } from '../../src/core/events.js';
-import type { FeedMode } from '../../src/core/Partition.js';
-import { createChangeFeed } from '../../src/feed/index.js';
-import { CosmosLeaseStore } from '../../src/leases/CosmosLeaseStore.js';
-import { checkpointEvery } from '../../src/operators/index.js';
-import { materializeToView } from '../../src/sinks/index.js';
-import { CosmosSource } from '../../src/sources/CosmosSource.js';
+import { checkpointEvery, CosmosLeaseStore, CosmosSource, createChangeFeed, materializeToView } from '../../src/index.js';
+import type { FeedEvent, FeedMode } from '../../src/index.js';
 import { IpcViewStore } from './IpcViewStore.js';
 import { DEMO, DEMO_LEASE_TIMINGS, isCancelled, projectOrder, type Order, type OrderSummary, type WorkerMessage } from './orders.js';
 
