@@ -163,10 +163,13 @@ async function pipeline(
   return { count, writes, checkpoints, startupMs: (firstBatchAt ?? started) - started };
 }
 
-async function timed<R>(fn: () => Promise<R>): Promise<{ ms: number; result: R }> {
+/** Wall time and this process's CPU time (user + system) of `fn`. */
+async function timed<R>(fn: () => Promise<R>): Promise<{ ms: number; cpuMs: number; result: R }> {
   const started = performance.now();
+  const cpu = process.cpuUsage();
   const result = await fn();
-  return { ms: performance.now() - started, result };
+  const used = process.cpuUsage(cpu);
+  return { ms: performance.now() - started, cpuMs: (used.user + used.system) / 1000, result };
 }
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -204,6 +207,7 @@ try {
   else throw new Error(`the container holds ${existing} documents, expected 0 or ${CHANGES}`);
 
   const times = { bare: [] as number[], source: [] as number[], pipeline: [] as number[], steady: [] as number[] };
+  const cpu = { bare: [] as number[], source: [] as number[], pipeline: [] as number[] };
   const leaseWrites: number[] = [];
   const checkpointCounts: number[] = [];
   // One untimed pass of each warms the JIT and the emulator's caches.
@@ -213,28 +217,34 @@ try {
     const b = await timed(() => bare(container));
     if (b.result !== CHANGES) throw new Error(`bare loop read ${b.result} changes, expected ${CHANGES}`);
     times.bare.push(b.ms);
+    cpu.bare.push(b.cpuMs);
     const s = await timed(() => sourceLoop(container));
     if (s.result !== CHANGES) throw new Error(`source loop read ${s.result} changes, expected ${CHANGES}`);
     times.source.push(s.ms);
+    cpu.source.push(s.cpuMs);
     const p = await timed(() => pipeline(container, leaseContainer));
     times.pipeline.push(p.ms);
+    cpu.pipeline.push(p.cpuMs);
     times.steady.push(p.ms - p.result.startupMs);
     leaseWrites.push(p.result.writes);
     checkpointCounts.push(p.result.checkpoints);
   }
 
   const base = median(times.bare);
-  const rows: [string, number][] = [
-    ['bare getChangeFeedIterator loop (whole container)', base],
-    ['CosmosSource.read loop (partition by partition)', median(times.source)],
-    ['rxfeed: createChangeFeed → mapChanges → checkpointEvery(1000)', median(times.pipeline)],
-    ['  the same, from its first batch (lease bootstrap excluded)', median(times.steady)],
+  const rows: [string, number, number | undefined][] = [
+    ['bare getChangeFeedIterator loop (whole container)', base, median(cpu.bare)],
+    ['CosmosSource.read loop (partition by partition)', median(times.source), median(cpu.source)],
+    ['rxfeed: createChangeFeed → mapChanges → checkpointEvery(1000)', median(times.pipeline), median(cpu.pipeline)],
+    ['  the same, from its first batch (lease bootstrap excluded)', median(times.steady), undefined],
   ];
   const width = Math.max(...rows.map(([name]) => name.length));
-  console.log(`\n${'what'.padEnd(width)} | median ms | changes/s | × bare`);
-  console.log(`${'-'.repeat(width)}-|-----------|-----------|-------`);
-  for (const [name, ms] of rows) {
-    console.log(`${name.padEnd(width)} | ${ms.toFixed(0).padStart(9)} | ${Math.round(CHANGES / (ms / 1000)).toString().padStart(9)} | ${(base / ms).toFixed(2).padStart(5)}`);
+  console.log(`\n${'what'.padEnd(width)} | median ms | changes/s | × bare | client CPU ms`);
+  console.log(`${'-'.repeat(width)}-|-----------|-----------|--------|-------------`);
+  for (const [name, ms, cpuMs] of rows) {
+    console.log(
+      `${name.padEnd(width)} | ${ms.toFixed(0).padStart(9)} | ${Math.round(CHANGES / (ms / 1000)).toString().padStart(9)} | ` +
+        `${(base / ms).toFixed(2).padStart(6)} | ${cpuMs === undefined ? '' : cpuMs.toFixed(0).padStart(12)}`,
+    );
   }
   console.log(`(runs, ms: bare ${times.bare.map((t) => t.toFixed(0)).join(' ')}; source ${times.source.map((t) => t.toFixed(0)).join(' ')}; pipeline ${times.pipeline.map((t) => t.toFixed(0)).join(' ')})`);
   const per100k = (n: number): string => ((n * 100_000) / CHANGES).toFixed(1);
