@@ -378,6 +378,7 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
       const stored = owned.lease.continuation;
       let from: StartFrom = stored !== null ? { position: stored } : ctx.startFrom;
       let lastPosition: Position | null = stored;
+      let pinned = stored !== null || ctx.startFrom !== 'now';
       let failures = 0;
       log('reading %s from %s', owned.partition.id, stored ?? String(ctx.startFrom));
       while (!signal.aborted) {
@@ -430,6 +431,14 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
         const moved = page.position !== lastPosition;
         from = { position: page.position };
         lastPosition = page.position;
+        if (!pinned) {
+          // Pin "now" at once: a host taking the lease over before the first checkpoint would otherwise
+          // start from its own, later "now" and skip what was written in between.
+          pinned = true;
+          if (page.changes.length === 0) {
+            await tracker.checkpoint(page.position).catch((error: unknown) => tracker.reportError(error as Error));
+          }
+        }
         if (page.changes.length > 0 || moved) subscriber.next(tracker.batch(page));
         if (page.changes.length < credit) await sleep(ctx.pollIntervalMs, ctx.scheduler, signal);
       }

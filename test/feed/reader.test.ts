@@ -123,6 +123,23 @@ describe('partition reader', () => {
     expect(batches.map((b) => b.changes.map((c) => c.id))).toEqual([[], ['new']]);
   });
 
+  it("pins a 'now' start in the lease at once, so a host taking over before the first checkpoint skips nothing", async () => {
+    memory.write({ id: 'before-start' });
+    const { owned } = fakeOwned(memory);
+    readPartition(owned, context(source, { startFrom: 'now' })).subscribe();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(owned.checkpoint).toHaveBeenCalledTimes(1);
+    const pinned = owned.checkpoint.mock.calls[0]![0];
+    // The host dies here, before checkpointEvery wrote anything; the next owner resumes from the pin.
+    memory.write({ id: 'after-start' });
+    const next = fakeOwned(memory, '0', pinned);
+    const batches: ChangeBatch<Doc>[] = [];
+    readPartition(next.owned, context(source, { startFrom: 'now' })).subscribe((b) => batches.push(b));
+    await vi.advanceTimersByTimeAsync(0);
+    expect(batches.flatMap((b) => b.changes.map((c) => c.id))).toEqual(['after-start']);
+    expect(next.owned.checkpoint).not.toHaveBeenCalled();
+  });
+
   it("resumes from the lease's continuation, ignoring startFrom", async () => {
     for (let i = 0; i < 5; i++) memory.write({ id: `d${i}` });
     const { owned } = fakeOwned(memory, '0', 'mem:3');
