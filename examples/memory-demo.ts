@@ -3,7 +3,7 @@
  * a filter, a slow asynchronous sink, checkpointEvery, a progress line every second and a clean shutdown on
  * Ctrl-C. Ends with a check that every order written was processed.
  *
- * Run: `npm run demo` (Ctrl-C to stop), or `npm run demo -- --duration-ms 5000` to stop by itself.
+ * Run: `npm run demo:memory` (Ctrl-C to stop), or `npm run demo:memory -- --duration-ms 5000` to stop by itself.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';

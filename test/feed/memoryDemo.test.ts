@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
-import { main } from '../../examples/demo.js';
+import { main } from '../../examples/memory-demo.js';
 
-describe('examples/demo.ts', () => {
+describe('examples/memory-demo.ts', () => {
   // Real time (the demo is a real-time program), kept to about two seconds.
   it('runs briefly, shuts down cleanly and finds every order processed', async () => {
     const log = vi.spyOn(console, 'log').mockImplementation(() => undefined);
