@@ -163,6 +163,7 @@ export function resolveOptions<T>(options: ChangeFeedOptions<T>): ResolvedOption
   ) {
     throw new InvalidOptionsError('startFrom', "expected 'beginning', 'now', a valid Date or { position }");
   }
+  options.source.checkStart?.(startFrom ?? DEFAULTS.startFrom);
   integerAtLeast('maxItemCount', options.maxItemCount);
   durationMs('pollIntervalMs', options.pollIntervalMs);
   integerAtLeast('maxInFlightChanges', options.maxInFlightChanges);

@@ -204,7 +204,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
     if (!Number.isInteger(maxItemCount) || maxItemCount < 1) {
       throw new InvalidOptionsError('maxItemCount', `expected a positive integer, got ${String(maxItemCount)}`);
     }
-    this.#checkStart(from);
+    this.checkStart(from);
     if (signal?.aborted) throw abortError(signal);
 
     const key = partition.id;
@@ -248,7 +248,8 @@ export class CosmosSource<T = unknown> implements Source<T> {
     );
   }
 
-  #checkStart(from: StartFrom): void {
+  /** Throws an `InvalidOptionsError` when this source cannot start from `from` (AllVersionsAndDeletes: only 'now' or a position). */
+  checkStart(from: StartFrom): void {
     if (this.mode !== 'allVersionsAndDeletes') return;
     if (from === 'beginning' || from instanceof Date) {
       throw new InvalidOptionsError(

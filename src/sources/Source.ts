@@ -48,4 +48,10 @@ export interface Source<T = unknown> {
   listPartitions(signal?: AbortSignal): Promise<readonly Partition[]>;
   /** Reads one page of changes of one partition. */
   read(request: ReadRequest): Promise<Page<T>>;
+  /**
+   * Throws an `InvalidOptionsError` when this source cannot start from `from` (e.g. Cosmos DB's
+   * AllVersionsAndDeletes mode only starts from `'now'` or a position). Called when a feed is constructed,
+   * so a start that can never work fails at once instead of on every read.
+   */
+  checkStart?(from: StartFrom): void;
 }

@@ -11,6 +11,8 @@ import {
   TransientError,
 } from '../../src/errors/index.js';
 import { CosmosSource } from '../../src/sources/CosmosSource.js';
+import { createChangeFeed } from '../../src/feed/index.js';
+import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { needsEmulator, startTestCosmos, type TestCosmos } from '../support/cosmos.js';
 import { drainAll, drainPartition, freshContainer, writeDocs, type Doc } from './helpers.js';
 
@@ -157,6 +159,11 @@ describe('CosmosSource: partitions and start positions', () => {
     const [p] = await source.listPartitions();
     await expect(source.read({ partition: p!, from: 'beginning', maxItemCount: 10 })).rejects.toThrow(InvalidOptionsError);
     await expect(source.read({ partition: p!, from: new Date(), maxItemCount: 10 })).rejects.toThrow(/'now' or a saved position/);
+    // A feed that could never start fails at construction, not with a retry loop on every read.
+    const leases = new MemoryLeaseStore();
+    expect(() => createChangeFeed({ source, leases, instanceName: 'a' })).toThrow(/startFrom.*'now'/);
+    expect(() => createChangeFeed({ source, leases, instanceName: 'a', startFrom: new Date() })).toThrow(InvalidOptionsError);
+    expect(() => createChangeFeed({ source, leases, instanceName: 'a', startFrom: 'now' })).not.toThrow();
   });
 
   it('refuses bad options at construction', () => {
