@@ -5,6 +5,7 @@ import type { Partition, Position, StartFrom } from '../core/Partition.js';
 import type { PartitionTracker } from '../core/PartitionTracker.js';
 import {
   CredentialsError,
+  InvalidOptionsError,
   HandlerError,
   PartitionGoneError,
   ResourceGoneError,
@@ -41,6 +42,8 @@ export interface ReaderContext<T> {
   readonly source: Source<T>;
   readonly owner: string;
   readonly startFrom: StartFrom;
+  /** True when the user chose `startFrom` (so ignoring it for a checkpointed lease deserves a warning). */
+  readonly startFromGiven?: boolean;
   readonly maxItemCount: number;
   readonly pollIntervalMs: number;
   readonly stallTimeoutMs: number;
@@ -381,6 +384,23 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
       let pinned = stored !== null || ctx.startFrom !== 'now';
       let failures = 0;
       log('reading %s from %s', owned.partition.id, stored ?? String(ctx.startFrom));
+      if (stored !== null && ctx.startFromGiven) {
+        log('startFrom %s is ignored: the lease already has a checkpoint (use a new leasePrefix, or delete the leases, to start over)', String(ctx.startFrom));
+      }
+      const leaseMode = owned.lease.mode;
+      if (leaseMode !== undefined && leaseMode !== ctx.source.mode) {
+        // Positions of one mode mean nothing to the other; .NET refuses the switch too.
+        const error = new InvalidOptionsError(
+          'mode',
+          `lease ${owned.leaseToken} was created for ${leaseMode} but the source reads ${ctx.source.mode}; ` +
+            'use a new leasePrefix for the other mode (or delete these leases)',
+        );
+        closeReason = 'Error';
+        tracker.reportError(error);
+        subscriber.error(error);
+        ctx.fatal(error);
+        return;
+      }
       while (!signal.aborted) {
         // Most reads find credit at once; only wait (a promise and a tick) when there is none.
         const credit = tracker.tryCredit() || (await tracker.awaitCredit(signal));

@@ -98,6 +98,7 @@ export function createChangeFeed<T>(options: ChangeFeedOptions<T>): ChangeFeedPr
     source: o.source,
     owner,
     startFrom: o.startFrom,
+    startFromGiven: options.startFrom !== undefined,
     maxItemCount: o.maxItemCount,
     pollIntervalMs: o.pollIntervalMs,
     stallTimeoutMs: o.stallTimeoutMs,

@@ -149,6 +149,26 @@ describe('createChangeFeed', () => {
     expect(seen).toBe(30); // nothing read after unsubscribing
   });
 
+  it('refuses to read leases created for the other feed mode, and stops with an error saying what to do', async () => {
+    const { source, feed, leases } = setup(2);
+    source.write({ id: 'a', n: 1 });
+    let seen = 0;
+    subscription = feed.changes$.pipe(checkpointEvery(1)).subscribe((b) => (seen += b.size));
+    await advanceUntil(() => seen === 1);
+    await feed.stop();
+    subscription.unsubscribe();
+    // Same lease prefix, but the source now reads the latest version only.
+    const latest = new MemorySource<Doc>({ partitions: 2, mode: 'latestVersion' });
+    const events: FeedEvent[] = [];
+    const other = createChangeFeed<Doc>({ source: latest, leases, instanceName: 'host-b', leasePrefix: PREFIX, events: (e) => events.push(e) });
+    let failure: unknown;
+    subscription = other.changes$.subscribe({ error: (e) => (failure = e) });
+    await advanceUntil(() => failure !== undefined);
+    expect(failure).toBeInstanceOf(InvalidOptionsError);
+    expect(String((failure as Error).message)).toMatch(/allVersionsAndDeletes.*latestVersion.*leasePrefix/);
+    expect(events.some((e) => e.type === 'error' && e.error instanceof InvalidOptionsError)).toBe(true);
+  });
+
   it('changeFeed() and partitionFeeds() expose the same engine', async () => {
     const source = new MemorySource<Doc>({ partitions: 2 });
     for (let i = 0; i < 10; i++) source.write({ id: `d${i}`, n: i });
