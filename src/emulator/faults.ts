@@ -117,17 +117,8 @@ function matches(m: FaultMatch | undefined, r: RequestInfo): boolean {
   return true;
 }
 
-/** Mulberry32: small, seedable, good enough to make "10% of requests fail" reproducible. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+// Seeded, so "10% of requests fail" is reproducible.
+export { seededRandom } from '../internal/random.js';
 
 /** The registered faults, checked in order; the first that hits a request decides its fate. */
 export class FaultSet {

@@ -1,3 +1,4 @@
+import { hashString } from '../internal/random.js';
 import type { Lease } from './Lease.js';
 
 /** Inputs of {@link planBalance} besides the leases themselves. */
@@ -221,17 +222,5 @@ function byId(a: Lease, b: Lease): number {
 
 /** A per-host pseudo-random rank of a lease (FNV-1a of owner + id, then avalanched), to spread first grabs. */
 function spread(owner: string, lease: Lease): number {
-  let hash = 0x811c9dc5;
-  const text = `${owner}\u0000${lease.id}`;
-  for (let i = 0; i < text.length; i++) {
-    hash ^= text.charCodeAt(i);
-    hash = Math.imul(hash, 0x01000193);
-  }
-  // murmur3 finaliser: FNV alone keeps names that differ in one character correlated.
-  hash ^= hash >>> 16;
-  hash = Math.imul(hash, 0x85ebca6b);
-  hash ^= hash >>> 13;
-  hash = Math.imul(hash, 0xc2b2ae35);
-  hash ^= hash >>> 16;
-  return hash >>> 0;
+  return hashString(`${owner}\u0000${lease.id}`);
 }

@@ -1,3 +1,4 @@
+import { hashString } from '../internal/random.js';
 import { asyncScheduler, type SchedulerLike } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import type { FeedMode, FeedRange, Partition, Position } from '../core/Partition.js';
@@ -102,19 +103,7 @@ function keyToHex(key: number): string {
 
 /** FNV-1a over the key's string form, mixed and folded into the key space. */
 function hashKey(value: unknown): number {
-  const text = typeof value === 'string' ? value : JSON.stringify(value);
-  let hash = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) {
-    hash ^= text.charCodeAt(i);
-    hash = Math.imul(hash, 0x01000193);
-  }
-  // FNV alone mixes short, similar keys poorly into the high bits that pick a range; finish like murmur3.
-  hash ^= hash >>> 16;
-  hash = Math.imul(hash, 0x85ebca6b);
-  hash ^= hash >>> 13;
-  hash = Math.imul(hash, 0xc2b2ae35);
-  hash ^= hash >>> 16;
-  return (hash >>> 0) % KEY_END;
+  return hashString(typeof value === 'string' ? value : JSON.stringify(value)) % KEY_END;
 }
 
 function positionOf(lsn: number): Position {

@@ -6,16 +6,7 @@ import type { Page, ReadRequest, Source } from '../../src/sources/Source.js';
 import type { Partition } from '../../src/core/Partition.js';
 
 /** A deterministic PRNG (mulberry32): same seed, same run. */
-export function seededRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { seededRandom } from '../../src/internal/random.js';
 
 /**
  * Advances vitest fake timers in steps until `done()` holds; throws after `limitMs` of virtual time so a

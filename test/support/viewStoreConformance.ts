@@ -1,3 +1,4 @@
+import { seededRandom } from '../../src/internal/random.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LeaseLostError } from '../../src/errors/index.js';
 import { ViewFencedError } from '../../src/sinks/ViewFencedError.js';
@@ -21,16 +22,7 @@ export interface StoreUnderTest {
 export type StoreFactory = () => Promise<StoreUnderTest>;
 
 /** A seeded PRNG (mulberry32), so a failing shuffle can be replayed from its seed. */
-export function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export const random = seededRandom;
 
 const T0 = Date.UTC(2026, 0, 1);
 
