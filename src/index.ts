@@ -41,3 +41,6 @@ export * from './estimator/index.js';
 
 // Views and search
 export * from './sinks/index.js';
+
+// Metrics (optional prom-client)
+export { prometheusMetrics, type PrometheusMetrics, type PrometheusMetricsOptions } from './metrics/prometheusMetrics.js';

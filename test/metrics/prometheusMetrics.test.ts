@@ -1,0 +1,59 @@
+import { Registry } from 'prom-client';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { createChangeFeed } from '../../src/feed/index.js';
+import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
+import { prometheusMetrics } from '../../src/metrics/prometheusMetrics.js';
+import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
+import { mapChanges } from '../../src/operators/mapChanges.js';
+import { MemorySource } from '../../src/sources/MemorySource.js';
+import { advanceUntil } from '../support/memory.js';
+
+interface Doc {
+  id: string;
+  n: number;
+}
+
+function value(text: string, metric: string): number {
+  const line = text.split('\n').find((l) => l.startsWith(metric));
+  if (!line) throw new Error(`no ${metric} in:\n${text}`);
+  return Number(line.split(' ').at(-1));
+}
+
+describe('prometheusMetrics', () => {
+  beforeEach(() => vi.useFakeTimers());
+  afterEach(() => vi.useRealTimers());
+
+  it('reports leases owned, credit in use, checkpoints and item failures of a running processor', async () => {
+    const source = new MemorySource<Doc>({ partitions: 3 });
+    for (let i = 0; i < 90; i++) source.write({ id: `d${i}`, n: i });
+    const feed = createChangeFeed<Doc>({ source, leases: new MemoryLeaseStore(), instanceName: 'host-a', pollIntervalMs: 100 });
+    const registry = new Registry();
+    const metrics = await prometheusMetrics(feed, { registry });
+    let seen = 0;
+    const subscription = feed.changes$
+      .pipe(
+        mapChanges((c) => {
+          if (c.document?.n === 7) throw new Error('poison');
+          return c;
+        }),
+        checkpointEvery({ count: 10, ms: 50 }),
+      )
+      .subscribe((b) => (seen += b.origin?.readCount ?? 0));
+    await advanceUntil(() => seen === 90);
+    await vi.advanceTimersByTimeAsync(100);
+
+    const text = await registry.metrics();
+    expect(value(text, 'rxfeed_leases_owned{owner="host-a"}')).toBe(3);
+    expect(value(text, 'rxfeed_in_flight_changes{owner="host-a"}')).toBe(0);
+    expect(value(text, 'rxfeed_lease_events_total{owner="host-a",event="acquired"}')).toBe(3);
+    expect(value(text, 'rxfeed_checkpointed_changes_total{owner="host-a"}')).toBe(90);
+    expect(value(text, 'rxfeed_checkpoints_total{owner="host-a"}')).toBeGreaterThanOrEqual(3);
+    expect(value(text, 'rxfeed_errors_total{owner="host-a",error="HandlerError"}')).toBe(1);
+
+    await feed.stop();
+    subscription.unsubscribe();
+    expect(value(await registry.metrics(), 'rxfeed_leases_owned{owner="host-a"}')).toBe(0);
+    metrics.stop();
+    expect(await registry.metrics()).not.toContain('rxfeed_');
+  });
+});
