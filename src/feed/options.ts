@@ -3,23 +3,26 @@ import type { FeedEvent } from '../core/events.js';
 import type { StartFrom } from '../core/Partition.js';
 import { InvalidOptionsError } from '../errors/index.js';
 import type { LeaseCoordinator } from '../leases/LeaseCoordinator.js';
+import type { LeaseCoordinatorOptions } from '../leases/createLeaseCoordinator.js';
 import type { LeaseStore } from '../leases/LeaseStore.js';
 import type { Source } from '../sources/Source.js';
 
-/** What a lease coordinator factory receives (see `createLeaseCoordinator`). */
-export interface CoordinatorFactoryOptions {
-  readonly store: LeaseStore;
+/** What a lease coordinator factory receives: the coordinator's own options, with the feed's source and prefix. */
+export type CoordinatorFactoryOptions = Pick<
+  LeaseCoordinatorOptions,
+  | 'store'
+  | 'owner'
+  | 'leaseAcquireIntervalMs'
+  | 'leaseRenewIntervalMs'
+  | 'leaseExpirationMs'
+  | 'minLeases'
+  | 'maxLeases'
+  | 'drainTimeoutMs'
+  | 'scheduler'
+> & {
   readonly source: Source<unknown>;
-  readonly owner: string;
   readonly prefix: string;
-  readonly leaseAcquireIntervalMs?: number;
-  readonly leaseRenewIntervalMs?: number;
-  readonly leaseExpirationMs?: number;
-  readonly minLeases?: number;
-  readonly maxLeases?: number;
-  readonly drainTimeoutMs?: number;
-  readonly scheduler?: SchedulerLike;
-}
+};
 
 /**
  * Options of {@link createChangeFeed}, {@link changeFeed} and {@link partitionFeeds}.
