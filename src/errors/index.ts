@@ -7,3 +7,4 @@ export { TransientError } from './TransientError.js';
 export { HandlerError } from './HandlerError.js';
 export { InvalidOptionsError } from './InvalidOptionsError.js';
 export { CorruptLeaseError } from './CorruptLeaseError.js';
+export { LeaseInUseError } from './LeaseInUseError.js';

@@ -262,6 +262,21 @@ export class CosmosSource<T = unknown> implements Source<T> {
   }
 
   /**
+   * The position from which a read returns exactly the changes at or after `at` (see {@link Source.positionAt}):
+   * the etag just before the first such change, or the partition's current position when there is none.
+   *
+   * @example
+   * ```ts
+   * const position = await source.positionAt(partition, new Date('2026-11-22T00:00:00Z'));
+   * ```
+   */
+  async positionAt(partition: Partition, at: 'beginning' | 'now' | Date, signal?: AbortSignal): Promise<Position> {
+    const page = await this.read({ partition, from: at, maxItemCount: 1, ...(signal ? { signal } : {}) });
+    const first = page.changes[0];
+    return first && first.lsn > 0 ? `"${first.lsn - 1}"` : page.position;
+  }
+
+  /**
    * Keeps the iterator for the next read of its partition, most recently used last. Partitions whose leases
    * moved to another host leave theirs behind; the oldest go once there are more than `MAX_ITERATORS`.
    */

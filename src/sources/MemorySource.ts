@@ -356,6 +356,22 @@ export class MemorySource<T = unknown> implements Source<T> {
     return { changes, position: positionOf(lsn), latestLsn: target.lsn };
   }
 
+  /**
+   * The position from which a read returns exactly the changes at or after `at` (see {@link Source.positionAt}).
+   *
+   * @example
+   * ```ts
+   * const position = await source.positionAt(partition, new Date(Date.now() - 60_000));
+   * ```
+   */
+  async positionAt(partition: Partition, at: 'beginning' | 'now' | Date): Promise<Position> {
+    const target = this.#get(partition.id);
+    if (target.gone) throw new PartitionGoneError(target.partition.id);
+    if (at === 'now') return positionOf(target.lsn);
+    const first = at === 'beginning' ? 0 : firstAtOrAfterTime(target.log, at.getTime());
+    return positionOf(first > 0 ? target.log[first - 1]!.change.lsn : (target.log[0]?.change.lsn ?? target.lsn + 1) - 1);
+  }
+
   #docKey(id: string, partitionKey: unknown): string {
     return `${JSON.stringify(partitionKey)}\u0000${id}`;
   }

@@ -54,4 +54,15 @@ export interface Source<T = unknown> {
    * so a start that can never work fails at once instead of on every read.
    */
   checkStart?(from: StartFrom): void;
+  /**
+   * The position from which a read returns exactly the changes at or after `at`: `'beginning'` (everything
+   * still in the log), `'now'` (nothing made before this call) or a point in time. Used to rewind or fast-forward
+   * a lease (`rxfeed leases rewind`); sources that cannot compute it leave it out.
+   *
+   * @example
+   * ```ts
+   * const position = await source.positionAt?.(partition, new Date('2026-11-22T00:00:00Z'));
+   * ```
+   */
+  positionAt?(partition: Partition, at: 'beginning' | 'now' | Date, signal?: AbortSignal): Promise<Position>;
 }

@@ -1,0 +1,41 @@
+import { InvalidOptionsError } from '../errors/index.js';
+import { LeaseConflictError } from '../leases/LeaseConflictError.js';
+import { changeLeases, type LeaseChange } from './changeLeases.js';
+import { isMarkerId, type LeaseAdminOptions, resolveAdminOptions, selectLeases } from './options.js';
+
+/** Options of {@link resetLeases}. */
+export interface ResetLeasesOptions extends Omit<LeaseAdminOptions, 'leaseTokens'> {
+  /**
+   * Delete leases whose owner is live too; the owner's next renewal finds the lease gone and stops reading.
+   * Default `false`: refuse with a `LeaseInUseError`.
+   */
+  readonly force?: boolean;
+}
+
+/**
+ * Deletes every lease of a processor and its bootstrap markers, so its next start bootstraps again from its
+ * `startFrom`. Positions and epochs start over: rebuild views fed by this processor (or use
+ * {@link rewindLeases}, which keeps epochs, to replay into an existing view).
+ *
+ * @example
+ * ```ts
+ * import { resetLeases } from 'rxfeed';
+ * const deleted = await resetLeases({ leases: store, leasePrefix: 'orders-view.' });
+ * ```
+ */
+export async function resetLeases(options: ResetLeasesOptions): Promise<LeaseChange[]> {
+  if ((options as { leaseTokens?: unknown }).leaseTokens !== undefined) {
+    throw new InvalidOptionsError('leaseTokens', 'reset deletes every lease of the prefix; use releaseLeases or rewindLeases for single leases');
+  }
+  const o = resolveAdminOptions(options);
+  const { leases } = await selectLeases(o);
+  const changes = await changeLeases(o, leases, options.force ?? false, async () => 'delete');
+  // Markers last: a host starting meanwhile must not find `.info` gone while leases still exist.
+  const { leases: all } = await o.leases.list(o.prefix);
+  for (const marker of all.filter((l) => isMarkerId(l.id, o.prefix))) {
+    await o.leases.delete(marker).catch((error: unknown) => {
+      if (!(error instanceof LeaseConflictError && error.kind === 'missing')) throw error;
+    });
+  }
+  return changes;
+}

@@ -1,0 +1,30 @@
+import type { CosmosClient, Container } from '@azure/cosmos';
+import { CosmosLeaseStore } from '../leases/CosmosLeaseStore.js';
+import { CosmosSource } from '../sources/CosmosSource.js';
+import type { FeedMode } from '../core/Partition.js';
+import { type CosmosTarget, UsageError } from './cosmosArgs.js';
+
+/** The account, lease store and (when named) monitored source a command works on. */
+export interface CosmosConnection {
+  readonly leases: CosmosLeaseStore;
+  /** The monitored container as a source; needs `--container`. */
+  source(mode?: FeedMode): CosmosSource<unknown>;
+  /** Closes the client's connections. */
+  close(): void;
+}
+
+/** Connects to the account named by `target`. The key goes to the client only; it is never printed. */
+export async function connect(target: CosmosTarget): Promise<CosmosConnection> {
+  const { CosmosClient } = await import('@azure/cosmos');
+  const client: CosmosClient = new CosmosClient({ endpoint: target.endpoint, key: target.key });
+  const database = client.database(target.database);
+  const leaseContainer: Container = database.container(target.leaseContainer);
+  return {
+    leases: new CosmosLeaseStore({ container: leaseContainer }),
+    source(mode = 'latestVersion') {
+      if (!target.container) throw new UsageError('--container (the monitored container) is required for this command');
+      return new CosmosSource(database.container(target.container), { mode });
+    },
+    close: () => client.dispose(),
+  };
+}

@@ -1,0 +1,183 @@
+import type { Subscription } from 'rxjs';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { listLeases, releaseLeases, resetLeases, rewindLeases } from '../../src/admin/index.js';
+import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
+import { InvalidOptionsError, LeaseInUseError } from '../../src/errors/index.js';
+import { createChangeFeed } from '../../src/feed/index.js';
+import type { Lease } from '../../src/leases/Lease.js';
+import type { LeaseStore } from '../../src/leases/LeaseStore.js';
+import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
+import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
+import { MemorySource } from '../../src/sources/MemorySource.js';
+import { advanceUntil, idsOf, lsnOfPosition } from '../support/memory.js';
+
+interface Doc {
+  id: string;
+  n: number;
+}
+
+const PREFIX = 'admin.';
+const T0 = Date.UTC(2026, 10, 23, 12, 0, 0);
+
+function lease(token: string, fields: Partial<Lease> = {}): Omit<Lease, 'etag'> {
+  return {
+    id: PREFIX + token,
+    leaseToken: token,
+    feedRange: { minInclusive: '', maxExclusive: 'FF' },
+    owner: null,
+    continuation: null,
+    timestampMs: T0,
+    epoch: 1,
+    mode: 'latestVersion',
+    properties: {},
+    ...fields,
+  };
+}
+
+async function storeWith(...leases: Omit<Lease, 'etag'>[]): Promise<MemoryLeaseStore> {
+  const store = new MemoryLeaseStore();
+  for (const l of leases) await store.createIfAbsent(l);
+  await store.createIfAbsent(lease('.info', { feedRange: undefined }));
+  return store;
+}
+
+describe('lease administration on a lease store', () => {
+  const now = () => T0 + 5_000;
+
+  it('lists leases in token order with owner, state and age, leaving the bootstrap markers out', async () => {
+    const store = await storeWith(
+      lease('10', { owner: 'host-a', timestampMs: T0 }),
+      lease('2', { owner: 'host-b', timestampMs: T0 - 120_000 }),
+      lease('1', { continuation: 'p' }),
+    );
+    const { leases } = await listLeases({ leases: store, leasePrefix: PREFIX, now });
+    expect(leases.map((l) => [l.leaseToken, l.owner, l.state, l.ageMs])).toEqual([
+      ['1', null, 'free', 5_000],
+      ['2', 'host-b', 'expired', 125_000],
+      ['10', 'host-a', 'owned', 5_000],
+    ]);
+  });
+
+  it('refuses to rewind, release or reset while a live host owns a lease, and writes nothing', async () => {
+    const store = await storeWith(lease('0', { owner: 'host-a', continuation: 'old' }), lease('1', { continuation: 'old' }));
+    const before = JSON.stringify(store.snapshot());
+    const common = { leases: store, leasePrefix: PREFIX, now };
+    await expect(rewindLeases({ ...common, to: { position: 'x' }, leaseTokens: ['0'] })).rejects.toThrow(LeaseInUseError);
+    await expect(releaseLeases(common)).rejects.toThrow(/owned by a live host: 0 \(owner host-a\)/);
+    await expect(resetLeases(common)).rejects.toThrow(LeaseInUseError);
+    expect(JSON.stringify(store.snapshot())).toBe(before);
+  });
+
+  it('with force, fences the owner: owner cleared, epoch raised, so its etag-conditioned write is refused', async () => {
+    const store = await storeWith(lease('0', { owner: 'host-a', continuation: 'old', epoch: 4 }));
+    const held = (await store.read(`${PREFIX}0`))!;
+    const [change] = await rewindLeases({ leases: store, leasePrefix: PREFIX, now, to: { position: 'new' }, leaseTokens: ['0'], force: true });
+    expect(change).toMatchObject({ leaseToken: '0', previousOwner: 'host-a', fenced: true, previousContinuation: 'old', continuation: 'new' });
+    const after = (await store.read(`${PREFIX}0`))!;
+    expect(after).toMatchObject({ owner: null, epoch: 5, continuation: 'new' });
+    // The deposed owner writes its old position back with the etag it had: refused.
+    await expect(store.replace({ ...held, continuation: 'old' })).rejects.toThrow(/changed by someone else/);
+  });
+
+  it('re-checks a lease whose etag changed under it and refuses when a host acquired it meanwhile', async () => {
+    const store = await storeWith(lease('0', { timestampMs: T0 - 600_000 }));
+    let raced = false;
+    const racing: LeaseStore = {
+      list: (prefix) => store.list(prefix),
+      read: (id) => store.read(id),
+      createIfAbsent: (l) => store.createIfAbsent(l),
+      delete: (l) => store.delete(l),
+      async replace(l) {
+        if (!raced) {
+          // Another host takes the lease between our read and our write.
+          raced = true;
+          const current = (await store.read(l.id))!;
+          await store.replace({ ...current, owner: 'host-z', timestampMs: now(), epoch: current.epoch + 1 });
+        }
+        return store.replace(l);
+      },
+    };
+    await expect(rewindLeases({ leases: racing, leasePrefix: PREFIX, now, to: { position: 'p' }, leaseTokens: ['0'] })).rejects.toThrow(
+      /0 \(owner host-z\)/,
+    );
+    expect((await store.read(`${PREFIX}0`))!.owner).toBe('host-z');
+  });
+
+  it('reset deletes every lease and the markers, so the next start bootstraps again', async () => {
+    const store = await storeWith(lease('0'), lease('1', { owner: 'dead', timestampMs: T0 - 600_000 }));
+    const changes = await resetLeases({ leases: store, leasePrefix: PREFIX, now });
+    expect(changes.map((c) => c.leaseToken)).toEqual(['0', '1']);
+    expect((await store.list(PREFIX)).leases).toEqual([]);
+  });
+
+  it('explains bad input: empty prefix, unknown token, a position for many leases, a time without a source', async () => {
+    const store = await storeWith(lease('0'), lease('1'));
+    await expect(listLeases({ leases: store, leasePrefix: '' })).rejects.toThrow(InvalidOptionsError);
+    await expect(releaseLeases({ leases: store, leasePrefix: PREFIX, leaseTokens: ['7'] })).rejects.toThrow(/no lease under prefix 'admin.' for 7/);
+    await expect(rewindLeases({ leases: store, leasePrefix: PREFIX, to: { position: 'p' } })).rejects.toThrow(/exactly one lease/);
+    await expect(rewindLeases({ leases: store, leasePrefix: PREFIX, to: new Date() })).rejects.toThrow(/needs the monitored source/);
+  });
+});
+
+describe('MemorySource.positionAt', () => {
+  it('gives positions from which a read returns exactly the changes at or after the target', async () => {
+    let clock = T0;
+    const source = new MemorySource<Doc>({ partitions: 1, now: () => clock });
+    const [partition] = await source.listPartitions();
+    for (let i = 0; i < 6; i++) {
+      clock = T0 + i * 1_000;
+      source.write({ id: `d${i}`, n: i });
+    }
+    const readFrom = async (position: string) =>
+      (await source.read({ partition: partition!, from: { position }, maxItemCount: 100 })).changes.map((c) => c.id);
+    expect(await readFrom(await source.positionAt(partition!, 'beginning'))).toEqual(['d0', 'd1', 'd2', 'd3', 'd4', 'd5']);
+    expect(await readFrom(await source.positionAt(partition!, new Date(T0 + 3_000)))).toEqual(['d3', 'd4', 'd5']);
+    expect(await readFrom(await source.positionAt(partition!, new Date(T0 + 60_000)))).toEqual([]);
+    expect(await readFrom(await source.positionAt(partition!, 'now'))).toEqual([]);
+  });
+});
+
+describe('rewinding a running processor', () => {
+  let subscription: Subscription | undefined;
+  beforeEach(() => vi.useFakeTimers({ now: T0 }));
+  afterEach(() => {
+    subscription?.unsubscribe();
+    vi.useRealTimers();
+  });
+
+  it('with force, replays from the beginning on the running host and no old position is written back', async () => {
+    const source = new MemorySource<Doc>({ partitions: 2 });
+    const leases = new MemoryLeaseStore();
+    const feed = createChangeFeed<Doc>({
+      source,
+      leases,
+      instanceName: 'host-a',
+      leasePrefix: PREFIX,
+      pollIntervalMs: 100,
+      leaseAcquireIntervalMs: 100,
+      leaseRenewIntervalMs: 1_000,
+      leaseExpirationMs: 5_000,
+    });
+    for (let i = 0; i < 40; i++) source.write({ id: `d${i}`, n: i });
+    const seen: ChangeBatch<Doc>[] = [];
+    subscription = feed.changes$.pipe(checkpointEvery({ count: 1, ms: 100 })).subscribe((b) => seen.push(b as ChangeBatch<Doc>));
+    const checkpointed = async () => (await leases.list(PREFIX)).leases.filter((l) => !l.leaseToken.startsWith('.'));
+    let done = false;
+    const caughtUp = async () => {
+      const all = await checkpointed();
+      done = all.length === 2 && all.every((l) => lsnOfPosition(l.continuation) === source.latestLsn(l.leaseToken));
+    };
+    await advanceUntil(() => (void caughtUp(), done));
+    expect(new Set(idsOf(seen)).size).toBe(40);
+
+    await expect(rewindLeases({ leases, source, leasePrefix: PREFIX, to: 'beginning', leaseExpirationMs: 5_000 })).rejects.toThrow(LeaseInUseError);
+    const changes = await rewindLeases({ leases, source, leasePrefix: PREFIX, to: 'beginning', leaseExpirationMs: 5_000, force: true });
+    expect(changes.every((c) => c.fenced)).toBe(true);
+
+    const before = seen.length;
+    done = false;
+    await advanceUntil(() => (void caughtUp(), done && idsOf(seen.slice(before)).length >= 40));
+    // Every change is delivered again, and the checkpoints only moved forward from the rewound position.
+    expect(new Set(idsOf(seen.slice(before)))).toEqual(new Set(idsOf(seen.slice(0, before))));
+  });
+});
