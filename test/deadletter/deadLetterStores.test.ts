@@ -31,13 +31,13 @@ afterAll(async () => {
   }
 });
 
-deadLetterStoreConformance('MemoryDeadLetterStore', async () => new MemoryDeadLetterStore());
+deadLetterStoreConformance('MemoryDeadLetterStore', async () => new MemoryDeadLetterStore<{ id: string; total: number }>());
 
 deadLetterStoreConformance('PGliteDeadLetterStore', async () => new PGliteDeadLetterStore({ pglite: pgliteReady, schema, table: `dl${++tables}` }));
 
 describe.skipIf(pgSkip !== undefined)('PostgreSQL', () => {
   deadLetterStoreConformance('PostgresDeadLetterStore', async () => {
-    const store = new PostgresDeadLetterStore({ connection: PG_URL, schema, table: `dl${++tables}` });
+    const store = new PostgresDeadLetterStore<{ id: string; total: number }>({ connection: PG_URL, schema, table: `dl${++tables}` });
     closers.push(() => store.close());
     return store;
   });
