@@ -8,3 +8,4 @@ export { HandlerError } from './HandlerError.js';
 export { InvalidOptionsError } from './InvalidOptionsError.js';
 export { CorruptLeaseError } from './CorruptLeaseError.js';
 export { LeaseInUseError } from './LeaseInUseError.js';
+export { DeadLetterFencedError } from './DeadLetterFencedError.js';

@@ -1,0 +1,143 @@
+import { DeadLetterFencedError } from '../errors/DeadLetterFencedError.js';
+import { InvalidOptionsError } from '../errors/index.js';
+import type { SqlRunner } from '../sinks/sql/SqlRunner.js';
+import type { DeadLetter, DeadLetterWriter } from './DeadLetter.js';
+import { type DeadLetterQuery, type DeadLetterStore, queryLimit } from './DeadLetterSink.js';
+
+const NAME = /^[a-z_][a-z0-9_]{0,50}$/;
+const FULL_RANGE = { minInclusive: '', maxExclusive: 'FF' };
+
+interface LetterRow {
+  id: string;
+  lease_token: string;
+  lsn: string | number;
+  document_id: string;
+  operation: DeadLetter['operation'];
+  document: unknown;
+  partition_key: unknown;
+  error: DeadLetter['error'];
+  attempts: number;
+  epoch: number;
+  dead_lettered_at_ms: string | number;
+}
+
+/**
+ * The dead-letter table in PostgreSQL, for pg and PGlite alike: `<schema>.<table>` holds the letters,
+ * `<schema>.<table>_fences` the highest epoch per key range. Each write is one transaction: the fence check
+ * and raise, then one set-based insert. @internal
+ */
+export class SqlDeadLetterStore<T> implements DeadLetterStore<T> {
+  readonly description: string;
+  readonly #open: () => Promise<SqlRunner>;
+  readonly #letters: string;
+  readonly #fences: string;
+  readonly #schema: string;
+  #runner: Promise<SqlRunner> | undefined;
+
+  constructor(schema: string, table: string, description: string, open: () => Promise<SqlRunner>) {
+    if (!NAME.test(schema)) throw new InvalidOptionsError('schema', `${JSON.stringify(schema)} must be a lower-case SQL name (a-z, 0-9, _)`);
+    if (!NAME.test(table)) throw new InvalidOptionsError('table', `${JSON.stringify(table)} must be a lower-case SQL name (a-z, 0-9, _)`);
+    this.description = description;
+    this.#open = open;
+    this.#letters = `"${schema}"."${table}"`;
+    this.#fences = `"${schema}"."${table}_fences"`;
+    this.#schema = schema;
+  }
+
+  /** Opens the connection and creates the tables if missing; rejects when the database cannot be reached. */
+  ready(): Promise<SqlRunner> {
+    this.#runner ??= (async () => {
+      const runner = await this.#open();
+      await runner.query(`CREATE SCHEMA IF NOT EXISTS "${this.#schema}"`);
+      await runner.query(
+        `CREATE TABLE IF NOT EXISTS ${this.#letters} (id text PRIMARY KEY, lease_token text NOT NULL, lsn bigint NOT NULL,
+          document_id text NOT NULL, operation text NOT NULL, document jsonb, partition_key jsonb, error jsonb NOT NULL,
+          attempts int NOT NULL, epoch bigint NOT NULL, dead_lettered_at_ms bigint NOT NULL)`,
+      );
+      await runner.query(
+        `CREATE TABLE IF NOT EXISTS ${this.#fences} (min_inclusive text COLLATE "C" NOT NULL, max_exclusive text COLLATE "C" NOT NULL,
+          epoch bigint NOT NULL, PRIMARY KEY (min_inclusive, max_exclusive))`,
+      );
+      return runner;
+    })().catch((error: unknown) => {
+      this.#runner = undefined;
+      throw error;
+    });
+    return this.#runner;
+  }
+
+  async write(letters: readonly DeadLetter<T>[], writer: DeadLetterWriter): Promise<void> {
+    const runner = await this.ready();
+    const range = writer.range ?? FULL_RANGE;
+    await runner.transaction(async (tx) => {
+      await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', [this.#fences]);
+      const { rows } = await tx.query<{ highest: string | number | null }>(
+        `SELECT max(epoch) AS highest FROM ${this.#fences} WHERE min_inclusive < $2 AND $1 < max_exclusive`,
+        [range.minInclusive, range.maxExclusive],
+      );
+      const highest = rows[0]?.highest === null || rows[0]?.highest === undefined ? undefined : Number(rows[0].highest);
+      if (highest !== undefined && highest > writer.epoch) throw new DeadLetterFencedError(writer.leaseToken, writer.epoch, highest);
+      await tx.query(
+        `INSERT INTO ${this.#fences} (min_inclusive, max_exclusive, epoch) VALUES ($1, $2, $3)
+         ON CONFLICT (min_inclusive, max_exclusive) DO UPDATE SET epoch = GREATEST(${this.#fences}.epoch, EXCLUDED.epoch)`,
+        [range.minInclusive, range.maxExclusive, writer.epoch],
+      );
+      if (letters.length === 0) return;
+      const records = letters.map((l) => ({
+        id: l.id,
+        lease_token: l.leaseToken,
+        lsn: l.lsn,
+        document_id: l.documentId,
+        operation: l.operation,
+        document: l.document ?? null,
+        partition_key: l.partitionKey === undefined ? null : l.partitionKey,
+        error: l.error,
+        attempts: l.attempts,
+        epoch: l.epoch,
+        dead_lettered_at_ms: l.deadLetteredAtMs,
+      }));
+      await tx.query(
+        `INSERT INTO ${this.#letters} SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id text, lease_token text, lsn bigint,
+          document_id text, operation text, document jsonb, partition_key jsonb, error jsonb, attempts int, epoch bigint,
+          dead_lettered_at_ms bigint) ON CONFLICT (id) DO NOTHING`,
+        [JSON.stringify(records)],
+      );
+    });
+  }
+
+  async list(query?: DeadLetterQuery): Promise<DeadLetter<T>[]> {
+    const limit = queryLimit(query);
+    const runner = await this.ready();
+    const { rows } = await runner.query<LetterRow>(
+      `SELECT * FROM ${this.#letters} WHERE ($1::text IS NULL OR lease_token = $1)
+       ORDER BY dead_lettered_at_ms, lease_token, lsn LIMIT $2`,
+      [query?.leaseToken ?? null, limit],
+    );
+    return rows.map((r) => ({
+      id: r.id,
+      leaseToken: r.lease_token,
+      lsn: Number(r.lsn),
+      documentId: r.document_id,
+      operation: r.operation,
+      document: (r.document ?? undefined) as T | undefined,
+      ...(r.partition_key !== null && r.partition_key !== undefined ? { partitionKey: r.partition_key } : {}),
+      error: r.error,
+      attempts: r.attempts,
+      epoch: Number(r.epoch),
+      deadLetteredAtMs: Number(r.dead_lettered_at_ms),
+    }));
+  }
+
+  async remove(ids: readonly string[]): Promise<void> {
+    if (ids.length === 0) return;
+    const runner = await this.ready();
+    await runner.query(`DELETE FROM ${this.#letters} WHERE id = ANY($1::text[])`, [[...ids]]);
+  }
+
+  /** Closes what the store opened itself (a pool from a connection string, an in-memory PGlite). */
+  async close(): Promise<void> {
+    const runner = this.#runner;
+    this.#runner = undefined;
+    if (runner) await (await runner).close();
+  }
+}

@@ -1,0 +1,27 @@
+import type { FeedRange } from '../core/Partition.js';
+import { rangesOverlap } from '../core/Partition.js';
+import { DeadLetterFencedError } from '../errors/DeadLetterFencedError.js';
+import type { DeadLetterWriter } from './DeadLetter.js';
+
+/** The highest epoch a store has seen for one key range. @internal */
+export interface FenceEntry {
+  readonly minInclusive: string;
+  readonly maxExclusive: string;
+  readonly epoch: number;
+}
+
+const FULL_RANGE: FeedRange = { minInclusive: '', maxExclusive: 'FF' };
+
+/**
+ * Applies the fencing rule to a write: refused (a `DeadLetterFencedError`) when any range overlapping the
+ * writer's was written with a higher epoch (a split child or a new owner has taken over); otherwise the
+ * writer's range is raised to its epoch, even when the write changes nothing. Returns the new entries. @internal
+ */
+export function raiseFence(entries: readonly FenceEntry[], writer: DeadLetterWriter): FenceEntry[] {
+  const range = writer.range ?? FULL_RANGE;
+  const overlapping = entries.filter((e) => rangesOverlap(e, range));
+  const highest = Math.max(-Infinity, ...overlapping.map((e) => e.epoch));
+  if (highest > writer.epoch) throw new DeadLetterFencedError(writer.leaseToken, writer.epoch, highest);
+  const same = (e: FenceEntry) => e.minInclusive === range.minInclusive && e.maxExclusive === range.maxExclusive;
+  return [...entries.filter((e) => !same(e)), { minInclusive: range.minInclusive, maxExclusive: range.maxExclusive, epoch: writer.epoch }];
+}

@@ -1,0 +1,6 @@
+export {
+  PGliteDeadLetterStore,
+  PostgresDeadLetterStore,
+  type PGliteDeadLetterStoreOptions,
+  type PostgresDeadLetterStoreOptions,
+} from './PostgresDeadLetterStore.js';
