@@ -2,6 +2,8 @@ import type * as PromClient from 'prom-client';
 import type { Registry } from 'prom-client';
 import type { FeedEvent } from '../core/events.js';
 import type { ChangeFeedProcessor } from '../feed/createChangeFeed.js';
+import { checkEstimateOptions, estimateLag, type EstimateLagOptions, type LeaseLag } from '../estimator/estimateLag.js';
+import { InvalidOptionsError } from '../errors/index.js';
 
 /** Options of {@link prometheusMetrics}. */
 export interface PrometheusMetricsOptions {
@@ -9,6 +11,21 @@ export interface PrometheusMetricsOptions {
   readonly registry?: Registry;
   /** Prefix of every metric name. Default `'rxfeed_'`. */
   readonly prefix?: string;
+  /**
+   * Export the lag of every lease this host owns (`<prefix>lease_lag_changes{lease}` and
+   * `<prefix>lease_lag_seconds{lease}`), estimated like the .NET estimator when Prometheus scrapes: one read of
+   * one change per owned lease, at most once per `intervalMs`. Give the processor's own source (or a second
+   * instance over the same container), lease store and prefix. Default: no lag metrics.
+   */
+  readonly lag?: PrometheusLagOptions;
+}
+
+/** Where {@link prometheusMetrics} estimates lag from. */
+export interface PrometheusLagOptions extends Pick<EstimateLagOptions, 'source' | 'leases' | 'leasePrefix' | 'concurrency'> {
+  /** Reuse an estimate younger than this, in milliseconds, so frequent scrapes cost no extra reads. Default `10000`. */
+  readonly intervalMs?: number;
+  /** Clock, in ms since the epoch. Default `Date.now`. */
+  readonly now?: () => number;
 }
 
 /** What {@link prometheusMetrics} registered; `stop()` unregisters the metrics and stops counting. */
@@ -33,7 +50,9 @@ async function loadPromClient(): Promise<typeof PromClient> {
  * Metrics (with the default prefix): `rxfeed_leases_owned` and `rxfeed_in_flight_changes` (gauges);
  * `rxfeed_lease_events_total{event}`, `rxfeed_checkpoints_total`, `rxfeed_checkpointed_changes_total`,
  * `rxfeed_errors_total{error}` and `rxfeed_stalls_total` (counters). Every metric has an `owner` label.
- * Lag per lease comes from `lag$` (see `estimateLag`), which reads the source and is polled separately.
+ * With the `lag` option, `rxfeed_lease_lag_changes{lease}` and `rxfeed_lease_lag_seconds{lease}` (gauges) give
+ * the backlog of every lease this host owns, estimated at scrape time (never-checkpointed leases report their
+ * real backlog where the source can compute it, else the sentinel 1, as the .NET estimator does).
  *
  * @example
  * ```ts
@@ -49,6 +68,14 @@ export async function prometheusMetrics(
   processor: ChangeFeedProcessor<unknown>,
   options: PrometheusMetricsOptions = {},
 ): Promise<PrometheusMetrics> {
+  const lagOptions = options.lag;
+  if (lagOptions !== undefined) {
+    checkEstimateOptions(lagOptions);
+    const interval = lagOptions.intervalMs;
+    if (interval !== undefined && (!Number.isFinite(interval) || interval < 0)) {
+      throw new InvalidOptionsError('lag.intervalMs', `must be a non-negative number of milliseconds, got ${String(interval)}`);
+    }
+  }
   const prom = await loadPromClient();
   const registry = options.registry ?? prom.register;
   const prefix = options.prefix ?? 'rxfeed_';
@@ -95,6 +122,8 @@ export async function prometheusMetrics(
   });
   const stalls = new prom.Counter({ ...common, name: `${prefix}stalls_total`, help: 'Stall warnings (dropped batches, exhausted credit)', labelNames: ['owner'] });
 
+  const lagGauges = lagOptions ? registerLagGauges(prom, common, prefix, owner, () => owned, lagOptions) : [];
+
   const onEvent = (event: FeedEvent): void => {
     switch (event.type) {
       case 'leaseAcquired':
@@ -126,7 +155,16 @@ export async function prometheusMetrics(
   };
   const subscription = processor.events$.subscribe(onEvent);
   void [leasesOwned, inFlight]; // registered; they report through collect()
-  const names = ['leases_owned', 'in_flight_changes', 'lease_events_total', 'checkpoints_total', 'checkpointed_changes_total', 'errors_total', 'stalls_total'];
+  const names = [
+    'leases_owned',
+    'in_flight_changes',
+    'lease_events_total',
+    'checkpoints_total',
+    'checkpointed_changes_total',
+    'errors_total',
+    'stalls_total',
+    ...lagGauges,
+  ];
   return {
     registry,
     stop() {
@@ -134,4 +172,56 @@ export async function prometheusMetrics(
       for (const name of names) registry.removeSingleMetric(prefix + name);
     },
   };
+}
+
+/**
+ * Registers the lag gauges: both are filled from one cached estimate, taken when a scrape finds the cache older
+ * than `intervalMs`. Returns the metric names (without prefix).
+ */
+function registerLagGauges(
+  prom: typeof PromClient,
+  common: { registers: Registry[] },
+  prefix: string,
+  owner: string,
+  owned: () => ReadonlySet<string>,
+  options: PrometheusLagOptions,
+): string[] {
+  const intervalMs = options.intervalMs ?? 10_000;
+  const now = options.now ?? Date.now;
+  let cached: { at: number; lags: Promise<LeaseLag[]> } | undefined;
+  const estimate = (): Promise<LeaseLag[]> => {
+    if (!cached || now() - cached.at >= intervalMs) {
+      const lags = estimateLag({ ...options, now }).catch((error: unknown) => {
+        cached = undefined; // the next scrape tries again
+        throw error;
+      });
+      cached = { at: now(), lags };
+    }
+    return cached.lags;
+  };
+  const mine = async (): Promise<LeaseLag[]> => {
+    const leases = owned();
+    return (await estimate()).filter((l) => leases.has(l.leaseToken));
+  };
+  new prom.Gauge({
+    ...common,
+    name: `${prefix}lease_lag_changes`,
+    help: 'Changes waiting after the checkpoint of each lease this host owns (1 = unknown but maybe behind)',
+    labelNames: ['owner', 'lease'],
+    async collect() {
+      this.reset();
+      for (const l of await mine()) this.set({ owner, lease: l.leaseToken }, l.estimatedLag);
+    },
+  });
+  new prom.Gauge({
+    ...common,
+    name: `${prefix}lease_lag_seconds`,
+    help: 'Age of the oldest unprocessed change of each lease this host owns, in seconds',
+    labelNames: ['owner', 'lease'],
+    async collect() {
+      this.reset();
+      for (const l of await mine()) if (l.timeLagMs !== undefined) this.set({ owner, lease: l.leaseToken }, l.timeLagMs / 1_000);
+    },
+  });
+  return ['lease_lag_changes', 'lease_lag_seconds'];
 }

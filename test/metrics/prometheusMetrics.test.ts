@@ -56,4 +56,42 @@ describe('prometheusMetrics', () => {
     metrics.stop();
     expect(await registry.metrics()).not.toContain('rxfeed_');
   });
+
+  it('exports the lag of each owned lease at scrape time, in changes and seconds, without wiring lag$', async () => {
+    const source = new MemorySource<Doc>({ partitions: 2 });
+    const leases = new MemoryLeaseStore();
+    for (let i = 0; i < 40; i++) source.write({ id: `d${i}`, n: i });
+    const feed = createChangeFeed<Doc>({ source, leases, instanceName: 'host-a', leasePrefix: 'm.', pollIntervalMs: 1_000 });
+    const registry = new Registry();
+    const metrics = await prometheusMetrics(feed, { registry, lag: { source, leases, leasePrefix: 'm.', intervalMs: 0 } });
+    let seen = 0;
+    const subscription = feed.changes$.pipe(checkpointEvery({ count: 1, ms: 10 })).subscribe((b) => (seen += b.size));
+    await advanceUntil(() => seen === 40);
+    await vi.advanceTimersByTimeAsync(20);
+    const [p0, p1] = source.partitions();
+    let text = await registry.metrics();
+    expect(value(text, `rxfeed_lease_lag_changes{owner="host-a",lease="${p0!.id}"}`)).toBe(0);
+    expect(value(text, `rxfeed_lease_lag_changes{owner="host-a",lease="${p1!.id}"}`)).toBe(0);
+
+    // Ten new changes in one partition, scraped before the reader's next poll: that lease is 10 behind.
+    let written = 0;
+    for (let i = 100; written < 10; i++) {
+      if (source.partitionFor(`x${i}`) !== p0!.id) continue;
+      source.write({ id: `x${i}`, n: i });
+      written++;
+    }
+    // Scraped before the reader's next poll (virtual time stands still): that lease is 10 behind.
+    text = await registry.metrics();
+    expect(value(text, `rxfeed_lease_lag_changes{owner="host-a",lease="${p0!.id}"}`)).toBe(10);
+    expect(value(text, `rxfeed_lease_lag_changes{owner="host-a",lease="${p1!.id}"}`)).toBe(0);
+    expect(value(text, `rxfeed_lease_lag_seconds{owner="host-a",lease="${p0!.id}"}`)).toBe(0);
+    await advanceUntil(() => seen === 50);
+    await vi.advanceTimersByTimeAsync(20);
+    expect(value(await registry.metrics(), `rxfeed_lease_lag_changes{owner="host-a",lease="${p0!.id}"}`)).toBe(0);
+    await feed.stop();
+    subscription.unsubscribe();
+    // Leases this host no longer owns are not reported.
+    expect(await registry.metrics()).not.toMatch(/rxfeed_lease_lag_changes\{[^}]*\} /);
+    metrics.stop();
+  });
 });
