@@ -159,7 +159,7 @@ export async function runDemo(options: DemoOptions = {}): Promise<DemoResult> {
     const onMessage = (from: Instance, message: WorkerMessage): void => {
       if (message.kind === 'ready') from.ready = true;
       else if (message.kind === 'problem') say(`[${from.name}] ${message.text}`);
-      else if (message.kind === 'lease' && message.type === 'leaseStolen') {
+      else if (message.kind === 'lease' && message.type === 'leaseTakenOver') {
         // Rebalancing: a leaseAcquired for the same range follows; say it there.
         stolenFrom.set(`${from.name}/${message.lease}`, message.detail);
       } else if (message.kind === 'lease') {

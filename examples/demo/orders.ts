@@ -43,7 +43,7 @@ export const DEMO = {
 /** What a worker tells the parent (besides the view calls). */
 export type WorkerMessage =
   | { kind: 'ready'; host: string }
-  | { kind: 'lease'; host: string; type: 'leaseAcquired' | 'leaseReleased' | 'leaseLost' | 'leaseStolen'; lease: string; detail: string }
+  | { kind: 'lease'; host: string; type: 'leaseAcquired' | 'leaseReleased' | 'leaseLost' | 'leaseTakenOver'; lease: string; detail: string }
   | { kind: 'problem'; host: string; text: string }
   | { kind: 'stopped'; host: string };
 

@@ -27,7 +27,7 @@ function describe(event: FeedEvent): string {
       return event.reason;
     case 'leaseLost':
       return event.newOwner ? `to ${event.newOwner}` : '';
-    case 'leaseStolen':
+    case 'leaseTakenOver':
       return event.from ? `from ${event.from}` : '';
     default:
       return '';
@@ -57,7 +57,7 @@ function run(): void {
     drainTimeoutMs: 5_000,
     ...DEMO_LEASE_TIMINGS,
     events: (event) => {
-      if (event.type === 'leaseAcquired' || event.type === 'leaseReleased' || event.type === 'leaseLost' || event.type === 'leaseStolen') {
+      if (event.type === 'leaseAcquired' || event.type === 'leaseReleased' || event.type === 'leaseLost' || event.type === 'leaseTakenOver') {
         send({ kind: 'lease', host, type: event.type, lease: event.lease, detail: describe(event) });
       } else if (event.type === 'error') {
         send({ kind: 'problem', host, text: `error${event.lease ? ` on range ${event.lease}` : ''}: ${event.error.message}` });

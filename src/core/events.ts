@@ -33,7 +33,8 @@ export type FeedEvent =
   | { readonly type: 'leaseAcquired'; readonly owner: string; readonly lease: string; readonly epoch: number }
   | { readonly type: 'leaseReleased'; readonly owner: string; readonly lease: string; readonly reason: CloseReason }
   | { readonly type: 'leaseLost'; readonly owner: string; readonly lease: string; readonly newOwner?: string | null }
-  | { readonly type: 'leaseStolen'; readonly owner: string; readonly lease: string; readonly from: string | null }
+  /** This host took a live lease over from `from` (balancing: its owner did not hand it over in time). */
+  | { readonly type: 'leaseTakenOver'; readonly owner: string; readonly lease: string; readonly from: string | null }
   | { readonly type: 'partitionSplit'; readonly owner: string; readonly lease: string; readonly children: readonly string[] }
   | {
       readonly type: 'checkpoint';
@@ -48,6 +49,13 @@ export type FeedEvent =
       readonly owner: string;
       readonly lease?: string;
       readonly error: Error;
+      /** What failed: user code on a change, the infrastructure, fencing, or a corrupt lease document. */
+      readonly kind: ErrorKind;
+      /**
+       * How many times in a row this operation has failed so far (1 = first failure). A failure that keeps
+       * repeating (a wrong port, an unresolvable host) is reported again at 1, 3, 10, 30, 100, … attempts.
+       */
+      readonly attempts?: number;
       /** The change user code failed on, for item failures. */
       readonly change?: Change<unknown>;
     }
@@ -58,6 +66,16 @@ export type FeedEvent =
       /** What is wrong and what to do about it. */
       readonly message: string;
     };
+
+/**
+ * What an `error` event is about:
+ *
+ * - `item`: user code failed on one change (e.g. a `HandlerError`); the feed goes on;
+ * - `infrastructure`: a source, lease store or sink call failed (network, throttling, timeouts); retried;
+ * - `fencing`: another host owns the lease now (a rejected lease or view write); this host let it go;
+ * - `corrupt`: a document in the lease store is not a readable lease; reported once and skipped.
+ */
+export type ErrorKind = 'item' | 'infrastructure' | 'fencing' | 'corrupt';
 
 /** The `type` of a {@link FeedEvent}. */
 export type FeedEventType = FeedEvent['type'];

@@ -39,6 +39,17 @@ export interface OwnedLease {
    * (bounded by a timeout) before it releases the lease.
    */
   onDrain(drain: () => Promise<void>): void;
+  /**
+   * Ends this ownership now, without writing the lease: a sink found that a newer owner wrote (a fenced
+   * view write), so the lease is not this host's any more. Closes with `LeaseLost`.
+   */
+  lose(why: string): void;
+  /**
+   * Ends this ownership now and releases the lease without draining, because this host cannot use it
+   * (e.g. the partition has been unreadable for too long), so another host can take it. Closes with
+   * `Error`; this host leaves the lease to others for one expiration.
+   */
+  release(why: string): void;
 }
 
 /**

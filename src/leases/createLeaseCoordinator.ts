@@ -1,16 +1,24 @@
 import { asyncScheduler, Observable, Subject } from 'rxjs';
 import type { SchedulerLike, Subscription } from 'rxjs';
+import { errorEvent, worthReporting } from '../core/errorEvent.js';
 import type { CloseReason, FeedEvent } from '../core/events.js';
 import type { FeedMode, FeedRange, Partition, Position } from '../core/Partition.js';
-import { rangesOverlap } from '../core/Partition.js';
-import { CorruptLeaseError, CredentialsError, InvalidOptionsError, LeaseLostError, ResourceGoneError } from '../errors/index.js';
+import { CredentialsError, InvalidOptionsError, LeaseLostError, ResourceGoneError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import type { Logger } from '../internal/log.js';
-import { HANDOFF_AT, HANDOFF_TO, handoffRequest, planBalance, withoutHandoff } from './balancing.js';
-import type { Lease, NewLease } from './Lease.js';
+import { HANDOFF_TO, planBalance, withoutHandoff } from './balancing.js';
+import { bootstrapLeases } from './coordinator/bootstrap.js';
+import { askForLease, handBack } from './coordinator/handover.js';
+import { isMarkerId, leaseDocument, type LeaseNaming } from './coordinator/leaseDocuments.js';
+import { Ownership, type OwnershipHost } from './coordinator/Ownership.js';
+import { childLeases } from './coordinator/splitMerge.js';
+import { checkLeasePrefix, resolveTimings, type Timings } from './coordinator/timings.js';
+import type { Lease } from './Lease.js';
 import { LeaseConflictError } from './LeaseConflictError.js';
 import type { LeaseCoordinator, OwnedLease } from './LeaseCoordinator.js';
 import type { LeaseStore } from './LeaseStore.js';
+
+export { DEFAULT_LEASE_PREFIX, LEASE_DEFAULTS } from './coordinator/timings.js';
 
 /** Options of {@link createLeaseCoordinator}. */
 export interface LeaseCoordinatorOptions {
@@ -26,8 +34,9 @@ export interface LeaseCoordinatorOptions {
   /** This host's unique name, written to the lease `Owner` field. Required, non-empty. */
   readonly owner: string;
   /**
-   * Prefix of every lease id of this processor, so several processors can share one store. End it with a
-   * separator (e.g. `'orders-view.'`) so that no other processor's prefix starts with it. Default `''`.
+   * Prefix of every lease id of this processor, so several processors can share one store. Non-empty; end
+   * it with a separator (e.g. `'orders-view.'`) so that no other processor's prefix starts with it.
+   * Default `'rxfeed.'`.
    */
   readonly prefix?: string;
   /** Feed mode written to new leases (`Mode`). Default: `source.mode`, else `'latestVersion'`. */
@@ -39,52 +48,43 @@ export interface LeaseCoordinatorOptions {
    */
   readonly leaseAcquireIntervalMs?: number;
   /**
-   * How long (ms) after its last write a held lease is renewed. A checkpoint counts as a renewal, so busy
-   * leases cost nothing extra. A failed renewal is retried every `(expiration − renew) / 4` until the
-   * lease would expire. Default 40 000 (.NET: 17 000 with a read before each write; see bench/leaseCost.ts).
+   * How long (ms) after its last write an owned lease is renewed. A checkpoint counts as a renewal, so busy
+   * leases cost nothing extra. A failed renewal is retried every `(expiration − renew) / 4`. Default 40 000
+   * (.NET: 17 000 with a read before each write; see bench/leaseCost.ts).
    */
   readonly leaseRenewIntervalMs?: number;
-  /** A lease not renewed for this long (ms) is free for any host to take. Default 60 000 (as .NET). */
+  /**
+   * A lease not renewed for this long (ms) is free for any host to take. The owner itself stops using a
+   * lease whose renewal it could not confirm a margin (a tenth) before that. Default 60 000 (as .NET).
+   */
   readonly leaseExpirationMs?: number;
   /** Hold at least this many leases when there are enough (0 = no minimum). Default 0. */
   readonly minLeases?: number;
   /** Never hold more than this many leases (0 = no limit). Default 0. */
   readonly maxLeases?: number;
-  /** How long (ms) a voluntary release waits for the partition's drain before releasing anyway. Default 10 000. */
+  /**
+   * How long (ms) a voluntary release waits for the partition's batches to be acknowledged before
+   * releasing anyway (plus a few seconds for the final checkpoint write). Renewals go on meanwhile, so it
+   * may exceed `leaseExpirationMs`. Default 30 000.
+   */
   readonly drainTimeoutMs?: number;
   /** Clock and timers. Default `asyncScheduler`. */
   readonly scheduler?: SchedulerLike;
-  /** Clock override (ms since the epoch); default `scheduler.now()`. */
+  /** Clock override for the timestamps written to leases (ms since the epoch); default `scheduler.now()`. */
   readonly now?: () => number;
 }
 
-/**
- * Default lease timings, in ms: acquire 13 000 (as .NET), renew 40 000 (.NET 17 000), expiration 60 000 (as
- * .NET), drain timeout 10 000. Renewing every 40 s with retries leaves 20 s for 4 retries before expiry and
- * costs under half the .NET lease-store requests when idle (bench/leaseCost.ts).
- *
- * @example
- * ```ts
- * createLeaseCoordinator({ ...options, leaseExpirationMs: 2 * LEASE_DEFAULTS.leaseExpirationMs });
- * ```
- */
-export const LEASE_DEFAULTS = Object.freeze({
-  leaseAcquireIntervalMs: 13_000,
-  leaseRenewIntervalMs: 40_000,
-  leaseExpirationMs: 60_000,
-  drainTimeoutMs: 10_000,
-});
-
 const FULL_RANGE: FeedRange = { minInclusive: '', maxExclusive: 'FF' };
-/** A marker document that exists but is not in our format. */
-const FOREIGN = Symbol('foreign marker');
+/** Replacing a gone partition's lease is retried with this first delay (ms), doubling up to the acquire interval. */
+const SPLIT_RETRY_MS = 500;
 
 /**
  * Creates the lease coordinator of one host: it bootstraps one lease per partition under `prefix`
  * (exactly once, however many hosts start together), acquires free and expired leases, renews the ones
- * it holds, balances them evenly with the other hosts (stealing from the most loaded), fences every
+ * it owns, balances them evenly with the other hosts (taking over from the most loaded), fences every
  * write with the lease etag and an epoch, replaces leases of split/merged partitions, and drains then
- * releases its leases on {@link LeaseCoordinator.stop}.
+ * releases its leases on {@link LeaseCoordinator.stop}. One coordinator runs once: after `stop()` create
+ * another.
  *
  * Nothing runs until `acquired$` is subscribed.
  *
@@ -100,14 +100,6 @@ export function createLeaseCoordinator(options: LeaseCoordinatorOptions): LeaseC
   return new Coordinator(options);
 }
 
-interface Timings {
-  acquireMs: number;
-  renewMs: number;
-  expirationMs: number;
-  drainTimeoutMs: number;
-  renewRetryMs: number;
-}
-
 function validate(options: LeaseCoordinatorOptions): Timings {
   if (!options || typeof options !== 'object') throw new InvalidOptionsError('options', 'pass an options object');
   if (!options.store) throw new InvalidOptionsError('store', 'pass a LeaseStore, e.g. new MemoryLeaseStore()');
@@ -117,29 +109,7 @@ function validate(options: LeaseCoordinatorOptions): Timings {
   if (!options.listPartitions && typeof options.source?.listPartitions !== 'function') {
     throw new InvalidOptionsError('source', 'pass a source (or a listPartitions function) so leases can be created');
   }
-  if (options.prefix !== undefined && typeof options.prefix !== 'string') {
-    throw new InvalidOptionsError('prefix', 'must be a string');
-  }
-  const positive = (name: keyof typeof LEASE_DEFAULTS, allowZero = false): number => {
-    const value = options[name] ?? LEASE_DEFAULTS[name];
-    if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || (!allowZero && value === 0)) {
-      throw new InvalidOptionsError(name, `must be a ${allowZero ? 'non-negative' : 'positive'} number of milliseconds, got ${String(value)}`);
-    }
-    return value;
-  };
-  const acquireMs = positive('leaseAcquireIntervalMs');
-  const renewMs = positive('leaseRenewIntervalMs');
-  const expirationMs = positive('leaseExpirationMs');
-  const drainTimeoutMs = positive('drainTimeoutMs', true);
-  if (renewMs >= expirationMs) {
-    throw new InvalidOptionsError(
-      'leaseRenewIntervalMs',
-      `must be less than leaseExpirationMs (${expirationMs}), or leases expire before they are renewed`,
-    );
-  }
-  if (acquireMs > expirationMs) {
-    throw new InvalidOptionsError('leaseAcquireIntervalMs', `must not exceed leaseExpirationMs (${expirationMs})`);
-  }
+  checkLeasePrefix('prefix', options.prefix);
   for (const name of ['minLeases', 'maxLeases'] as const) {
     const value = options[name];
     if (value !== undefined && (!Number.isInteger(value) || value < 0)) {
@@ -149,65 +119,24 @@ function validate(options: LeaseCoordinatorOptions): Timings {
   if (options.maxLeases && options.minLeases && options.minLeases > options.maxLeases) {
     throw new InvalidOptionsError('minLeases', `must not exceed maxLeases (${options.maxLeases})`);
   }
-  return { acquireMs, renewMs, expirationMs, drainTimeoutMs, renewRetryMs: Math.max(1, (expirationMs - renewMs) / 4) };
+  return resolveTimings(options);
 }
 
-class Held implements OwnedLease {
-  readonly leaseToken: string;
-  readonly epoch: number;
-  readonly controller = new AbortController();
-  closeReason: CloseReason | undefined;
-  /** The latest stored version (its etag is the one the next write is conditional on). */
-  current: Lease;
-  drain: (() => Promise<void>) | undefined;
-  /** Writes to one lease run one after the other, so renewals never race our own checkpoints. */
-  queue: Promise<unknown> = Promise.resolve();
-  renewTimer: Subscription | undefined;
-  closing: Promise<void> | undefined;
-  readonly log: Logger;
-
-  constructor(
-    readonly lease: Lease,
-    readonly partition: Partition,
-    private readonly host: Coordinator,
-  ) {
-    this.leaseToken = lease.leaseToken;
-    this.epoch = lease.epoch;
-    this.current = lease;
-    this.log = logger('lease', { owner: lease.owner ?? '', lease: lease.leaseToken });
-  }
-
-  get signal(): AbortSignal {
-    return this.controller.signal;
-  }
-
-  checkpoint(position: Position): Promise<void> {
-    return this.host.checkpoint(this, position);
-  }
-
-  partitionGone(position: Position | null): Promise<void> {
-    return this.host.partitionGone(this, position);
-  }
-
-  onDrain(drain: () => Promise<void>): void {
-    this.drain = drain;
-  }
-
-  enqueue<R>(work: () => Promise<R>): Promise<R> {
-    const run = this.queue.then(work, work);
-    this.queue = run.catch(() => undefined);
-    return run;
-  }
+/** Errors no retry can fix: they end the coordinator (`acquired$` errors) with a reason. */
+function fatalReason(error: unknown): CloseReason | undefined {
+  if (error instanceof CredentialsError) return 'Unauthorized';
+  if (error instanceof ResourceGoneError) return 'ResourceGone';
+  if (error instanceof InvalidOptionsError) return 'Error';
+  return undefined;
 }
 
-class Coordinator implements LeaseCoordinator {
+class Coordinator implements LeaseCoordinator, OwnershipHost {
   readonly owner: string;
   readonly acquired$: Observable<OwnedLease>;
   readonly events$: Observable<FeedEvent>;
 
   readonly #store: LeaseStore;
-  readonly #prefix: string;
-  readonly #mode: FeedMode;
+  readonly #naming: LeaseNaming;
   readonly #listPartitions: (signal?: AbortSignal) => Promise<readonly Partition[]>;
   readonly #t: Timings;
   readonly #minLeases: number;
@@ -218,25 +147,28 @@ class Coordinator implements LeaseCoordinator {
   readonly #balancerLog: Logger;
   readonly #acquired = new Subject<OwnedLease>();
   readonly #events = new Subject<FeedEvent>();
-  readonly #held = new Map<string, Held>();
+  /** Leases this host owns, by document id. */
+  readonly #owned = new Map<string, Ownership>();
   readonly #partitions = new Map<string, Partition>();
   readonly #reportedCorrupt = new Set<string>();
+  /** Consecutive failures per operation (`scan`, `renew:<lease>`, …), so repeats show their count. */
+  readonly #failures = new Map<string, number>();
+  /** Lease ids this host gave back because it could not use them, and until when (scheduler time) it leaves them to others. */
+  readonly #cooldown = new Map<string, number>();
   readonly #stopSignal = new AbortController();
-  #subscribers = 0;
   #started = false;
   #stopping: Promise<void> | undefined;
   #scanTimer: Subscription | undefined;
   #scanning: Promise<void> | undefined;
   #rescanRequested = false;
-  /** Voluntary closes in progress (drain, then release). */
-  readonly #closings = new Set<Promise<void>>();
+  #failedFatally = false;
+  /** Voluntary closes and split replacements in progress. */
+  readonly #pending = new Set<Promise<unknown>>();
 
   constructor(options: LeaseCoordinatorOptions) {
     this.#t = validate(options);
     this.owner = options.owner;
     this.#store = options.store;
-    this.#prefix = options.prefix ?? '';
-    this.#mode = options.mode ?? options.source?.mode ?? 'latestVersion';
     const source = options.source;
     this.#listPartitions = options.listPartitions ?? ((signal) => source!.listPartitions(signal));
     this.#minLeases = options.minLeases ?? 0;
@@ -244,6 +176,12 @@ class Coordinator implements LeaseCoordinator {
     this.#scheduler = options.scheduler ?? asyncScheduler;
     const scheduler = this.#scheduler;
     this.#now = options.now ?? (() => scheduler.now());
+    this.#naming = {
+      prefix: checkLeasePrefix('prefix', options.prefix),
+      owner: this.owner,
+      mode: options.mode ?? options.source?.mode ?? 'latestVersion',
+      now: this.#now,
+    };
     this.#log = logger('lease', { owner: this.owner });
     this.#balancerLog = logger('balancer', { owner: this.owner });
     this.events$ = this.#events.asObservable();
@@ -253,21 +191,20 @@ class Coordinator implements LeaseCoordinator {
         return;
       }
       const inner = this.#acquired.subscribe(subscriber);
-      for (const held of this.#held.values()) subscriber.next(held);
-      this.#subscribers++;
+      for (const owned of this.#owned.values()) subscriber.next(owned);
       if (!this.#started) {
         this.#started = true;
         void this.#start();
       }
       return () => {
         inner.unsubscribe();
-        if (--this.#subscribers === 0) void this.stop();
+        if (!this.#acquired.observed) void this.stop();
       };
     });
   }
 
   owned(): readonly OwnedLease[] {
-    return [...this.#held.values()];
+    return [...this.#owned.values()];
   }
 
   stop(): Promise<void> {
@@ -276,8 +213,8 @@ class Coordinator implements LeaseCoordinator {
       this.#stopSignal.abort();
       this.#scanTimer?.unsubscribe();
       await this.#scanning;
-      await Promise.all([...this.#held.values()].map((held) => this.#close(held, 'Shutdown', true)));
-      await Promise.all([...this.#closings]); // handovers begun by balancing
+      await Promise.all([...this.#owned.values()].map((owned) => this.#close(owned, 'Shutdown')));
+      while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
       this.#log('stopped');
       this.#acquired.complete();
       this.#events.complete();
@@ -293,91 +230,27 @@ class Coordinator implements LeaseCoordinator {
 
   async #start(): Promise<void> {
     try {
-      await this.#bootstrap();
+      await bootstrapLeases({
+        store: this.#store,
+        naming: this.#naming,
+        expirationMs: this.#t.expirationMs,
+        retryMs: Math.min(1000, this.#t.acquireMs),
+        listPartitions: () => this.#refreshPartitions(),
+        stopped: () => this.#stopped,
+        delay: (ms) => this.#delay(ms),
+        log: this.#log,
+        warn: (message) => this.#events.next({ type: 'stall', owner: this.owner, message }),
+      });
+      this.#succeeded('bootstrap');
     } catch (error) {
       if (this.#fatal(error)) return;
-      this.#error(error);
+      this.#failed('bootstrap', error);
       if (!this.#stopped) this.#scanTimer = this.#scheduler.schedule(() => void this.#start(), this.#t.acquireMs);
       return;
     }
+    // Partitions as the source describes them (with parents), for the leases this host will own.
+    await this.#refreshPartitions().catch((error: unknown) => this.#fatal(error) || this.#failed('partitions', error));
     this.#scanSoon(0);
-  }
-
-  /** Creates one lease per partition unless `<prefix>.info` says it was done; one host at a time (`.lock`). */
-  async #bootstrap(): Promise<void> {
-    const infoId = `${this.#prefix}.info`;
-    const lockId = `${this.#prefix}.lock`;
-    while (!this.#stopped) {
-      if (await this.#readMarker(infoId)) {
-        // Partitions as the source describes them (with parents), for the leases this host will own.
-        await this.#refreshPartitions().catch((error: unknown) => this.#error(error));
-        return;
-      }
-      const lock = await this.#store.createIfAbsent(this.#marker(lockId));
-      if (lock) {
-        try {
-          const partitions = await this.#refreshPartitions();
-          this.#log('bootstrapping %d leases', partitions.length);
-          await Promise.all(
-            partitions.map((p) => this.#store.createIfAbsent(this.#newLease(p.id, p.range, null, {}))),
-          );
-          await this.#store.createIfAbsent(this.#marker(infoId));
-        } finally {
-          await this.#store.delete(lock).catch(() => undefined);
-        }
-        return;
-      }
-      const existing = await this.#readMarker(lockId);
-      if (existing && existing !== FOREIGN && this.#now() - existing.timestampMs >= this.#t.expirationMs) {
-        // The host that took the lock died while bootstrapping; take over.
-        this.#log('removing stale bootstrap lock of %s', existing.owner);
-        await this.#store.delete(existing).catch(() => undefined);
-        continue;
-      }
-      await this.#delay(Math.min(1000, this.#t.acquireMs));
-    }
-  }
-
-  /** Reads a marker document; one in another format (e.g. the .NET processor's `{ id }`) still counts. */
-  async #readMarker(id: string): Promise<Lease | typeof FOREIGN | undefined> {
-    try {
-      return await this.#store.read(id);
-    } catch (error) {
-      if (error instanceof CorruptLeaseError) return FOREIGN;
-      throw error;
-    }
-  }
-
-  #marker(id: string): NewLease {
-    return {
-      id,
-      leaseToken: id.slice(this.#prefix.length),
-      feedRange: undefined,
-      owner: this.owner,
-      continuation: null,
-      timestampMs: this.#now(),
-      epoch: 0,
-      mode: this.#mode,
-      properties: {},
-    };
-  }
-
-  #isMarker(id: string): boolean {
-    return id === `${this.#prefix}.info` || id === `${this.#prefix}.lock`;
-  }
-
-  #newLease(token: string, range: FeedRange, continuation: Position | null, properties: Readonly<Record<string, string>>): NewLease {
-    return {
-      id: this.#prefix + token,
-      leaseToken: token,
-      feedRange: range,
-      owner: null,
-      continuation,
-      timestampMs: this.#now(),
-      epoch: 0,
-      mode: this.#mode,
-      properties: { ...properties },
-    };
   }
 
   async #refreshPartitions(): Promise<readonly Partition[]> {
@@ -397,10 +270,16 @@ class Coordinator implements LeaseCoordinator {
     this.#scanTimer?.unsubscribe();
     this.#scanTimer = this.#scheduler.schedule(() => {
       this.#scanning = this.#scan()
-        .catch((error: unknown) => {
-          if (!this.#fatal(error)) this.#error(error);
-          return this.#t.acquireMs;
-        })
+        .then(
+          (nextMs) => {
+            this.#succeeded('scan');
+            return nextMs;
+          },
+          (error: unknown) => {
+            if (!this.#fatal(error)) this.#failed('scan', error);
+            return this.#t.acquireMs;
+          },
+        )
         .then((nextMs) => {
           this.#scanning = undefined;
           if (this.#rescanRequested) {
@@ -414,16 +293,16 @@ class Coordinator implements LeaseCoordinator {
 
   /** One balancing round; returns the delay until the next one. */
   async #scan(): Promise<number> {
-    const listing = await this.#store.list(this.#prefix);
+    const listing = await this.#store.list(this.#naming.prefix);
     if (this.#stopped) return 0;
     for (const corrupt of listing.corrupt) {
       const key = `${corrupt.documentId}\u0000${corrupt.problem}`;
-      if (this.#isMarker(corrupt.documentId) || this.#reportedCorrupt.has(key)) continue;
+      if (isMarkerId(this.#naming.prefix, corrupt.documentId) || this.#reportedCorrupt.has(key)) continue;
       this.#reportedCorrupt.add(key);
       this.#log('skipping corrupt lease document %s: %s', corrupt.documentId, corrupt.problem);
-      this.#events.next({ type: 'error', owner: this.owner, lease: corrupt.documentId, error: corrupt });
+      this.#events.next(errorEvent(this.owner, corrupt, { lease: corrupt.documentId }));
     }
-    const leases = listing.leases.filter((l) => !this.#isMarker(l.id));
+    const leases = listing.leases.filter((l) => !isMarkerId(this.#naming.prefix, l.id));
     this.#reconcile(leases);
 
     const now = this.#now();
@@ -431,17 +310,17 @@ class Coordinator implements LeaseCoordinator {
       expirationMs: this.#t.expirationMs,
       minLeases: this.#minLeases,
       maxLeases: this.#maxLeases,
-      held: new Set(this.#held.keys()),
+      held: new Set(this.#owned.keys()),
     });
-    const mine = this.#held.size;
-    if (plan.take.length || plan.steal.length || plan.release.length || plan.handoff.length) {
+    const take = plan.take.filter((l) => !this.#coolingDown(l.id));
+    if (take.length || plan.steal.length || plan.release.length || plan.handoff.length) {
       this.#balancerLog(
         '%d leases, %d live hosts, target %d, mine %d: take %d, ask for %d, hand over %d, release %d',
         leases.length,
         plan.liveOwners,
         plan.target,
-        mine,
-        plan.take.length,
+        this.#owned.size,
+        take.length,
         plan.steal.length,
         plan.handoff.length,
         plan.release.length,
@@ -449,30 +328,35 @@ class Coordinator implements LeaseCoordinator {
     }
     for (const l of [...plan.release, ...plan.handoff]) {
       // Not awaited: a drain may take a while, and balancing (and failover) must not wait for it.
-      const held = this.#held.get(l.id);
-      if (held) void this.#close(held, 'Rebalanced', true);
+      const owned = this.#owned.get(l.id);
+      if (owned) void this.#close(owned, 'Rebalanced');
     }
-    await Promise.all([
-      ...plan.take.map((l) => this.#acquire(l, false)),
-      ...plan.steal.map((l) => this.#askFor(l)),
-    ]);
+    await Promise.all([...take.map((l) => this.#acquire(l, false)), ...plan.steal.map((l) => this.#askFor(l))]);
 
-    // Never scan later than the moment a lease held elsewhere could expire, so a crashed host's leases
+    // Never scan later than the moment a lease owned elsewhere could expire, so a crashed host's leases
     // are taken over one expiration after its last write. Otherwise: every acquire interval while the
     // share is moving; once settled, at least every half expiration (to pick up released leases).
     const untilExpiry = plan.nextExpiryMs === undefined ? Infinity : Math.max(1, plan.nextExpiryMs - now + 1);
     return Math.min(plan.settled ? this.#t.expirationMs / 2 : this.#t.acquireMs, untilExpiry);
   }
 
-  /** Ends ownership of held leases the listing shows someone else holds now (or that are gone). */
+  #coolingDown(id: string): boolean {
+    const until = this.#cooldown.get(id);
+    if (until === undefined) return false;
+    if (this.#scheduler.now() < until) return true;
+    this.#cooldown.delete(id);
+    return false;
+  }
+
+  /** Ends ownership of leases the listing shows someone else owns now (or that are gone). */
   #reconcile(leases: readonly Lease[]): void {
     const byId = new Map(leases.map((l) => [l.id, l]));
-    for (const held of this.#held.values()) {
-      const stored = byId.get(held.lease.id);
+    for (const owned of this.#owned.values()) {
+      const stored = byId.get(owned.lease.id);
       if (!stored) {
-        this.#lose(held, undefined, 'lease document deleted');
-      } else if (stored.owner !== this.owner || stored.epoch !== held.epoch) {
-        this.#lose(held, stored.owner, `now owned by ${stored.owner ?? 'nobody'} (epoch ${stored.epoch})`);
+        this.lose(owned, undefined, 'lease document deleted');
+      } else if (stored.owner !== this.owner || stored.epoch !== owned.epoch) {
+        this.lose(owned, stored.owner, `now owned by ${stored.owner ?? 'nobody'} (epoch ${stored.epoch})`);
       }
     }
   }
@@ -488,19 +372,17 @@ class Coordinator implements LeaseCoordinator {
       return;
     }
     try {
-      await this.#store.replace({
-        ...lease,
-        properties: { ...lease.properties, [HANDOFF_TO]: this.owner, [HANDOFF_AT]: String(this.#now()) },
-      });
-      this.#balancerLog('asked %s to hand over lease %s', lease.owner, lease.leaseToken);
+      if (await askForLease(this.#store, lease, this.owner, this.#now())) {
+        this.#balancerLog('asked %s to hand over lease %s', lease.owner, lease.leaseToken);
+      }
     } catch (error) {
-      if (error instanceof LeaseConflictError) return; // it moved meanwhile; the next scan sees how
-      if (!this.#fatal(error)) this.#error(error, lease.leaseToken);
+      if (!this.#fatal(error)) this.#failed(`ask:${lease.id}`, error, lease.leaseToken);
     }
   }
 
-  async #acquire(lease: Lease, steal: boolean): Promise<void> {
+  async #acquire(lease: Lease, takeOver: boolean): Promise<void> {
     if (this.#stopped) return;
+    const sentAt = this.#scheduler.now();
     let stored: Lease;
     try {
       stored = await this.#store.replace({
@@ -513,215 +395,235 @@ class Coordinator implements LeaseCoordinator {
     } catch (error) {
       if (error instanceof LeaseConflictError) {
         this.#log('lease %s taken by another host first', lease.leaseToken);
-        return;
+      } else if (!this.#fatal(error)) {
+        this.#failed(`acquire:${lease.id}`, error, lease.leaseToken);
       }
-      if (!this.#fatal(error)) this.#error(error, lease.leaseToken);
       return;
     }
+    this.#succeeded(`acquire:${lease.id}`);
     if (this.#stopped) {
       await this.#store.replace({ ...stored, owner: null, timestampMs: this.#now() }).catch(() => undefined);
       return;
     }
-    const partition = this.#partitions.get(stored.leaseToken) ?? {
-      id: stored.leaseToken,
-      range: stored.feedRange ?? FULL_RANGE,
-    };
-    const held = new Held(stored, partition, this);
-    this.#held.set(stored.id, held);
-    this.#scheduleRenew(held, this.#t.renewMs);
-    held.log('acquired (epoch %d%s)', stored.epoch, steal ? `, stolen from ${lease.owner}` : '');
-    if (steal) this.#events.next({ type: 'leaseStolen', owner: this.owner, lease: stored.leaseToken, from: lease.owner });
+    const partition = this.#partitions.get(stored.leaseToken) ?? { id: stored.leaseToken, range: stored.feedRange ?? FULL_RANGE };
+    const log = logger('lease', { owner: this.owner, lease: stored.leaseToken });
+    const usableMs = this.#t.expirationMs - this.#t.deadlineMarginMs;
+    const owned = new Ownership(stored, partition, log, this, this.#scheduler, sentAt, usableMs);
+    this.#owned.set(stored.id, owned);
+    this.#scheduleRenew(owned, this.#t.renewMs);
+    log('acquired (epoch %d%s)', stored.epoch, takeOver ? `, taken over from ${lease.owner}` : '');
+    if (takeOver) this.#events.next({ type: 'leaseTakenOver', owner: this.owner, lease: stored.leaseToken, from: lease.owner });
     this.#events.next({ type: 'leaseAcquired', owner: this.owner, lease: stored.leaseToken, epoch: stored.epoch });
-    this.#acquired.next(held);
+    this.#acquired.next(owned);
   }
 
-  // ---- writes under a held lease ------------------------------------------------------------------------
+  // ---- writes under an owned lease ----------------------------------------------------------------------
 
   /**
-   * Writes `change(current)` conditional on the etag. On a conflict it re-reads: if this host still owns
-   * the lease under the same epoch (someone touched another field) it retries; otherwise the lease is lost.
+   * Writes `change(current)` conditional on the etag. On a conflict it re-reads: while this host still owns
+   * the lease under the same epoch (someone touched another field, e.g. asked for a handoff) it retries;
+   * otherwise the lease is lost. Each write that lands moves the local deadline.
    */
-  #write(held: Held, change: (current: Lease) => Lease): Promise<Lease> {
-    return held.enqueue(async () => {
-      for (let attempt = 0; ; attempt++) {
-        if (held.closeReason) throw new LeaseLostError(held.leaseToken, this.owner, undefined);
+  #write(owned: Ownership, change: (current: Lease) => Lease): Promise<Lease> {
+    return owned.enqueue(async () => {
+      for (;;) {
+        if (owned.ended) throw new LeaseLostError(owned.leaseToken, this.owner, undefined);
+        const sentAt = this.#scheduler.now();
         try {
-          const stored = await this.#store.replace(change(held.current));
-          held.current = stored;
-          this.#scheduleRenew(held, this.#t.renewMs);
+          const stored = await this.#store.replace(change(owned.current));
+          owned.confirm(stored, sentAt);
+          this.#scheduleRenew(owned, this.#t.renewMs);
           return stored;
         } catch (error) {
           if (!(error instanceof LeaseConflictError)) throw error;
-          const fresh = error.kind === 'missing' ? undefined : await this.#store.read(held.lease.id);
-          if (fresh && fresh.owner === this.owner && fresh.epoch === held.epoch && attempt < 3) {
-            held.current = fresh;
+          const fresh = error.kind === 'missing' ? undefined : await this.#store.read(owned.lease.id);
+          if (fresh && fresh.owner === this.owner && fresh.epoch === owned.epoch) {
+            owned.current = fresh;
             continue;
           }
           const newOwner = fresh ? fresh.owner : undefined;
-          this.#lose(held, newOwner, fresh ? `now owned by ${fresh.owner ?? 'nobody'}` : 'lease document deleted');
-          throw new LeaseLostError(held.leaseToken, this.owner, newOwner, { cause: error });
+          this.lose(owned, newOwner, fresh ? `now owned by ${fresh.owner ?? 'nobody'}` : 'lease document deleted');
+          throw new LeaseLostError(owned.leaseToken, this.owner, newOwner, { cause: error });
         }
       }
     });
   }
 
-  async checkpoint(held: Held, position: Position): Promise<void> {
-    await this.#write(held, (l) => ({ ...l, continuation: position, timestampMs: this.#now() }));
-    held.log('checkpoint %s', position);
+  async checkpoint(owned: Ownership, position: Position): Promise<void> {
+    await this.#write(owned, (l) => ({ ...l, continuation: position, timestampMs: this.#now() }));
+    owned.log('checkpoint %s', position);
   }
 
-  #scheduleRenew(held: Held, delayMs: number): void {
-    held.renewTimer?.unsubscribe();
+  #scheduleRenew(owned: Ownership, delayMs: number): void {
+    owned.renewTimer?.unsubscribe();
     // Renewals go on while a drain runs (it may outlast the expiration), until the lease is let go.
-    if (held.closeReason) return;
-    held.renewTimer = this.#scheduler.schedule(() => void this.#renew(held), delayMs);
+    if (owned.ended) return;
+    owned.renewTimer = this.#scheduler.schedule(() => void this.#renew(owned), delayMs);
   }
 
-  async #renew(held: Held): Promise<void> {
-    if (held.closeReason) return;
+  async #renew(owned: Ownership): Promise<void> {
+    if (owned.ended) return;
+    const key = `renew:${owned.lease.id}`;
     try {
-      await this.#write(held, (l) => ({ ...l, timestampMs: this.#now() }));
-      held.log('renewed');
+      await this.#write(owned, (l) => ({ ...l, timestampMs: this.#now() }));
+      this.#succeeded(key);
+      owned.log('renewed');
     } catch (error) {
-      if (error instanceof LeaseLostError || held.closeReason) return;
+      if (error instanceof LeaseLostError || owned.ended) return;
       if (this.#fatal(error)) return;
-      this.#error(error, held.leaseToken);
-      if (this.#now() - held.current.timestampMs >= this.#t.expirationMs) {
-        // Another host may take it from now on: stop before it does rather than process twice.
-        this.#lose(held, undefined, 'could not renew before expiry');
-      } else {
-        this.#scheduleRenew(held, this.#t.renewRetryMs);
-      }
+      this.#failed(key, error, owned.leaseToken);
+      // The local deadline ends the ownership if no retry lands in time.
+      this.#scheduleRenew(owned, this.#t.renewRetryMs);
     }
   }
 
   // ---- split and merge -------------------------------------------------------------------------------------
 
-  async partitionGone(held: Held, position: Position | null): Promise<void> {
-    if (held.closeReason) return;
-    await held.enqueue(async () => {
-      if (held.closeReason) return; // handled by an earlier call
-      const fresh = await this.#store.read(held.lease.id);
-      if (fresh && (fresh.owner !== this.owner || fresh.epoch !== held.epoch)) {
-        // Fenced: the current owner will split it (from its own, newer, position).
-        this.#lose(held, fresh.owner, 'lost before handling the split');
-        throw new LeaseLostError(held.leaseToken, this.owner, fresh.owner);
+  /**
+   * Replaces the lease of a gone partition by leases for the partitions covering its range now. Retried
+   * with backoff while this host still owns the lease; if it cannot be done within an expiration, the
+   * lease is given back (a host never owns a lease it does not read) so a later scan retries.
+   */
+  partitionGone(owned: Ownership, position: Position | null): Promise<void> {
+    const work = (async () => {
+      const key = `split:${owned.lease.id}`;
+      const since = this.#scheduler.now();
+      for (let attempt = 1; !owned.ended && !this.#stopped; attempt++) {
+        try {
+          await owned.enqueue(() => this.#replaceGone(owned, position));
+          this.#succeeded(key);
+          return;
+        } catch (error) {
+          if (error instanceof LeaseLostError || owned.ended) return;
+          if (this.#fatal(error)) return;
+          this.#failed(key, error, owned.leaseToken);
+          if (this.#scheduler.now() - since >= this.#t.expirationMs) {
+            this.giveBack(owned, `could not replace the lease of the gone partition for ${this.#t.expirationMs} ms`);
+            return;
+          }
+          await this.#delay(Math.min(this.#t.acquireMs, SPLIT_RETRY_MS * 2 ** (attempt - 1)));
+        }
       }
-      const parent = fresh ?? held.current;
-      const from = position ?? parent.continuation;
-      const parentRange = parent.feedRange ?? held.partition.range;
-      const live = await this.#refreshPartitions();
-      const children = live
-        .filter((p) => rangesOverlap(p.range, parentRange))
-        .map((p) => childOf(p, parentRange));
-      if (children.length === 0 || (children.length === 1 && children[0]!.token === held.leaseToken)) {
-        this.#error(new Error(`partition ${held.leaseToken} reported gone but the source still lists it`), held.leaseToken);
-        return;
-      }
-      // Child ids are deterministic, so hosts noticing together create each child once.
-      await Promise.all(
-        children.map((c) =>
-          this.#store.createIfAbsent(this.#newLease(c.token, c.range, from, withoutHandoff(parent.properties))),
-        ),
-      );
-      if (fresh) await this.#store.delete(fresh).catch(() => undefined);
-      held.log('partition gone: replaced by %s from %s', children.map((c) => c.token).join(', '), from);
-      this.#events.next({
-        type: 'partitionSplit',
-        owner: this.owner,
-        lease: held.leaseToken,
-        children: children.map((c) => c.token),
+      // Stopped while retrying: let the lease go so the next run (or host) handles the split.
+      if (!owned.ended) this.giveBack(owned, 'stopped before the split was handled');
+    })();
+    this.#track(work);
+    return work.finally(() => this.#scanSoon(0));
+  }
+
+  async #replaceGone(owned: Ownership, position: Position | null): Promise<void> {
+    if (owned.ended) return;
+    const fresh = await this.#store.read(owned.lease.id);
+    if (fresh && (fresh.owner !== this.owner || fresh.epoch !== owned.epoch)) {
+      // Fenced: the current owner will replace it (from its own, newer, position).
+      this.lose(owned, fresh.owner, 'lost before handling the split');
+      throw new LeaseLostError(owned.leaseToken, this.owner, fresh.owner);
+    }
+    const parent = fresh ?? owned.current;
+    const from = position ?? parent.continuation;
+    const parentRange = parent.feedRange ?? owned.partition.range;
+    const children = childLeases(owned.leaseToken, parentRange, await this.#refreshPartitions());
+    if (!children) throw new Error(`partition ${owned.leaseToken} reported gone, but the source still lists it; retrying`);
+    // Child ids are deterministic, so hosts noticing together create each child once.
+    for (const c of children) {
+      await this.#store.createIfAbsent(leaseDocument(this.#naming, c.token, c.range, from, withoutHandoff(parent.properties)));
+    }
+    if (fresh) {
+      await this.#store.delete(fresh).catch((error: unknown) => {
+        if (!(error instanceof LeaseConflictError)) throw error;
       });
-      this.#end(held, 'PartitionGone');
-      this.#events.next({ type: 'leaseReleased', owner: this.owner, lease: held.leaseToken, reason: 'PartitionGone' });
-    });
-    this.#scanSoon(0);
+    }
+    const tokens = children.map((c) => c.token);
+    owned.log('partition gone: replaced by %s from %s', tokens.join(', '), from);
+    this.#events.next({ type: 'partitionSplit', owner: this.owner, lease: owned.leaseToken, children: tokens });
+    this.#end(owned, 'PartitionGone');
+    this.#events.next({ type: 'leaseReleased', owner: this.owner, lease: owned.leaseToken, reason: 'PartitionGone' });
   }
 
   // ---- ending ownership -----------------------------------------------------------------------------------
 
   /** Involuntary end: no drain, no release (the lease is not ours to write any more). */
-  #lose(held: Held, newOwner: string | null | undefined, why: string): void {
-    if (held.closeReason) return;
-    held.log('lost: %s', why);
-    this.#end(held, 'LeaseLost');
-    this.#events.next({
-      type: 'leaseLost',
-      owner: this.owner,
-      lease: held.leaseToken,
-      ...(newOwner !== undefined ? { newOwner } : {}),
-    });
+  lose(owned: Ownership, newOwner: string | null | undefined, why: string): void {
+    if (owned.ended) return;
+    owned.log('lost: %s', why);
+    this.#end(owned, 'LeaseLost');
+    this.#events.next({ type: 'leaseLost', owner: this.owner, lease: owned.leaseToken, ...(newOwner !== undefined ? { newOwner } : {}) });
   }
 
-  #end(held: Held, reason: CloseReason): void {
-    held.closeReason = reason;
-    held.renewTimer?.unsubscribe();
-    if (this.#held.get(held.lease.id) === held) this.#held.delete(held.lease.id);
-    held.controller.abort(reason);
+  /** Ends the ownership at once and releases the lease to nobody; this host leaves it to others for an expiration. */
+  giveBack(owned: Ownership, why: string): void {
+    if (owned.ended) return;
+    owned.log('giving back: %s', why);
+    this.#events.next({ type: 'stall', owner: this.owner, lease: owned.leaseToken, message: `lease ${owned.leaseToken} released: ${why}` });
+    this.#end(owned, 'Error');
+    this.#cooldown.set(owned.lease.id, this.#scheduler.now() + this.#t.expirationMs);
+    const release = owned
+      .enqueue(() => handBack({ store: this.#store, owner: this.owner, epoch: owned.epoch, now: this.#now, freshRequestMs: 0 }, owned.current))
+      .then(
+        () => undefined,
+        (error: unknown) => {
+          if (!(error instanceof LeaseConflictError)) this.#failed(`release:${owned.lease.id}`, error, owned.leaseToken);
+        },
+      )
+      .then(() => this.#events.next({ type: 'leaseReleased', owner: this.owner, lease: owned.leaseToken, reason: 'Error' }));
+    this.#track(release);
+  }
+
+  #end(owned: Ownership, reason: CloseReason): void {
+    owned.end(reason);
+    if (this.#owned.get(owned.lease.id) === owned) this.#owned.delete(owned.lease.id);
   }
 
   /**
    * Voluntary end: drain (bounded), then release the lease so another host can take it at once: to the
-   * host that asked for it, if one did, else to nobody.
+   * host that asked for it, if one did recently, else to nobody.
    */
-  #close(held: Held, reason: CloseReason, release: boolean): Promise<void> {
-    if (held.closeReason) return Promise.resolve();
-    held.closing ??= (async () => {
-      if (held.drain) {
+  #close(owned: Ownership, reason: CloseReason): Promise<void> {
+    if (owned.ended) return Promise.resolve();
+    owned.closing ??= (async () => {
+      if (owned.drain) {
         try {
-          await this.#withTimeout(held.drain(), this.#t.drainTimeoutMs);
+          await this.#withTimeout(owned.drain(), this.#t.drainBoundMs);
         } catch (error) {
-          this.#error(error, held.leaseToken);
+          this.#events.next({ type: 'stall', owner: this.owner, lease: owned.leaseToken, message: (error as Error).message });
         }
       }
-      if (held.closeReason) return; // lost while draining
-      this.#end(held, reason);
-      let to: string | null = null;
-      if (release) {
-        try {
-          to = await held.enqueue(() => this.#handBack(held));
-        } catch (error) {
-          if (!(error instanceof LeaseConflictError)) this.#error(error, held.leaseToken);
-        }
-      }
-      held.log('released (%s)%s', reason, to ? ` to ${to}` : '');
-      this.#events.next({ type: 'leaseReleased', owner: this.owner, lease: held.leaseToken, reason });
-    })();
-    const closing = held.closing;
-    this.#closings.add(closing);
-    void closing.finally(() => this.#closings.delete(closing));
-    return closing;
-  }
-
-  /** Writes the release; a concurrent handoff request (same owner and epoch) is re-read and honoured. */
-  async #handBack(held: Held): Promise<string | null> {
-    let current = held.current;
-    for (let attempt = 0; ; attempt++) {
-      const now = this.#now();
-      const to = handoffRequest(current, now, this.#t.expirationMs) ?? null;
+      if (owned.ended) return; // lost while draining
+      this.#end(owned, reason);
+      let to: string | null | undefined = null;
       try {
-        await this.#store.replace({ ...current, owner: to, properties: withoutHandoff(current.properties), timestampMs: now });
-        return to;
+        to = await owned.enqueue(() =>
+          handBack(
+            { store: this.#store, owner: this.owner, epoch: owned.epoch, now: this.#now, freshRequestMs: 2 * this.#t.acquireMs },
+            owned.current,
+          ),
+        );
       } catch (error) {
-        if (!(error instanceof LeaseConflictError) || error.kind === 'missing' || attempt >= 3) throw error;
-        const fresh = await this.#store.read(held.lease.id);
-        if (!fresh || fresh.owner !== this.owner || fresh.epoch !== held.epoch) return null; // not ours any more
-        current = fresh;
+        if (!(error instanceof LeaseConflictError)) this.#failed(`release:${owned.lease.id}`, error, owned.leaseToken);
       }
-    }
+      owned.log('released (%s)%s', reason, to ? ` to ${to}` : '');
+      this.#events.next({ type: 'leaseReleased', owner: this.owner, lease: owned.leaseToken, reason });
+    })();
+    this.#track(owned.closing);
+    return owned.closing;
   }
 
   // ---- helpers -------------------------------------------------------------------------------------------
 
+  #track(work: Promise<unknown>): void {
+    this.#pending.add(work);
+    const forget = () => this.#pending.delete(work);
+    work.then(forget, forget);
+  }
+
   /** Errors no retry can fix end the coordinator: `acquired$` errors, leases are dropped. */
   #fatal(error: unknown): boolean {
-    if (!(error instanceof CredentialsError) && !(error instanceof ResourceGoneError)) return false;
-    this.#error(error);
-    const reason: CloseReason = error instanceof CredentialsError ? 'Unauthorized' : 'ResourceGone';
-    for (const held of [...this.#held.values()]) {
-      held.renewTimer?.unsubscribe();
-      this.#end(held, reason);
-    }
+    const reason = fatalReason(error);
+    if (!reason) return false;
+    if (this.#failedFatally) return true;
+    this.#failedFatally = true;
+    this.#events.next(errorEvent(this.owner, error));
+    for (const owned of [...this.#owned.values()]) this.#end(owned, reason);
     this.#stopping ??= Promise.resolve();
     this.#stopSignal.abort();
     this.#scanTimer?.unsubscribe();
@@ -730,35 +632,34 @@ class Coordinator implements LeaseCoordinator {
     return true;
   }
 
-  #error(error: unknown, lease?: string): void {
+  #succeeded(operation: string): void {
+    this.#failures.delete(operation);
+  }
+
+  /** Counts a failure of `operation`; reports it at 1, 3, 10, 30, … failures in a row (always logged). */
+  #failed(operation: string, error: unknown, lease?: string): void {
+    const attempts = (this.#failures.get(operation) ?? 0) + 1;
+    this.#failures.set(operation, attempts);
     const err = error instanceof Error ? error : new Error(String(error));
-    (lease ? logger('lease', { owner: this.owner, lease }) : this.#log)('error: %s', err.message);
-    this.#events.next({ type: 'error', owner: this.owner, ...(lease ? { lease } : {}), error: err });
+    (lease ? logger('lease', { owner: this.owner, lease }) : this.#log)('%s failed (%d in a row): %s', operation.split(':')[0], attempts, err.message);
+    if (worthReporting(attempts)) this.#events.next(errorEvent(this.owner, err, { ...(lease ? { lease } : {}), attempts }));
   }
 
   #delay(ms: number): Promise<void> {
-    return new Promise((resolve) => this.#scheduler.schedule(() => resolve(), ms));
+    return new Promise((resolve) => {
+      const task = this.#scheduler.schedule(() => resolve(), ms);
+      this.#stopSignal.signal.addEventListener('abort', () => (task.unsubscribe(), resolve()), { once: true });
+    });
   }
 
   #withTimeout(work: Promise<void>, ms: number): Promise<void> {
     let timer: Subscription | undefined;
     const timeout = new Promise<void>((_, reject) => {
-      timer = this.#scheduler.schedule(() => reject(new Error(`drain did not finish within ${ms} ms; releasing anyway`)), ms);
+      timer = this.#scheduler.schedule(
+        () => reject(new Error(`drain did not finish within ${ms} ms; releasing anyway (batches still in the pipeline will be read again by the next owner)`)),
+        ms,
+      );
     });
     return Promise.race([work, timeout]).finally(() => timer?.unsubscribe());
   }
-}
-
-/** The lease for the part of `parentRange` that partition `p` covers now (.NET: PK-range or EPK lease). */
-function childOf(p: Partition, parentRange: FeedRange): { token: string; range: FeedRange } {
-  const contained = p.range.minInclusive >= parentRange.minInclusive && rangeMaxLe(p.range.maxExclusive, parentRange.maxExclusive);
-  if (contained) return { token: p.id, range: p.range };
-  // A merge: keep reading only the parent's part of the merged partition, as an EPK lease.
-  const min = p.range.minInclusive > parentRange.minInclusive ? p.range.minInclusive : parentRange.minInclusive;
-  const max = rangeMaxLe(p.range.maxExclusive, parentRange.maxExclusive) ? p.range.maxExclusive : parentRange.maxExclusive;
-  return { token: `${min}-${max}`, range: { minInclusive: min, maxExclusive: max } };
-}
-
-function rangeMaxLe(a: string, b: string): boolean {
-  return a <= b;
 }

@@ -135,7 +135,7 @@ export async function prometheusMetrics(
         owned.delete(event.lease);
         leaseEvents.inc({ owner, event: event.type === 'leaseLost' ? 'lost' : 'released' });
         break;
-      case 'leaseStolen':
+      case 'leaseTakenOver':
         leaseEvents.inc({ owner, event: 'stolen' });
         break;
       case 'partitionSplit':

@@ -200,11 +200,11 @@ describe('balancing across hosts (virtual time)', () => {
     for (let t = 0; t < 3 * EXPIRY && !forced; t += 5_000) {
       await foreign();
       await w.clock.advance(5_000);
-      forced = a.events.some((e) => e.type === 'leaseStolen');
+      forced = a.events.some((e) => e.type === 'leaseTakenOver');
     }
     // ...until a's own request is an expiration old: then a takes the lease despite the live owner.
     expect(forced).toBe(true);
-    expect(a.events.find((e) => e.type === 'leaseStolen')).toMatchObject({ from: 'old' });
+    expect(a.events.find((e) => e.type === 'leaseTakenOver')).toMatchObject({ from: 'old' });
     expect(a.coordinator.owned()).toHaveLength(1);
   });
 

@@ -1,0 +1,45 @@
+import type { Change } from './Change.js';
+import type { ErrorKind, FeedEvent } from './events.js';
+import { CorruptLeaseError, HandlerError, LeaseLostError } from '../errors/index.js';
+
+/**
+ * The kind of an error, from its class: a `HandlerError` is an item failure, a `LeaseLostError` (and so a
+ * `ViewFencedError`) is fencing, a `CorruptLeaseError` is a corrupt document, anything else is
+ * infrastructure.
+ *
+ * @internal
+ */
+export function errorKind(error: Error): ErrorKind {
+  if (error instanceof HandlerError) return 'item';
+  if (error instanceof LeaseLostError) return 'fencing';
+  if (error instanceof CorruptLeaseError) return 'corrupt';
+  return 'infrastructure';
+}
+
+/** @internal The `error` event for `error`, with its kind (and the change, for item failures). */
+export function errorEvent(owner: string, error: unknown, extra: { lease?: string; attempts?: number } = {}): FeedEvent {
+  const err = error instanceof Error ? error : new Error(String(error));
+  const change: Change<unknown> | undefined = err instanceof HandlerError ? err.change : undefined;
+  return {
+    type: 'error',
+    owner,
+    ...(extra.lease !== undefined ? { lease: extra.lease } : {}),
+    error: err,
+    kind: errorKind(err),
+    ...(extra.attempts !== undefined ? { attempts: extra.attempts } : {}),
+    ...(change ? { change } : {}),
+  };
+}
+
+/**
+ * True when failure number `attempts` (1-based) of an operation that keeps failing should be reported:
+ * 1, 3, 10, 30, 100, 300, … — a repeating failure stays visible without flooding the events stream.
+ *
+ * @internal
+ */
+export function worthReporting(attempts: number): boolean {
+  if (attempts <= 1) return true;
+  let mark = 3;
+  while (mark < attempts) mark = mark % 3 === 0 ? (mark / 3) * 10 : mark * 3;
+  return mark === attempts;
+}

@@ -1,0 +1,114 @@
+import type { SchedulerLike, Subscription } from 'rxjs';
+import type { CloseReason } from '../../core/events.js';
+import type { Partition, Position } from '../../core/Partition.js';
+import type { Logger } from '../../internal/log.js';
+import type { Lease } from '../Lease.js';
+import type { OwnedLease } from '../LeaseCoordinator.js';
+
+/** @internal What an {@link Ownership} asks of its coordinator. */
+export interface OwnershipHost {
+  checkpoint(ownership: Ownership, position: Position): Promise<void>;
+  partitionGone(ownership: Ownership, position: Position | null): Promise<void>;
+  /** Ends the ownership without writing the lease (it is not ours to write any more). */
+  lose(ownership: Ownership, newOwner: string | null | undefined, why: string): void;
+  /** Ends the ownership and releases the lease without draining, so another host can take it. */
+  giveBack(ownership: Ownership, why: string): void;
+}
+
+/**
+ * One lease this host owns: the {@link OwnedLease} handed to the reader, plus what the coordinator keeps
+ * per lease: the latest stored version, the queue that keeps its writes in order, the renewal timer and
+ * the local deadline.
+ *
+ * The local deadline: another host may take the lease once `leaseExpirationMs` passed since the last
+ * timestamp this host wrote. This host only knows a write landed when it returns, so it counts from the
+ * moment it sent its last confirmed write and stops using the lease a margin before that expiry, whether or
+ * not the write now in flight (perhaps hung) ever returns.
+ *
+ * @internal
+ */
+export class Ownership implements OwnedLease {
+  readonly leaseToken: string;
+  readonly epoch: number;
+  closeReason: CloseReason | undefined;
+  /** The latest stored version (its etag is the one the next write is conditional on). */
+  current: Lease;
+  drain: (() => Promise<void>) | undefined;
+  renewTimer: Subscription | undefined;
+  closing: Promise<void> | undefined;
+  readonly #controller = new AbortController();
+  /** Writes to one lease run one after the other, so renewals never race our own checkpoints. */
+  #queue: Promise<unknown> = Promise.resolve();
+  #deadlineTimer: Subscription | undefined;
+
+  constructor(
+    readonly lease: Lease,
+    readonly partition: Partition,
+    readonly log: Logger,
+    private readonly host: OwnershipHost,
+    private readonly scheduler: SchedulerLike,
+    /** When the write that acquired the lease was sent (scheduler time). */
+    sentAt: number,
+    private readonly usableMs: number,
+  ) {
+    this.leaseToken = lease.leaseToken;
+    this.epoch = lease.epoch;
+    this.current = lease;
+    this.confirm(lease, sentAt);
+  }
+
+  get signal(): AbortSignal {
+    return this.#controller.signal;
+  }
+
+  get ended(): boolean {
+    return this.closeReason !== undefined;
+  }
+
+  checkpoint(position: Position): Promise<void> {
+    return this.host.checkpoint(this, position);
+  }
+
+  partitionGone(position: Position | null): Promise<void> {
+    return this.host.partitionGone(this, position);
+  }
+
+  onDrain(drain: () => Promise<void>): void {
+    this.drain = drain;
+  }
+
+  lose(why: string): void {
+    this.host.lose(this, undefined, why);
+  }
+
+  release(why: string): void {
+    this.host.giveBack(this, why);
+  }
+
+  /** Runs `work` after every earlier write of this lease has settled. */
+  enqueue<R>(work: () => Promise<R>): Promise<R> {
+    const run = this.#queue.then(work, work);
+    this.#queue = run.catch(() => undefined);
+    return run;
+  }
+
+  /** A write sent at `sentAt` stored `stored`: the lease is ours until `sentAt` + expiry, less the margin. */
+  confirm(stored: Lease, sentAt: number): void {
+    this.current = stored;
+    if (this.ended) return;
+    this.#deadlineTimer?.unsubscribe();
+    const dueIn = Math.max(0, sentAt + this.usableMs - this.scheduler.now());
+    this.#deadlineTimer = this.scheduler.schedule(() => {
+      this.host.lose(this, undefined, `no renewal confirmed within ${this.usableMs} ms (local deadline, before others may take it)`);
+    }, dueIn);
+  }
+
+  /** Marks the ownership ended and aborts its signal; idempotent. */
+  end(reason: CloseReason): void {
+    if (this.closeReason) return;
+    this.closeReason = reason;
+    this.renewTimer?.unsubscribe();
+    this.#deadlineTimer?.unsubscribe();
+    this.#controller.abort(reason);
+  }
+}

@@ -1,0 +1,84 @@
+import type { Partition } from '../../core/Partition.js';
+import { CorruptLeaseError } from '../../errors/index.js';
+import type { Logger } from '../../internal/log.js';
+import type { Lease } from '../Lease.js';
+import type { LeaseStore } from '../LeaseStore.js';
+import { infoId, leaseDocument, lockId, markerDocument, type LeaseNaming } from './leaseDocuments.js';
+
+/** A marker document that exists but is not in our format (e.g. the .NET processor's `{ id }`). */
+const FOREIGN = Symbol('foreign marker');
+
+/** @internal What {@link bootstrapLeases} needs. */
+export interface BootstrapContext {
+  readonly store: LeaseStore;
+  readonly naming: LeaseNaming;
+  readonly expirationMs: number;
+  readonly retryMs: number;
+  readonly listPartitions: () => Promise<readonly Partition[]>;
+  readonly stopped: () => boolean;
+  readonly delay: (ms: number) => Promise<void>;
+  readonly log: Logger;
+  /** Reports something a user should see (an event), e.g. a lock that never goes away. */
+  readonly warn: (message: string) => void;
+}
+
+async function readMarker(store: LeaseStore, id: string): Promise<Lease | typeof FOREIGN | undefined> {
+  try {
+    return await store.read(id);
+  } catch (error) {
+    if (error instanceof CorruptLeaseError) return FOREIGN;
+    throw error;
+  }
+}
+
+/**
+ * Creates one lease per partition unless `<prefix>.info` says that was done, one host at a time (the host
+ * that creates `<prefix>.lock`). A lock of ours older than an expiration is stale (its host died) and is
+ * removed. A lock in another format (another processor's, which we cannot date) is waited on for one
+ * expiration, then ignored: creating leases is idempotent (deterministic ids), the lock only saves work.
+ *
+ * @internal
+ */
+export async function bootstrapLeases(ctx: BootstrapContext): Promise<void> {
+  const { store, naming, log } = ctx;
+  const info = infoId(naming.prefix);
+  const lock = lockId(naming.prefix);
+  let foreignLockSince: number | undefined;
+  while (!ctx.stopped()) {
+    if (await readMarker(store, info)) return;
+    const ours = await store.createIfAbsent(markerDocument(naming, lock));
+    if (ours) {
+      try {
+        await createLeases(ctx);
+      } finally {
+        await store.delete(ours).catch(() => undefined);
+      }
+      return;
+    }
+    const existing = await readMarker(store, lock);
+    const now = naming.now();
+    if (existing === FOREIGN) {
+      foreignLockSince ??= now;
+      if (now - foreignLockSince >= ctx.expirationMs) {
+        ctx.warn(
+          `the bootstrap lock ${lock} is not in rxfeed's format and has not gone away for ${ctx.expirationMs} ms; ` +
+            'creating the leases without it (safe: lease ids are deterministic)',
+        );
+        await createLeases(ctx);
+        return;
+      }
+    } else if (existing && now - existing.timestampMs >= ctx.expirationMs) {
+      log('removing stale bootstrap lock of %s', existing.owner);
+      await store.delete(existing).catch(() => undefined);
+      continue;
+    }
+    await ctx.delay(ctx.retryMs);
+  }
+}
+
+async function createLeases(ctx: BootstrapContext): Promise<void> {
+  const partitions = await ctx.listPartitions();
+  ctx.log('bootstrapping %d leases', partitions.length);
+  await Promise.all(partitions.map((p) => ctx.store.createIfAbsent(leaseDocument(ctx.naming, p.id, p.range, null, {}))));
+  await ctx.store.createIfAbsent(markerDocument(ctx.naming, infoId(ctx.naming.prefix)));
+}
