@@ -1,11 +1,12 @@
-import { defer, map, merge, mergeAll, type Observable, share, Subject, takeUntil } from 'rxjs';
+import { map, merge, mergeAll, Observable, share, Subject, takeUntil } from 'rxjs';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import type { FeedEvent } from '../core/events.js';
-import { logger } from '../internal/log.js';
+import { logger, type Logger } from '../internal/log.js';
+import { LEASE_DEFAULTS } from '../leases/coordinator/timings.js';
 import { createLeaseCoordinator } from '../leases/createLeaseCoordinator.js';
 import { CreditPool } from './CreditPool.js';
-import { type ChangeFeedOptions, resolveOptions } from './options.js';
-import { type PartitionFeed, type ReaderContext, readPartition } from './PartitionReader.js';
+import { type ChangeFeedOptions, type ResolvedOptions, resolveOptions } from './options.js';
+import { type PartitionFeed, type ReaderContext, readPartition } from './reader/readPartition.js';
 
 /**
  * A running change feed processor: the batches of every partition this host owns, the per-partition
@@ -60,6 +61,44 @@ export function createChangeFeed<T>(options: ChangeFeedOptions<T>): ChangeFeedPr
   const o = resolveOptions(options);
   const owner = o.instanceName;
   const log = logger('feed', { owner });
+  const events = new Subject<FeedEvent>();
+  if (o.events) events.subscribe(typeof o.events === 'function' ? { next: o.events } : o.events);
+  let current: Run<T> | undefined;
+
+  // Each subscription while no run is active starts a fresh run (so retry and repeat work); concurrent
+  // subscribers share the active one, so no lease is ever read twice by this processor.
+  const partitions$ = new Observable<PartitionFeed<T>>((subscriber) => {
+    const run = startRun(o, options.startFrom !== undefined, (event) => events.next(event), log);
+    current = run;
+    const subscription = run.partitions$.subscribe(subscriber);
+    return () => {
+      subscription.unsubscribe();
+      void run.stop();
+    };
+  }).pipe(share());
+  const changes$ = partitions$.pipe(mergeAll(), share());
+
+  return {
+    changes$,
+    partitions$,
+    events$: events.asObservable(),
+    owner,
+    get inFlightChanges() {
+      return current?.pool.inFlight ?? 0;
+    },
+    stop: () => current?.stop() ?? Promise.resolve(),
+  };
+}
+
+/** One run of a processor: from a subscription to the end of it (stop, unsubscribe, or a fatal error). */
+interface Run<T> {
+  readonly partitions$: Observable<PartitionFeed<T>>;
+  readonly pool: CreditPool;
+  stop(): Promise<void>;
+}
+
+function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (event: FeedEvent) => void, log: Logger): Run<T> {
+  const owner = o.instanceName;
   const coordinator = (o.coordinator ?? createLeaseCoordinator)({
     store: o.leases,
     source: o.source,
@@ -70,67 +109,67 @@ export function createChangeFeed<T>(options: ChangeFeedOptions<T>): ChangeFeedPr
     ...(o.leaseExpirationMs !== undefined ? { leaseExpirationMs: o.leaseExpirationMs } : {}),
     ...(o.minLeases !== undefined ? { minLeases: o.minLeases } : {}),
     ...(o.maxLeases !== undefined ? { maxLeases: o.maxLeases } : {}),
-    // The coordinator bounds a drain too; leave room for the final checkpoint after our own bound.
-    drainTimeoutMs: o.drainTimeoutMs + DRAIN_CHECKPOINT_MARGIN_MS,
+    drainTimeoutMs: o.drainTimeoutMs,
     scheduler: o.scheduler,
   });
-
-  const feedEvents = new Subject<FeedEvent>();
-  const events$ = merge(coordinator.events$, feedEvents);
-  if (o.events) events$.subscribe(typeof o.events === 'function' ? { next: o.events } : o.events);
-
+  const coordinatorEvents = coordinator.events$.subscribe({ next: emit });
   const pool = new CreditPool(o.maxInFlightChanges, o.maxItemCount);
   const writes = new Set<Promise<unknown>>();
   const stopRequested = new Subject<void>();
+  /** Errors `partitions$` (and so `changes$`) with a failure no retry can fix. */
+  const failed = new Subject<never>();
   let stopping: Promise<void> | undefined;
 
   const stop = (): Promise<void> =>
     (stopping ??= (async () => {
       log('stopping');
       stopRequested.next();
+      failed.complete();
       await coordinator.stop();
       while (writes.size > 0) await Promise.allSettled([...writes]);
+      coordinatorEvents.unsubscribe();
       log('stopped');
-      feedEvents.complete();
     })());
 
   const ctx: ReaderContext<T> = {
     source: o.source,
     owner,
     startFrom: o.startFrom,
-    startFromGiven: options.startFrom !== undefined,
+    startFromGiven,
     maxItemCount: o.maxItemCount,
     pollIntervalMs: o.pollIntervalMs,
     stallTimeoutMs: o.stallTimeoutMs,
     drainTimeoutMs: o.drainTimeoutMs,
+    unreadableTimeoutMs: o.leaseExpirationMs ?? LEASE_DEFAULTS.leaseExpirationMs,
     scheduler: o.scheduler,
     pool,
-    emit: (event) => feedEvents.next(event),
+    emit,
     writes,
-    fatal: () => void stop(),
-  };
-
-  const partitions$ = defer(() => coordinator.acquired$).pipe(
-    // No new partitions once stopping; the owned ones complete when their leases are released.
-    takeUntil(stopRequested),
-    map((owned) => readPartition(owned, ctx)),
-    share(),
-  );
-
-  return {
-    changes$: partitions$.pipe(mergeAll()),
-    partitions$,
-    events$,
-    owner,
-    get inFlightChanges() {
-      return pool.inFlight;
+    fatal: (error) => {
+      failed.error(error);
+      void stop();
     },
-    stop,
   };
+
+  const partitions$ = merge(
+    coordinator.acquired$.pipe(
+      // No new partitions once stopping; the owned ones complete when their leases are released.
+      takeUntil(stopRequested),
+      map((owned) => shareFeed(readPartition(owned, ctx))),
+    ),
+    failed,
+  );
+  return { partitions$, pool, stop };
 }
 
-/** Extra time the coordinator grants a drain beyond `drainTimeoutMs`, for the final checkpoint write. */
-const DRAIN_CHECKPOINT_MARGIN_MS = 5_000;
+/** A partition feed whose subscribers share one reader (a second subscription never reads the lease again). */
+function shareFeed<T>(feed: PartitionFeed<T>): PartitionFeed<T> {
+  const shared = feed.pipe(share());
+  for (const key of ['leaseToken', 'epoch', 'partition', 'closeReason'] as const) {
+    Object.defineProperty(shared, key, { get: () => feed[key], enumerable: true });
+  }
+  return shared as PartitionFeed<T>;
+}
 
 /**
  * All partitions this host owns, merged into one Observable of batches (per-partition order kept).

@@ -2,6 +2,7 @@ import { asyncScheduler, type Observer, type SchedulerLike } from 'rxjs';
 import type { FeedEvent } from '../core/events.js';
 import type { StartFrom } from '../core/Partition.js';
 import { InvalidOptionsError } from '../errors/index.js';
+import { checkLeasePrefix, DEFAULT_LEASE_PREFIX, LEASE_DEFAULTS, resolveTimings } from '../leases/coordinator/timings.js';
 import type { LeaseCoordinator } from '../leases/LeaseCoordinator.js';
 import type { LeaseCoordinatorOptions } from '../leases/createLeaseCoordinator.js';
 import type { LeaseStore } from '../leases/LeaseStore.js';
@@ -101,13 +102,13 @@ export interface ResolvedOptions<T> extends ChangeFeedOptions<T> {
 
 /** @internal Defaults of {@link ChangeFeedOptions}. */
 export const DEFAULTS = {
-  leasePrefix: 'rxfeed.',
+  leasePrefix: DEFAULT_LEASE_PREFIX,
   startFrom: 'beginning',
   maxItemCount: 100,
   pollIntervalMs: 5_000,
   maxInFlightChanges: 10_000,
   stallTimeoutMs: 60_000,
-  drainTimeoutMs: 30_000,
+  drainTimeoutMs: LEASE_DEFAULTS.drainTimeoutMs,
 } as const;
 
 function integerAtLeast(name: string, value: unknown, min = 1): void {
@@ -153,9 +154,7 @@ export function resolveOptions<T>(options: ChangeFeedOptions<T>): ResolvedOption
   if (typeof options.instanceName !== 'string' || options.instanceName.trim() === '') {
     throw new InvalidOptionsError('instanceName', 'pass a non-empty name unique to this host, e.g. os.hostname()');
   }
-  if (options.leasePrefix !== undefined && typeof options.leasePrefix !== 'string') {
-    throw new InvalidOptionsError('leasePrefix', 'expected a string');
-  }
+  checkLeasePrefix('leasePrefix', options.leasePrefix);
   const startFrom = options.startFrom;
   if (
     startFrom !== undefined &&
@@ -171,21 +170,12 @@ export function resolveOptions<T>(options: ChangeFeedOptions<T>): ResolvedOption
   durationMs('pollIntervalMs', options.pollIntervalMs);
   integerAtLeast('maxInFlightChanges', options.maxInFlightChanges);
   durationMs('stallTimeoutMs', options.stallTimeoutMs, 1);
-  durationMs('drainTimeoutMs', options.drainTimeoutMs);
-  durationMs('leaseAcquireIntervalMs', options.leaseAcquireIntervalMs, 1);
-  durationMs('leaseRenewIntervalMs', options.leaseRenewIntervalMs, 1);
-  durationMs('leaseExpirationMs', options.leaseExpirationMs, 1);
+  // The lease timings (and their relations) are checked where they are defined, once for every caller.
+  resolveTimings(options);
   integerAtLeast('minLeases', options.minLeases, 0);
   integerAtLeast('maxLeases', options.maxLeases, 0);
-  if (
-    options.leaseRenewIntervalMs !== undefined &&
-    options.leaseExpirationMs !== undefined &&
-    options.leaseRenewIntervalMs >= options.leaseExpirationMs
-  ) {
-    throw new InvalidOptionsError(
-      'leaseRenewIntervalMs',
-      `must be shorter than leaseExpirationMs (${options.leaseExpirationMs}), or leases expire between renewals`,
-    );
+  if (options.maxLeases && options.minLeases && options.minLeases > options.maxLeases) {
+    throw new InvalidOptionsError('minLeases', `must not exceed maxLeases (${options.maxLeases})`);
   }
   if (options.scheduler !== undefined && !hasMethods(options.scheduler, ['schedule', 'now'])) {
     throw new InvalidOptionsError('scheduler', 'expected an RxJS SchedulerLike (e.g. asyncScheduler)');

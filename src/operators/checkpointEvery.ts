@@ -29,6 +29,8 @@ interface PartitionState {
   /** An acknowledged position is not yet written. */
   dirty: boolean;
   writing: boolean;
+  /** Forgets the partition once its ownership ended and nothing is left to write. */
+  forget: () => void;
 }
 
 function validate(config: number | CheckpointEveryOptions): { count?: number; ms?: number; scheduler: SchedulerLike } {
@@ -102,21 +104,55 @@ export function checkpointEvery<V extends BatchOrBatches<unknown>>(
           else if (state.dirty) armTimer();
           settle();
         };
-        tracker.checkpoint(state.position).then(finish, (error: unknown) => {
-          tracker.reportError(error instanceof Error ? error : new Error(String(error)));
-          // The lease is gone: its feed closes, and nothing more can be written for this ownership.
-          if (error instanceof LeaseLostError) {
-            state.dirty = false;
-            partitions.delete(tracker);
-          }
-          finish();
-        });
+        tracker.checkpoint(state.position).then(
+          () => {
+            finish();
+            if (tracker.signal.aborted) state.forget();
+          },
+          (error: unknown) => {
+            tracker.reportError(error instanceof Error ? error : new Error(String(error)));
+            // The lease is gone: nothing more can be written for this ownership.
+            if (error instanceof LeaseLostError) state.dirty = false;
+            finish();
+            if (error instanceof LeaseLostError || tracker.signal.aborted) state.forget();
+          },
+        );
+      };
+
+      /**
+       * State for a partition seen for the first time. Once its ownership ends the state is dropped (after
+       * a write in flight): the reader's drain wrote the final position, and later positions of an ended
+       * ownership cannot be written anyway, so nothing grows with each rebalance.
+       */
+      const track = (tracker: PartitionTracker, position: Position): PartitionState => {
+        const onEnd = () => {
+          if (!state.writing) state.forget();
+        };
+        const state: PartitionState = {
+          sequence: 0,
+          position,
+          pending: 0,
+          dirty: false,
+          writing: false,
+          forget: () => {
+            tracker.signal.removeEventListener('abort', onEnd);
+            if (partitions.get(tracker) === state) partitions.delete(tracker);
+          },
+        };
+        partitions.set(tracker, state);
+        if (tracker.signal.aborted) queueMicrotask(onEnd);
+        else tracker.signal.addEventListener('abort', onEnd, { once: true });
+        return state;
       };
 
       const flush = () => {
         timer?.unsubscribe();
         timer = undefined;
-        for (const [tracker, state] of partitions) if (state.dirty) write(tracker, state);
+        // Counted as a write while it starts the others, so a write that settles at once cannot end the
+        // stream (and forget partitions) halfway through.
+        writes++;
+        for (const [tracker, state] of [...partitions]) if (state.dirty) write(tracker, state);
+        writes--;
       };
 
       const armTimer = () => {
@@ -131,10 +167,7 @@ export function checkpointEvery<V extends BatchOrBatches<unknown>>(
             const tracker = origin.tracker;
             tracker.acknowledge(origin.sequence, batch.position);
             let state = partitions.get(tracker);
-            if (!state) {
-              state = { sequence: 0, position: batch.position, pending: 0, dirty: false, writing: false };
-              partitions.set(tracker, state);
-            }
+            if (!state) state = track(tracker, batch.position);
             if (origin.sequence <= state.sequence) continue;
             state.sequence = origin.sequence;
             state.position = batch.position;
@@ -166,6 +199,7 @@ export function checkpointEvery<V extends BatchOrBatches<unknown>>(
           flush();
         }
         timer?.unsubscribe();
+        for (const state of [...partitions.values()]) if (!state.writing) state.forget();
       };
     });
 }

@@ -203,7 +203,7 @@ describe('createChangeFeed', () => {
     expect(stalls[0]).toMatchObject({ lease: '0', message: expect.stringMatching(/batch 2 never reached checkpointEvery/) });
   });
 
-  it('reports an exhausted budget with nothing reaching the checkpoint for stallTimeoutMs, but not a long bufferTime', async () => {
+  it('reports an exhausted budget with nothing reaching the checkpoint for stallTimeoutMs, but not a bufferTime shorter than it', async () => {
     const stuck = setup(1, { maxInFlightChanges: 100, maxItemCount: 10, stallTimeoutMs: 30_000 });
     for (let i = 0; i < 500; i++) stuck.source.write({ id: `d${i}`, n: i });
     subscription = stuck.feed.changes$.subscribe(); // no checkpointEvery: nothing is ever acknowledged
@@ -218,7 +218,7 @@ describe('createChangeFeed', () => {
 
     const buffered = setup(1, { maxInFlightChanges: 1_000, stallTimeoutMs: 30_000 });
     for (let i = 0; i < 50; i++) buffered.source.write({ id: `d${i}`, n: i });
-    subscription = buffered.feed.changes$.pipe(bufferTime(120_000), checkpointEvery(1)).subscribe();
+    subscription = buffered.feed.changes$.pipe(bufferTime(20_000), checkpointEvery(1)).subscribe();
     await vi.advanceTimersByTimeAsync(130_000);
     expect(buffered.events.filter((e) => e.type === 'stall')).toEqual([]);
     expect(buffered.events.some((e) => e.type === 'checkpoint')).toBe(true);

@@ -3,9 +3,10 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import type { CloseReason, FeedEvent } from '../../src/core/events.js';
 import type { Position, StartFrom } from '../../src/core/Partition.js';
-import { ResourceGoneError } from '../../src/errors/index.js';
+import { LeaseLostError, ResourceGoneError, TransientError } from '../../src/errors/index.js';
 import { CreditPool } from '../../src/feed/CreditPool.js';
-import { backoffMs, readPartition, type ReaderContext } from '../../src/feed/PartitionReader.js';
+import { backoffMs } from '../../src/feed/reader/ReadFailures.js';
+import { readPartition, type ReaderContext } from '../../src/feed/reader/readPartition.js';
 import type { OwnedLease } from '../../src/leases/LeaseCoordinator.js';
 import { MemorySource } from '../../src/sources/MemorySource.js';
 import { CountingSource } from '../support/memory.js';
@@ -14,12 +15,32 @@ interface Doc {
   id: string;
 }
 
+/**
+ * An ownership as the coordinator hands it to a reader, recording what the reader asks of it. Its lease
+ * writes can be made to fail (`failWrites`), as a real lease store's can.
+ */
 function fakeOwned(source: MemorySource<Doc>, partitionId = '0', continuation: Position | null = null) {
   const controller = new AbortController();
   const partition = source.partitions().find((p) => p.id === partitionId)!;
   let closeReason: CloseReason | undefined;
   const drains: (() => Promise<void>)[] = [];
-  const owned = {
+  const checkpoints: Position[] = [];
+  const gone: (Position | null)[] = [];
+  const released: string[] = [];
+  const control = { failWrites: 0 };
+  const end = (reason: CloseReason) => {
+    if (closeReason) return;
+    closeReason = reason;
+    controller.abort(reason);
+  };
+  const write = async () => {
+    if (closeReason) throw new LeaseLostError(partition.id, 'me');
+    if (control.failWrites > 0) {
+      control.failWrites--;
+      throw new TransientError('lease store unavailable', { statusCode: 503 });
+    }
+  };
+  const owned: OwnedLease = {
     leaseToken: partition.id,
     partition,
     lease: {
@@ -39,15 +60,23 @@ function fakeOwned(source: MemorySource<Doc>, partitionId = '0', continuation: P
     get closeReason() {
       return closeReason;
     },
-    checkpoint: vi.fn(async (_position: Position) => undefined),
-    partitionGone: vi.fn(async (_position: Position | null) => undefined),
-    onDrain: (fn: () => Promise<void>) => void drains.push(fn),
-  } satisfies OwnedLease;
-  const end = (reason: CloseReason) => {
-    closeReason = reason;
-    controller.abort(reason);
+    checkpoint: async (position) => {
+      await write();
+      checkpoints.push(position);
+    },
+    partitionGone: async (position) => {
+      await write();
+      gone.push(position);
+      end('PartitionGone');
+    },
+    onDrain: (fn) => void drains.push(fn),
+    lose: () => end('LeaseLost'),
+    release: (why) => {
+      released.push(why);
+      end('Error');
+    },
   };
-  return { owned, end, drains };
+  return { owned, end, drains, checkpoints, gone, released, control };
 }
 
 function context(
@@ -64,6 +93,7 @@ function context(
     pollIntervalMs: 1_000,
     stallTimeoutMs: 60_000,
     drainTimeoutMs: 5_000,
+    unreadableTimeoutMs: 60_000,
     scheduler: asyncScheduler,
     pool: new CreditPool(1_000, 10),
     emit: (e) => events.push(e),
@@ -125,11 +155,11 @@ describe('partition reader', () => {
 
   it("pins a 'now' start in the lease at once, so a host taking over before the first checkpoint skips nothing", async () => {
     memory.write({ id: 'before-start' });
-    const { owned } = fakeOwned(memory);
+    const { owned, checkpoints } = fakeOwned(memory);
     readPartition(owned, context(source, { startFrom: 'now' })).subscribe();
     await vi.advanceTimersByTimeAsync(0);
-    expect(owned.checkpoint).toHaveBeenCalledTimes(1);
-    const pinned = owned.checkpoint.mock.calls[0]![0];
+    expect(checkpoints).toHaveLength(1);
+    const pinned = checkpoints[0]!;
     // The host dies here, before checkpointEvery wrote anything; the next owner resumes from the pin.
     memory.write({ id: 'after-start' });
     const next = fakeOwned(memory, '0', pinned);
@@ -137,7 +167,7 @@ describe('partition reader', () => {
     readPartition(next.owned, context(source, { startFrom: 'now' })).subscribe((b) => batches.push(b));
     await vi.advanceTimersByTimeAsync(0);
     expect(batches.flatMap((b) => b.changes.map((c) => c.id))).toEqual(['after-start']);
-    expect(next.owned.checkpoint).not.toHaveBeenCalled();
+    expect(next.checkpoints).toEqual([]);
   });
 
   it("resumes from the lease's continuation, ignoring startFrom", async () => {
@@ -170,20 +200,21 @@ describe('partition reader', () => {
     await readsAt(400, 4); // this read is throttled: retry after 700 ms
     await readsAt(700, 5);
     expect(batches.map((b) => b.size)).toEqual([1]);
-    expect(ctx.events).toEqual([]); // throttling and 503s are routine: logged, not error events
+    // A 503 or a 429 is routine until it repeats: the third failure in a row is reported, with its count.
+    expect(ctx.events.map((e) => e.type === 'error' && [e.kind, e.attempts])).toEqual([['infrastructure', 3]]);
     expect([1, 2, 3, 8, 30].map(backoffMs)).toEqual([100, 200, 400, 10_000, 10_000]);
   });
 
-  it('retries unknown errors with backoff and reports each as an error event', async () => {
-    memory.faults.add({ kind: 'error', error: new Error('boom'), count: 2 });
+  it('retries unknown errors with backoff and reports them at once, then as they keep repeating (1, 3, 10, …)', async () => {
+    memory.faults.add({ kind: 'error', error: new Error('boom'), count: 4 });
     const { owned } = fakeOwned(memory);
     const ctx = context(source);
     readPartition(owned, ctx).subscribe();
-    await vi.advanceTimersByTimeAsync(300);
-    expect(source.reads).toBe(3);
-    expect(ctx.events.map((e) => e.type === 'error' && [e.lease, e.error.message])).toEqual([
-      ['0', 'boom'],
-      ['0', 'boom'],
+    await vi.advanceTimersByTimeAsync(1_500);
+    expect(source.reads).toBe(5);
+    expect(ctx.events.map((e) => e.type === 'error' && [e.lease, e.error.message, e.attempts])).toEqual([
+      ['0', 'boom', 1],
+      ['0', 'boom', 3],
     ]);
   });
 
@@ -217,7 +248,7 @@ describe('partition reader', () => {
 
   it('hands a gone partition to the coordinator at the last acknowledged position', async () => {
     for (let i = 0; i < 5; i++) memory.write({ id: `d${i}` });
-    const { owned } = fakeOwned(memory);
+    const { owned, gone } = fakeOwned(memory);
     const feed = readPartition(owned, context(source));
     const batches: ChangeBatch<Doc>[] = [];
     feed.subscribe((b) => {
@@ -227,7 +258,7 @@ describe('partition reader', () => {
     await vi.advanceTimersByTimeAsync(0);
     memory.split('0');
     await vi.advanceTimersByTimeAsync(1_000);
-    expect(owned.partitionGone).toHaveBeenCalledWith(batches[0]!.position);
+    expect(gone).toEqual([batches[0]!.position]);
     expect(feed.closeReason).toBe('PartitionGone');
   });
 
@@ -266,7 +297,7 @@ describe('partition reader', () => {
 
   it('drains on a voluntary release: stops reading, waits for acknowledgements, writes the final checkpoint', async () => {
     for (let i = 0; i < 30; i++) memory.write({ id: `d${i}` });
-    const { owned, end, drains } = fakeOwned(memory);
+    const { owned, end, drains, checkpoints } = fakeOwned(memory);
     const batches: ChangeBatch<Doc>[] = [];
     const feed = readPartition(owned, context(source));
     feed.subscribe((b) => batches.push(b));
@@ -280,7 +311,7 @@ describe('partition reader', () => {
     for (const b of batches) b.origin!.tracker.acknowledge(b.origin!.sequence, b.position);
     await vi.advanceTimersByTimeAsync(0);
     expect(drained).toBe(true);
-    expect(owned.checkpoint).toHaveBeenCalledWith(batches.at(-1)!.position);
+    expect(checkpoints).toEqual([batches.at(-1)!.position]);
     expect(source.reads).toBe(readsAtDrain);
     end('Shutdown');
     await vi.advanceTimersByTimeAsync(0);

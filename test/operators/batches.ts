@@ -39,6 +39,10 @@ export function recordingTracker(leaseToken: string): RecordingTracker {
     reportError: (error) => {
       errors.push(error);
     },
+    drop: () => {
+      throw new Error('operators must not drop batches');
+    },
+    signal: new AbortController().signal,
   };
 }
 

@@ -15,6 +15,8 @@ class FakeTracker implements PartitionTracker {
   readonly acks: [number, number, string][] = [];
   readonly writes: [number, string][] = [];
   readonly errors: Error[] = [];
+  readonly drops: number[] = [];
+  readonly ownership = new AbortController();
   fail: Error | undefined;
   constructor(
     readonly leaseToken: string,
@@ -37,6 +39,12 @@ class FakeTracker implements PartitionTracker {
   }
   reportError(error: Error): void {
     this.errors.push(error);
+  }
+  drop(sequence: number): void {
+    this.drops.push(sequence);
+  }
+  get signal(): AbortSignal {
+    return this.ownership.signal;
   }
 }
 
@@ -161,6 +169,8 @@ describe('checkpointEvery', () => {
       leaseToken: '0',
       acknowledge: () => undefined,
       reportError: () => undefined,
+      drop: () => undefined,
+      signal: new AbortController().signal,
       checkpoint(position) {
         writes.push(position);
         maxActive = Math.max(maxActive, ++active);

@@ -37,7 +37,7 @@ const remove = (id: string, extra: Partial<Change<Order>> = {}): Change<Order> =
 });
 
 function tracker(leaseToken: string): PartitionTracker & { reportError: ReturnType<typeof vi.fn> } {
-  return { leaseToken, acknowledge: vi.fn(), checkpoint: vi.fn(async () => undefined), reportError: vi.fn() };
+  return { leaseToken, acknowledge: vi.fn(), checkpoint: vi.fn(async () => undefined), reportError: vi.fn(), drop: vi.fn(), signal: new AbortController().signal };
 }
 
 const batch = (partition: string, changes: Change<Order>[], options: { epoch?: number; tracker?: PartitionTracker } = {}) =>

@@ -1,0 +1,257 @@
+import type { SchedulerLike } from 'rxjs';
+import { ChangeBatch } from '../../core/ChangeBatch.js';
+import { errorEvent } from '../../core/errorEvent.js';
+import type { FeedEvent } from '../../core/events.js';
+import type { Position } from '../../core/Partition.js';
+import type { PartitionTracker } from '../../core/PartitionTracker.js';
+import { LeaseLostError } from '../../errors/index.js';
+import type { Logger } from '../../internal/log.js';
+import type { OwnedLease } from '../../leases/LeaseCoordinator.js';
+import type { Page } from '../../sources/Source.js';
+import type { CreditAccount, CreditPool } from '../CreditPool.js';
+import { sleep } from '../wait.js';
+import { AckLedger } from './AckLedger.js';
+import { CheckpointWriter } from './CheckpointWriter.js';
+import { StallMonitor } from './StallMonitor.js';
+
+/** @internal What a {@link LeaseTracker} needs from its processor. */
+export interface TrackerContext {
+  readonly owner: string;
+  readonly maxItemCount: number;
+  readonly stallTimeoutMs: number;
+  readonly scheduler: SchedulerLike;
+  readonly pool: CreditPool;
+  readonly emit: (event: FeedEvent) => void;
+  /** In-flight checkpoint writes, so `stop()` can await them. */
+  readonly writes: Set<Promise<unknown>>;
+}
+
+/**
+ * One ownership's side of the pipeline: wraps pages as batches, takes acknowledgements and drops back from
+ * the pipeline ({@link PartitionTracker}), and ties together the read credit, the ack ledger, the
+ * checkpoint writer and the stall monitor.
+ *
+ * @internal
+ */
+export class LeaseTracker implements PartitionTracker {
+  readonly leaseToken: string;
+  readonly signal: AbortSignal;
+  /** Set when the subscriber went away: nothing will acknowledge the batches it held. */
+  unsubscribed = false;
+
+  readonly #owned: OwnedLease;
+  readonly #ctx: TrackerContext;
+  readonly #log: Logger;
+  readonly #account: CreditAccount;
+  readonly #ledger: AckLedger;
+  readonly #writer: CheckpointWriter;
+  readonly #stall: StallMonitor;
+  /** Credit taken for the read in flight (reads run concurrently across partitions, so reserve first). */
+  #reserved = 0;
+  #waitingForCredit = false;
+
+  constructor(owned: OwnedLease, ctx: TrackerContext, log: Logger) {
+    this.leaseToken = owned.leaseToken;
+    this.signal = owned.signal;
+    this.#owned = owned;
+    this.#ctx = ctx;
+    this.#log = log;
+    this.#account = ctx.pool.open();
+    this.#ledger = new AckLedger(this.#account, owned.lease.continuation);
+    this.#writer = new CheckpointWriter(owned, ctx.writes, ctx.emit, ctx.owner, log, () => this.#ledger.ackedChanges);
+    this.#stall = new StallMonitor(ctx.scheduler, ctx.stallTimeoutMs, {
+      pending: () => this.#ledger.pending,
+      oldestReadAt: () => this.#ledger.oldestReadAt,
+      lastProgressAt: () => ctx.pool.lastAckAt,
+      describe: (since) => this.#describeStall(since),
+      report: (message) => {
+        this.#log(message);
+        ctx.emit({ type: 'stall', owner: ctx.owner, lease: this.leaseToken, message });
+      },
+    });
+  }
+
+  /** Changes read and not yet acknowledged. */
+  get held(): number {
+    return this.#account.held;
+  }
+
+  /** Position of the last acknowledged batch (or the lease's checkpoint). */
+  get ackedPosition(): Position | null {
+    return this.#ledger.ackedPosition;
+  }
+
+  // ---- credit ------------------------------------------------------------------------------------------
+
+  /**
+   * Reserves credit for a read if enough is available now and returns how many changes to read, else 0.
+   * Every reservation ends with {@link LeaseTracker.settle}.
+   */
+  tryCredit(): number {
+    const available = this.#account.available;
+    if (available < this.#ctx.pool.minRead) return 0;
+    if (this.#waitingForCredit) {
+      this.#waitingForCredit = false;
+      this.#account.setWaiting(false);
+    }
+    const credit = Math.min(available, this.#ctx.maxItemCount);
+    this.#account.take(credit);
+    this.#reserved = credit;
+    return credit;
+  }
+
+  /** Waits until this partition may read, then reserves credit as {@link LeaseTracker.tryCredit} (0 when aborted). */
+  async awaitCredit(signal: AbortSignal): Promise<number> {
+    for (;;) {
+      if (signal.aborted) return 0;
+      const credit = this.tryCredit();
+      if (credit > 0) return credit;
+      if (!this.#waitingForCredit) {
+        this.#waitingForCredit = true;
+        this.#account.setWaiting(true);
+        this.#log('read budget used up (%d held); waiting for acknowledgements', this.#account.held);
+      }
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          off();
+          signal.removeEventListener('abort', done);
+          resolve();
+        };
+        const off = this.#account.onChange(done);
+        signal.addEventListener('abort', done, { once: true });
+      });
+    }
+  }
+
+  /** Ends the reservation: `count` changes were read (held until acknowledged), the rest is returned. */
+  settle(count: number): void {
+    const reserved = this.#reserved;
+    this.#reserved = 0;
+    if (count > reserved) this.#account.take(count - reserved);
+    else this.#account.release(reserved - count);
+  }
+
+  // ---- batches -----------------------------------------------------------------------------------------
+
+  /** Wraps a page as the next batch of this ownership (its credit was settled already). */
+  batch<T>(page: Page<T>): ChangeBatch<T> {
+    const count = page.changes.length;
+    const sequence = this.#ledger.record(count, this.#ctx.scheduler.now());
+    this.#stall.read();
+    return new ChangeBatch<T>({
+      partition: this.leaseToken,
+      changes: page.changes,
+      position: page.position,
+      epoch: this.#owned.epoch,
+      origin: { tracker: this, sequence, readCount: count },
+    });
+  }
+
+  acknowledge(sequence: number, position: Position): void {
+    const done = this.#ledger.acknowledge(sequence, position);
+    if (!done) return; // a replay, or a batch overtaken by a later one
+    this.#ctx.pool.lastAckAt = this.#ctx.scheduler.now();
+    this.#stall.progress();
+    if (done.skipped) this.#reportSkipped(done.skipped, sequence);
+  }
+
+  drop(sequence: number, error?: Error): void {
+    this.#ledger.drop(sequence);
+    this.#ctx.pool.lastAckAt = this.#ctx.scheduler.now();
+    this.#stall.progress();
+    if (error instanceof LeaseLostError) this.#owned.lose(`a write for batch ${sequence} was fenced: ${error.message}`);
+  }
+
+  checkpoint(position: Position): Promise<void> {
+    return this.#writer.write(position);
+  }
+
+  /** Reports `error` as an `error` event of this lease; `attempts`: how many times in a row it happened. */
+  reportError(error: Error, attempts?: number): void {
+    this.#log('error: %s', error.message);
+    this.#ctx.emit(errorEvent(this.#ctx.owner, error, { lease: this.leaseToken, ...(attempts !== undefined ? { attempts } : {}) }));
+  }
+
+  // ---- ending ------------------------------------------------------------------------------------------
+
+  /**
+   * Waits until every batch read was acknowledged or dropped (or the subscriber left), at most `timeoutMs`,
+   * then writes the last acknowledged position. Resolves true when nothing was left outstanding.
+   */
+  async drain(timeoutMs: number): Promise<boolean> {
+    const settled = await this.#quiet(timeoutMs);
+    if (!settled) {
+      const message =
+        `partition ${this.leaseToken}: ${this.#ledger.pending} batches (${this.held} changes) did not reach checkpointEvery ` +
+        `within drainTimeoutMs (${timeoutMs} ms); going on without them (the next owner reads them again). If the ` +
+        'pipeline drops batches (a plain filter), use filterChanges instead.';
+      this.#log(message);
+      this.#ctx.emit({ type: 'stall', owner: this.#ctx.owner, lease: this.leaseToken, message });
+    }
+    await this.flush();
+    return settled;
+  }
+
+  /** Writes the last acknowledged position if it is not written yet, and waits for every write. */
+  async flush(): Promise<void> {
+    const acked = this.#ledger.ackedPosition;
+    if (acked !== null && acked !== this.#writer.written) {
+      await this.checkpoint(acked).catch((error: unknown) => this.reportError(error as Error));
+    }
+    await this.#writer.settled();
+  }
+
+  /**
+   * The ownership is over, or the subscriber left: returns the credit of every batch still out (their
+   * acknowledgements, if any come, will be no-ops) and stops watching for stalls.
+   */
+  close(subscriberLeft: boolean): void {
+    if (subscriberLeft) this.unsubscribed = true;
+    this.#ledger.releaseAll();
+    this.#stall.stop();
+    if (this.#waitingForCredit) this.#account.setWaiting(false);
+    this.#account.close();
+  }
+
+  #quiet(timeoutMs: number): Promise<boolean> {
+    const idle = () => this.unsubscribed || this.#ledger.pending === 0;
+    if (idle()) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const timeout = new AbortController();
+      const off = this.#ledger.onChange(() => {
+        if (!idle()) return;
+        off();
+        timeout.abort();
+        resolve(true);
+      });
+      void sleep(timeoutMs, this.#ctx.scheduler, timeout.signal).then(() => {
+        if (timeout.signal.aborted) return;
+        off();
+        resolve(idle());
+      });
+    });
+  }
+
+  #reportSkipped([first, last]: readonly [number, number], sequence: number): void {
+    const range = first === last ? `batch ${first}` : `batches ${first}..${last}`;
+    const message =
+      `partition ${this.leaseToken}: ${range} never reached checkpointEvery (batch ${sequence} did): an operator ` +
+      'dropped or reordered them. Filter inside batches (filterChanges, batch.filter) instead of dropping ' +
+      'batches, and keep each partition in order (concatMap, not mergeMap). Their credit has been returned.';
+    this.#log(message);
+    this.#ctx.emit({ type: 'stall', owner: this.#ctx.owner, lease: this.leaseToken, message });
+  }
+
+  #describeStall(since: number): string {
+    const seconds = Math.round((this.#ctx.scheduler.now() - since) / 1000);
+    const { pool } = this.#ctx;
+    const budget = this.#waitingForCredit
+      ? ` Reading is paused: the read budget is used up (maxInFlightChanges=${pool.total}, ${pool.inFlight} in flight, ${this.held} held here).`
+      : '';
+    return (
+      `partition ${this.leaseToken}: ${this.#ledger.pending} batches read ${seconds} s ago or more have not reached ` +
+      `checkpointEvery.${budget} End the pipeline with checkpointEvery(), never drop batches (use filterChanges ` +
+      'instead of filter), and make maxInFlightChanges larger than the largest buffer (bufferCount/bufferTime).'
+    );
+  }
+}

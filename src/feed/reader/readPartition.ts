@@ -1,0 +1,253 @@
+import { Observable, type SchedulerLike } from 'rxjs';
+import type { ChangeBatch } from '../../core/ChangeBatch.js';
+import { worthReporting } from '../../core/errorEvent.js';
+import type { CloseReason } from '../../core/events.js';
+import type { Partition, Position, StartFrom } from '../../core/Partition.js';
+import {
+  CredentialsError,
+  InvalidOptionsError,
+  PartitionGoneError,
+  ResourceGoneError,
+  TransientError,
+} from '../../errors/index.js';
+import { logger, type Logger } from '../../internal/log.js';
+import type { OwnedLease } from '../../leases/LeaseCoordinator.js';
+import type { Page, Source } from '../../sources/Source.js';
+import { aborted, sleep } from '../wait.js';
+import { LeaseTracker, type TrackerContext } from './LeaseTracker.js';
+import { ReadFailures } from './ReadFailures.js';
+
+/**
+ * The batches of one owned lease: an Observable of {@link ChangeBatch} that completes when ownership ends.
+ * Hot while subscribed: a second subscriber shares the one reader (it never starts a second one).
+ *
+ * @example
+ * ```ts
+ * partitionFeeds(options).pipe(mergeMap((feed) => feed.pipe(concatMap(save), checkpointEvery(100)))).subscribe();
+ * ```
+ */
+export type PartitionFeed<T> = Observable<ChangeBatch<T>> & {
+  /** Lease token (partition id) of the lease. */
+  readonly leaseToken: string;
+  /** Fencing token of this ownership. */
+  readonly epoch: number;
+  /** The partition read. */
+  readonly partition: Partition;
+  /** Why the feed closed; `undefined` while it runs. */
+  readonly closeReason: CloseReason | undefined;
+};
+
+/** @internal What a partition reader needs from its processor. */
+export interface ReaderContext<T> extends TrackerContext {
+  readonly source: Source<T>;
+  readonly startFrom: StartFrom;
+  /** True when the user chose `startFrom` (so ignoring it for a checkpointed lease deserves a note). */
+  readonly startFromGiven?: boolean;
+  readonly pollIntervalMs: number;
+  readonly drainTimeoutMs: number;
+  /** A partition unreadable for this long (ms) has its lease given up, so another host can read it. */
+  readonly unreadableTimeoutMs: number;
+  readonly scheduler: SchedulerLike;
+  /** A failure that must stop the whole processor (resource gone, credentials, a lease of the other mode). */
+  readonly fatal: (error: Error) => void;
+}
+
+/** How a read loop ended. */
+type LoopEnd =
+  | { readonly kind: 'stopped' }
+  | { readonly kind: 'gone' }
+  | { readonly kind: 'fatal'; readonly error: Error }
+  | { readonly kind: 'unreadable'; readonly why: string };
+
+/** Failures no retry can fix: they stop the processor with a typed error. */
+function isFatal(error: unknown): error is Error {
+  return error instanceof ResourceGoneError || error instanceof CredentialsError || error instanceof InvalidOptionsError;
+}
+
+function closeReasonOf(error: Error): CloseReason {
+  if (error instanceof CredentialsError) return 'Unauthorized';
+  if (error instanceof ResourceGoneError) return 'ResourceGone';
+  return 'Error';
+}
+
+function modeMismatch(owned: OwnedLease, source: Source<unknown>): InvalidOptionsError | undefined {
+  const leaseMode = owned.lease.mode;
+  if (leaseMode === undefined || leaseMode === source.mode) return undefined;
+  // Positions of one mode mean nothing to the other; .NET refuses the switch too.
+  return new InvalidOptionsError(
+    'mode',
+    `lease ${owned.leaseToken} was created for ${leaseMode} but the source reads ${source.mode}; ` +
+      'use a new leasePrefix for the other mode (or delete these leases)',
+  );
+}
+
+/**
+ * Reads pages until reading is aborted (ownership ended, a drain began, the subscriber left), the partition
+ * is gone, a fatal error occurs, or the partition stayed unreadable past the bound.
+ *
+ * Adaptive polling: a full page is followed by another read at once, a partial or empty one by a wait of
+ * `pollIntervalMs`. An empty batch is emitted only when the position moved (e.g. the first `'now'` read),
+ * so it can be checkpointed.
+ */
+async function readLoop<T>(
+  owned: OwnedLease,
+  ctx: ReaderContext<T>,
+  tracker: LeaseTracker,
+  signal: AbortSignal,
+  log: Logger,
+  emit: (batch: ChangeBatch<T>) => void,
+): Promise<LoopEnd> {
+  const stored = owned.lease.continuation;
+  let from: StartFrom = stored !== null ? { position: stored } : ctx.startFrom;
+  let lastPosition: Position | null = stored;
+  // A 'now' start is pinned in the lease at once: a host taking over before the first checkpoint would
+  // otherwise start from its own, later "now" and skip what was written in between.
+  let pinned = stored !== null || ctx.startFrom !== 'now';
+  const failures = new ReadFailures(() => ctx.scheduler.now(), ctx.unreadableTimeoutMs);
+  log('reading %s from %s', owned.partition.id, stored ?? String(ctx.startFrom));
+  if (stored !== null && ctx.startFromGiven) {
+    log('startFrom %s is ignored: the lease already has a checkpoint (use a new leasePrefix, or delete the leases, to start over)', String(ctx.startFrom));
+  }
+  while (!signal.aborted) {
+    // Most reads find credit at once; only wait (a promise and a tick) when there is none.
+    const credit = tracker.tryCredit() || (await tracker.awaitCredit(signal));
+    if (signal.aborted) {
+      tracker.settle(0);
+      break;
+    }
+    let page: Page<T>;
+    try {
+      page = await ctx.source.read({ partition: owned.partition, from, maxItemCount: credit, signal });
+    } catch (error) {
+      tracker.settle(0);
+      if (signal.aborted) break;
+      if (error instanceof PartitionGoneError) return { kind: 'gone' };
+      if (isFatal(error)) return { kind: 'fatal', error };
+      const err = error instanceof Error ? error : new Error(String(error));
+      const decision = failures.failed(error instanceof TransientError ? error.retryAfterMs : undefined);
+      log('read failed (%s); attempt %d, retry in %d ms', err.message, decision.attempts, decision.delayMs);
+      if (decision.giveUp) return { kind: 'unreadable', why: `unreadable for ${ctx.unreadableTimeoutMs} ms (${decision.attempts} failed reads, last: ${err.message})` };
+      // A transient error (throttling, 503, timeout) is routine until it repeats; anything else is reported
+      // at once. Either way a failure that keeps repeating stays visible, with its count.
+      if (worthReporting(decision.attempts) && (decision.attempts >= 3 || !(error instanceof TransientError))) {
+        tracker.reportError(err, decision.attempts);
+      }
+      await sleep(decision.delayMs, ctx.scheduler, signal);
+      continue;
+    }
+    if (signal.aborted) {
+      // Ownership ended or a drain began while the page was on its way: leave it to the next reader.
+      tracker.settle(0);
+      break;
+    }
+    tracker.settle(page.changes.length);
+    failures.succeeded();
+    const moved = page.position !== lastPosition;
+    from = { position: page.position };
+    lastPosition = page.position;
+    if (!pinned) {
+      pinned = true;
+      if (page.changes.length === 0) await tracker.checkpoint(page.position).catch((error: unknown) => tracker.reportError(error as Error));
+    }
+    if (page.changes.length > 0 || moved) emit(tracker.batch(page));
+    if (page.changes.length < credit) await sleep(ctx.pollIntervalMs, ctx.scheduler, signal);
+  }
+  return { kind: 'stopped' };
+}
+
+/**
+ * The partition reader: reads one owned lease's partition from its checkpoint (or the configured start),
+ * as an Observable of batches, under credit flow control; see {@link readLoop} for polling and retries.
+ *
+ * How it ends: ownership ending completes the feed (after a voluntary release's drain); a gone partition is
+ * drained and handed to the coordinator (`partitionGone`, which creates the children); a partition that
+ * stays unreadable past `unreadableTimeoutMs` has its lease given up (closes with `Error`, another host
+ * takes it); a gone resource, rejected credentials or a lease of the other feed mode fail the feed and stop
+ * the processor. Unsubscribing aborts the read in flight and returns the credit of every batch out.
+ *
+ * @internal
+ */
+export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): PartitionFeed<T> {
+  let closeReason: CloseReason | undefined;
+  const feed = new Observable<ChangeBatch<T>>((subscriber) => {
+    const log = logger('partition', { owner: ctx.owner, lease: owned.leaseToken });
+    if (owned.signal.aborted) {
+      closeReason = owned.closeReason ?? 'Shutdown';
+      subscriber.complete();
+      return;
+    }
+    const tracker = new LeaseTracker(owned, ctx, log);
+    const reading = new AbortController();
+    /** Aborted when the subscriber leaves. */
+    const detached = new AbortController();
+    const stopReading = () => reading.abort();
+    owned.signal.addEventListener('abort', stopReading, { once: true });
+    owned.onDrain(async () => {
+      log('draining');
+      stopReading();
+      await tracker.drain(ctx.drainTimeoutMs);
+    });
+
+    const close = (reason: CloseReason) => {
+      closeReason = reason;
+      log('closed (%s)', reason);
+      tracker.close(false);
+      subscriber.complete();
+    };
+    const fail = (error: Error) => {
+      closeReason = closeReasonOf(error);
+      log('stopping: %s', error.message);
+      tracker.reportError(error);
+      tracker.close(false);
+      subscriber.error(error);
+      ctx.fatal(error);
+    };
+
+    const run = async () => {
+      const mismatch = modeMismatch(owned, ctx.source as Source<unknown>);
+      if (mismatch) return fail(mismatch);
+      const end = await readLoop(owned, ctx, tracker, reading.signal, log, (batch) => subscriber.next(batch));
+      if (tracker.unsubscribed) return;
+      switch (end.kind) {
+        case 'fatal':
+          return fail(end.error);
+        case 'gone': {
+          log('partition gone; waiting for acknowledgements, then handing over to its children');
+          await tracker.drain(ctx.drainTimeoutMs);
+          // The coordinator retries the replacement, or gives the lease back if it cannot; errors are its events.
+          await owned.partitionGone(tracker.ackedPosition);
+          return close(owned.closeReason ?? 'PartitionGone');
+        }
+        case 'unreadable':
+          // A host never holds a lease it does not read: let another host (another client) try.
+          log('giving the lease up: %s', end.why);
+          owned.release(`partition ${owned.leaseToken} ${end.why}`);
+          return close(owned.closeReason ?? 'Error');
+        case 'stopped':
+          // Ownership ended, or a drain began (then ownership ends once it is done).
+          await aborted(AbortSignal.any([owned.signal, detached.signal]));
+          if (!tracker.unsubscribed) close(owned.closeReason ?? 'Shutdown');
+      }
+    };
+
+    run().catch((error: unknown) => {
+      tracker.close(false);
+      subscriber.error(error);
+    });
+
+    return () => {
+      owned.signal.removeEventListener('abort', stopReading);
+      stopReading();
+      // Whether closed or unsubscribed: nothing of this ownership is read any more; batches still downstream
+      // may be acknowledged (no-ops), and their credit is returned now.
+      tracker.close(closeReason === undefined);
+      detached.abort();
+    };
+  });
+  return Object.defineProperties(feed, {
+    leaseToken: { value: owned.leaseToken, enumerable: true },
+    epoch: { value: owned.epoch, enumerable: true },
+    partition: { value: owned.partition, enumerable: true },
+    closeReason: { get: () => closeReason, enumerable: true },
+  }) as PartitionFeed<T>;
+}
