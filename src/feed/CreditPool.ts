@@ -58,31 +58,31 @@ export class CreditPool {
     return new CreditAccount(this);
   }
 
-  /** @internal */
-  _close(): void {
+  /** An account closed: one partition fewer shares the budget. */
+  accountClosed(): void {
     this.#active--;
     this.#notify();
   }
 
-  /** @internal */
-  _take(n: number): void {
+  /** `n` changes were taken by an account. */
+  taken(n: number): void {
     this.#inFlight += n;
   }
 
-  /** @internal */
-  _release(n: number): void {
+  /** `n` changes were returned by an account. */
+  returned(n: number): void {
     this.#inFlight -= n;
     if (n > 0) this.#notify();
   }
 
-  /** @internal */
-  _waiting(delta: number): number {
+  /** Changes the number of accounts waiting for credit by `delta`; returns the new number. */
+  waitingAccounts(delta: number): number {
     this.#waiting += delta;
     return this.#waiting;
   }
 
-  /** @internal */
-  _free(): number {
+  /** Credit not taken by any account. */
+  get free(): number {
     return this.total - this.#inFlight;
   }
 
@@ -120,8 +120,8 @@ export class CreditAccount {
   /** How many changes this partition may read now. */
   get available(): number {
     const pool = this.#pool;
-    const free = pool._free();
-    const othersWaiting = pool._waiting(0) - (this.#waiting ? 1 : 0);
+    const free = pool.free;
+    const othersWaiting = pool.waitingAccounts(0) - (this.#waiting ? 1 : 0);
     if (othersWaiting > 0) return Math.max(0, Math.min(pool.share - this.#held, free));
     const others = pool.active - (this.#open ? 1 : 0);
     const cap = Math.max(pool.share, pool.total - others * pool.minRead);
@@ -132,7 +132,7 @@ export class CreditAccount {
   setWaiting(waiting: boolean): void {
     if (waiting === this.#waiting) return;
     this.#waiting = waiting;
-    this.#pool._waiting(waiting ? 1 : -1);
+    this.#pool.waitingAccounts(waiting ? 1 : -1);
   }
 
   /** The fair share of one partition now. */
@@ -142,13 +142,13 @@ export class CreditAccount {
 
   take(n: number): void {
     this.#held += n;
-    this.#pool._take(n);
+    this.#pool.taken(n);
   }
 
   release(n: number): void {
     const freed = Math.min(n, this.#held);
     this.#held -= freed;
-    this.#pool._release(freed);
+    this.#pool.returned(freed);
   }
 
   /** Stops counting this partition in the fair share (credit it holds stays taken until released). */
@@ -156,7 +156,7 @@ export class CreditAccount {
     this.setWaiting(false);
     if (!this.#open) return;
     this.#open = false;
-    this.#pool._close();
+    this.#pool.accountClosed();
   }
 
   onChange(fn: () => void): () => void {

@@ -11,10 +11,10 @@ export interface BalanceOptions {
   readonly maxLeases?: number;
   /**
    * Ids of the leases this host really holds in memory. A lease the store says this owner holds but that
-   * is not in `held` (left over from a previous run under the same name) is taken back first. When
-   * omitted, every lease owned by `owner` counts as held.
+   * is not in `owned` (left over from a previous run under the same name) is taken back first. When
+   * omitted, every unexpired lease owned by `owner` counts as owned by this run.
    */
-  readonly held?: ReadonlySet<string>;
+  readonly owned?: ReadonlySet<string>;
 }
 
 /** What one host should do in one balancing round; see {@link planBalance}. */
@@ -61,7 +61,7 @@ export function isLeaseExpired(lease: Lease, nowMs: number, expirationMs: number
  *
  * Equal share: target = ceil(leases / live owners), clamped to `[minLeases, maxLeases]`. A lease with a
  * pending handoff request counts for the host that asked for it (so hosts that hold nothing yet are
- * already visible to the others through their requests). Leases this host held in a previous run come
+ * already visible to the others through their requests). Leases this host owned in a previous run come
  * first, then free (unowned or expired) ones, in an order that differs per host so that hosts starting
  * together, or noticing a crash together, do not all race for the same leases. Stealing runs only when nothing is
  * free: every host computes the same deterministic plan of moves (always one lease from the most loaded
@@ -84,13 +84,13 @@ export function planBalance(
   nowMs: number,
   options: BalanceOptions,
 ): BalancePlan {
-  const { expirationMs, minLeases = 0, maxLeases = 0, held } = options;
+  const { expirationMs, minLeases = 0, maxLeases = 0, owned } = options;
   const mine: Lease[] = [];
   const incoming: Lease[] = [];
   const handoff: Lease[] = [];
   const leftOver: Lease[] = [];
   const free: Lease[] = [];
-  /** Per other host: the leases counted as its share (held and not promised away, or promised to it). */
+  /** Per other host: the leases counted as its share (owned and not promised away, or promised to it). */
   const others = new Map<string, Lease[]>();
   const countFor = (name: string, lease: Lease) => {
     const list = others.get(name) ?? [];
@@ -102,8 +102,8 @@ export function planBalance(
   for (const lease of leases) {
     const expired = isLeaseExpired(lease, nowMs, expirationMs);
     const requester = expired ? undefined : handoffRequest(lease, nowMs, expirationMs);
-    if (lease.owner === owner && (held === undefined ? !expired : held.has(lease.id))) {
-      // A held lease stays ours even if the listing says it is overdue: re-acquiring would bump the
+    if (lease.owner === owner && (owned === undefined ? !expired : owned.has(lease.id))) {
+      // A lease this run owns stays ours even if the listing says it is overdue: re-acquiring would bump the
       // epoch and fence off our own reader. Keeping it alive (or giving it up) is the renewal's job.
       if (requester) {
         handoff.push(lease);

@@ -43,7 +43,7 @@ export interface LeaseCoordinatorOptions {
   readonly mode?: FeedMode;
   /**
    * How often (ms) a host scans the leases while the share is still moving (free leases, imbalance, or it
-   * just acquired something). Once settled it scans when the next lease held by another host would
+   * just acquired something). Once settled it scans when the next lease owned by another host would
    * expire, and at least every `leaseExpirationMs / 2`. Default 13 000 (as .NET).
    */
   readonly leaseAcquireIntervalMs?: number;
@@ -310,7 +310,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       expirationMs: this.#t.expirationMs,
       minLeases: this.#minLeases,
       maxLeases: this.#maxLeases,
-      held: new Set(this.#owned.keys()),
+      owned: new Set(this.#owned.keys()),
     });
     const take = plan.take.filter((l) => !this.#coolingDown(l.id));
     if (take.length || plan.steal.length || plan.release.length || plan.handoff.length) {

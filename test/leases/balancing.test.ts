@@ -68,13 +68,13 @@ describe('planBalance', () => {
 
   it('takes back leases left over from a previous run under the same name first', () => {
     const all = leases('aa--');
-    const plan = planBalance(all, 'a', NOW, { expirationMs: EXP, held: new Set([all[0]!.id]), maxLeases: 2 });
+    const plan = planBalance(all, 'a', NOW, { expirationMs: EXP, owned: new Set([all[0]!.id]), maxLeases: 2 });
     expect(plan.take.map((l) => l.id)).toEqual([all[1]!.id]);
   });
 
   it('keeps a held lease the listing shows overdue instead of re-taking it (which would fence itself off)', () => {
     const all = leases('AA--');
-    const plan = planBalance(all, 'a', NOW, { expirationMs: EXP, held: new Set([all[0]!.id, all[1]!.id]) });
+    const plan = planBalance(all, 'a', NOW, { expirationMs: EXP, owned: new Set([all[0]!.id, all[1]!.id]) });
     expect(plan.take).toHaveLength(2);
     expect(plan.take.every((l) => l.owner === null)).toBe(true);
   });

@@ -11,7 +11,7 @@ export interface LeaseNaming {
 
 /** @internal Id of the marker saying the leases were created (`<prefix>.info`, as .NET). */
 export const infoId = (prefix: string): string => `${prefix}.info`;
-/** @internal Id of the marker held while one host creates the leases (`<prefix>.lock`, as .NET). */
+/** @internal Id of the marker written while one host creates the leases (`<prefix>.lock`, as .NET). */
 export const lockId = (prefix: string): string => `${prefix}.lock`;
 
 /** @internal True for the processor's marker documents (never leases). */
