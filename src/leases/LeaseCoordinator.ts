@@ -70,7 +70,7 @@ export interface LeaseCoordinator {
    * that).
    */
   readonly acquired$: Observable<OwnedLease>;
-  /** Ownership events: acquired, released, lost, stolen, split, errors (e.g. corrupt lease documents). */
+  /** Ownership events: acquired, released, lost, taken over, split, errors (e.g. corrupt lease documents). */
   readonly events$: Observable<FeedEvent>;
   /** Stops acquiring, drains and releases every owned lease; resolves when done. Idempotent. */
   stop(): Promise<void>;

@@ -49,7 +49,7 @@ async function loadPromClient(): Promise<typeof PromClient> {
  *
  * Metrics (with the default prefix): `rxfeed_leases_owned` and `rxfeed_in_flight_changes` (gauges);
  * `rxfeed_lease_events_total{event}`, `rxfeed_checkpoints_total`, `rxfeed_checkpointed_changes_total`,
- * `rxfeed_errors_total{error}` and `rxfeed_stalls_total` (counters). Every metric has an `owner` label.
+ * `rxfeed_errors_total{error,kind}` and `rxfeed_stalls_total` (counters). Every metric has an `owner` label.
  * With the `lag` option, `rxfeed_lease_lag_changes{lease}` and `rxfeed_lease_lag_seconds{lease}` (gauges) give
  * the backlog of every lease this host owns, estimated at scrape time (never-checkpointed leases report their
  * real backlog where the source can compute it, else the sentinel 1, as the .NET estimator does).
@@ -104,7 +104,7 @@ export async function prometheusMetrics(
   const leaseEvents = new prom.Counter({
     ...common,
     name: `${prefix}lease_events_total`,
-    help: 'Lease ownership events (acquired, released, lost, stolen, split)',
+    help: 'Lease ownership events (acquired, released, lost, takenOver, split)',
     labelNames: ['owner', 'event'],
   });
   const checkpoints = new prom.Counter({ ...common, name: `${prefix}checkpoints_total`, help: 'Checkpoints written', labelNames: ['owner'] });
@@ -117,8 +117,8 @@ export async function prometheusMetrics(
   const errors = new prom.Counter({
     ...common,
     name: `${prefix}errors_total`,
-    help: 'Errors reported on the events stream, by error name (HandlerError = item failures)',
-    labelNames: ['owner', 'error'],
+    help: 'Errors reported on the events stream, by error name and kind (item, infrastructure, fencing, corrupt)',
+    labelNames: ['owner', 'error', 'kind'],
   });
   const stalls = new prom.Counter({ ...common, name: `${prefix}stalls_total`, help: 'Stall warnings (dropped batches, exhausted credit)', labelNames: ['owner'] });
 
@@ -136,7 +136,7 @@ export async function prometheusMetrics(
         leaseEvents.inc({ owner, event: event.type === 'leaseLost' ? 'lost' : 'released' });
         break;
       case 'leaseTakenOver':
-        leaseEvents.inc({ owner, event: 'stolen' });
+        leaseEvents.inc({ owner, event: 'takenOver' });
         break;
       case 'partitionSplit':
         leaseEvents.inc({ owner, event: 'split' });
@@ -146,7 +146,7 @@ export async function prometheusMetrics(
         checkpointed.inc({ owner }, event.changes);
         break;
       case 'error':
-        errors.inc({ owner, error: event.error.name });
+        errors.inc({ owner, error: event.error.name, kind: event.kind });
         break;
       case 'stall':
         stalls.inc({ owner });

@@ -48,7 +48,7 @@ describe('prometheusMetrics', () => {
     expect(value(text, 'rxfeed_lease_events_total{owner="host-a",event="acquired"}')).toBe(3);
     expect(value(text, 'rxfeed_checkpointed_changes_total{owner="host-a"}')).toBe(90);
     expect(value(text, 'rxfeed_checkpoints_total{owner="host-a"}')).toBeGreaterThanOrEqual(3);
-    expect(value(text, 'rxfeed_errors_total{owner="host-a",error="HandlerError"}')).toBe(1);
+    expect(value(text, 'rxfeed_errors_total{owner="host-a",error="HandlerError",kind="item"}')).toBe(1);
 
     await feed.stop();
     subscription.unsubscribe();
