@@ -1,78 +1,27 @@
 import { asyncScheduler, Observable, Subject } from 'rxjs';
 import type { SchedulerLike, Subscription } from 'rxjs';
-import { errorEvent, worthReporting } from '../core/errorEvent.js';
+import { errorEvent } from '../core/errorEvent.js';
 import type { CloseReason, FeedEvent } from '../core/events.js';
-import type { FeedMode, FeedRange, Partition, Position } from '../core/Partition.js';
-import { CredentialsError, InvalidOptionsError, LeaseLostError, ResourceGoneError } from '../errors/index.js';
+import type { FeedRange, Partition, Position } from '../core/Partition.js';
+import { LeaseLostError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import type { Logger } from '../internal/log.js';
 import { HANDOFF_TO, planBalance, withoutHandoff } from './balancing.js';
 import { bootstrapLeases } from './coordinator/bootstrap.js';
 import { askForLease, handBack } from './coordinator/handover.js';
-import { isMarkerId, leaseDocument, type LeaseNaming } from './coordinator/leaseDocuments.js';
+import { isMarkerId, type LeaseNaming } from './coordinator/leaseDocuments.js';
 import { Ownership, type OwnershipHost } from './coordinator/Ownership.js';
-import { childLeases } from './coordinator/splitMerge.js';
-import { checkLeasePrefix, resolveTimings, type Timings } from './coordinator/timings.js';
+import { FailureCounter } from './coordinator/FailureCounter.js';
+import { replaceGoneLease } from './coordinator/replaceGoneLease.js';
+import { checkLeasePrefix, type Timings } from './coordinator/timings.js';
+import { fatalReason, validateOptions, type LeaseCoordinatorOptions } from './coordinator/options.js';
 import type { Lease } from './Lease.js';
 import { LeaseConflictError } from './LeaseConflictError.js';
 import type { LeaseCoordinator, OwnedLease } from './LeaseCoordinator.js';
 import type { LeaseStore } from './LeaseStore.js';
 
 export { DEFAULT_LEASE_PREFIX, LEASE_DEFAULTS } from './coordinator/timings.js';
-
-/** Options of {@link createLeaseCoordinator}. */
-export interface LeaseCoordinatorOptions {
-  /** Where leases live (shared by every host of the processor). Required. */
-  readonly store: LeaseStore;
-  /** The feed whose partitions get one lease each; only `listPartitions` (and `mode`) are used. */
-  readonly source?: {
-    listPartitions(signal?: AbortSignal): Promise<readonly Partition[]>;
-    readonly mode?: FeedMode;
-  };
-  /** Alternative to `source`: how to list the live partitions. */
-  readonly listPartitions?: (signal?: AbortSignal) => Promise<readonly Partition[]>;
-  /** This host's unique name, written to the lease `Owner` field. Required, non-empty. */
-  readonly owner: string;
-  /**
-   * Prefix of every lease id of this processor, so several processors can share one store. Non-empty; end
-   * it with a separator (e.g. `'orders-view.'`) so that no other processor's prefix starts with it.
-   * Default `'rxfeed.'`.
-   */
-  readonly prefix?: string;
-  /** Feed mode written to new leases (`Mode`). Default: `source.mode`, else `'latestVersion'`. */
-  readonly mode?: FeedMode;
-  /**
-   * How often (ms) a host scans the leases while the share is still moving (free leases, imbalance, or it
-   * just acquired something). Once settled it scans when the next lease owned by another host would
-   * expire, and at least every `leaseExpirationMs / 2`. Default 13 000 (as .NET).
-   */
-  readonly leaseAcquireIntervalMs?: number;
-  /**
-   * How long (ms) after its last write an owned lease is renewed. A checkpoint counts as a renewal, so busy
-   * leases cost nothing extra. A failed renewal is retried every `(expiration − renew) / 4`. Default 40 000
-   * (.NET: 17 000 with a read before each write; see bench/leaseCost.ts).
-   */
-  readonly leaseRenewIntervalMs?: number;
-  /**
-   * A lease not renewed for this long (ms) is free for any host to take. The owner itself stops using a
-   * lease whose renewal it could not confirm a margin (a tenth) before that. Default 60 000 (as .NET).
-   */
-  readonly leaseExpirationMs?: number;
-  /** Hold at least this many leases when there are enough (0 = no minimum). Default 0. */
-  readonly minLeases?: number;
-  /** Never hold more than this many leases (0 = no limit). Default 0. */
-  readonly maxLeases?: number;
-  /**
-   * How long (ms) a voluntary release waits for the partition's batches to be acknowledged before
-   * releasing anyway (plus a few seconds for the final checkpoint write). Renewals go on meanwhile, so it
-   * may exceed `leaseExpirationMs`. Default 30 000.
-   */
-  readonly drainTimeoutMs?: number;
-  /** Clock and timers. Default `asyncScheduler`. */
-  readonly scheduler?: SchedulerLike;
-  /** Clock override for the timestamps written to leases (ms since the epoch); default `scheduler.now()`. */
-  readonly now?: () => number;
-}
+export type { LeaseCoordinatorOptions } from './coordinator/options.js';
 
 const FULL_RANGE: FeedRange = { minInclusive: '', maxExclusive: 'FF' };
 /** Replacing a gone partition's lease is retried with this first delay (ms), doubling up to the acquire interval. */
@@ -100,36 +49,6 @@ export function createLeaseCoordinator(options: LeaseCoordinatorOptions): LeaseC
   return new Coordinator(options);
 }
 
-function validate(options: LeaseCoordinatorOptions): Timings {
-  if (!options || typeof options !== 'object') throw new InvalidOptionsError('options', 'pass an options object');
-  if (!options.store) throw new InvalidOptionsError('store', 'pass a LeaseStore, e.g. new MemoryLeaseStore()');
-  if (typeof options.owner !== 'string' || options.owner.length === 0) {
-    throw new InvalidOptionsError('owner', 'pass a non-empty, unique host name (e.g. the pod name)');
-  }
-  if (!options.listPartitions && typeof options.source?.listPartitions !== 'function') {
-    throw new InvalidOptionsError('source', 'pass a source (or a listPartitions function) so leases can be created');
-  }
-  checkLeasePrefix('prefix', options.prefix);
-  for (const name of ['minLeases', 'maxLeases'] as const) {
-    const value = options[name];
-    if (value !== undefined && (!Number.isInteger(value) || value < 0)) {
-      throw new InvalidOptionsError(name, `must be a non-negative integer (0 = no limit), got ${String(value)}`);
-    }
-  }
-  if (options.maxLeases && options.minLeases && options.minLeases > options.maxLeases) {
-    throw new InvalidOptionsError('minLeases', `must not exceed maxLeases (${options.maxLeases})`);
-  }
-  return resolveTimings(options);
-}
-
-/** Errors no retry can fix: they end the coordinator (`acquired$` errors) with a reason. */
-function fatalReason(error: unknown): CloseReason | undefined {
-  if (error instanceof CredentialsError) return 'Unauthorized';
-  if (error instanceof ResourceGoneError) return 'ResourceGone';
-  if (error instanceof InvalidOptionsError) return 'Error';
-  return undefined;
-}
-
 class Coordinator implements LeaseCoordinator, OwnershipHost {
   readonly owner: string;
   readonly acquired$: Observable<OwnedLease>;
@@ -151,8 +70,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   readonly #owned = new Map<string, Ownership>();
   readonly #partitions = new Map<string, Partition>();
   readonly #reportedCorrupt = new Set<string>();
-  /** Consecutive failures per operation (`scan`, `renew:<lease>`, …), so repeats show their count. */
-  readonly #failures = new Map<string, number>();
+  readonly #failures: FailureCounter;
   /** Lease ids this host gave back because it could not use them, and until when (scheduler time) it leaves them to others. */
   readonly #cooldown = new Map<string, number>();
   readonly #stopSignal = new AbortController();
@@ -166,7 +84,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   readonly #pending = new Set<Promise<unknown>>();
 
   constructor(options: LeaseCoordinatorOptions) {
-    this.#t = validate(options);
+    this.#t = validateOptions(options);
     this.owner = options.owner;
     this.#store = options.store;
     const source = options.source;
@@ -184,6 +102,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     };
     this.#log = logger('lease', { owner: this.owner });
     this.#balancerLog = logger('balancer', { owner: this.owner });
+    this.#failures = new FailureCounter(this.owner, (event) => this.#events.next(event));
     this.events$ = this.#events.asObservable();
     this.acquired$ = new Observable<OwnedLease>((subscriber) => {
       if (this.#stopping) {
@@ -241,15 +160,15 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
         log: this.#log,
         warn: (message) => this.#events.next({ type: 'stall', owner: this.owner, message }),
       });
-      this.#succeeded('bootstrap');
+      this.#failures.succeeded('bootstrap');
     } catch (error) {
       if (this.#fatal(error)) return;
-      this.#failed('bootstrap', error);
+      this.#failures.failed('bootstrap', error);
       if (!this.#stopped) this.#scanTimer = this.#scheduler.schedule(() => void this.#start(), this.#t.acquireMs);
       return;
     }
     // Partitions as the source describes them (with parents), for the leases this host will own.
-    await this.#refreshPartitions().catch((error: unknown) => this.#fatal(error) || this.#failed('partitions', error));
+    await this.#refreshPartitions().catch((error: unknown) => this.#fatal(error) || this.#failures.failed('partitions', error));
     this.#scanSoon(0);
   }
 
@@ -272,11 +191,11 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       this.#scanning = this.#scan()
         .then(
           (nextMs) => {
-            this.#succeeded('scan');
+            this.#failures.succeeded('scan');
             return nextMs;
           },
           (error: unknown) => {
-            if (!this.#fatal(error)) this.#failed('scan', error);
+            if (!this.#fatal(error)) this.#failures.failed('scan', error);
             return this.#t.acquireMs;
           },
         )
@@ -376,7 +295,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
         this.#balancerLog('asked %s to hand over lease %s', lease.owner, lease.leaseToken);
       }
     } catch (error) {
-      if (!this.#fatal(error)) this.#failed(`ask:${lease.id}`, error, lease.leaseToken);
+      if (!this.#fatal(error)) this.#failures.failed(`ask:${lease.id}`, error, lease.leaseToken);
     }
   }
 
@@ -396,11 +315,11 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       if (error instanceof LeaseConflictError) {
         this.#log('lease %s taken by another host first', lease.leaseToken);
       } else if (!this.#fatal(error)) {
-        this.#failed(`acquire:${lease.id}`, error, lease.leaseToken);
+        this.#failures.failed(`acquire:${lease.id}`, error, lease.leaseToken);
       }
       return;
     }
-    this.#succeeded(`acquire:${lease.id}`);
+    this.#failures.succeeded(`acquire:${lease.id}`);
     if (this.#stopped) {
       await this.#store.replace({ ...stored, owner: null, timestampMs: this.#now() }).catch(() => undefined);
       return;
@@ -466,12 +385,12 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     const key = `renew:${owned.lease.id}`;
     try {
       await this.#write(owned, (l) => ({ ...l, timestampMs: this.#now() }));
-      this.#succeeded(key);
+      this.#failures.succeeded(key);
       owned.log('renewed');
     } catch (error) {
       if (error instanceof LeaseLostError || owned.ended) return;
       if (this.#fatal(error)) return;
-      this.#failed(key, error, owned.leaseToken);
+      this.#failures.failed(key, error, owned.leaseToken);
       // The local deadline ends the ownership if no retry lands in time.
       this.#scheduleRenew(owned, this.#t.renewRetryMs);
     }
@@ -491,12 +410,12 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       for (let attempt = 1; !owned.ended && !this.#stopped; attempt++) {
         try {
           await owned.enqueue(() => this.#replaceGone(owned, position));
-          this.#succeeded(key);
+          this.#failures.succeeded(key);
           return;
         } catch (error) {
           if (error instanceof LeaseLostError || owned.ended) return;
           if (this.#fatal(error)) return;
-          this.#failed(key, error, owned.leaseToken);
+          this.#failures.failed(key, error, owned.leaseToken);
           if (this.#scheduler.now() - since >= this.#t.expirationMs) {
             this.giveBack(owned, `could not replace the lease of the gone partition for ${this.#t.expirationMs} ms`);
             return;
@@ -513,29 +432,14 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
 
   async #replaceGone(owned: Ownership, position: Position | null): Promise<void> {
     if (owned.ended) return;
-    const fresh = await this.#store.read(owned.lease.id);
-    if (fresh && (fresh.owner !== this.owner || fresh.epoch !== owned.epoch)) {
-      // Fenced: the current owner will replace it (from its own, newer, position).
-      this.lose(owned, fresh.owner, 'lost before handling the split');
-      throw new LeaseLostError(owned.leaseToken, this.owner, fresh.owner);
+    const context = { store: this.#store, naming: this.#naming, listPartitions: () => this.#refreshPartitions() };
+    const replacement = await replaceGoneLease(context, owned, position);
+    if (replacement.kind === 'fenced') {
+      this.lose(owned, replacement.owner, 'lost before handling the split');
+      throw new LeaseLostError(owned.leaseToken, this.owner, replacement.owner);
     }
-    const parent = fresh ?? owned.current;
-    const from = position ?? parent.continuation;
-    const parentRange = parent.feedRange ?? owned.partition.range;
-    const children = childLeases(owned.leaseToken, parentRange, await this.#refreshPartitions());
-    if (!children) throw new Error(`partition ${owned.leaseToken} reported gone, but the source still lists it; retrying`);
-    // Child ids are deterministic, so hosts noticing together create each child once.
-    for (const c of children) {
-      await this.#store.createIfAbsent(leaseDocument(this.#naming, c.token, c.range, from, withoutHandoff(parent.properties)));
-    }
-    if (fresh) {
-      await this.#store.delete(fresh).catch((error: unknown) => {
-        if (!(error instanceof LeaseConflictError)) throw error;
-      });
-    }
-    const tokens = children.map((c) => c.token);
-    owned.log('partition gone: replaced by %s from %s', tokens.join(', '), from);
-    this.#events.next({ type: 'partitionSplit', owner: this.owner, lease: owned.leaseToken, children: tokens });
+    owned.log('partition gone: replaced by %s from %s', replacement.children.join(', '), replacement.from);
+    this.#events.next({ type: 'partitionSplit', owner: this.owner, lease: owned.leaseToken, children: replacement.children });
     this.#end(owned, 'PartitionGone');
     this.#events.next({ type: 'leaseReleased', owner: this.owner, lease: owned.leaseToken, reason: 'PartitionGone' });
   }
@@ -562,7 +466,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       .then(
         () => undefined,
         (error: unknown) => {
-          if (!(error instanceof LeaseConflictError)) this.#failed(`release:${owned.lease.id}`, error, owned.leaseToken);
+          if (!(error instanceof LeaseConflictError)) this.#failures.failed(`release:${owned.lease.id}`, error, owned.leaseToken);
         },
       )
       .then(() => this.#events.next({ type: 'leaseReleased', owner: this.owner, lease: owned.leaseToken, reason: 'Error' }));
@@ -599,7 +503,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
           ),
         );
       } catch (error) {
-        if (!(error instanceof LeaseConflictError)) this.#failed(`release:${owned.lease.id}`, error, owned.leaseToken);
+        if (!(error instanceof LeaseConflictError)) this.#failures.failed(`release:${owned.lease.id}`, error, owned.leaseToken);
       }
       owned.log('released (%s)%s', reason, to ? ` to ${to}` : '');
       this.#events.next({ type: 'leaseReleased', owner: this.owner, lease: owned.leaseToken, reason });
@@ -630,19 +534,6 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     this.#acquired.error(error);
     this.#events.complete();
     return true;
-  }
-
-  #succeeded(operation: string): void {
-    this.#failures.delete(operation);
-  }
-
-  /** Counts a failure of `operation`; reports it at 1, 3, 10, 30, … failures in a row (always logged). */
-  #failed(operation: string, error: unknown, lease?: string): void {
-    const attempts = (this.#failures.get(operation) ?? 0) + 1;
-    this.#failures.set(operation, attempts);
-    const err = error instanceof Error ? error : new Error(String(error));
-    (lease ? logger('lease', { owner: this.owner, lease }) : this.#log)('%s failed (%d in a row): %s', operation.split(':')[0], attempts, err.message);
-    if (worthReporting(attempts)) this.#events.next(errorEvent(this.owner, err, { ...(lease ? { lease } : {}), attempts }));
   }
 
   #delay(ms: number): Promise<void> {

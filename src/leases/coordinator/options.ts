@@ -1,0 +1,92 @@
+import type { SchedulerLike } from 'rxjs';
+import type { CloseReason } from '../../core/events.js';
+import type { FeedMode, Partition } from '../../core/Partition.js';
+import { CredentialsError, InvalidOptionsError, ResourceGoneError } from '../../errors/index.js';
+import type { LeaseStore } from '../LeaseStore.js';
+import { checkLeasePrefix, resolveTimings, type Timings } from './timings.js';
+
+/** Options of {@link createLeaseCoordinator}. */
+export interface LeaseCoordinatorOptions {
+  /** Where leases live (shared by every host of the processor). Required. */
+  readonly store: LeaseStore;
+  /** The feed whose partitions get one lease each; only `listPartitions` (and `mode`) are used. */
+  readonly source?: {
+    listPartitions(signal?: AbortSignal): Promise<readonly Partition[]>;
+    readonly mode?: FeedMode;
+  };
+  /** Alternative to `source`: how to list the live partitions. */
+  readonly listPartitions?: (signal?: AbortSignal) => Promise<readonly Partition[]>;
+  /** This host's unique name, written to the lease `Owner` field. Required, non-empty. */
+  readonly owner: string;
+  /**
+   * Prefix of every lease id of this processor, so several processors can share one store. Non-empty; end
+   * it with a separator (e.g. `'orders-view.'`) so that no other processor's prefix starts with it.
+   * Default `'rxfeed.'`.
+   */
+  readonly prefix?: string;
+  /** Feed mode written to new leases (`Mode`). Default: `source.mode`, else `'latestVersion'`. */
+  readonly mode?: FeedMode;
+  /**
+   * How often (ms) a host scans the leases while the share is still moving (free leases, imbalance, or it
+   * just acquired something). Once settled it scans when the next lease owned by another host would
+   * expire, and at least every `leaseExpirationMs / 2`. Default 13 000 (as .NET).
+   */
+  readonly leaseAcquireIntervalMs?: number;
+  /**
+   * How long (ms) after its last write an owned lease is renewed. A checkpoint counts as a renewal, so busy
+   * leases cost nothing extra. A failed renewal is retried every `(expiration − renew) / 4`. Default 40 000
+   * (.NET: 17 000 with a read before each write; see bench/leaseCost.ts).
+   */
+  readonly leaseRenewIntervalMs?: number;
+  /**
+   * A lease not renewed for this long (ms) is free for any host to take. The owner itself stops using a
+   * lease whose renewal it could not confirm a margin (a tenth) before that. Default 60 000 (as .NET).
+   */
+  readonly leaseExpirationMs?: number;
+  /** Hold at least this many leases when there are enough (0 = no minimum). Default 0. */
+  readonly minLeases?: number;
+  /** Never hold more than this many leases (0 = no limit). Default 0. */
+  readonly maxLeases?: number;
+  /**
+   * How long (ms) a voluntary release waits for the partition's batches to be acknowledged before
+   * releasing anyway (plus a few seconds for the final checkpoint write). Renewals go on meanwhile, so it
+   * may exceed `leaseExpirationMs`. Default 30 000.
+   */
+  readonly drainTimeoutMs?: number;
+  /** Clock and timers. Default `asyncScheduler`. */
+  readonly scheduler?: SchedulerLike;
+  /** Clock override for the timestamps written to leases (ms since the epoch); default `scheduler.now()`. */
+  readonly now?: () => number;
+}
+
+/** @internal Checks the options; throws {@link InvalidOptionsError} naming the one to fix. */
+export function validateOptions(options: LeaseCoordinatorOptions): Timings {
+  if (!options || typeof options !== 'object') throw new InvalidOptionsError('options', 'pass an options object');
+  if (!options.store) throw new InvalidOptionsError('store', 'pass a LeaseStore, e.g. new MemoryLeaseStore()');
+  if (typeof options.owner !== 'string' || options.owner.length === 0) {
+    throw new InvalidOptionsError('owner', 'pass a non-empty, unique host name (e.g. the pod name)');
+  }
+  if (!options.listPartitions && typeof options.source?.listPartitions !== 'function') {
+    throw new InvalidOptionsError('source', 'pass a source (or a listPartitions function) so leases can be created');
+  }
+  checkLeasePrefix('prefix', options.prefix);
+  for (const name of ['minLeases', 'maxLeases'] as const) {
+    const value = options[name];
+    if (value !== undefined && (!Number.isInteger(value) || value < 0)) {
+      throw new InvalidOptionsError(name, `must be a non-negative integer (0 = no limit), got ${String(value)}`);
+    }
+  }
+  if (options.maxLeases && options.minLeases && options.minLeases > options.maxLeases) {
+    throw new InvalidOptionsError('minLeases', `must not exceed maxLeases (${options.maxLeases})`);
+  }
+  return resolveTimings(options);
+}
+
+/** @internal Errors no retry can fix: they end the coordinator (`acquired$` errors) with a reason. */
+export function fatalReason(error: unknown): CloseReason | undefined {
+  if (error instanceof CredentialsError) return 'Unauthorized';
+  if (error instanceof ResourceGoneError) return 'ResourceGone';
+  if (error instanceof InvalidOptionsError) return 'Error';
+  return undefined;
+}
+
