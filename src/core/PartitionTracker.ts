@@ -22,6 +22,18 @@ export interface PartitionTracker {
    * processor's events stream. The feed keeps running.
    */
   reportError(error: Error): void;
+  /**
+   * The batch with this sequence number left the pipeline without reaching the checkpoint (e.g. a sink
+   * dropped it because its view write was fenced): its credit is returned, its position is never
+   * checkpointed. With a fencing error (`LeaseLostError`, `ViewFencedError`) this host's ownership of the
+   * lease ends too: a newer owner has written.
+   */
+  drop(sequence: number, error?: Error): void;
+  /**
+   * Aborted when this host's ownership of the lease ended (lost, released, gone, past its local deadline).
+   * Sinks must not write batches of an ended ownership: drop them instead (the next owner reads them again).
+   */
+  readonly signal: AbortSignal;
 }
 
 /**

@@ -7,6 +7,7 @@ import {
   CredentialsError,
   InvalidOptionsError,
   HandlerError,
+  LeaseLostError,
   PartitionGoneError,
   ResourceGoneError,
   TransientError,
@@ -102,8 +103,14 @@ export class LeaseTracker implements PartitionTracker {
   readonly #ackListeners = new Set<() => void>();
   #creditWait: { since: number; reported: boolean; task: Subscription | undefined } | undefined;
 
+  /** Aborted when ownership ended, or when a sink saw a newer owner's write (see {@link LeaseTracker.drop}). */
+  readonly signal: AbortSignal;
+  readonly #fenced = new AbortController();
+  readonly #dropped = new Set<number>();
+
   constructor(owned: OwnedLease, ctx: ReaderContext<unknown>, log: Logger) {
     this.leaseToken = owned.leaseToken;
+    this.signal = AbortSignal.any([owned.signal, this.#fenced.signal]);
     this.#owned = owned;
     this.#ctx = ctx;
     this.#log = log;
@@ -149,10 +156,15 @@ export class LeaseTracker implements PartitionTracker {
 
   acknowledge(sequence: number, position: Position): void {
     if (sequence <= this.#ackedSequence) return; // a replay or a batch overtaken by a later one
-    if (sequence > this.#ackedSequence + 1) this.#reportGap(sequence);
+    let gap = false;
+    for (let s = this.#ackedSequence + 1; s < sequence && !gap; s++) gap = !this.#dropped.has(s);
+    if (gap) this.#reportGap(sequence);
     let freed = 0;
     const queue = this.#outstanding;
-    while (this.#head < queue.length && queue[this.#head]!.sequence <= sequence) freed += queue[this.#head++]!.count;
+    while (this.#head < queue.length && queue[this.#head]!.sequence <= sequence) {
+      const entry = queue[this.#head++]!;
+      if (!this.#dropped.delete(entry.sequence)) freed += entry.count;
+    }
     if (this.#head > 1024 && this.#head * 2 > queue.length) {
       queue.splice(0, this.#head);
       this.#head = 0;
@@ -162,6 +174,24 @@ export class LeaseTracker implements PartitionTracker {
     this.#ackedChanges += freed;
     this.#ctx.pool.lastAckAt = this.#ctx.scheduler.now();
     this.#account.release(freed);
+    if (this.#ackListeners.size > 0) for (const listener of [...this.#ackListeners]) listener();
+  }
+
+  /*
+   * Minimal stand-in until the reader rework: returns the dropped batch's credit without moving the
+   * acknowledged position; a fencing error aborts `signal`, which stops reading (the coordinator ends the
+   * ownership at its next renewal, which the newer owner's lease fences).
+   */
+  drop(sequence: number, error?: Error): void {
+    if (error instanceof LeaseLostError) {
+      this.#log('dropped batch %d: %s; reading stops', sequence, error.message);
+      this.#fenced.abort(error);
+    }
+    if (sequence <= this.#ackedSequence || this.#dropped.has(sequence)) return;
+    const entry = this.#outstanding.find((o, i) => i >= this.#head && o.sequence === sequence);
+    if (!entry) return;
+    this.#dropped.add(sequence);
+    this.#account.release(entry.count);
     if (this.#ackListeners.size > 0) for (const listener of [...this.#ackListeners]) listener();
   }
 
@@ -231,11 +261,11 @@ export class LeaseTracker implements PartitionTracker {
 
   /** Resolves when every batch read has been acknowledged, the subscriber left, or after `timeoutMs`. */
   async waitForAcks(timeoutMs: number): Promise<void> {
-    if (this.#account.held === 0 && this.#head >= this.#outstanding.length) return;
+    if (this.#account.held === 0 && this.#settled()) return;
     const timeout = new AbortController();
     await new Promise<void>((resolve) => {
       const check = () => {
-        if (this.unsubscribed || this.#head >= this.#outstanding.length) {
+        if (this.unsubscribed || this.#settled()) {
           this.#ackListeners.delete(check);
           timeout.abort();
           resolve();
@@ -251,6 +281,12 @@ export class LeaseTracker implements PartitionTracker {
         resolve();
       });
     });
+  }
+
+  /** True when every batch read was acknowledged or dropped. */
+  #settled(): boolean {
+    for (let i = this.#head; i < this.#outstanding.length; i++) if (!this.#dropped.has(this.#outstanding[i]!.sequence)) return false;
+    return true;
   }
 
   /** Wakes drain waits after the subscriber left. */
@@ -362,7 +398,7 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
     /** Aborted when the subscriber leaves. */
     const detached = new AbortController();
     const stopReading = () => reading.abort();
-    owned.signal.addEventListener('abort', stopReading, { once: true });
+    tracker.signal.addEventListener('abort', stopReading, { once: true });
     owned.onDrain(async () => {
       log('draining');
       stopReading();
@@ -471,7 +507,7 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
     run().catch((error: unknown) => subscriber.error(error));
 
     return () => {
-      owned.signal.removeEventListener('abort', stopReading);
+      tracker.signal.removeEventListener('abort', stopReading);
       stopReading();
       // Unsubscribed by the pipeline (no close reason): nothing downstream will acknowledge what it held.
       // Closed by ownership ending: batches still downstream may yet be acknowledged and keep their credit.

@@ -211,6 +211,8 @@ describe('iterateProcessor (stub processor)', () => {
       acknowledge: (sequence) => void acknowledged.push(sequence),
       checkpoint: async (position) => void written.push(position),
       reportError: () => undefined,
+      drop: () => undefined,
+      signal: new AbortController().signal,
     };
     const batch = (sequence: number) =>
       new ChangeBatch<Doc>({

@@ -38,6 +38,11 @@ class FakeTracker implements PartitionTracker {
   reportError(error: Error): void {
     this.errors.push(error);
   }
+  readonly dropped: number[] = [];
+  readonly signal = new AbortController().signal;
+  drop(sequence: number): void {
+    this.dropped.push(sequence);
+  }
 }
 
 const change = (lsn: number): Change<string> => ({ id: `d${lsn}`, operation: 'upsert', document: 'x', lsn, timestampMs: 0 });
@@ -161,6 +166,8 @@ describe('checkpointEvery', () => {
       leaseToken: '0',
       acknowledge: () => undefined,
       reportError: () => undefined,
+      drop: () => undefined,
+      signal: new AbortController().signal,
       checkpoint(position) {
         writes.push(position);
         maxActive = Math.max(maxActive, ++active);

@@ -36,8 +36,20 @@ const remove = (id: string, extra: Partial<Change<Order>> = {}): Change<Order> =
   ...extra,
 });
 
-function tracker(leaseToken: string): PartitionTracker & { reportError: ReturnType<typeof vi.fn> } {
-  return { leaseToken, acknowledge: vi.fn(), checkpoint: vi.fn(async () => undefined), reportError: vi.fn() };
+type TestTracker = PartitionTracker & { reportError: ReturnType<typeof vi.fn>; drop: ReturnType<typeof vi.fn>; end(): void };
+
+/** A tracker recording reports and drops; `end()` ends the ownership (aborts `signal`). */
+function tracker(leaseToken: string): TestTracker {
+  const ownership = new AbortController();
+  return {
+    leaseToken,
+    acknowledge: vi.fn(),
+    checkpoint: vi.fn(async () => undefined),
+    reportError: vi.fn(),
+    drop: vi.fn(),
+    signal: ownership.signal,
+    end: () => ownership.abort(),
+  };
 }
 
 const batch = (partition: string, changes: Change<Order>[], options: { epoch?: number; tracker?: PartitionTracker } = {}) =>
