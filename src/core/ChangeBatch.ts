@@ -1,5 +1,5 @@
 import type { Change } from './Change.js';
-import type { Position } from './Partition.js';
+import type { FeedRange, Position } from './Partition.js';
 import type { BatchOrigin } from './PartitionTracker.js';
 
 /** What a {@link ChangeBatch} is made from. */
@@ -12,6 +12,13 @@ export interface ChangeBatchInit<T> {
   readonly position: Position;
   /** Fencing token: the lease epoch under which the batch was read. Default 0 (unknown). */
   readonly epoch?: number;
+  /**
+   * LSN of the last change read into the batch, before any filtering. Default: the LSN of the last of
+   * `changes` (right for a batch made from a page as read); derived batches keep their source's.
+   */
+  readonly readLsn?: number;
+  /** Key range the batch's lease covers (its lineage: a split child's range lies inside its parent's). */
+  readonly range?: FeedRange;
   /** @internal Link back to the reader; set by the feed engine. */
   readonly origin?: BatchOrigin;
 }
@@ -38,6 +45,13 @@ export class ChangeBatch<T> implements Iterable<Change<T>> {
   readonly position: Position;
   /** Fencing token: the lease epoch under which the batch was read (0 when unknown). */
   readonly epoch: number;
+  /**
+   * LSN of the last change read into the batch, whatever filtering left of it since (`undefined` when the
+   * page read was empty). Unlike {@link ChangeBatch.lastLsn} it does not change with `filter` or `map`.
+   */
+  readonly readLsn: number | undefined;
+  /** Key range of the batch's lease, when the reader knows it. */
+  readonly range: FeedRange | undefined;
   /** @internal Link back to the reader that produced the batch. */
   readonly origin: BatchOrigin | undefined;
 
@@ -47,6 +61,8 @@ export class ChangeBatch<T> implements Iterable<Change<T>> {
     this.changes = init.changes;
     this.position = init.position;
     this.epoch = init.epoch ?? 0;
+    this.readLsn = init.readLsn ?? init.changes[init.changes.length - 1]?.lsn;
+    this.range = init.range;
     this.origin = init.origin;
     Object.freeze(this);
   }
@@ -61,18 +77,20 @@ export class ChangeBatch<T> implements Iterable<Change<T>> {
     return this.changes.length === 0;
   }
 
-  /** LSN of the last change, or `undefined` when empty. */
+  /** LSN of the last change left in the batch, or `undefined` when empty (see {@link ChangeBatch.readLsn}). */
   get lastLsn(): number | undefined {
     return this.changes[this.changes.length - 1]?.lsn;
   }
 
-  /** A batch with the same partition and position holding `changes` instead. */
+  /** A batch with the same partition, position, epoch, read LSN and range holding `changes` instead. */
   withChanges<R>(changes: readonly Change<R>[]): ChangeBatch<R> {
     return new ChangeBatch<R>({
       partition: this.partition,
       changes,
       position: this.position,
       epoch: this.epoch,
+      readLsn: this.readLsn,
+      range: this.range,
       origin: this.origin,
     });
   }

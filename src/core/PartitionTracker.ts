@@ -2,8 +2,9 @@ import type { Position } from './Partition.js';
 
 /**
  * The link from a batch back to the partition reader that produced it. Implemented by the feed engine
- * (`src/feed`); operators and sinks never call it, they only carry it along (ChangeBatch does that).
- * `checkpointEvery` uses it to acknowledge batches (returning read credit) and to persist positions.
+ * (`src/feed`); operators carry it along (ChangeBatch does that) and report item failures through it.
+ * `checkpointEvery` uses it to acknowledge batches (returning read credit) and to persist positions; a sink
+ * that drops a batch hands it back with `drop`, and does not write batches once `signal` is aborted.
  *
  * @internal
  */

@@ -5,12 +5,21 @@ import type {
   ViewWrite,
   ViewWriteResult,
 } from './ViewStore.js';
-import { planWrite } from './internal/planWrite.js';
-import type { StoredPartition } from './internal/planWrite.js';
+import type { FeedRange, Position } from '../core/Partition.js';
+import { inheritedLsn, planWrite } from './internal/planWrite.js';
+import type { RangeMark, StoredPartition } from './internal/planWrite.js';
 
 interface Tombstone {
   readonly lsn: number;
   readonly timestampMs: number;
+}
+
+/** A partition as stored; `position` stays undefined while its writes were all replays (inherited mark). */
+interface PartitionRecord {
+  readonly position: Position | undefined;
+  readonly epoch: number;
+  readonly lsn: number | undefined;
+  readonly range: FeedRange | undefined;
 }
 
 /**
@@ -29,14 +38,15 @@ export class MemoryViewStore<R> implements ViewStore<R> {
   readonly description = 'memory view';
   readonly #rows = new Map<string, ViewRow<R>>();
   readonly #tombstones = new Map<string, Tombstone>();
-  readonly #partitions = new Map<string, ViewPartitionState>();
+  readonly #partitions = new Map<string, PartitionRecord>();
 
   async write(write: ViewWrite<R>): Promise<ViewWriteResult> {
     // Everything below runs synchronously, so a write is atomic: planWrite throws (fencing) before any change.
     const stored = new Map<string, StoredPartition>();
     for (const commit of write.partitions) {
       const state = this.#partitions.get(commit.partition);
-      if (state) stored.set(commit.partition, { epoch: state.epoch, lsn: state.lsn });
+      const lsn = state?.lsn ?? (commit.range && inheritedLsn(commit.range, this.#marks(commit.partition)));
+      if (state || lsn !== undefined) stored.set(commit.partition, { epoch: state?.epoch ?? 0, lsn });
     }
     const plan = planWrite(write, stored);
     const guarded = write.mode === 'guarded';
@@ -75,9 +85,22 @@ export class MemoryViewStore<R> implements ViewStore<R> {
       }
     }
     for (const commit of plan.commits) {
-      this.#partitions.set(commit.partition, { position: commit.position, epoch: commit.epoch, lsn: commit.lsn });
+      const state = this.#partitions.get(commit.partition);
+      this.#partitions.set(commit.partition, {
+        position: commit.position ?? state?.position,
+        epoch: commit.epoch,
+        lsn: commit.lsn,
+        range: commit.range ?? state?.range,
+      });
     }
     return { written, deleted, skipped: write.changes.length - written - deleted };
+  }
+
+  /** The ranges and marks of every stored partition but `partition`. */
+  #marks(partition: string): RangeMark[] {
+    const marks: RangeMark[] = [];
+    for (const [id, { range, lsn }] of this.#partitions) if (id !== partition && range && lsn !== undefined) marks.push({ range, lsn });
+    return marks;
   }
 
   async get(key: string): Promise<ViewRow<R> | undefined> {
@@ -90,7 +113,11 @@ export class MemoryViewStore<R> implements ViewStore<R> {
   }
 
   async positions(): Promise<ReadonlyMap<string, ViewPartitionState>> {
-    return new Map([...this.#partitions].map(([partition, state]) => [partition, { ...state }]));
+    const positions = new Map<string, ViewPartitionState>();
+    for (const [partition, { position, epoch, lsn, range }] of this.#partitions) {
+      if (position !== undefined) positions.set(partition, { position, epoch, lsn, ...(range ? { range: { ...range } } : {}) });
+    }
+    return positions;
   }
 
   async pruneTombstones(beforeTimestampMs: number): Promise<number> {

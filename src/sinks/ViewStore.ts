@@ -1,4 +1,4 @@
-import type { Position } from '../core/Partition.js';
+import type { FeedRange, Position } from '../core/Partition.js';
 
 /**
  * How a view store protects itself against changes that arrive twice or late.
@@ -18,9 +18,17 @@ import type { Position } from '../core/Partition.js';
  * for Cosmos DB and `MemorySource`: a document stays in the partition that owns its partition key, split
  * children continue their parent's numbering, and a merged partition continues above its parents. It does
  * not hold for a key that gathers documents of different partition keys; use `'exactlyOnce'` for those.
- * Exactly-once mode keeps its LSN mark per partition id: a split child starts without one, so resume
- * children from positions the view committed (their leases inherit the parent's position) rather than
- * replaying the parent's range from an older checkpoint.
+ *
+ * Exactly-once mode keeps its LSN mark per partition, together with the partition's key range. A partition
+ * the view holds no mark for yet (a split child, the per-parent lease of a merge) inherits the marks of the
+ * partitions before it in its range: for each part of its range the highest mark of a stored range covering
+ * that part, and the lowest of those over its whole range (a merged range takes the lowest of its parents'
+ * marks). That is right because LSNs never decrease along a range's lineage, and it needs the range on each
+ * commit ({@link ViewCommit.range}, which `materializeToView` takes from the batch). Without a stored range
+ * covering all of it, a partition starts without a mark.
+ *
+ * Fencing holds in both modes: every write raises the partition's stored epoch to the write's, also when it
+ * changes nothing (a replay, an empty batch), and a lower epoch is refused with `ViewFencedError`.
  *
  * @example
  * ```ts
@@ -52,8 +60,13 @@ export interface ViewCommit {
   readonly epoch: number;
   /** Position to resume the partition after this write. */
   readonly position: Position;
-  /** Highest LSN among the write's changes of this partition (before any filtering), if it had any. */
+  /**
+   * LSN of the last change read for this partition (before any filtering: a batch's `readLsn`), if any was.
+   * A commit at or below the stored LSN is a replay: it raises the epoch but keeps the stored position.
+   */
   readonly lsn: number | undefined;
+  /** Key range of the partition's lease (lets a split child inherit its parent's exactly-once mark). */
+  readonly range?: FeedRange;
 }
 
 /** What one transaction writes: changes in partition order and the partitions they came from. */
@@ -92,8 +105,10 @@ export interface ViewPartitionState {
   readonly position: Position;
   /** Highest lease epoch seen for the partition; writes under a lower epoch are rejected. */
   readonly epoch: number;
-  /** Highest LSN applied from the partition, if any change was. */
+  /** Highest LSN applied from the partition (or inherited from its parents), if any. */
   readonly lsn: number | undefined;
+  /** Key range of the partition, when its writes gave one. */
+  readonly range?: FeedRange;
 }
 
 /**
@@ -122,7 +137,7 @@ export interface ViewStore<R> {
   get(key: string): Promise<ViewRow<R> | undefined>;
   /** Every row, ordered by key. Meant for tests, checks and small views. */
   rows(): Promise<ViewRow<R>[]>;
-  /** Each partition's resume position, epoch and LSN, as committed with the rows. */
+  /** Each partition's resume position, epoch, LSN and range, as committed with the rows. */
   positions(): Promise<ReadonlyMap<string, ViewPartitionState>>;
   /**
    * Removes tombstones of deletes committed before `beforeTimestampMs` (ms since the epoch). Only safe for

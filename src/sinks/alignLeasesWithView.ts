@@ -1,9 +1,9 @@
-import type { Position } from '../core/Partition.js';
+import type { FeedRange, Position } from '../core/Partition.js';
 import { InvalidOptionsError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import { LeaseConflictError } from '../leases/LeaseConflictError.js';
 import type { LeaseStore } from '../leases/LeaseStore.js';
-import type { ViewStore } from './ViewStore.js';
+import type { ViewPartitionState, ViewStore } from './ViewStore.js';
 
 /** Options of {@link alignLeasesWithView}. */
 export interface AlignLeasesWithViewOptions {
@@ -26,9 +26,11 @@ export interface AlignedLease {
  * after the last change in the view instead of at the last, possibly older, lease checkpoint.
  *
  * Run it while no processor of the lease prefix runs (at start-up or deploy): a running owner would lose the
- * lease once (its next checkpoint is fenced) and then resume from the view's position anyway. Leases of
- * partitions the view has not seen, and view partitions without a lease (split parents), are left alone;
- * the view's per-partition LSN still drops changes it already holds if a replay happens.
+ * lease once (its next checkpoint is fenced) and then resume from the view's position anyway. A lease the
+ * view has no position for but whose range lies inside a range the view committed (a split child, the
+ * per-parent lease of a merge, created from its parent's position) moves to the position of the narrowest
+ * such range: its parent's. Other leases, and view partitions without a lease (split parents), are left
+ * alone; the view's LSN marks (inherited by children) still drop changes it already holds if a replay happens.
  *
  * @example
  * ```ts
@@ -52,7 +54,7 @@ export async function alignLeasesWithView(
   const positions = await view.positions();
   const moved: AlignedLease[] = [];
   for (const listed of (await leases.list(prefix)).leases) {
-    const target = positions.get(listed.leaseToken)?.position;
+    const target = positions.get(listed.leaseToken)?.position ?? (listed.feedRange && parentPosition(listed.feedRange, positions));
     if (target === undefined) continue;
     let lease = listed;
     for (let attempt = 1; lease.continuation !== target; attempt++) {
@@ -70,4 +72,23 @@ export async function alignLeasesWithView(
     }
   }
   return moved;
+}
+
+/** The position of the narrowest range in `positions` that contains `range` (its nearest ancestor's). */
+function parentPosition(range: FeedRange, positions: ReadonlyMap<string, ViewPartitionState>): Position | undefined {
+  let best: FeedRange | undefined;
+  let position: Position | undefined;
+  for (const state of positions.values()) {
+    const r = state.range;
+    if (!r || !contains(r, range)) continue;
+    if (best === undefined || contains(best, r)) {
+      best = r;
+      position = state.position;
+    }
+  }
+  return position;
+}
+
+function contains(outer: FeedRange, inner: FeedRange): boolean {
+  return outer.minInclusive <= inner.minInclusive && inner.maxExclusive <= outer.maxExclusive;
 }

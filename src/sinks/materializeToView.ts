@@ -1,4 +1,4 @@
-import type { OperatorFunction } from 'rxjs';
+import { defer, type OperatorFunction } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { HandlerError, InvalidOptionsError } from '../errors/index.js';
@@ -86,12 +86,15 @@ export function toViewWrite<T, R>(
       }
     }
     const previous = commits.get(batch.partition);
-    const lsn = batch.lastLsn;
+    // The last LSN read, not the last left after filtering: a replayed batch a filter emptied is still a replay.
+    const lsn = batch.readLsn;
+    const range = batch.range ?? previous?.range;
     commits.set(batch.partition, {
       partition: batch.partition,
       position: batch.position,
       epoch: Math.max(batch.epoch, previous?.epoch ?? batch.epoch),
       lsn: previous?.lsn === undefined ? lsn : lsn === undefined ? previous.lsn : Math.max(lsn, previous.lsn),
+      ...(range ? { range } : {}),
     });
   }
   return { mode, changes, partitions: [...commits.values()] };
@@ -107,8 +110,14 @@ export function toViewWrite<T, R>(
  *
  * A write rejected with `ViewFencedError` (another host owns the partition now) is reported as an `error`
  * event, like a fenced checkpoint: that partition's batches are dropped (never emitted, so never
- * checkpointed; the new owner reads them again) and the rest of the value is written and emitted without
- * them. Any other failed write errors the stream (add `retry` around the pipeline to restart it).
+ * checkpointed; the new owner reads them again; their read credit is returned and this host's ownership of
+ * the lease ends) and the rest of the value is written and emitted without them. Batches whose ownership
+ * ended before their write started are dropped the same way, unwritten. Any other failed write errors the
+ * stream (add `retry` around the pipeline to restart it).
+ *
+ * Every write raises the view's epoch for its partitions, so a deposed owner is fenced as soon as the new
+ * one wrote anything, replays included. A guarded write left without changes is skipped, unless it carries
+ * an epoch this subscription has not written for the partition yet (then it is written, to raise it).
  *
  * @example
  * ```ts
@@ -133,28 +142,52 @@ export function materializeToView<B extends AnyBatches, R>(
   if (options.isDeleted !== undefined && typeof options.isDeleted !== 'function') throw new InvalidOptionsError('isDeleted', 'give a predicate on a change');
   const { concurrency, mode, onError } = checkSinkOptions(options);
   const key = options.key ?? ((change: Change<DocumentOf<B>>) => change.id);
-  return writeInPartitionOrder<B>(async (value, all) => {
-    let batches = all as readonly ChangeBatch<DocumentOf<B>>[];
-    // Each round drops the partitions of one fencing rejection, so this ends.
-    for (;;) {
-      if (batches.length === 0) return undefined;
-      const write = toViewWrite(batches, mode, onError, options.project, key, options.isDeleted, 'materializeToView');
-      // Guarded views have nothing to do for empty writes; exactly-once views still move their positions.
-      if (write.changes.length === 0 && mode === 'guarded') break;
-      try {
-        await view.write(write);
-        break;
-      } catch (error) {
-        const lease = write.partitions.map((p) => p.partition).join(',');
-        logger('view', { lease })('materializeToView: write to %s failed: %s', view.description, (error as Error).message);
-        if (!(error instanceof ViewFencedError)) throw error;
-        // Another host owns the partition now: its batches must not reach the checkpoint (the new owner
-        // reads them again); the other partitions of the value are written without them.
-        batches.find((b) => b.partition === error.leaseToken)?.origin?.tracker.reportError(error);
-        batches = batches.filter((b) => b.partition !== error.leaseToken);
-      }
-    }
-    if (batches.length === all.length) return value;
-    return (Array.isArray(value) ? batches : undefined) as B | undefined;
-  }, concurrency);
+  return (source) =>
+    defer(() => {
+      /** Highest epoch this subscription has written per partition: an empty guarded write above it still writes. */
+      const written = new Map<string, number>();
+      return source.pipe(
+        writeInPartitionOrder<B>(async (value, all) => {
+          // Batches of an ownership that ended are not written: the next owner reads them again.
+          let batches = dropBatches(all as readonly ChangeBatch<DocumentOf<B>>[], (b) => b.origin?.tracker.signal.aborted === true);
+          // Each round drops the partitions of one fencing rejection, so this ends.
+          for (;;) {
+            if (batches.length === 0) return undefined;
+            const write = toViewWrite(batches, mode, onError, options.project, key, options.isDeleted, 'materializeToView');
+            // Guarded views have nothing to do for empty writes, unless the epoch rises (fencing);
+            // exactly-once views still move their positions.
+            const raises = write.partitions.some((p) => p.epoch > (written.get(p.partition) ?? -Infinity));
+            if (write.changes.length === 0 && mode === 'guarded' && !raises) break;
+            try {
+              await view.write(write);
+              for (const p of write.partitions) written.set(p.partition, Math.max(p.epoch, written.get(p.partition) ?? p.epoch));
+              break;
+            } catch (error) {
+              const lease = write.partitions.map((p) => p.partition).join(',');
+              logger('view', { lease })('materializeToView: write to %s failed: %s', view.description, (error as Error).message);
+              if (!(error instanceof ViewFencedError)) throw error;
+              // Another host owns the partition now: its batches must not reach the checkpoint (the new owner
+              // reads them again); the other partitions of the value are written without them.
+              batches.find((b) => b.partition === error.leaseToken)?.origin?.tracker.reportError(error);
+              batches = dropBatches(batches, (b) => b.partition === error.leaseToken, error);
+            }
+          }
+          if (batches.length === all.length) return value;
+          return (Array.isArray(value) ? batches : undefined) as B | undefined;
+        }, concurrency),
+      );
+    });
+}
+
+/**
+ * Leaves out the batches `dropped` picks, handing each back to its reader (`tracker.drop`: its credit
+ * returns; with a fencing `error`, the ownership ends). Returns the rest.
+ */
+function dropBatches<T>(batches: readonly ChangeBatch<T>[], dropped: (batch: ChangeBatch<T>) => boolean, error?: Error): readonly ChangeBatch<T>[] {
+  const kept: ChangeBatch<T>[] = [];
+  for (const batch of batches) {
+    if (!dropped(batch)) kept.push(batch);
+    else if (batch.origin) batch.origin.tracker.drop(batch.origin.sequence, error);
+  }
+  return kept.length === batches.length ? batches : kept;
 }

@@ -24,14 +24,29 @@ export function batch(partition: string, ns: readonly number[], options: { posit
 
 export interface RecordingTracker extends PartitionTracker {
   readonly errors: Error[];
+  /** Sequence numbers passed to `drop`, with the error if one was given. */
+  readonly dropped: [number, Error | undefined][];
+  /** Ends the ownership: aborts `signal`. */
+  end(): void;
 }
 
-/** A PartitionTracker that only records reportError calls (operators never acknowledge or checkpoint). */
+/**
+ * A PartitionTracker that records reportError and drop calls (operators never acknowledge or checkpoint);
+ * `end()` aborts its signal as an ended ownership would.
+ */
 export function recordingTracker(leaseToken: string): RecordingTracker {
   const errors: Error[] = [];
+  const dropped: [number, Error | undefined][] = [];
+  const ownership = new AbortController();
   return {
     leaseToken,
     errors,
+    dropped,
+    signal: ownership.signal,
+    end: () => ownership.abort(),
+    drop: (sequence, error) => {
+      dropped.push([sequence, error]);
+    },
     acknowledge: () => {
       throw new Error('operators must not acknowledge');
     },
@@ -39,10 +54,6 @@ export function recordingTracker(leaseToken: string): RecordingTracker {
     reportError: (error) => {
       errors.push(error);
     },
-    drop: () => {
-      throw new Error('operators must not drop batches');
-    },
-    signal: new AbortController().signal,
   };
 }
 

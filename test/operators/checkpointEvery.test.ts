@@ -46,6 +46,9 @@ class FakeTracker implements PartitionTracker {
   get signal(): AbortSignal {
     return this.ownership.signal;
   }
+  get dropped(): number[] {
+    return this.drops;
+  }
 }
 
 const change = (lsn: number): Change<string> => ({ id: `d${lsn}`, operation: 'upsert', document: 'x', lsn, timestampMs: 0 });

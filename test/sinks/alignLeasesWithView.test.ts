@@ -57,6 +57,33 @@ describe('alignLeasesWithView', () => {
     expect(await alignLeasesWithView(view, leases, { prefix: 'view.' })).toEqual([]);
   });
 
+  it("moves a split child the view has no position for to its nearest ancestor's position", async () => {
+    const leases = new MemoryLeaseStore();
+    const child = (token: string, minInclusive: string, maxExclusive: string, continuation: string | null) =>
+      leases.createIfAbsent({ ...newLease(token, continuation), feedRange: { minInclusive, maxExclusive } });
+    const view = new MemoryViewStore<{ n: number }>();
+    const commit = (partition: string, minInclusive: string, maxExclusive: string, lsn: number) =>
+      view.write({
+        mode: 'exactlyOnce',
+        changes: [],
+        partitions: [{ partition, epoch: 1, position: `${partition}@${lsn}`, lsn, range: { minInclusive, maxExclusive } }],
+      });
+    // Grandparent G [,FF) and parent P [,80) committed; P split into L [,40) and R [40,80) from P's older lease checkpoint.
+    await commit('G', '', 'FF', 10);
+    await commit('P', '', '80', 20);
+    await commit('S', '80', 'FF', 15);
+    await child('L', '', '40', 'P@12');
+    await child('R', '40', '80', 'P@12');
+    await child('X', '', 'FF', null); // reaches past P: only G contains it
+    await child('S', '80', 'FF', 'S@15'); // has its own position, already there
+    const moved = await alignLeasesWithView(view, leases, { prefix: 'view.' });
+    expect(moved).toEqual([
+      { leaseToken: 'L', from: 'P@12', to: 'P@20' },
+      { leaseToken: 'R', from: 'P@12', to: 'P@20' },
+      { leaseToken: 'X', from: null, to: 'G@10' },
+    ]);
+  });
+
   it('re-reads a lease another host replaced meanwhile, and gives up after the attempts', async () => {
     const { leases, view } = await setup();
     let conflicts = 1;

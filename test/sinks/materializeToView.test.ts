@@ -3,7 +3,9 @@ import { describe, expect, it, vi } from 'vitest';
 import type { Change } from '../../src/core/Change.js';
 import { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import type { BatchOrBatches } from '../../src/core/ChangeBatch.js';
+import type { FeedRange } from '../../src/core/Partition.js';
 import type { PartitionTracker } from '../../src/core/PartitionTracker.js';
+import { filterChanges } from '../../src/operators/filterChanges.js';
 import { HandlerError, InvalidOptionsError } from '../../src/errors/index.js';
 import { MemoryViewStore } from '../../src/sinks/MemoryViewStore.js';
 import { ViewFencedError } from '../../src/sinks/ViewFencedError.js';
@@ -36,17 +38,34 @@ const remove = (id: string, extra: Partial<Change<Order>> = {}): Change<Order> =
   ...extra,
 });
 
-function tracker(leaseToken: string): PartitionTracker & { reportError: ReturnType<typeof vi.fn> } {
-  return { leaseToken, acknowledge: vi.fn(), checkpoint: vi.fn(async () => undefined), reportError: vi.fn(), drop: vi.fn(), signal: new AbortController().signal };
+type TestTracker = PartitionTracker & { reportError: ReturnType<typeof vi.fn>; drop: ReturnType<typeof vi.fn>; end(): void };
+
+/** A tracker recording reports and drops; `end()` ends the ownership (aborts `signal`). */
+function tracker(leaseToken: string): TestTracker {
+  const ownership = new AbortController();
+  return {
+    leaseToken,
+    acknowledge: vi.fn(),
+    checkpoint: vi.fn(async () => undefined),
+    reportError: vi.fn(),
+    drop: vi.fn(),
+    signal: ownership.signal,
+    end: () => ownership.abort(),
+  };
 }
 
-const batch = (partition: string, changes: Change<Order>[], options: { epoch?: number; tracker?: PartitionTracker } = {}) =>
+const batch = (
+  partition: string,
+  changes: Change<Order>[],
+  options: { epoch?: number; tracker?: PartitionTracker; sequence?: number; range?: FeedRange } = {},
+) =>
   new ChangeBatch<Order>({
     partition,
     changes,
     position: `${partition}@${changes.at(-1)?.lsn ?? 'empty'}`,
     epoch: options.epoch ?? 1,
-    origin: options.tracker && { tracker: options.tracker, sequence: 1, readCount: changes.length },
+    range: options.range,
+    origin: options.tracker && { tracker: options.tracker, sequence: options.sequence ?? 1, readCount: changes.length },
   });
 
 const project = (c: Change<Order>) => ({ customer: c.document!.customer, total: c.document!.total });
@@ -274,8 +293,71 @@ describe('materializeToView', () => {
     expect(emitted).toEqual([[other]]);
     expect(t0.reportError).toHaveBeenCalledTimes(3);
     expect(t0.reportError.mock.calls[0]?.[0]).toBeInstanceOf(ViewFencedError);
+    // Each dropped batch went back to its reader with the fencing error: credit returned, ownership ended.
+    expect(t0.drop).toHaveBeenCalledTimes(3);
+    for (const [sequence, error] of t0.drop.mock.calls) {
+      expect(sequence).toBe(1);
+      expect(error).toBeInstanceOf(ViewFencedError);
+    }
     expect((await view.get('o'))?.row.total).toBe(1);
     expect((await view.get('q'))?.row.total).toBe(5);
+  });
+
+  it('drops, unwritten, the batches of an ownership that ended before their write, handing their credit back', async () => {
+    const view = new MemoryViewStore<Row>();
+    const ended = tracker('p0');
+    const live = tracker('p1');
+    const stale = batch('p0', [upsert('o', 1)], { tracker: ended, sequence: 7 });
+    const kept = batch('p1', [upsert('q', 2)], { tracker: live, sequence: 3 });
+    ended.end();
+    const emitted = await lastValueFrom(of(stale as BatchOrBatches<Order>, [stale, kept]).pipe(materializeToView(view, { project }), toArray()));
+    expect(emitted).toEqual([[kept]]);
+    expect(ended.drop.mock.calls).toEqual([
+      [7, undefined],
+      [7, undefined],
+    ]);
+    expect(live.drop).not.toHaveBeenCalled();
+    expect((await view.rows()).map((r) => r.key)).toEqual(['q']);
+    expect([...(await view.positions()).keys()]).toEqual(['p1']);
+  });
+
+  it('fences the deposed owner once the new owner wrote only replays', async () => {
+    for (const mode of ['guarded', 'exactlyOnce'] as const) {
+      const view = new MemoryViewStore<Row>();
+      const first = [upsert('o', 1), upsert('p', 2)];
+      await lastValueFrom(of(batch('p0', first, { epoch: 1 })).pipe(materializeToView(view, { project, mode })));
+      // The new owner (epoch 2) resumes from an older checkpoint: everything it writes is a replay.
+      await lastValueFrom(of(batch('p0', first.slice(1), { epoch: 2 })).pipe(materializeToView(view, { project, mode })));
+      const old = tracker('p0');
+      const late = batch('p0', [upsert('o', 3)], { epoch: 1, tracker: old, sequence: 2 });
+      expect(await lastValueFrom(of(late).pipe(materializeToView(view, { project, mode }), toArray()))).toEqual([]);
+      expect(old.drop.mock.calls[0]?.[1]).toBeInstanceOf(ViewFencedError);
+      expect((await view.get('o'))?.row.total).toBe(1);
+    }
+  });
+
+  it('exactly-once: a replayed batch a filter emptied does not move the position back', async () => {
+    const view = new MemoryViewStore<Row>();
+    const b1 = batch('p0', [upsert('o', 1), upsert('p', 2)]);
+    const b2 = batch('p0', [upsert('o', 3)]);
+    await lastValueFrom(of(b1, b2).pipe(materializeToView(view, { project, mode: 'exactlyOnce' })));
+    // A new owner replays b1; the filter empties it.
+    await lastValueFrom(of(b1).pipe(filterChanges(() => false), materializeToView(view, { project, mode: 'exactlyOnce' })));
+    expect((await view.positions()).get('p0')).toEqual({ position: b2.position, epoch: 1, lsn: b2.lastLsn });
+  });
+
+  it('exactly-once: a split child inherits its parent mark through the ranges the batches carry', async () => {
+    const view = new MemoryViewStore<Row>();
+    const mode = 'exactlyOnce' as const;
+    const parentRange = { minInclusive: '', maxExclusive: 'FF' };
+    const parent = batch('P', [upsert('total', 1), upsert('total', 2)], { range: parentRange });
+    await lastValueFrom(of(parent).pipe(materializeToView(view, { project, key: () => 'total', mode })));
+    await lastValueFrom(of(batch('Q', [upsert('total', 50)])).pipe(materializeToView(view, { project, key: () => 'total', mode })));
+    // The child replays the parent's changes from the parent's lease checkpoint: already applied.
+    const child = parent.changes.map((c) => ({ ...c }));
+    const replay = batch('L', child, { range: { minInclusive: '', maxExclusive: '80' } });
+    await lastValueFrom(of(replay).pipe(materializeToView(view, { project, key: () => 'total', mode })));
+    expect((await view.get('total'))?.row.total).toBe(50);
   });
 
   it('fails the stream when a write fails for another reason', async () => {
@@ -286,11 +368,19 @@ describe('materializeToView', () => {
     await expect(lastValueFrom(of(batch('p0', [upsert('o', 1)])).pipe(materializeToView(view, { project })))).rejects.toThrow('disk full');
   });
 
-  it('skips empty guarded writes but moves exactly-once positions for empty batches', async () => {
-    const guarded = new GatedStore<Row>();
+  it('skips empty guarded writes unless they raise the epoch, but moves exactly-once positions for empty batches', async () => {
+    const guarded = new MemoryViewStore<Row>();
+    const writes: ViewWrite<Row>[] = [];
+    const write = guarded.write.bind(guarded);
+    guarded.write = (w) => (writes.push(w), write(w));
     const empty = batch('p0', []);
-    expect(await lastValueFrom(of(empty).pipe(materializeToView(guarded, { project })))).toBe(empty);
-    expect(guarded.started).toEqual([]);
+    const sameEpoch = batch('p0', []);
+    const newOwner = batch('p0', [], { epoch: 2 });
+    const out = await lastValueFrom(of(empty, sameEpoch, newOwner).pipe(materializeToView(guarded, { project }), toArray()));
+    expect(out).toEqual([empty, sameEpoch, newOwner]);
+    // The first write of each epoch raises the view's epoch for the partition; the second at epoch 1 is skipped.
+    expect(writes.map((w) => w.partitions.map((p) => p.epoch))).toEqual([[1], [2]]);
+    expect((await guarded.positions()).get('p0')?.epoch).toBe(2);
 
     const exact = new MemoryViewStore<Row>();
     await lastValueFrom(of(empty).pipe(materializeToView(exact, { project, mode: 'exactlyOnce' })));

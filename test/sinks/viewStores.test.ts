@@ -160,6 +160,20 @@ describe('view store options and drivers', () => {
     expect(broken.attempts).toBe(1);
   });
 
+  it('adds the range columns to a positions table created by an earlier version, keeping its rows', async () => {
+    const db = await pgliteReady;
+    const table = nextTable();
+    await db.exec(`CREATE SCHEMA IF NOT EXISTS "${schema}";
+      CREATE TABLE "${schema}"."${table}_positions" (partition_id text PRIMARY KEY, position text, epoch bigint NOT NULL DEFAULT 0,
+        lsn bigint, updated_at timestamptz NOT NULL DEFAULT now());
+      INSERT INTO "${schema}"."${table}_positions" (partition_id, position, epoch, lsn) VALUES ('p0', 'pos:p0:7', 4, 7);`);
+    const store = await PGliteViewStore.create<ConformanceRow>({ table, schema, pglite: pgliteReady });
+    expect(await store.positions()).toEqual(new Map([['p0', { position: 'pos:p0:7', epoch: 4, lsn: 7 }]]));
+    const range = { minInclusive: '', maxExclusive: '80' };
+    await store.write({ mode: 'exactlyOnce', changes: [], partitions: [{ partition: 'p0', epoch: 4, position: 'pos:p0:9', lsn: 9, range }] });
+    expect((await store.positions()).get('p0')).toEqual({ position: 'pos:p0:9', epoch: 4, lsn: 9, range });
+  });
+
   it('rejects bad names and types at construction, saying what to fix', () => {
     expect(() => new PGliteViewStore({ table: 'Orders; drop' })).toThrow(InvalidOptionsError);
     expect(() => new PGliteViewStore({ table: 'orders', schema: 'bad-schema' })).toThrow(/schema/);

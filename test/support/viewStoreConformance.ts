@@ -236,6 +236,87 @@ export function viewStoreConformance(name: string, factory: StoreFactory): void 
       expect((await store.positions()).get('p0')?.epoch).toBe(6);
     });
 
+    for (const mode of ['guarded', 'exactlyOnce'] as const) {
+      it(`${mode}: a new owner's replays and empty writes raise the epoch, so the deposed owner is refused`, async () => {
+        const { store, reopen } = await fresh();
+        // Owner A (epoch 1) wrote up to LSN 10; its lease checkpoint lagged at LSN 5.
+        await store.write(writeOf([change('p0', 'a', 9, 9), change('p0', 'b', 10, 10)], { mode, epoch: 1 }));
+        // B (epoch 2) resumes from the lease checkpoint: its first write only replays what the view holds.
+        expect(await store.write(writeOf([change('p0', 'a', 9, 9)], { mode, epoch: 2 }))).toMatchObject({ written: 0, deleted: 0 });
+        const refused = await store.write(writeOf([change('p0', 'c', 11, 11)], { mode, epoch: 1 })).catch((e: unknown) => e);
+        expect(refused).toMatchObject({ name: 'ViewFencedError', leaseToken: 'p0', epoch: 1, currentEpoch: 2 });
+        expect(await store.get('c')).toBeUndefined();
+        // The replay kept the newer position and LSN; only the epoch moved, and a restart still knows it.
+        expect((await (await reopen()).positions()).get('p0')).toEqual({ position: 'pos:p0:10', epoch: 2, lsn: 10 });
+        // A write without changes (a batch a filter emptied) raises the epoch just the same.
+        await store.write({ mode, changes: [], partitions: [{ partition: 'p0', epoch: 3, position: 'pos:p0:10', lsn: 10 }] });
+        await expect(store.write(writeOf([change('p0', 'c', 11, 11)], { mode, epoch: 2 }))).rejects.toBeInstanceOf(ViewFencedError);
+        expect((await store.positions()).get('p0')).toEqual({ position: 'pos:p0:10', epoch: 3, lsn: 10 });
+      });
+    }
+
+    it('exactly-once: a replayed batch a filter emptied keeps the position (its last LSN read is at or below the mark)', async () => {
+      const { store } = await fresh();
+      const mode = 'exactlyOnce' as const;
+      await store.write(writeOf([change('p0', 'a', 4, 4), change('p0', 'b', 10, 10)], { mode }));
+      // A new owner replays LSN 6..7 from the lease checkpoint; the filter left nothing, the read LSN stays 7.
+      await store.write({ mode, changes: [], partitions: [{ partition: 'p0', epoch: 2, position: 'pos:p0:7', lsn: 7 }] });
+      expect((await store.positions()).get('p0')).toEqual({ position: 'pos:p0:10', epoch: 2, lsn: 10 });
+      // Past the mark, an emptied batch moves the position and the mark.
+      await store.write({ mode, changes: [], partitions: [{ partition: 'p0', epoch: 2, position: 'pos:p0:12', lsn: 12 }] });
+      expect((await store.positions()).get('p0')).toEqual({ position: 'pos:p0:12', epoch: 2, lsn: 12 });
+    });
+
+    it('exactly-once: split children inherit the parent mark, so replaying the parent range applies nothing twice', async () => {
+      const { store, reopen } = await fresh();
+      const mode = 'exactlyOnce' as const;
+      const at = (partition: string, min: string, max: string, lsn: number | undefined, epoch = 1) => ({
+        partition,
+        epoch,
+        position: `pos:${partition}:${lsn ?? 'none'}`,
+        lsn,
+        range: { minInclusive: min, maxExclusive: max },
+      });
+      // Parent P [,FF) fed row `total` up to LSN 20; partition Q then wrote it last (its own range, LSN 3).
+      await store.write({ mode, changes: [change('P', 'total', 10, 10), change('P', 'total', 20, 20)], partitions: [at('P', '', 'FF', 20, 4)] });
+      await store.write({ mode, changes: [change('Q', 'total', 3, 99)], partitions: [at('Q', 'FF', 'FFFF', 3)] });
+      // P splits; child L [,80) replays P's changes from the parent's older lease checkpoint, at its own epoch 1.
+      const replay = await store.write({ mode, changes: [change('L', 'total', 20, 20)], partitions: [at('L', '', '80', 20)] });
+      expect(replay).toEqual({ written: 0, deleted: 0, skipped: 1 });
+      expect((await store.get('total'))?.row.version).toBe(99);
+      // A replay leaves the child without a position of its own; its inherited mark is kept.
+      expect((await store.positions()).has('L')).toBe(false);
+      // The next change after the mark is applied, and moves the child like any partition.
+      await store.write({ mode, changes: [change('L', 'total', 21, 21)], partitions: [at('L', '', '80', 21)] });
+      expect((await store.get('total'))?.row.version).toBe(21);
+      const restarted = await reopen();
+      expect((await restarted.positions()).get('L')).toEqual({ position: 'pos:L:21', epoch: 1, lsn: 21, range: { minInclusive: '', maxExclusive: '80' } });
+      // The other child, through a restart, has only the parent's mark: LSN 20 is skipped, 22 applied.
+      expect(await restarted.write({ mode, changes: [change('R', 'total', 20, 20)], partitions: [at('R', '80', 'FF', 20)] })).toMatchObject({ written: 0, skipped: 1 });
+      await restarted.write({ mode, changes: [change('R', 'other', 22, 22)], partitions: [at('R', '80', 'FF', 22)] });
+      expect((await restarted.get('other'))?.row.version).toBe(22);
+      // A grandchild inside L inherits L's newer mark (21), not P's (20).
+      expect(await restarted.write({ mode, changes: [change('LL', 'total', 21, 21)], partitions: [at('LL', '', '40', 21)] })).toMatchObject({ written: 0, skipped: 1 });
+    });
+
+    it('exactly-once: a range fed by several parents (a merge) inherits the lowest of their marks; an uncovered range none', async () => {
+      const { store } = await fresh();
+      const mode = 'exactlyOnce' as const;
+      const range = (minInclusive: string, maxExclusive: string) => ({ minInclusive, maxExclusive });
+      await store.write({ mode, changes: [change('A', 'a', 30, 30)], partitions: [{ partition: 'A', epoch: 1, position: 'pos:A', lsn: 30, range: range('', '80') }] });
+      await store.write({ mode, changes: [change('B', 'b', 50, 50)], partitions: [{ partition: 'B', epoch: 1, position: 'pos:B', lsn: 50, range: range('80', 'FF') }] });
+      // M covers A and B: changes up to 30 are applied in both parts, above 30 not necessarily.
+      const merged = await store.write({
+        mode,
+        changes: [change('M', 'a', 30, 30), change('M', 'm', 31, 31)],
+        partitions: [{ partition: 'M', epoch: 1, position: 'pos:M', lsn: 31, range: range('', 'FF') }],
+      });
+      expect(merged).toEqual({ written: 1, deleted: 0, skipped: 1 });
+      // N reaches past every stored range: no mark, everything is applied.
+      const fresh2 = await store.write({ mode, changes: [change('N', 'n', 1, 1)], partitions: [{ partition: 'N', epoch: 1, position: 'pos:N', lsn: 1, range: range('40', 'FFFF') }] });
+      expect(fresh2).toEqual({ written: 1, deleted: 0, skipped: 0 });
+    });
+
     it('forgets positions and epochs on clearPositions, keeping rows and tombstones', async () => {
       const { store } = await fresh();
       await store.write(writeOf([change('p0', 'a', 5, 5), change('p0', 'b', 6, undefined)], { epoch: 9 }));

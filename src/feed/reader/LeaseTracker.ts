@@ -143,6 +143,8 @@ export class LeaseTracker implements PartitionTracker {
       changes: page.changes,
       position: page.position,
       epoch: this.#owned.epoch,
+      // The lease's own range (a merge's per-parent lease reads only part of its partition).
+      range: this.#owned.lease.feedRange ?? this.#owned.partition.range,
       origin: { tracker: this, sequence, readCount: count },
     });
   }

@@ -34,13 +34,20 @@ export function markerDocument(naming: LeaseNaming, id: string): NewLease {
   };
 }
 
-/** @internal A new, free lease for one partition (or key range), starting at `continuation`. */
+/**
+ * A new, free lease for one partition (or key range), starting at `continuation`. A split or merge child
+ * starts at its parent's `epoch`, so epochs only rise along a lineage and stores fencing by key range
+ * (views, dead letters) accept the child's writes and refuse the deposed parent's.
+ *
+ * @internal
+ */
 export function leaseDocument(
   naming: LeaseNaming,
   token: string,
   range: FeedRange,
   continuation: Position | null,
   properties: Readonly<Record<string, string>>,
+  epoch = 0,
 ): NewLease {
   return {
     id: naming.prefix + token,
@@ -49,7 +56,7 @@ export function leaseDocument(
     owner: null,
     continuation,
     timestampMs: naming.now(),
-    epoch: 0,
+    epoch,
     mode: naming.mode,
     properties: { ...properties },
   };

@@ -41,7 +41,7 @@ export async function replaceGoneLease(
   const children = childLeases(owned.leaseToken, parent.feedRange ?? owned.partition.range, await ctx.listPartitions());
   if (!children) throw new Error(`partition ${owned.leaseToken} reported gone, but the source still lists it; retrying`);
   for (const c of children) {
-    await ctx.store.createIfAbsent(leaseDocument(ctx.naming, c.token, c.range, from, withoutHandoff(parent.properties)));
+    await ctx.store.createIfAbsent(leaseDocument(ctx.naming, c.token, c.range, from, withoutHandoff(parent.properties), parent.epoch));
   }
   if (fresh) {
     await ctx.store.delete(fresh).catch((error: unknown) => {

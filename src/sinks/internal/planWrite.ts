@@ -1,10 +1,59 @@
-import type { ViewChange, ViewCommit, ViewWrite } from '../ViewStore.js';
+import type { FeedRange, Position } from '../../core/Partition.js';
+import { rangesOverlap } from '../../core/Partition.js';
+import type { ViewChange, ViewWrite } from '../ViewStore.js';
 import { ViewFencedError } from '../ViewFencedError.js';
 
-/** What a store knows about a partition before a write (inside the write's transaction). */
+/**
+ * What a store knows about a partition before a write (inside the write's transaction): its epoch, and its
+ * LSN mark, its own or, when it has none, the one {@link inheritedLsn} gives.
+ */
 export interface StoredPartition {
   readonly epoch: number;
   readonly lsn: number | undefined;
+}
+
+/** What a write stores for one partition. `position` is `undefined` for a replay: keep the stored one. */
+export interface PartitionCommit {
+  readonly partition: string;
+  readonly epoch: number;
+  readonly position: Position | undefined;
+  readonly lsn: number | undefined;
+  readonly range: FeedRange | undefined;
+}
+
+/** A stored partition's range and LSN mark, as {@link inheritedLsn} reads them. */
+export interface RangeMark {
+  readonly range: FeedRange;
+  readonly lsn: number;
+}
+
+/**
+ * The exactly-once mark a partition without one of its own inherits from the partitions stored before it
+ * over `range` (its split parent, the parents of a merge, older ancestors): each part of `range` gets the
+ * highest mark of the stored ranges covering it (LSNs never decrease along a lineage, so the newest
+ * ancestor's mark is the highest), and the result is the lowest of those over the parts (a merged range is
+ * only applied up to its least advanced parent). `undefined` when some part of `range` is covered by none.
+ */
+export function inheritedLsn(range: FeedRange, marks: readonly RangeMark[]): number | undefined {
+  const overlapping = marks.filter((m) => rangesOverlap(m.range, range));
+  if (overlapping.length === 0) return undefined;
+  const cuts = new Set([range.minInclusive, range.maxExclusive]);
+  for (const { range: r } of overlapping) {
+    for (const cut of [r.minInclusive, r.maxExclusive]) if (cut > range.minInclusive && cut < range.maxExclusive) cuts.add(cut);
+  }
+  const points = [...cuts].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  let mark = Infinity;
+  for (let i = 0; i + 1 < points.length; i++) {
+    const min = points[i]!;
+    const max = points[i + 1]!;
+    let best: number | undefined;
+    for (const m of overlapping) {
+      if (m.range.minInclusive <= min && max <= m.range.maxExclusive) best = Math.max(best ?? -Infinity, m.lsn);
+    }
+    if (best === undefined) return undefined;
+    mark = Math.min(mark, best);
+  }
+  return mark;
 }
 
 /** The statements a write comes down to, the same for every store. */
@@ -13,8 +62,8 @@ export interface WritePlan<R> {
   readonly upserts: readonly ViewChange<R>[];
   /** Changes that remove a row, one per key, ordered by key. */
   readonly deletes: readonly ViewChange<R>[];
-  /** Partitions whose position, epoch and LSN move. */
-  readonly commits: readonly ViewCommit[];
+  /** One per partition of the write: its epoch is raised always, its position unless the write is a replay. */
+  readonly commits: readonly PartitionCommit[];
   /** Changes dropped before reaching the rows (already applied, or superseded in the same write). */
   readonly dropped: number;
 }
@@ -27,8 +76,8 @@ export interface WritePlan<R> {
  * 3. coalescing: one change per key. Guarded mode keeps the highest LSN (LSNs of one document increase
  *    along its partition lineage, children of a split continue the parent's numbering); exactly-once mode
  *    keeps the last one in write order (keys may gather documents of several partitions);
- * 4. positions never move back: a commit whose changes all lie at or below the stored LSN keeps the
- *    stored position.
+ * 4. positions never move back: a commit whose last LSN read lies at or below the stored LSN keeps the
+ *    stored position; its epoch is raised all the same, so the new owner's replays fence the old owner.
  */
 export function planWrite<R>(write: ViewWrite<R>, stored: ReadonlyMap<string, StoredPartition>): WritePlan<R> {
   for (const commit of write.partitions) {
@@ -59,16 +108,16 @@ export function planWrite<R>(write: ViewWrite<R>, stored: ReadonlyMap<string, St
   upserts.sort(byKey);
   deletes.sort(byKey);
 
-  const commits: ViewCommit[] = [];
+  const commits: PartitionCommit[] = [];
   for (const commit of write.partitions) {
     const current = stored.get(commit.partition);
     const replayed = commit.lsn !== undefined && current?.lsn !== undefined && commit.lsn <= current.lsn;
-    if (replayed) continue;
     commits.push({
       partition: commit.partition,
-      position: commit.position,
+      position: replayed ? undefined : commit.position,
       epoch: Math.max(commit.epoch, current?.epoch ?? commit.epoch),
       lsn: maxDefined(commit.lsn, current?.lsn),
+      range: commit.range,
     });
   }
 

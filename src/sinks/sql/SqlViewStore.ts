@@ -6,7 +6,7 @@ import type {
   ViewWrite,
   ViewWriteResult,
 } from '../ViewStore.js';
-import { partitionsOf, planWrite } from '../internal/planWrite.js';
+import { inheritedLsn, partitionsOf, planWrite } from '../internal/planWrite.js';
 import type { StoredPartition } from '../internal/planWrite.js';
 import { isRetryableSqlError } from './SqlRunner.js';
 import type { SqlRunner, SqlSession } from './SqlRunner.js';
@@ -94,6 +94,22 @@ export class SqlViewStore<R> implements ViewStore<R> {
       );
       for (const row of locked.rows) stored.set(row.partition_id, { epoch: Number(row.epoch), lsn: num(row.lsn) });
     }
+    // A partition without a mark of its own (a split child's first write) inherits the marks over its range.
+    for (const commit of write.partitions) {
+      const own = stored.get(commit.partition);
+      if (own?.lsn !== undefined || !commit.range) continue;
+      const { minInclusive, maxExclusive } = commit.range;
+      const marks = await tx.query<{ range_min: string; range_max: string; lsn: number | string }>(this.sql.selectMarks, [
+        minInclusive,
+        maxExclusive,
+        commit.partition,
+      ]);
+      const lsn = inheritedLsn(
+        commit.range,
+        marks.rows.map((m) => ({ range: { minInclusive: m.range_min, maxExclusive: m.range_max }, lsn: Number(m.lsn) })),
+      );
+      if (lsn !== undefined) stored.set(commit.partition, { epoch: own?.epoch ?? 0, lsn });
+    }
     const plan = planWrite(write, stored);
     const guarded = write.mode === 'guarded';
     let written = 0;
@@ -114,7 +130,14 @@ export class SqlViewStore<R> implements ViewStore<R> {
       deleted = (await tx.query(guarded ? this.sql.deleteGuarded : this.sql.deleteUnguarded, [input])).rowCount;
     }
     if (plan.commits.length > 0) {
-      const input = plan.commits.map((c) => ({ partition_id: c.partition, position: c.position, epoch: c.epoch, lsn: c.lsn ?? null }));
+      const input = plan.commits.map((c) => ({
+        partition_id: c.partition,
+        position: c.position ?? null,
+        epoch: c.epoch,
+        lsn: c.lsn ?? null,
+        range_min: c.range?.minInclusive ?? null,
+        range_max: c.range?.maxExclusive ?? null,
+      }));
       await tx.query(this.sql.commitPositions, [JSON.stringify(input)]);
     }
     return { written, deleted, skipped: write.changes.length - written - deleted };
@@ -134,11 +157,24 @@ export class SqlViewStore<R> implements ViewStore<R> {
 
   async positions(): Promise<ReadonlyMap<string, ViewPartitionState>> {
     const runner = await this.ready();
-    const result = await runner.query<{ partition_id: string; position: string; epoch: number | string; lsn: number | string | null }>(
-      this.sql.selectPositions,
-    );
+    const result = await runner.query<{
+      partition_id: string;
+      position: string;
+      epoch: number | string;
+      lsn: number | string | null;
+      range_min: string | null;
+      range_max: string | null;
+    }>(this.sql.selectPositions);
     return new Map(
-      result.rows.map((r) => [r.partition_id, { position: r.position, epoch: Number(r.epoch), lsn: num(r.lsn) }]),
+      result.rows.map((r) => [
+        r.partition_id,
+        {
+          position: r.position,
+          epoch: Number(r.epoch),
+          lsn: num(r.lsn),
+          ...(r.range_min !== null && r.range_max !== null ? { range: { minInclusive: r.range_min, maxExclusive: r.range_max } } : {}),
+        },
+      ]),
     );
   }
 

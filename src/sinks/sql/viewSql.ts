@@ -64,6 +64,8 @@ export interface ViewSql {
   readonly deleteGuarded: string;
   readonly deleteUnguarded: string;
   readonly commitPositions: string;
+  /** Ranges and marks of the partitions other than `$3` whose ranges overlap [`$1`, `$2`). */
+  readonly selectMarks: string;
   readonly selectOne: string;
   readonly selectAll: string;
   readonly selectPositions: string;
@@ -116,6 +118,9 @@ export function viewSql(spec: ViewTableSpec): ViewSql {
       `CREATE TABLE IF NOT EXISTS ${positions} (
          partition_id text PRIMARY KEY, position text, epoch bigint NOT NULL DEFAULT 0, lsn bigint,
          updated_at timestamptz NOT NULL DEFAULT now())`,
+      // Added after the first release: tables created before get the range columns here.
+      `ALTER TABLE ${positions} ADD COLUMN IF NOT EXISTS range_min text COLLATE "C"`,
+      `ALTER TABLE ${positions} ADD COLUMN IF NOT EXISTS range_max text COLLATE "C"`,
       ...(spec.extraDdl ?? []).map((ddl) => ddl.replaceAll('{table}', rows)),
     ],
     // Inserting a placeholder or touching the existing row locks each partition's row until commit, so
@@ -132,12 +137,19 @@ export function viewSql(spec: ViewTableSpec): ViewSql {
     deleteGuarded: `DELETE FROM ${rows} AS t USING jsonb_to_recordset($1::jsonb) AS r(key text, lsn bigint)
        WHERE t.key = r.key AND t.lsn < r.lsn`,
     deleteUnguarded: `DELETE FROM ${rows} AS t USING jsonb_to_recordset($1::jsonb) AS r(key text) WHERE t.key = r.key`,
-    commitPositions: `UPDATE ${positions} AS p SET position = r.position, epoch = r.epoch, lsn = r.lsn, updated_at = now()
-       FROM jsonb_to_recordset($1::jsonb) AS r(partition_id text, position text, epoch bigint, lsn bigint)
+    // A replay (no position) keeps the stored position but still raises the epoch.
+    commitPositions: `UPDATE ${positions} AS p SET position = COALESCE(r.position, p.position),
+         epoch = GREATEST(p.epoch, r.epoch), lsn = GREATEST(p.lsn, r.lsn),
+         range_min = COALESCE(r.range_min, p.range_min), range_max = COALESCE(r.range_max, p.range_max), updated_at = now()
+       FROM jsonb_to_recordset($1::jsonb) AS r(partition_id text, position text, epoch bigint, lsn bigint, range_min text, range_max text)
        WHERE p.partition_id = r.partition_id`,
+    selectMarks: `SELECT range_min, range_max, lsn FROM ${positions}
+       WHERE lsn IS NOT NULL AND range_min IS NOT NULL AND range_max IS NOT NULL AND partition_id <> $3
+         AND range_min < $2 COLLATE "C" AND $1 COLLATE "C" < range_max`,
     selectOne: `SELECT key, doc, lsn, ts_ms, partition_id FROM ${rows} WHERE key = $1`,
     selectAll: `SELECT key, doc, lsn, ts_ms, partition_id FROM ${rows} ORDER BY key COLLATE "C"`,
-    selectPositions: `SELECT partition_id, position, epoch, lsn FROM ${positions} WHERE position IS NOT NULL ORDER BY partition_id`,
+    selectPositions: `SELECT partition_id, position, epoch, lsn, range_min, range_max FROM ${positions}
+       WHERE position IS NOT NULL ORDER BY partition_id`,
     pruneTombstones: `DELETE FROM ${tombstones} WHERE ts_ms < $1`,
     clearPositions: `DELETE FROM ${positions}`,
   };
