@@ -1,4 +1,4 @@
-import { retry, type Subscription, tap, timer } from 'rxjs';
+import { identity, retry, type Subscription, tap, timer } from 'rxjs';
 import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import { createChangeFeed, type ChangeFeedProcessor } from '../../src/feed/index.js';
 import { seededRandom } from '../../src/internal/random.js';
@@ -29,8 +29,11 @@ import {
   VirtualClock,
 } from '../support/faults/index.js';
 
-/** Which faults a run injects: lease store, source, view store, hosts (crash, pause, stop, join), sink step. */
-export const FAULT_SETS = ['lease', 'source', 'view', 'host', 'sink'] as const;
+/**
+ * Which faults a run injects: lease store, source (errors, throttling, slow reads, splits, storms), reads
+ * that hang until aborted (`hang`), view store, hosts (crash, pause past expiry, graceful stop, join), sink step.
+ */
+export const FAULT_SETS = ['lease', 'source', 'hang', 'view', 'host', 'sink'] as const;
 export type FaultSet = (typeof FAULT_SETS)[number];
 
 /** One simulation run; everything else is derived from `seed`. */
@@ -41,6 +44,12 @@ export interface SimConfig {
   readonly hosts: { readonly min: number; readonly max: number };
   /** Virtual time with faults and writes, in ms. Default 30 000. */
   readonly chaosMs?: number;
+  /**
+   * What a host does when its pipeline errors: `'retry'` (default) re-subscribes with RxJS `retry`, as the
+   * `materializeToView` docs advise; `'restart'` stops the processor and starts a new one under the same name,
+   * as a process supervisor would.
+   */
+  readonly onError?: 'retry' | 'restart';
 }
 
 /** An invariant that did not hold. */
@@ -115,7 +124,8 @@ function lsnOf(position: string | null | undefined): number {
 /** The one-line command that replays `config` exactly. */
 export function replayLine(config: SimConfig): string {
   const chaos = config.chaosMs !== undefined ? ` --chaos-ms ${config.chaosMs}` : '';
-  return `npm run sim -- --seed ${config.seed} --faults ${config.faults.join(',') || 'none'} --hosts ${config.hosts.min}-${config.hosts.max}${chaos}`;
+  const onError = config.onError === 'restart' ? ' --on-error restart' : '';
+  return `npm run sim -- --seed ${config.seed} --faults ${config.faults.join(',') || 'none'} --hosts ${config.hosts.min}-${config.hosts.max}${chaos}${onError}`;
 }
 
 /**
@@ -188,6 +198,7 @@ export async function runSimulation(config: SimConfig): Promise<SimResult> {
     if (live.length >= 12) return;
     const parent = live[int(live.length)]!;
     for (const child of memory.split(parent.id)) parentOf.set(child.id, parent.id);
+    count('source.split');
   };
 
   // ---- observers at the stores (innermost: they see what was accepted) ---------------------------------
@@ -249,16 +260,20 @@ export async function runSimulation(config: SimConfig): Promise<SimResult> {
   };
 
   // ---- fault plans -------------------------------------------------------------------------------------
-  const sourcePlan: SourceFaultPlan = faults.has('source')
+  const sourcePlan: SourceFaultPlan = faults.has('source') || faults.has('hang')
     ? {
         read: [
-          { kind: 'throttle', probability: 0.9, retryAfterMs: 200 + int(800), during: 'storm' },
-          { kind: 'transient', probability: 0.02 },
-          { kind: 'throttle', probability: 0.02, retryAfterMs: 100 + int(900) },
-          { kind: 'slow', probability: 0.03, ms: 50 + int(1_500) },
-          { kind: 'hang', probability: 0.001 },
+          ...(faults.has('source')
+            ? ([
+                { kind: 'throttle', probability: 0.9, retryAfterMs: 200 + int(800), during: 'storm' },
+                { kind: 'transient', probability: 0.02 },
+                { kind: 'throttle', probability: 0.02, retryAfterMs: 100 + int(900) },
+                { kind: 'slow', probability: 0.03, ms: 50 + int(1_500) },
+              ] as const)
+            : []),
+          ...(faults.has('hang') ? [{ kind: 'hang' as const, probability: 0.001 }] : []),
         ],
-        listPartitions: [{ kind: 'transient', probability: 0.1 }],
+        listPartitions: faults.has('source') ? [{ kind: 'transient', probability: 0.1 }] : [],
       }
     : {};
   const leasePlan: LeaseFaultPlan = faults.has('lease')
@@ -305,6 +320,8 @@ export async function runSimulation(config: SimConfig): Promise<SimResult> {
 
   // ---- hosts -------------------------------------------------------------------------------------------
   const hosts: SimHost[] = [];
+  const events = new Map<string, number>();
+  const count = (name: string) => events.set(name, (events.get(name) ?? 0) + 1);
   let hostNumber = 0;
 
   const trackReads = (source: Source<Doc>, reads: Map<string, ReadActivity>): Source<Doc> => ({
@@ -376,9 +393,17 @@ export async function runSimulation(config: SimConfig): Promise<SimResult> {
         }),
         checkpointEvery({ count: checkpointCount, ms: checkpointMs, scheduler: hostClock }),
         // What the materializeToView docs advise for a failed write: restart the pipeline.
-        retry({ delay: () => timer(200, hostClock) }),
+        config.onError === 'restart' ? identity : retry({ delay: () => timer(200, hostClock) }),
       )
-      .subscribe({ error: (error: unknown) => violate('pipeline-died', `${name}: ${(error as Error).message}`) });
+      .subscribe({
+        error: () => {
+          // A supervisor restarts the process: the old one is gone for good, a new one takes its name.
+          count('host.restart');
+          hostClock.kill();
+          hosts.splice(hosts.indexOf(self!), 1);
+          join(name);
+        },
+      });
     self = { name, clock: hostClock, feed, subscription, reads, everPaused: false, stopCalledAt: undefined, stopped: false };
     hosts.push(self);
     return self;
@@ -418,7 +443,8 @@ export async function runSimulation(config: SimConfig): Promise<SimResult> {
       const quietFor = now - Math.max(since, lastRead);
       if (quietFor > UNREAD_BOUND_MS) {
         const how = activity?.inFlight.length ? 'a read in flight that never returned' : 'no read';
-        violate('owned-but-unread', `${h.name} owns ${lease.leaseToken} (epoch ${lease.epoch}) with ${how} for ${Math.round(quietFor / 1000)} s`, key);
+        const gone = memory.partitions().some((p) => p.id === lease.leaseToken) ? '' : ' (its partition is gone: split)';
+        violate('owned-but-unread', `${h.name} owns ${lease.leaseToken}${gone} (epoch ${lease.epoch}) with ${how} for ${Math.round(quietFor / 1000)} s`, key);
       }
     }
     for (const key of [...ownedSince.keys()]) if (!seen.has(key)) ownedSince.delete(key);
@@ -445,14 +471,18 @@ export async function runSimulation(config: SimConfig): Promise<SimResult> {
       const victim = candidates.length > 0 ? candidates[int(candidates.length)] : undefined;
       if (r < 0.25 && victim) {
         victim.clock.kill();
+        count('host.crash');
       } else if (r < 0.5 && victim) {
+        count('host.pause');
         victim.clock.pause();
         victim.everPaused = true;
         const pauseMs = TIMINGS.leaseExpirationMs * (1.5 + random() * 3);
         clock.schedule(() => victim.clock.resume(), pauseMs);
       } else if (r < 0.7 && victim) {
         stopHost(victim);
+        count('host.stop');
       } else if (alive().length < config.hosts.max) {
+        count('host.join');
         // A restart under a dead host's name now and then: it finds leases it "owns" from before the crash.
         const dead = hosts.filter((h) => h.clock.state === 'dead' && !hosts.some((o) => o.name === h.name && o.clock.state !== 'dead'));
         join(dead.length > 0 && random() < 0.3 ? dead[int(dead.length)]!.name : undefined);
@@ -463,6 +493,7 @@ export async function runSimulation(config: SimConfig): Promise<SimResult> {
       if (random() < 0.005) split();
       if (!storm && random() < 0.005) {
         storm = true;
+        count('source.storm');
         env.turnOn('storm');
         clock.schedule(() => {
           storm = false;
@@ -533,7 +564,7 @@ export async function runSimulation(config: SimConfig): Promise<SimResult> {
       deliveries,
       virtualMs: clock.now() - 1_700_000_000_000,
       actions: clock.actions,
-      faults: Object.fromEntries(env.counts()),
+      faults: Object.fromEntries([...env.counts(), ...events]),
     },
   };
 }
