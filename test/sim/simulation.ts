@@ -368,8 +368,8 @@ export async function runSimulation(config: SimConfig): Promise<SimResult> {
     // Outermost first: the host's gate, then the seam's faults, then the shared stores.
     const source = gateSource(trackReads(faultySource(memory, sourcePlan, env), reads), hostClock);
     const leases = gateLeaseStore(faultyLeaseStore(observedLeases, leasePlan, env), hostClock);
-    let self: SimHost | undefined;
-    const view = gateViewStore(markDeposed(faultyViewStore(observedView, viewPlan, env), () => self!), hostClock);
+    const ref: { host?: SimHost } = {};
+    const view = gateViewStore(markDeposed(faultyViewStore(observedView, viewPlan, env), () => ref.host!), hostClock);
     const feed = createChangeFeed<Doc>({
       source,
       leases,
@@ -400,13 +400,15 @@ export async function runSimulation(config: SimConfig): Promise<SimResult> {
           // A supervisor restarts the process: the old one is gone for good, a new one takes its name.
           count('host.restart');
           hostClock.kill();
-          hosts.splice(hosts.indexOf(self!), 1);
+          const index = hosts.indexOf(ref.host!);
+          if (index >= 0) hosts.splice(index, 1);
           join(name);
         },
       });
-    self = { name, clock: hostClock, feed, subscription, reads, everPaused: false, stopCalledAt: undefined, stopped: false };
-    hosts.push(self);
-    return self;
+    const host: SimHost = { name, clock: hostClock, feed, subscription, reads, everPaused: false, stopCalledAt: undefined, stopped: false };
+    ref.host = host;
+    hosts.push(host);
+    return host;
   };
 
   const running = () => hosts.filter((h) => h.clock.state === 'running' && h.stopCalledAt === undefined);

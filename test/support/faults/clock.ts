@@ -154,17 +154,18 @@ export class HostClock implements SchedulerLike {
   }
 
   schedule<T>(work: (this: SchedulerAction<T>, state?: T) => void, delay = 0, state?: T): Subscription {
-    let inner: Subscription | undefined;
-    const outer = new Subscription(() => inner?.unsubscribe());
+    const outer = new Subscription();
     const action = Object.assign(outer, {
       schedule: (nextState?: T, nextDelay = 0) => this.schedule(work, nextDelay, nextState),
     }) as unknown as SchedulerAction<T>;
-    inner = this.clock.schedule(() => {
-      if (this.#state === 'running') return work.call(action, state);
-      void this.pass().then(() => {
-        if (!outer.closed) work.call(action, state);
-      });
-    }, delay);
+    outer.add(
+      this.clock.schedule(() => {
+        if (this.#state === 'running') return work.call(action, state);
+        void this.pass().then(() => {
+          if (!outer.closed) work.call(action, state);
+        });
+      }, delay),
+    );
     return outer;
   }
 
