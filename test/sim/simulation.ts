@@ -1,17 +1,21 @@
 import { identity, retry, type Subscription, tap, timer } from 'rxjs';
 import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
-import { createChangeFeed, type ChangeFeedProcessor } from '../../src/feed/index.js';
+// Public API only (the package entry point), so the reader/coordinator rework can move internals freely.
+import {
+  type ChangeFeedProcessor,
+  checkpointEvery,
+  createChangeFeed,
+  materializeToView,
+  MemoryLeaseStore,
+  MemorySource,
+  MemoryViewStore,
+} from '../../src/index.js';
 import { seededRandom } from '../../src/internal/random.js';
 import type { Lease } from '../../src/leases/Lease.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
-import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
-import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
-import { materializeToView } from '../../src/sinks/materializeToView.js';
-import { MemoryViewStore } from '../../src/sinks/MemoryViewStore.js';
 import type { ViewStore, ViewWrite } from '../../src/sinks/ViewStore.js';
 import type { FeedMode } from '../../src/core/Partition.js';
 import type { ReadRequest, Source } from '../../src/sources/Source.js';
-import { MemorySource } from '../../src/sources/MemorySource.js';
 import {
   FaultEnv,
   faultyLeaseStore,
