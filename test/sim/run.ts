@@ -1,0 +1,84 @@
+/**
+ * Runs many simulation seeds: `npm run sim -- --seeds 50 --faults lease,source,view,host --hosts 2-6`.
+ * Options: `--seed N` (one seed, replays a failure exactly), `--seeds N` (seeds from `--from`, default 1),
+ * `--faults a,b` (of lease, source, view, host, sink, or `all`/`none`; default all), `--hosts min-max`
+ * (default 2-6), `--chaos-ms N` (default 30000), `--on-error retry|restart` (default retry), `--verbose`.
+ * Prints one line per failing seed that replays it; exits 1 when any seed failed.
+ */
+import { FAULT_SETS, type FaultSet, replayLine, runSimulation, type SimConfig } from './simulation.js';
+
+function parse(argv: readonly string[]): { configs: SimConfig[]; verbose: boolean } {
+  const args = new Map<string, string>();
+  let verbose = false;
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--verbose') verbose = true;
+    else if (arg.startsWith('--') && i + 1 < argv.length) args.set(arg.slice(2), argv[++i]!);
+    else throw new Error(`unexpected argument ${arg}; see test/sim/run.ts for the options`);
+  }
+  const faultsArg = args.get('faults') ?? 'all';
+  const faults = (faultsArg === 'all' ? [...FAULT_SETS] : faultsArg === 'none' ? [] : faultsArg.split(',')) as FaultSet[];
+  for (const f of faults) if (!FAULT_SETS.includes(f)) throw new Error(`--faults: unknown fault set ${f} (use ${FAULT_SETS.join(', ')})`);
+  const [min, max] = (args.get('hosts') ?? '2-6').split('-').map(Number);
+  if (!Number.isInteger(min) || !Number.isInteger(max) || min! < 1 || max! < min! || max! > 6) throw new Error('--hosts: give min-max, e.g. 2-6');
+  const chaosMs = args.has('chaos-ms') ? Number(args.get('chaos-ms')) : undefined;
+  const onError = args.get('on-error');
+  if (onError !== undefined && onError !== 'retry' && onError !== 'restart') throw new Error('--on-error: give retry or restart');
+  const seeds = args.has('seed') ? [Number(args.get('seed'))] : Array.from({ length: Number(args.get('seeds') ?? 20) }, (_, i) => Number(args.get('from') ?? 1) + i);
+  return {
+    verbose,
+    configs: seeds.map((seed) => ({ seed, faults, hosts: { min: min!, max: max! }, ...(chaosMs !== undefined ? { chaosMs } : {}), ...(onError ? { onError } : {}) })),
+  };
+}
+
+const argv = process.argv.slice(2);
+const findAt = argv.indexOf('--find');
+if (findAt >= 0) {
+  // Shrinks towards the smallest config showing one invariant: fewest hosts, then shortest chaos, then lowest seed.
+  const invariant = argv[findAt + 1]!;
+  const rest = [...argv.slice(0, findAt), ...argv.slice(findAt + 2)];
+  const base = parse([...rest, '--seed', '1']).configs[0]!;
+  const started = performance.now();
+  search: for (const max of [2, 3, 4, 6]) {
+    for (const chaosMs of [3_000, 10_000, 30_000]) {
+      for (let seed = 1; seed <= 100; seed++) {
+        const config = { ...base, seed, hosts: { min: Math.min(2, max), max }, chaosMs };
+        const result = await runSimulation(config);
+        const hit = result.violations.find((v) => v.invariant === invariant);
+        if (hit) {
+          console.log(`${invariant} (${hit.detail} at ${hit.atMs} ms): ${replayLine(config)}`);
+          break search;
+        }
+      }
+    }
+  }
+  console.log(`searched in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  process.exit(0);
+}
+
+const { configs, verbose } = parse(argv);
+let failed = 0;
+const byInvariant = new Map<string, number>();
+const totals = new Map<string, number>();
+const started = performance.now();
+for (const config of configs) {
+  const t0 = performance.now();
+  const result = await runSimulation(config);
+  for (const [k, n] of Object.entries(result.stats.faults)) totals.set(k, (totals.get(k) ?? 0) + n);
+  if (verbose) {
+    const s = result.stats;
+    console.log(`seed ${config.seed}: ${s.mode}, ${s.partitions} partitions, ${s.writes} writes, ${s.deliveries} deliveries, ${s.actions} actions, ${Math.round(performance.now() - t0)} ms`);
+  }
+  if (result.violations.length > 0) {
+    failed++;
+    const names = [...new Set(result.violations.map((v) => v.invariant))];
+    for (const n of names) byInvariant.set(n, (byInvariant.get(n) ?? 0) + 1);
+    const first = result.violations[0]!;
+    console.log(`FAIL ${names.join(',')} (${first.detail} at ${first.atMs} ms): ${replayLine(config)}`);
+    if (verbose) for (const v of result.violations) console.log(`  ${v.invariant} at ${v.atMs} ms: ${v.detail}`);
+  }
+}
+console.log(`${configs.length - failed}/${configs.length} seeds passed in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+if (byInvariant.size > 0) console.log(`failing seeds by invariant: ${[...byInvariant].map(([k, n]) => `${k} ${n}`).join(', ')}`);
+console.log(`faults injected: ${[...totals].sort().map(([k, n]) => `${k} ${n}`).join(', ') || 'none'}`);
+process.exitCode = failed > 0 ? 1 : 0;

@@ -1,0 +1,50 @@
+import type { ViewStore, ViewWrite, ViewWriteResult } from '../../../src/sinks/ViewStore.js';
+import { type FaultEnv, type FaultPlan } from './plan.js';
+
+/**
+ * Faults of a view store's `write` (key: the write's partitions, comma-separated):
+ * - `failure`: nothing written, the write rejects with an `Error`;
+ * - `slow`: the write lands after `ms` (default 1 000);
+ * - `lostReply`: the write lands, then the call rejects (the reply was lost).
+ */
+export type ViewFaultKind = 'failure' | 'slow' | 'lostReply';
+
+/** A fault plan of a view store: rules for `write`. */
+export type ViewFaultPlan = FaultPlan<'write', ViewFaultKind>;
+
+/**
+ * Wraps a view store so its writes fail, slow down or lose their reply as `plan` says; reads pass through.
+ *
+ * @example
+ * ```ts
+ * const view = faultyViewStore(new MemoryViewStore(), { write: [{ kind: 'failure', probability: 0.05 }] }, env);
+ * ```
+ */
+export function faultyViewStore<R>(view: ViewStore<R>, plan: ViewFaultPlan, env: FaultEnv): ViewStore<R> {
+  return {
+    get description() {
+      return view.description;
+    },
+    async write(write: ViewWrite<R>): Promise<ViewWriteResult> {
+      const rule = env.pick('view', plan, 'write', write.partitions.map((p) => p.partition).join(','));
+      switch (rule?.kind) {
+        case undefined:
+          return view.write(write);
+        case 'failure':
+          throw new Error(`view write failed (injected)`);
+        case 'slow':
+          await env.delay(rule.ms ?? 1_000);
+          return view.write(write);
+        case 'lostReply':
+          await view.write(write);
+          throw new Error('view write reply lost (injected)');
+      }
+    },
+    get: (key) => view.get(key),
+    rows: () => view.rows(),
+    positions: () => view.positions(),
+    pruneTombstones: (before) => view.pruneTombstones(before),
+    clearPositions: () => view.clearPositions(),
+    close: () => view.close(),
+  };
+}
