@@ -42,9 +42,12 @@ export class ReadFailures {
     return this.#attempts;
   }
 
-  /** Records a failed read; `retryAfterMs` is the delay the service asked for, if any. */
-  failed(retryAfterMs: number | undefined): RetryDecision {
-    if (this.#attempts === 0) this.#since = this.now();
+  /**
+   * Records a failed read that began at `startedAt` (scheduler time); `retryAfterMs` is the delay the
+   * service asked for, if any.
+   */
+  failed(retryAfterMs: number | undefined, startedAt = this.now()): RetryDecision {
+    if (this.#attempts === 0) this.#since = startedAt;
     const attempts = ++this.#attempts;
     return {
       attempts,

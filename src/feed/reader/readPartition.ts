@@ -1,4 +1,4 @@
-import { Observable, type SchedulerLike } from 'rxjs';
+import { Observable, type SchedulerLike, type Subscription } from 'rxjs';
 import type { ChangeBatch } from '../../core/ChangeBatch.js';
 import { worthReporting } from '../../core/errorEvent.js';
 import type { CloseReason } from '../../core/events.js';
@@ -12,7 +12,7 @@ import {
 } from '../../errors/index.js';
 import { logger, type Logger } from '../../internal/log.js';
 import type { OwnedLease } from '../../leases/LeaseCoordinator.js';
-import type { Page, Source } from '../../sources/Source.js';
+import type { Page, ReadRequest, Source } from '../../sources/Source.js';
 import { aborted, sleep } from '../wait.js';
 import { LeaseTracker, type TrackerContext } from './LeaseTracker.js';
 import { ReadFailures } from './ReadFailures.js';
@@ -82,6 +82,30 @@ function modeMismatch(owned: OwnedLease, source: Source<unknown>): InvalidOption
 }
 
 /**
+ * One read, given up after `unreadableTimeoutMs` if the source never answers (a hung connection): the read
+ * is aborted and fails with a {@link TransientError}, whether or not the source honours the abort.
+ */
+async function readWithTimeout<T>(ctx: ReaderContext<T>, request: Omit<ReadRequest, 'signal'>, signal: AbortSignal): Promise<Page<T>> {
+  const attempt = new AbortController();
+  const stop = () => attempt.abort(signal.reason);
+  signal.addEventListener('abort', stop, { once: true });
+  let timer: Subscription | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = ctx.scheduler.schedule(() => {
+      const error = new TransientError(`read of partition ${request.partition.id} did not answer within ${ctx.unreadableTimeoutMs} ms`);
+      attempt.abort(error);
+      reject(error);
+    }, ctx.unreadableTimeoutMs);
+  });
+  try {
+    return await Promise.race([ctx.source.read({ ...request, signal: attempt.signal }), timeout]);
+  } finally {
+    timer?.unsubscribe();
+    signal.removeEventListener('abort', stop);
+  }
+}
+
+/**
  * Reads pages until reading is aborted (ownership ended, a drain began, the subscriber left), the partition
  * is gone, a fatal error occurs, or the partition stayed unreadable past the bound.
  *
@@ -116,15 +140,16 @@ async function readLoop<T>(
       break;
     }
     let page: Page<T>;
+    const startedAt = ctx.scheduler.now();
     try {
-      page = await ctx.source.read({ partition: owned.partition, from, maxItemCount: credit, signal });
+      page = await readWithTimeout(ctx, { partition: owned.partition, from, maxItemCount: credit }, signal);
     } catch (error) {
       tracker.settle(0);
       if (signal.aborted) break;
       if (error instanceof PartitionGoneError) return { kind: 'gone' };
       if (isFatal(error)) return { kind: 'fatal', error };
       const err = error instanceof Error ? error : new Error(String(error));
-      const decision = failures.failed(error instanceof TransientError ? error.retryAfterMs : undefined);
+      const decision = failures.failed(error instanceof TransientError ? error.retryAfterMs : undefined, startedAt);
       log('read failed (%s); attempt %d, retry in %d ms', err.message, decision.attempts, decision.delayMs);
       if (decision.giveUp) return { kind: 'unreadable', why: `unreadable for ${ctx.unreadableTimeoutMs} ms (${decision.attempts} failed reads, last: ${err.message})` };
       // A transient error (throttling, 503, timeout) is routine until it repeats; anything else is reported
