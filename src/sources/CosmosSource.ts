@@ -14,6 +14,7 @@ import { logger } from '../internal/log.js';
 import { lsnOfPosition, lsnOfSessionToken, parseToken, rangeIdOfSessionToken, rangeToken } from './cosmos/continuation.js';
 import { isAbortError, toSourceError } from './cosmos/errors.js';
 import { allVersionsChange, latestVersionChange, partitionKeyPaths, type PartitionKeyPaths } from './cosmos/mapChange.js';
+import { whyGone } from './cosmos/whyGone.js';
 import type { Page, ReadRequest, Source } from './Source.js';
 
 /** Options of {@link CosmosSource}. */
@@ -355,14 +356,14 @@ export class CosmosSource<T = unknown> implements Source<T> {
     const sessionToken = headerText(headers, 'x-ms-session-token');
     const answeredBy = rangeIdOfSessionToken(sessionToken);
     const entries = token?.Continuation ?? [];
-    const only = entries.length === 1 ? entries[0] : undefined;
-    if (!only || !sameRange(partition.range, only) || (answeredBy !== undefined && answeredBy !== partition.id)) {
+    const gone = whyGone(partition, entries, answeredBy);
+    if (gone !== undefined) {
       // The SDK followed a split or merge on its own and now reads the children: the partition is gone. The
       // page (from a child) is dropped; child leases start at this partition's last position and read it again.
-      this.#log(`[lease=${partition.id}] partition split or merged (continuation now covers ${entries.length} range(s))`);
+      this.#log(`[lease=${partition.id}] partition split or merged (${gone})`);
       throw new PartitionGoneError(partition.id);
     }
-    const etag = only.continuationToken;
+    const etag = entries[0]!.continuationToken;
     if (!etag || etag === '*') {
       // No etag: the SDK lost the position (a reply without one). Keep the caller's and rebuild next time.
       throw new TransientError(`${this.description}: reply without an etag for partition ${partition.id}`, { statusCode: status });
