@@ -12,8 +12,9 @@ import type { FeedMode, FeedRange, Partition, Position, StartFrom } from '../cor
 import { InvalidOptionsError, PartitionGoneError, ResourceGoneError, TransientError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import { lsnOfPosition, lsnOfSessionToken, parseToken, rangeIdOfSessionToken, rangeToken } from './cosmos/continuation.js';
-import { isAbortError, toSourceError } from './cosmos/errors.js';
+import { isAbortError, routingMapError, toSourceError } from './cosmos/errors.js';
 import { allVersionsChange, latestVersionChange, partitionKeyPaths, type PartitionKeyPaths } from './cosmos/mapChange.js';
+import { takeRoutingMapFailure } from './cosmos/routingMapCache.js';
 import { whyGone } from './cosmos/whyGone.js';
 import type { Page, ReadRequest, Source } from './Source.js';
 
@@ -225,12 +226,28 @@ export class CosmosSource<T = unknown> implements Source<T> {
       // start a fresh one from the caller's position next time.
       if (entry && this.#iterators.get(key) === entry) this.#iterators.delete(key);
       if (!isAbortError(err) && !signal?.aborted) {
-        const mapped = toSourceError(err, this.description, partition.id);
+        const mapped = await this.#readError(err, partition.id);
         this.#log(`[lease=${partition.id}] read failed: %s`, mapped instanceof Error ? mapped.message : String(mapped));
         throw mapped;
       }
       throw signal?.aborted ? abortError(signal) : err;
     }
+  }
+
+  /**
+   * The error a failed read reports. The SDK reports some failures without a status code, among them a
+   * failed read of the container's partition key ranges that its client cached for good: that entry is
+   * removed (see {@link takeRoutingMapFailure}), so the next read works again, and the original failure
+   * decides the error (a 503 becomes a `TransientError`, a 404 a `ResourceGoneError`…).
+   */
+  async #readError(err: unknown, partitionId: string): Promise<unknown> {
+    const mapped = toSourceError(err, this.description, partitionId);
+    if (mapped !== err) return mapped;
+    const routing = await takeRoutingMapFailure(this.#container);
+    if (routing.kind === 'unreachable') this.#log(`[lease=${partitionId}] cannot check the SDK's partition key range cache (unknown SDK layout)`);
+    if (routing.kind !== 'failed') return err;
+    this.#log(`[lease=${partitionId}] dropped a failed partition key range read cached by the SDK client`);
+    return routingMapError(routing.reason, this.description, partitionId);
   }
 
   /**
