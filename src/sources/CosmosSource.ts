@@ -15,7 +15,7 @@ import { lsnOfPosition, lsnOfSessionToken, parseToken, rangeIdOfSessionToken, ra
 import { isAbortError, routingMapError, toSourceError } from './cosmos/errors.js';
 import { allVersionsChange, latestVersionChange, partitionKeyPaths, type PartitionKeyPaths } from './cosmos/mapChange.js';
 import { takeRoutingMapFailure } from './cosmos/routingMapCache.js';
-import { whyGone } from './cosmos/whyGone.js';
+import { isEpkPartition, whyGone } from './cosmos/whyGone.js';
 import type { Page, ReadRequest, Source } from './Source.js';
 
 /** Options of {@link CosmosSource}. */
@@ -353,12 +353,22 @@ export class CosmosSource<T = unknown> implements Source<T> {
     return { iterator, position: NO_POSITION, maxItemCount, busy: false };
   }
 
-  /** A point-in-time start needs the SDK's own FeedRange object (it refuses plain copies). */
+  /**
+   * A point-in-time start needs the SDK's own FeedRange object (it refuses plain copies). An EPK-range
+   * partition (part of a merged range) has none of its own: it gets one of the same class as the range
+   * holding it, so the SDK reads just that part.
+   */
   async #sdkFeedRange(partition: Partition): Promise<SdkFeedRange> {
     const ranges = await this.#container.getFeedRanges();
     const match = ranges.find((r) => sameRange(partition.range, r));
-    if (!match) throw new PartitionGoneError(partition.id);
-    return match;
+    if (match) return match;
+    const { minInclusive, maxExclusive } = partition.range;
+    const holder = isEpkPartition(partition)
+      ? ranges.find((r) => r.minInclusive <= minInclusive && maxExclusive <= r.maxExclusive)
+      : undefined;
+    if (!holder) throw new PartitionGoneError(partition.id);
+    const SdkRange = holder.constructor as new (min: string, max: string) => SdkFeedRange;
+    return new SdkRange(minInclusive, maxExclusive);
   }
 
   async #toPage(partition: Partition, response: ChangeFeedIteratorResponse<unknown>): Promise<Page<T>> {

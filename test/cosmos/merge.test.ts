@@ -135,6 +135,21 @@ describe('EPK-range leases over a merged range (CosmosSource)', () => {
     expect(fromParent.changes.map((c) => c.id).sort()).toEqual([...inside].sort());
   });
 
+  it('starts from a point in time too (a lease that never checkpointed before the merge)', async () => {
+    if (!needsEmulator(cosmos, 'merging ranges')) return;
+    const container = await freshContainer(cosmos.client, 'merge-time');
+    await writeDocs(container, 60);
+    const source = new CosmosSource<Doc>(container);
+    const [, p1, p2] = await source.listPartitions();
+    const own = await drainPartition(source, p1!, 'beginning');
+    cosmos.emulator!.merge('db', container.id, p1!.id, p2!.id);
+    const epk: Partition = { id: `${p1!.range.minInclusive}-${p1!.range.maxExclusive}`, range: p1!.range };
+    const sinceEver = await drainPartition(source, epk, new Date(Date.now() - 3_600_000));
+    expect(sinceEver.changes.map((c) => c.id).sort()).toEqual(own.changes.map((c) => c.id).sort());
+    const future = await source.read({ partition: epk, from: new Date(Date.now() + 3_600_000), maxItemCount: 10 });
+    expect(future.changes).toEqual([]);
+  });
+
   it('a split of the merged range inside a lease\'s range replaces that lease through the processor; nothing is lost', async () => {
     if (!needsEmulator(cosmos, 'merging and splitting ranges')) return;
     const container = await freshContainer(cosmos.client, 'merge-split');
