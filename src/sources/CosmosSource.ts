@@ -114,10 +114,13 @@ function headerText(headers: Record<string, unknown> | undefined, name: string):
  * LatestVersion or AllVersionsAndDeletes mode.
  *
  * Positions are the etags the service returns per range (such as `"42"`), the same values the .NET and
- * Java processors store in a lease's `ContinuationToken`. Splits surface as {@link PartitionGoneError}
- * (child partitions continue from the parent's position), a deleted container as `ResourceGoneError`,
+ * Java processors store in a lease's `ContinuationToken`. Splits and merges surface as
+ * {@link PartitionGoneError} (child partitions continue from the parent's position); a partition whose id is
+ * `<min>-<max>` is an EPK range (the lease of a merged partition's part) and is read from whichever range
+ * holds it, gone only when its own range is cut. A deleted container surfaces as `ResourceGoneError`,
  * rejected credentials as `CredentialsError`, and throttling or transient failures that outlast the SDK's
- * own retries as {@link TransientError}.
+ * own retries as {@link TransientError}, including a failed partition key range read that the SDK client
+ * cached (it is dropped from the cache, so the next read works).
  *
  * @example
  * ```ts
