@@ -245,6 +245,10 @@ export class CosmosSource<T = unknown> implements Source<T> {
    */
   async #readError(err: unknown, partitionId: string): Promise<unknown> {
     const mapped = toSourceError(err, this.description, partitionId);
+    if (mapped instanceof TransientError) {
+      // The SDK's forced refresh of the ranges after a split answers with the status, but is cached all the same.
+      await takeRoutingMapFailure(this.#container);
+    }
     if (mapped !== err) return mapped;
     const routing = await takeRoutingMapFailure(this.#container);
     if (routing.kind === 'unreachable') this.#log(`[lease=${partitionId}] cannot check the SDK's partition key range cache (unknown SDK layout)`);

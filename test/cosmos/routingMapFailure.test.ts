@@ -2,7 +2,7 @@ import { ChangeFeedStartFrom, type Container, type CosmosClient } from '@azure/c
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ReadRequest } from '../../src/sources/Source.js';
 import { faults, type FaultHandle } from '../../src/emulator/index.js';
-import { TransientError } from '../../src/errors/index.js';
+import { PartitionGoneError, TransientError } from '../../src/errors/index.js';
 import { createChangeFeed } from '../../src/feed/index.js';
 import { CosmosLeaseStore } from '../../src/leases/CosmosLeaseStore.js';
 import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
@@ -87,6 +87,23 @@ describe('a failed partition key range read cached by the SDK client', () => {
     expect(isRoutingMapFailure(error)).toBe(true);
     const changes = await drainAll(source, new Map(), 50);
     expect(changes.map((c) => c.id).sort()).toEqual([...written].sort());
+  });
+
+  it("a failed forced refresh of the ranges after a split is dropped too: the next read sees the split", async () => {
+    if (!needsEmulator(cosmos, 'splitting a range and injecting 503s')) return;
+    const setup = await freshContainer(cosmos.client, 'pkr-split');
+    await writeDocs(setup, 80);
+    const { container } = viaNewClient(setup);
+    const source = new CosmosSource<Doc>(container);
+    const [first] = await source.listPartitions();
+    const page = await source.read({ partition: first!, from: 'beginning', maxItemCount: 5 });
+    cosmos.emulator!.split('db', setup.id, first!.id);
+    const fault = unavailableRanges(container);
+    const error = await source.read({ partition: first!, from: { position: page.position }, maxItemCount: 5 }).catch((e: unknown) => e);
+    fault.remove();
+    expect(error).toBeInstanceOf(TransientError);
+    expect((error as TransientError).statusCode).toBe(503);
+    await expect(source.read({ partition: first!, from: { position: page.position }, maxItemCount: 5 })).rejects.toThrow(PartitionGoneError);
   });
 
   it('a processor starting during the fault delivers every change once it is over', async () => {
