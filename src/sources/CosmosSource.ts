@@ -8,14 +8,14 @@ import {
   type PriorityLevel,
 } from '@azure/cosmos';
 import type { Change } from '../core/Change.js';
-import type { FeedMode, FeedRange, Partition, Position, StartFrom } from '../core/Partition.js';
+import type { FeedMode, Partition, Position, StartFrom } from '../core/Partition.js';
 import { InvalidOptionsError, PartitionGoneError, ResourceGoneError, TransientError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import { lsnOfPosition, lsnOfSessionToken, parseToken, rangeIdOfSessionToken, rangeToken } from './cosmos/continuation.js';
 import { isAbortError, routingMapError, toSourceError } from './cosmos/errors.js';
 import { allVersionsChange, latestVersionChange, partitionKeyPaths, type PartitionKeyPaths } from './cosmos/mapChange.js';
 import { takeRoutingMapFailure } from './cosmos/routingMapCache.js';
-import { isEpkPartition, whyGone } from './cosmos/whyGone.js';
+import { isEpkPartition, sameRange, whyGone } from './cosmos/whyGone.js';
 import type { Page, ReadRequest, Source } from './Source.js';
 
 /** Options of {@link CosmosSource}. */
@@ -97,10 +97,6 @@ function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Pro
       },
     );
   });
-}
-
-function sameRange(a: FeedRange, b: { minInclusive: string; maxExclusive: string }): boolean {
-  return a.minInclusive === b.minInclusive && a.maxExclusive === b.maxExclusive;
 }
 
 function headerText(headers: Record<string, unknown> | undefined, name: string): string | undefined {

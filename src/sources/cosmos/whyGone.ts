@@ -13,7 +13,8 @@ export function isEpkPartition(partition: Partition): boolean {
   return partition.id === `${partition.range.minInclusive}-${partition.range.maxExclusive}`;
 }
 
-function sameRange(a: FeedRange, b: { minInclusive: string; maxExclusive: string }): boolean {
+/** True when a range (ours or one of the SDK's) has exactly these bounds. @internal */
+export function sameRange(a: FeedRange, b: { minInclusive: string; maxExclusive: string }): boolean {
   return a.minInclusive === b.minInclusive && a.maxExclusive === b.maxExclusive;
 }
 
