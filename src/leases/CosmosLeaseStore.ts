@@ -13,11 +13,15 @@ export interface CosmosLeaseStoreOptions {
    */
   readonly container: Container;
   /**
-   * Create the container (partitioned on `/id`) when it does not exist. The database must exist.
+   * Create the container (partitioned on `partitionKeyPath`, default `/id`) when it does not exist. The database must exist.
    * Default `false`: a missing container is a {@link ResourceGoneError}.
    */
   readonly createIfMissing?: boolean;
-  /** Skip reading the container definition by stating its partition key path. Default: read it once. */
+  /**
+   * The partition key path the container is expected to have. The container definition is read once either
+   * way (the SDK reads it for every write too); a container partitioned otherwise fails the first call with
+   * an `InvalidOptionsError`. Default: whichever of the two the container has.
+   */
   readonly partitionKeyPath?: '/id' | '/partitionKey';
 }
 
@@ -66,6 +70,7 @@ const MODE_TO_DOC: Record<FeedMode, string> = {
 export class CosmosLeaseStore implements LeaseStore {
   readonly #container: Container;
   readonly #createIfMissing: boolean;
+  readonly #statedPath: '/id' | '/partitionKey' | undefined;
   #ready: Promise<'/id' | '/partitionKey'> | undefined;
 
   /**
@@ -86,7 +91,7 @@ export class CosmosLeaseStore implements LeaseStore {
     }
     this.#container = options.container;
     this.#createIfMissing = options.createIfMissing ?? false;
-    if (path) this.#ready = Promise.resolve(path);
+    this.#statedPath = path;
   }
 
   async list(prefix: string): Promise<LeaseListing> {
@@ -187,7 +192,7 @@ export class CosmosLeaseStore implements LeaseStore {
     if (!definition) {
       if (!this.#createIfMissing) throw new ResourceGoneError(`lease container ${container.id}`);
       const { resource } = await container.database.containers
-        .createIfNotExists({ id: container.id, partitionKey: { paths: ['/id'] } })
+        .createIfNotExists({ id: container.id, partitionKey: { paths: [this.#statedPath ?? '/id'] } })
         .catch((error: unknown) => {
           throw mapError(error, container.id);
         });
@@ -196,9 +201,19 @@ export class CosmosLeaseStore implements LeaseStore {
     const paths = definition?.partitionKey?.paths ?? ['/id'];
     const path = paths.length === 1 ? paths[0] : undefined;
     if (path !== '/id' && path !== '/partitionKey') {
+      // Leases are read by id; in a container partitioned on another path they would be written where no read
+      // finds them. No retry fixes this, so the error says what to change.
       throw new InvalidOptionsError(
         'container',
-        `lease container ${container.id} is partitioned on ${paths.join(', ')}; use one partitioned on /id (or /partitionKey)`,
+        `lease container ${container.id} is partitioned on ${paths.join(', ')}, but leases are addressed by id: ` +
+          `use a lease container partitioned on /id (e.g. containers.createIfNotExists({ id, partitionKey: { paths: ['/id'] } })) ` +
+          'or on /partitionKey',
+      );
+    }
+    if (this.#statedPath !== undefined && this.#statedPath !== path) {
+      throw new InvalidOptionsError(
+        'partitionKeyPath',
+        `lease container ${container.id} is partitioned on ${path}, not ${this.#statedPath}: pass partitionKeyPath: '${path}' or leave it out`,
       );
     }
     return path;

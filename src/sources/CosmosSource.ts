@@ -8,12 +8,14 @@ import {
   type PriorityLevel,
 } from '@azure/cosmos';
 import type { Change } from '../core/Change.js';
-import type { FeedMode, FeedRange, Partition, Position, StartFrom } from '../core/Partition.js';
+import type { FeedMode, Partition, Position, StartFrom } from '../core/Partition.js';
 import { InvalidOptionsError, PartitionGoneError, ResourceGoneError, TransientError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import { lsnOfPosition, lsnOfSessionToken, parseToken, rangeIdOfSessionToken, rangeToken } from './cosmos/continuation.js';
-import { isAbortError, toSourceError } from './cosmos/errors.js';
+import { isAbortError, routingMapError, toSourceError } from './cosmos/errors.js';
 import { allVersionsChange, latestVersionChange, partitionKeyPaths, type PartitionKeyPaths } from './cosmos/mapChange.js';
+import { takeRoutingMapFailure } from './cosmos/routingMapCache.js';
+import { isEpkPartition, sameRange, whyGone } from './cosmos/whyGone.js';
 import type { Page, ReadRequest, Source } from './Source.js';
 
 /** Options of {@link CosmosSource}. */
@@ -97,10 +99,6 @@ function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Pro
   });
 }
 
-function sameRange(a: FeedRange, b: { minInclusive: string; maxExclusive: string }): boolean {
-  return a.minInclusive === b.minInclusive && a.maxExclusive === b.maxExclusive;
-}
-
 function headerText(headers: Record<string, unknown> | undefined, name: string): string | undefined {
   const value = headers?.[name];
   return value === undefined || value === null ? undefined : String(value);
@@ -112,10 +110,13 @@ function headerText(headers: Record<string, unknown> | undefined, name: string):
  * LatestVersion or AllVersionsAndDeletes mode.
  *
  * Positions are the etags the service returns per range (such as `"42"`), the same values the .NET and
- * Java processors store in a lease's `ContinuationToken`. Splits surface as {@link PartitionGoneError}
- * (child partitions continue from the parent's position), a deleted container as `ResourceGoneError`,
+ * Java processors store in a lease's `ContinuationToken`. Splits and merges surface as
+ * {@link PartitionGoneError} (child partitions continue from the parent's position); a partition whose id is
+ * `<min>-<max>` is an EPK range (the lease of a merged partition's part) and is read from whichever range
+ * holds it, gone only when its own range is cut. A deleted container surfaces as `ResourceGoneError`,
  * rejected credentials as `CredentialsError`, and throttling or transient failures that outlast the SDK's
- * own retries as {@link TransientError}.
+ * own retries as {@link TransientError}, including a failed partition key range read that the SDK client
+ * cached (it is dropped from the cache, so the next read works).
  *
  * @example
  * ```ts
@@ -224,12 +225,32 @@ export class CosmosSource<T = unknown> implements Source<T> {
       // start a fresh one from the caller's position next time.
       if (entry && this.#iterators.get(key) === entry) this.#iterators.delete(key);
       if (!isAbortError(err) && !signal?.aborted) {
-        const mapped = toSourceError(err, this.description, partition.id);
+        const mapped = await this.#readError(err, partition.id);
         this.#log(`[lease=${partition.id}] read failed: %s`, mapped instanceof Error ? mapped.message : String(mapped));
         throw mapped;
       }
       throw signal?.aborted ? abortError(signal) : err;
     }
+  }
+
+  /**
+   * The error a failed read reports. The SDK reports some failures without a status code, among them a
+   * failed read of the container's partition key ranges that its client cached for good: that entry is
+   * removed (see {@link takeRoutingMapFailure}), so the next read works again, and the original failure
+   * decides the error (a 503 becomes a `TransientError`, a 404 a `ResourceGoneError`…).
+   */
+  async #readError(err: unknown, partitionId: string): Promise<unknown> {
+    const mapped = toSourceError(err, this.description, partitionId);
+    if (mapped instanceof TransientError) {
+      // The SDK's forced refresh of the ranges after a split answers with the status, but is cached all the same.
+      await takeRoutingMapFailure(this.#container);
+    }
+    if (mapped !== err) return mapped;
+    const routing = await takeRoutingMapFailure(this.#container);
+    if (routing.kind === 'unreachable') this.#log(`[lease=${partitionId}] cannot check the SDK's partition key range cache (unknown SDK layout)`);
+    if (routing.kind !== 'failed') return err;
+    this.#log(`[lease=${partitionId}] dropped a failed partition key range read cached by the SDK client`);
+    return routingMapError(routing.reason, this.description, partitionId);
   }
 
   /**
@@ -335,12 +356,22 @@ export class CosmosSource<T = unknown> implements Source<T> {
     return { iterator, position: NO_POSITION, maxItemCount, busy: false };
   }
 
-  /** A point-in-time start needs the SDK's own FeedRange object (it refuses plain copies). */
+  /**
+   * A point-in-time start needs the SDK's own FeedRange object (it refuses plain copies). An EPK-range
+   * partition (part of a merged range) has none of its own: it gets one of the same class as the range
+   * holding it, so the SDK reads just that part.
+   */
   async #sdkFeedRange(partition: Partition): Promise<SdkFeedRange> {
     const ranges = await this.#container.getFeedRanges();
     const match = ranges.find((r) => sameRange(partition.range, r));
-    if (!match) throw new PartitionGoneError(partition.id);
-    return match;
+    if (match) return match;
+    const { minInclusive, maxExclusive } = partition.range;
+    const holder = isEpkPartition(partition)
+      ? ranges.find((r) => r.minInclusive <= minInclusive && maxExclusive <= r.maxExclusive)
+      : undefined;
+    if (!holder) throw new PartitionGoneError(partition.id);
+    const SdkRange = holder.constructor as new (min: string, max: string) => SdkFeedRange;
+    return new SdkRange(minInclusive, maxExclusive);
   }
 
   async #toPage(partition: Partition, response: ChangeFeedIteratorResponse<unknown>): Promise<Page<T>> {
@@ -355,14 +386,14 @@ export class CosmosSource<T = unknown> implements Source<T> {
     const sessionToken = headerText(headers, 'x-ms-session-token');
     const answeredBy = rangeIdOfSessionToken(sessionToken);
     const entries = token?.Continuation ?? [];
-    const only = entries.length === 1 ? entries[0] : undefined;
-    if (!only || !sameRange(partition.range, only) || (answeredBy !== undefined && answeredBy !== partition.id)) {
+    const gone = whyGone(partition, entries, answeredBy);
+    if (gone !== undefined) {
       // The SDK followed a split or merge on its own and now reads the children: the partition is gone. The
       // page (from a child) is dropped; child leases start at this partition's last position and read it again.
-      this.#log(`[lease=${partition.id}] partition split or merged (continuation now covers ${entries.length} range(s))`);
+      this.#log(`[lease=${partition.id}] partition split or merged (${gone})`);
       throw new PartitionGoneError(partition.id);
     }
-    const etag = only.continuationToken;
+    const etag = entries[0]!.continuationToken;
     if (!etag || etag === '*') {
       // No etag: the SDK lost the position (a reply without one). Keep the caller's and rebuild next time.
       throw new TransientError(`${this.description}: reply without an etag for partition ${partition.id}`, { statusCode: status });

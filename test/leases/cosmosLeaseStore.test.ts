@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Container } from '@azure/cosmos';
-import { CredentialsError, ResourceGoneError } from '../../src/errors/index.js';
+import { CredentialsError, InvalidOptionsError, ResourceGoneError } from '../../src/errors/index.js';
+import type { NewLease } from '../../src/leases/Lease.js';
 import { CosmosLeaseStore, fromDocument, toDocument } from '../../src/leases/CosmosLeaseStore.js';
 import { createLeaseCoordinator } from '../../src/leases/createLeaseCoordinator.js';
 import { FakePartitions } from './hosts.js';
@@ -9,6 +10,18 @@ import type { TestCosmos } from '../support/cosmos.js';
 import { needsEmulator, startTestCosmos } from '../support/cosmos.js';
 
 let cosmos: TestCosmos;
+
+const newLease = (id: string): NewLease => ({
+  id,
+  leaseToken: id.slice(id.indexOf('.') + 1),
+  feedRange: undefined,
+  owner: null,
+  continuation: null,
+  timestampMs: 0,
+  epoch: 0,
+  mode: 'latestVersion',
+  properties: {},
+});
 let byId: Container;
 let byPartitionKey: Container;
 
@@ -101,10 +114,32 @@ describe('CosmosLeaseStore', () => {
     expect(() => new CosmosLeaseStore({} as never)).toThrow(/container/);
   });
 
-  it('refuses a container partitioned on another path', async () => {
+  it('refuses a container partitioned on another path, on every call, with what to change', async () => {
     const { database } = await cosmos.client.databases.createIfNotExists({ id: 'rxfeed-leases' });
     const { container } = await database.containers.createIfNotExists({ id: 'wrong-pk', partitionKey: { paths: ['/tenant'] } });
-    await expect(new CosmosLeaseStore({ container }).list('x.')).rejects.toThrow(/partitioned on \/tenant/);
+    const store = new CosmosLeaseStore({ container });
+    const error = await store.list('x.').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidOptionsError);
+    expect((error as InvalidOptionsError).option).toBe('container');
+    expect((error as Error).message).toMatch(/wrong-pk is partitioned on \/tenant.*partitioned on \/id/);
+    await expect(store.read('x.0')).rejects.toBeInstanceOf(InvalidOptionsError);
+    await expect(store.createIfAbsent(newLease('x.0'))).rejects.toBeInstanceOf(InvalidOptionsError);
+    const { resources } = await container.items.readAll().fetchAll();
+    expect(resources).toEqual([]);
+  });
+
+  it('checks a stated partitionKeyPath against the container before writing anything', async () => {
+    // Unchecked, a lease written to a container partitioned on /partitionKey as if it were on /id is listed
+    // but never found by id: the coordinator would see leases it cannot read or renew.
+    const store = new CosmosLeaseStore({ container: byPartitionKey, partitionKeyPath: '/id' });
+    const error = await store.createIfAbsent(newLease('stated.0')).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(InvalidOptionsError);
+    expect((error as InvalidOptionsError).option).toBe('partitionKeyPath');
+    expect((error as Error).message).toMatch(/partitioned on \/partitionKey, not \/id: pass partitionKeyPath: '\/partitionKey'/);
+    expect((await new CosmosLeaseStore({ container: byPartitionKey }).list('stated.')).leases).toEqual([]);
+    const right = new CosmosLeaseStore({ container: byPartitionKey, partitionKeyPath: '/partitionKey' });
+    expect(await right.createIfAbsent(newLease('stated.1'))).toMatchObject({ id: 'stated.1' });
+    expect(await right.read('stated.1')).toMatchObject({ id: 'stated.1' });
   });
 
   it('maps rejected credentials to CredentialsError', async (ctx) => {

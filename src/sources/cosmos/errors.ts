@@ -100,3 +100,28 @@ export function toSourceError(err: unknown, resource: string, partitionId: strin
   }
   return err;
 }
+
+/**
+ * The error to report for a read whose routing map (the container's partition key ranges) could not be
+ * fetched, given the failure the SDK had cached (`takeRoutingMapFailure` has removed it by then).
+ * Rejected credentials and a missing container keep their meaning ({@link CredentialsError},
+ * {@link ResourceGoneError}); anything else becomes a {@link TransientError}, since the next read fetches
+ * the ranges again.
+ *
+ * @internal
+ */
+export function routingMapError(reason: unknown, resource: string, partitionId: string): RxfeedError {
+  const mapped = toSourceError(reason, resource, partitionId);
+  if (mapped instanceof CredentialsError || mapped instanceof ResourceGoneError) return mapped;
+  const transient = mapped instanceof TransientError ? mapped : undefined;
+  const message = reason instanceof Error ? reason.message : String(reason);
+  return new TransientError(
+    `${resource}: reading its partition key ranges failed (${message}) before reading partition ${partitionId}; ` +
+      "dropped the failure the SDK client had cached, the next read fetches them again",
+    {
+      ...(transient?.statusCode !== undefined ? { statusCode: transient.statusCode } : {}),
+      ...(transient?.retryAfterMs !== undefined ? { retryAfterMs: transient.retryAfterMs } : {}),
+      cause: reason,
+    },
+  );
+}
