@@ -38,29 +38,27 @@ describe('simulation', () => {
 });
 
 /**
- * Seeds that fail on the code before the reader and coordinator rework, each shrunk to its smallest config
- * (`npm run sim -- --find <invariant> --faults <set>`). `it.fails` keeps `npm test` green while they fail;
- * once a fix lands the test "unexpectedly passes": move it to the suite above.
+ * Seeds that failed before the reader and coordinator rework, each shrunk to its smallest config
+ * (`npm run sim -- --find <invariant> --faults <set>`): regression tests for the bugs they found.
  */
-describe('simulation (known failures until the reader rework lands)', () => {
-  const known: { bug: string; config: SimConfig }[] = [
-    // listPartitions fails once while a split is handled: the parent lease stays owned, nobody reads it (bug 1).
-    { bug: 'owned-but-unread after a split (issue 9, bug 1)', config: { seed: 7, faults: ['source'], hosts: { min: 2, max: 2 }, chaosMs: 3_000 } },
-    // A view write fails; retry() re-subscribes to a coordinator that already stopped (bug 3).
+describe('simulation: seeds that found issue-9 bugs', () => {
+  const found: { bug: string; config: SimConfig }[] = [
+    { bug: 'owned-but-unread after a split (bug 1)', config: { seed: 7, faults: ['source'], hosts: { min: 2, max: 2 }, chaosMs: 3_000 } },
     { bug: 'change-never-delivered after retry() (bug 3)', config: { seed: 9, faults: ['view'], hosts: { min: 2, max: 2 }, chaosMs: 3_000 } },
-    // A fenced view write drops its batches without returning their credit (bug 4).
     { bug: 'credit-not-returned after a fenced view write (bug 4)', config: { seed: 6, faults: ['lease'], hosts: { min: 2, max: 2 }, chaosMs: 3_000 } },
-    // A replayed write skips storing the epoch, so a deposed owner's later write is accepted (bug 5), and the
-    // deposed owner kept writing after the takeover (bug 11).
     { bug: 'deposed-view-write-accepted and write-after-takeover-accepted (bugs 5, 11)', config: { seed: 42, faults: ['lease'], hosts: { min: 2, max: 2 }, chaosMs: 10_000 } },
-    // A read that hangs is never given up: the lease stays owned and renewed, unread (bug 9's rule).
     { bug: 'owned-but-unread with a hung read (bug 9)', config: { seed: 13, faults: ['hang'], hosts: { min: 2, max: 2 }, chaosMs: 3_000 } },
-    // A zombie's view write is fenced after a pause; its batches keep their credit (bug 4).
     { bug: 'credit-not-returned after a zombie is fenced (bug 4)', config: { seed: 12, faults: ['host', 'sink', 'view'], hosts: { min: 2, max: 6 }, onError: 'restart' } },
-    // Everything at once.
     { bug: 'all faults', config: { seed: 3, faults: ['lease', 'source', 'view', 'host', 'sink'], hosts: { min: 2, max: 6 } } },
   ];
-  for (const { bug, config } of known) {
-    it.fails(`${bug}: ${replayLine(config)}`, () => expectNoViolations(config));
+  for (const { bug, config } of found) {
+    it(`${bug}: ${replayLine(config)}`, () => expectNoViolations(config));
+  }
+});
+
+describe('simulation: every fault kind at once', () => {
+  for (const seed of seeds(100, 15)) {
+    it(`lease, source, view, host, sink and hang faults, seed ${seed}`, () =>
+      expectNoViolations({ seed, faults: ['lease', 'source', 'view', 'host', 'sink', 'hang'], hosts: { min: 2, max: 6 } }));
   }
 });
