@@ -6,7 +6,7 @@ import type { FeedRange, Partition, Position } from '../core/Partition.js';
 import { LeaseLostError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import type { Logger } from '../internal/log.js';
-import { HANDOFF_TO, planBalance, withoutHandoff } from './balancing.js';
+import { HANDOFF_AT, HANDOFF_TO, planBalance, withoutHandoff } from './balancing.js';
 import { bootstrapLeases } from './coordinator/bootstrap.js';
 import { askForLease, handBack } from './coordinator/handover.js';
 import { isMarkerId, type LeaseNaming } from './coordinator/leaseDocuments.js';
@@ -276,8 +276,22 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
         this.lose(owned, undefined, 'lease document deleted');
       } else if (stored.owner !== this.owner || stored.epoch !== owned.epoch) {
         this.lose(owned, stored.owner, `now owned by ${stored.owner ?? 'nobody'} (epoch ${stored.epoch})`);
+      } else {
+        this.#watchHandoff(owned, stored);
       }
     }
+  }
+
+  /**
+   * A host that asked for a lease takes it by force once its request is an expiration old. The owner stops
+   * using the lease a margin before that (as before its own expiry), even while a drain for the handover is
+   * still running, so it never writes once the requester may own the lease.
+   */
+  #watchHandoff(owned: Ownership, lease: Lease): void {
+    const to = lease.properties[HANDOFF_TO];
+    const at = Number(lease.properties[HANDOFF_AT]);
+    if (!to || to === this.owner || !Number.isFinite(at)) return;
+    owned.handoffRequested(to, at + this.#t.expirationMs - this.#t.deadlineMarginMs - this.#now());
   }
 
   /**
@@ -358,6 +372,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
           const fresh = error.kind === 'missing' ? undefined : await this.#store.read(owned.lease.id);
           if (fresh && fresh.owner === this.owner && fresh.epoch === owned.epoch) {
             owned.current = fresh;
+            this.#watchHandoff(owned, fresh);
             continue;
           }
           const newOwner = fresh ? fresh.owner : undefined;

@@ -40,6 +40,7 @@ export class Ownership implements OwnedLease {
   /** Writes to one lease run one after the other, so renewals never race our own checkpoints. */
   #queue: Promise<unknown> = Promise.resolve();
   #deadlineTimer: Subscription | undefined;
+  #handoffTimer: Subscription | undefined;
 
   constructor(
     readonly lease: Lease,
@@ -103,12 +104,24 @@ export class Ownership implements OwnedLease {
     }, dueIn);
   }
 
+  /**
+   * Host `to` asked for this lease and will take it by force in `dueInMs` if it is not handed over by then:
+   * the ownership ends at that moment whatever the handover is doing (the earliest such moment counts).
+   */
+  handoffRequested(to: string, dueInMs: number): void {
+    if (this.ended || this.#handoffTimer) return;
+    this.#handoffTimer = this.scheduler.schedule(() => {
+      this.host.lose(this, undefined, `not handed over to ${to} in time: it may take the lease by force now`);
+    }, Math.max(0, dueInMs));
+  }
+
   /** Marks the ownership ended and aborts its signal; idempotent. */
   end(reason: CloseReason): void {
     if (this.closeReason) return;
     this.closeReason = reason;
     this.renewTimer?.unsubscribe();
     this.#deadlineTimer?.unsubscribe();
+    this.#handoffTimer?.unsubscribe();
     this.#controller.abort(reason);
   }
 }
