@@ -1,4 +1,8 @@
 import { CosmosHttpError } from './errors.js';
+import { parseBuiltinQuery, QuerySyntaxError, UnsupportedQueryError, type BuiltinQuery } from './sql.js';
+
+/** The optional full SQL engine could not be loaded. */
+class FullEngineMissing extends Error {}
 
 interface CompiledQuery {
   /** The generated JavaScript; `exec` runs whatever is cached here. */
@@ -19,7 +23,7 @@ type QueryFactory = (sql: string) => CompiledQuery;
 let factory: Promise<QueryFactory> | undefined;
 
 /**
- * Loads the Cosmos SQL engine on first use. It is an optional peer dependency (it pulls in hundreds of
+ * Loads the full Cosmos SQL engine on first use. It is an optional peer dependency (it pulls in hundreds of
  * packages), so a user who never queries never needs it, and one who does gets told what to install.
  */
 async function loadFactory(): Promise<QueryFactory> {
@@ -31,10 +35,7 @@ async function loadFactory(): Promise<QueryFactory> {
     },
     (err: unknown) => {
       factory = undefined;
-      throw new CosmosHttpError(
-        500,
-        `the emulator runs SQL queries with the optional package @zeit/cosmosdb-query; install it (npm i -D @zeit/cosmosdb-query): ${String(err)}`,
-      );
+      throw new FullEngineMissing(String(err));
     },
   );
   return factory;
@@ -107,21 +108,102 @@ export interface QuerySpec {
 export interface QueryPage {
   results: unknown[];
   continuation: string | undefined;
+  /** Documents the query looked at, for the request charge. */
+  scanned: number;
 }
 
-/** Runs a Cosmos SQL query over documents, one page at a time. */
-export async function runQuery(spec: unknown, docs: object[], maxItemCount: number, continuation: string | undefined): Promise<QueryPage> {
+/** Which SQL engine runs queries: the built-in evaluator first and the optional package for the rest, or the built-in only. */
+export type SqlEngineChoice = 'auto' | 'builtin';
+
+const BUILTIN_TOKEN = 'b:';
+const FULL_ENGINE = '@zeit/cosmosdb-query';
+
+function specOf(spec: unknown): QuerySpec {
   const s = spec as Partial<QuerySpec> | null;
   if (!s || typeof s.query !== 'string') throw new CosmosHttpError(400, 'a query body needs a "query" string');
-  const q = await compile(s.query);
-  try {
-    const out = q.exec(docs, {
-      parameters: s.parameters ?? [],
-      maxItemCount,
-      ...(continuation ? { continuation: { token: continuation } } : {}),
-    });
-    return { results: out.result, continuation: out.continuation?.token };
-  } catch (err) {
-    throw new CosmosHttpError(400, `the query failed: ${err instanceof Error ? err.message : String(err)}`);
+  if (s.parameters !== undefined && !Array.isArray(s.parameters)) throw new CosmosHttpError(400, 'query "parameters" must be an array');
+  return { query: s.query, parameters: s.parameters ?? [] };
+}
+
+/**
+ * Runs Cosmos SQL for the emulator. The built-in evaluator ({@link parseBuiltinQuery}) answers the simple
+ * shapes without any extra package; anything else goes to the optional `@zeit/cosmosdb-query`. When that is
+ * missing, the query answers 400 with what to install or change, and `warn` is called once.
+ */
+export class QueryEngine {
+  #warned = false;
+  readonly #engine: SqlEngineChoice;
+  readonly #warn: (message: string) => void;
+  readonly #parsed = new Map<string, BuiltinQuery | UnsupportedQueryError>();
+
+  constructor(options: { engine: SqlEngineChoice; warn: (message: string) => void }) {
+    this.#engine = options.engine;
+    this.#warn = options.warn;
+  }
+
+  /** The built-in form of a query, or the reason it has none. */
+  builtin(sql: string): BuiltinQuery | UnsupportedQueryError {
+    let hit = this.#parsed.get(sql);
+    if (hit === undefined) {
+      try {
+        hit = parseBuiltinQuery(sql);
+      } catch (err) {
+        if (err instanceof QuerySyntaxError) throw new CosmosHttpError(400, `the query cannot be parsed: ${err.message}`);
+        if (!(err instanceof UnsupportedQueryError)) throw err;
+        hit = err;
+      }
+      if (this.#parsed.size >= CACHE_SIZE) this.#parsed.delete(this.#parsed.keys().next().value as string);
+      this.#parsed.set(sql, hit);
+    }
+    return hit;
+  }
+
+  /** Runs a query over documents and returns one page from `continuation`. */
+  async run(rawSpec: unknown, docs: object[], maxItemCount: number, continuation: string | undefined): Promise<QueryPage> {
+    const spec = specOf(rawSpec);
+    const builtin = this.builtin(spec.query);
+    if (!(builtin instanceof UnsupportedQueryError)) {
+      let all: unknown[];
+      try {
+        all = builtin.run(docs, spec.parameters ?? []);
+      } catch (err) {
+        throw new CosmosHttpError(400, `the query failed: ${err instanceof Error ? err.message : String(err)}`);
+      }
+      const from = continuation?.startsWith(BUILTIN_TOKEN) ? Number(continuation.slice(BUILTIN_TOKEN.length)) || 0 : 0;
+      const results = all.slice(from, from + maxItemCount);
+      const next = from + maxItemCount < all.length ? `${BUILTIN_TOKEN}${from + maxItemCount}` : undefined;
+      return { results, continuation: next, scanned: docs.length };
+    }
+    if (this.#engine === 'builtin') throw this.#unsupported(builtin, 'the emulator runs with sqlEngine "builtin"');
+    let q: CompiledQuery;
+    try {
+      q = await compile(spec.query);
+    } catch (err) {
+      if (err instanceof FullEngineMissing) throw this.#unsupported(builtin, `${FULL_ENGINE} is not installed`);
+      throw err;
+    }
+    try {
+      const out = q.exec(docs, {
+        parameters: spec.parameters ?? [],
+        maxItemCount,
+        ...(continuation ? { continuation: { token: continuation } } : {}),
+      });
+      return { results: out.result, continuation: out.continuation?.token, scanned: docs.length };
+    } catch (err) {
+      throw new CosmosHttpError(400, `the query failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+
+  #unsupported(reason: UnsupportedQueryError, why: string): CosmosHttpError {
+    const message =
+      `${reason.message}, and ${why}. Install the optional package ${FULL_ENGINE} (npm i -D ${FULL_ENGINE}) to run any ` +
+      'Cosmos SQL query, or keep to what the built-in evaluator runs: SELECT * | VALUE expr | VALUE COUNT(1) | projections, ' +
+      'TOP n, FROM c, WHERE with = != < <= > >= AND OR NOT IN, STARTSWITH ENDSWITH CONTAINS IS_DEFINED ARRAY_CONTAINS, ' +
+      'parameters, ORDER BY properties.';
+    if (!this.#warned) {
+      this.#warned = true;
+      this.#warn(`rxfeed emulator: ${message} (said once; later queries answer 400 with the same message)`);
+    }
+    return new CosmosHttpError(400, message);
   }
 }

@@ -1,9 +1,12 @@
 import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
-import { linearizeReducers, runQuery } from '../../src/emulator/query.js';
+import { linearizeReducers, QueryEngine } from '../../src/emulator/query.js';
 
 const require = createRequire(import.meta.url);
 const engine = (require('@zeit/cosmosdb-query') as { default: (sql: string) => { code: string; exec(docs: object[], o: object): { result: unknown[] } } }).default;
+
+const queries = new QueryEngine({ engine: 'auto', warn: () => {} });
+const runQuery = (spec: unknown, docs: object[], max: number, token: string | undefined) => queries.run(spec, docs, max, token);
 
 const families = Array.from({ length: 30 }, (_, i) => ({
   id: `f${i}`,

@@ -447,7 +447,9 @@ describe('CosmosEmulator options', () => {
     const lines: string[] = [];
     const cli = await runEmulatorCli(['--port', '0', '--partitions', '3', '--no-auth'], (line) => lines.push(line));
     try {
-      expect(lines).toEqual([`rxfeed Cosmos DB emulator listening on ${cli!.endpoint}`]);
+      expect(lines[0]).toBe(`rxfeed Cosmos DB emulator listening on ${cli!.endpoint}`);
+      expect(lines).toContain(`endpoint: ${cli!.endpoint}`);
+      expect(lines.some((l) => l.startsWith('key:') && l.includes('--no-auth'))).toBe(true);
       const other = new CosmosClient({ endpoint: cli!.endpoint, key: 'any key works with --no-auth' });
       const { database } = await other.databases.createIfNotExists({ id: 'db' });
       const { container } = await database.containers.createIfNotExists({ id: 'c', partitionKey: { paths: ['/pk'] } });
