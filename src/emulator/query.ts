@@ -4,7 +4,8 @@ import { parseBuiltinQuery, QuerySyntaxError, UnsupportedQueryError, type Builti
 /** The optional full SQL engine could not be loaded. */
 class FullEngineMissing extends Error {}
 
-interface CompiledQuery {
+/** A query compiled by the optional package. */
+export interface CompiledQuery {
   /** The generated JavaScript; `exec` runs whatever is cached here. */
   _code: string | undefined | null;
   readonly code: string;
@@ -18,7 +19,8 @@ interface CompiledQuery {
   ): { result: unknown[]; continuation: { token: string } | null };
 }
 
-type QueryFactory = (sql: string) => CompiledQuery;
+/** The optional package's entry point: compiles one SQL text. */
+export type QueryFactory = (sql: string) => CompiledQuery;
 
 let factory: Promise<QueryFactory> | undefined;
 
@@ -45,10 +47,15 @@ const CACHE_SIZE = 256;
 const compiled = new Map<string, CompiledQuery>();
 
 /** Parsing builds JavaScript through babel, which is slow; the lease store sends the same few queries again and again. */
-async function compile(sql: string): Promise<CompiledQuery> {
+async function compile(sql: string, load: () => Promise<QueryFactory>): Promise<CompiledQuery> {
   const hit = compiled.get(sql);
   if (hit) return hit;
-  const make = await loadFactory();
+  let make: QueryFactory;
+  try {
+    make = await load();
+  } catch (err) {
+    throw err instanceof FullEngineMissing ? err : new FullEngineMissing(String(err));
+  }
   let q: CompiledQuery;
   try {
     q = make(sql);
@@ -136,9 +143,17 @@ export class QueryEngine {
   readonly #warn: (message: string) => void;
   readonly #parsed = new Map<string, BuiltinQuery | UnsupportedQueryError>();
 
-  constructor(options: { engine: SqlEngineChoice; warn: (message: string) => void }) {
+  readonly #load: () => Promise<QueryFactory>;
+
+  /**
+   * @param options.engine - `'auto'` (built-in, then the optional package) or `'builtin'` (never load it).
+   * @param options.warn - told once when a query needs the optional package and cannot have it.
+   * @param options.loadFullEngine - loads the optional package's factory. Default: a dynamic import of it.
+   */
+  constructor(options: { engine: SqlEngineChoice; warn: (message: string) => void; loadFullEngine?: () => Promise<QueryFactory> }) {
     this.#engine = options.engine;
     this.#warn = options.warn;
+    this.#load = options.loadFullEngine ?? loadFactory;
   }
 
   /** The built-in form of a query, or the reason it has none. */
@@ -177,7 +192,7 @@ export class QueryEngine {
     if (this.#engine === 'builtin') throw this.#unsupported(builtin, 'the emulator runs with sqlEngine "builtin"');
     let q: CompiledQuery;
     try {
-      q = await compile(spec.query);
+      q = await compile(spec.query, this.#load);
     } catch (err) {
       if (err instanceof FullEngineMissing) throw this.#unsupported(builtin, `${FULL_ENGINE} is not installed`);
       throw err;

@@ -214,9 +214,7 @@ class Parser {
     const alias = this.#next();
     if (alias.kind !== 'ident' || KEYWORDS.has(alias.text.toLowerCase())) this.#fail('expected the collection alias');
     this.#alias = alias.text;
-    if (this.#isOp('.') || this.#isOp('[')) this.#fail('expected WHERE or ORDER BY (FROM over a sub-path)');
-    if (this.#isWord('as')) this.#fail('expected WHERE or ORDER BY');
-    if (this.#isWord('in')) this.#fail('expected WHERE or ORDER BY (FROM x IN …)');
+    if (!this.#isWord('where') && !this.#isWord('order') && this.#peek().kind !== 'end') this.#fail('expected WHERE or ORDER BY after FROM');
     const afterFrom = this.#at;
     this.#at = selectAt;
     const project = this.#projection();
