@@ -80,7 +80,7 @@ describe('2: _lsn only on the copies the change feed serves', () => {
     await avad.readNext();
     await c.item('a', 'x').replace({ id: 'a', pk: 'x', v: 3 });
     await c.item('a', 'x').delete();
-    const changes = (await avad.readNext()).result as { current: ItemDefinition; previous?: ItemDefinition; metadata: Record<string, unknown> }[];
+    const changes = (await avad.readNext()).result as unknown as { current: ItemDefinition; previous?: ItemDefinition; metadata: Record<string, unknown> }[];
     expect(changes.map((ch) => ch.metadata['operationType'])).toEqual(['replace', 'delete']);
     expect(changes[0]!.current).toMatchObject({ v: 3, _lsn: 3 });
     expect(changes[0]!.metadata).toMatchObject({ lsn: 3, previousImageLSN: 2 });
