@@ -1,6 +1,6 @@
 /**
  * A small built-in evaluator for the Cosmos SQL shapes that lease stores, dead-letter stores and most tests
- * send: `SELECT * | VALUE expr | projections | VALUE COUNT(1)`, `TOP n`, `FROM c`, `WHERE` with comparisons,
+ * send: `SELECT * | VALUE expr | projections | VALUE COUNT(1)`, `TOP n`, `FROM c` (or `FROM root r`), `WHERE` with comparisons,
  * `AND` / `OR` / `NOT`, `IN`, parameters, a few string and type functions, and `ORDER BY` on properties.
  * Everything else (joins, subqueries, `GROUP BY`, most functions) is left to the optional full engine: the
  * parser throws {@link UnsupportedQueryError} naming what it did not understand.
@@ -214,6 +214,13 @@ class Parser {
     const alias = this.#next();
     if (alias.kind !== 'ident' || KEYWORDS.has(alias.text.toLowerCase())) this.#fail('expected the collection alias');
     this.#alias = alias.text;
+    // `FROM root r` and `FROM root AS r` name the documents `r`.
+    if (this.#isWord('as')) this.#at++;
+    const renamed = this.#peek();
+    if (renamed.kind === 'ident' && !KEYWORDS.has(renamed.text.toLowerCase()) && !UNSUPPORTED_KEYWORDS.has(renamed.text.toLowerCase())) {
+      this.#alias = renamed.text;
+      this.#at++;
+    }
     if (!this.#isWord('where') && !this.#isWord('order') && this.#peek().kind !== 'end') this.#fail('expected WHERE or ORDER BY after FROM');
     const afterFrom = this.#at;
     this.#at = selectAt;
@@ -403,6 +410,15 @@ class Parser {
       const inner = this.#expr();
       this.#expectOp(')');
       return inner;
+    }
+    if (t.kind === 'op' && t.text === '[') {
+      const items: Expr[] = [];
+      while (!this.#isOp(']')) {
+        if (items.length > 0) this.#expectOp(',');
+        items.push(this.#expr());
+      }
+      this.#at++;
+      return (row, p) => items.map((i) => i(row, p));
     }
     if (t.kind === 'op' && t.text === '-' && this.#peek().kind === 'number') {
       const n = -(this.#next().value as number);
