@@ -78,8 +78,8 @@ export interface EmulatorDump {
 }
 
 /**
- * The master key of the public Azure Cosmos DB emulator. The emulator ignores authorization, so any key
- * works; this one is here so that code written for the official emulator runs unchanged.
+ * The master key of the public Azure Cosmos DB emulator, and this emulator's default: requests must be
+ * signed with it unless `masterKey` or `checkAuth: false` says otherwise. `rxfeed emulator` prints it.
  *
  * @example
  * ```ts

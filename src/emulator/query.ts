@@ -123,6 +123,8 @@ export interface QueryPage {
 export type SqlEngineChoice = 'auto' | 'builtin';
 
 const BUILTIN_TOKEN = 'b:';
+/** Result sets kept for paging (queries in flight at once, roughly). */
+const RESULT_CACHE_SIZE = 32;
 const FULL_ENGINE = '@zeit/cosmosdb-query';
 
 function specOf(spec: unknown): QuerySpec {
@@ -142,6 +144,7 @@ export class QueryEngine {
   readonly #engine: SqlEngineChoice;
   readonly #warn: (message: string) => void;
   readonly #parsed = new Map<string, BuiltinQuery | UnsupportedQueryError>();
+  readonly #results = new Map<string, { rows: unknown[]; scanned: number }>();
 
   readonly #load: () => Promise<QueryFactory>;
 
@@ -173,22 +176,44 @@ export class QueryEngine {
     return hit;
   }
 
-  /** Runs a query over documents and returns one page from `continuation`. */
-  async run(rawSpec: unknown, docs: object[], maxItemCount: number, continuation: string | undefined): Promise<QueryPage> {
+  /**
+   * Runs a query over documents and returns one page from `continuation`.
+   *
+   * @param docs - the documents, or a function that lists them (not called when the page comes from the cache).
+   * @param snapshot - names the documents' current state (e.g. container, scope and LSNs): later pages of a
+   *   built-in query over the same snapshot are cut from the first page's results instead of running it again.
+   */
+  async run(
+    rawSpec: unknown,
+    docs: object[] | (() => object[]),
+    maxItemCount: number,
+    continuation: string | undefined,
+    snapshot?: string,
+  ): Promise<QueryPage> {
     const spec = specOf(rawSpec);
+    const list = (): object[] => (typeof docs === 'function' ? docs() : docs);
     const builtin = this.builtin(spec.query);
     if (!(builtin instanceof UnsupportedQueryError)) {
-      let all: unknown[];
-      try {
-        all = builtin.run(docs, spec.parameters ?? []);
-      } catch (err) {
-        throw new CosmosHttpError(400, `the query failed: ${err instanceof Error ? err.message : String(err)}`);
+      const key = snapshot === undefined ? undefined : `${snapshot}\u0000${spec.query}\u0000${JSON.stringify(spec.parameters)}`;
+      let hit = key === undefined ? undefined : this.#results.get(key);
+      if (!hit) {
+        const all = list();
+        try {
+          hit = { rows: builtin.run(all, spec.parameters ?? []), scanned: all.length };
+        } catch (err) {
+          throw new CosmosHttpError(400, `the query failed: ${err instanceof Error ? err.message : String(err)}`);
+        }
+        if (key !== undefined) {
+          if (this.#results.size >= RESULT_CACHE_SIZE) this.#results.delete(this.#results.keys().next().value as string);
+          this.#results.set(key, hit);
+        }
       }
       const from = continuation?.startsWith(BUILTIN_TOKEN) ? Number(continuation.slice(BUILTIN_TOKEN.length)) || 0 : 0;
-      const results = all.slice(from, from + maxItemCount);
-      const next = from + maxItemCount < all.length ? `${BUILTIN_TOKEN}${from + maxItemCount}` : undefined;
-      return { results, continuation: next, scanned: docs.length };
+      const results = hit.rows.slice(from, from + maxItemCount);
+      const next = from + maxItemCount < hit.rows.length ? `${BUILTIN_TOKEN}${from + maxItemCount}` : undefined;
+      return { results, continuation: next, scanned: from === 0 ? hit.scanned : results.length };
     }
+    const all = list();
     if (this.#engine === 'builtin') throw this.#unsupported(builtin, 'the emulator runs with sqlEngine "builtin"');
     let q: CompiledQuery;
     try {
@@ -198,12 +223,12 @@ export class QueryEngine {
       throw err;
     }
     try {
-      const out = q.exec(docs, {
+      const out = q.exec(all, {
         parameters: spec.parameters ?? [],
         maxItemCount,
         ...(continuation ? { continuation: { token: continuation } } : {}),
       });
-      return { results: out.result, continuation: out.continuation?.token, scanned: docs.length };
+      return { results: out.result, continuation: out.continuation?.token, scanned: all.length };
     } catch (err) {
       throw new CosmosHttpError(400, `the query failed: ${err instanceof Error ? err.message : String(err)}`);
     }

@@ -21,10 +21,20 @@ export function documentsInScope(ctx: HandlerContext, c: ContainerState, h: Head
   return ctx.store.documents(c, pk ? { pk } : {});
 }
 
-/** Runs a query over resources and answers one page of it under `key` (`Documents`, `Databases`…). */
-export async function feedQuery(ctx: HandlerContext, key: string, req: RoutedRequest, docs: Doc[], rid = ''): Promise<Reply> {
+/**
+ * Runs a query over resources and answers one page of it under `key` (`Documents`, `Databases`…).
+ * `snapshot` names the state the documents come from, so later pages reuse the first page's results.
+ */
+export async function feedQuery(
+  ctx: HandlerContext,
+  key: string,
+  req: RoutedRequest,
+  docs: Doc[] | (() => Doc[]),
+  rid = '',
+  snapshot?: string,
+): Promise<Reply> {
   const h = req.headers;
-  const page = await ctx.queries.run(req.body, docs, maxItems(h, ctx.queryPageSize), header(h, 'x-ms-continuation'));
+  const page = await ctx.queries.run(req.body, docs, maxItems(h, ctx.queryPageSize), header(h, 'x-ms-continuation'), snapshot);
   const headers: Record<string, string> = { 'x-ms-item-count': String(page.results.length) };
   if (page.continuation !== undefined) headers['x-ms-continuation'] = page.continuation;
   return { status: 200, body: { _rid: rid, [key]: page.results, _count: page.results.length }, headers, charge: (bytes) => queryCharge(page.scanned, bytes) };
@@ -94,5 +104,9 @@ export async function queryDocuments(ctx: HandlerContext, req: RoutedRequest): P
       );
     }
   }
-  return feedQuery(ctx, 'Documents', req, documentsInScope(ctx, c, h), c.rid);
+  ctx.store.expire(c);
+  // Any write (or TTL delete) moves some range's LSN, so the LSNs and the scope name what the query sees.
+  const scope = [header(h, 'x-ms-documentdb-partitionkeyrangeid'), header(h, 'x-ms-start-epk'), header(h, 'x-ms-end-epk'), header(h, 'x-ms-documentdb-partitionkey')];
+  const snapshot = `${c.rid}|${c.ranges.map((r) => `${r.id}:${r.lsn}`).join(',')}|${JSON.stringify(scope)}`;
+  return feedQuery(ctx, 'Documents', req, () => documentsInScope(ctx, c, h), c.rid, snapshot);
 }
