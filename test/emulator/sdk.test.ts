@@ -460,4 +460,24 @@ describe('CosmosEmulator options', () => {
     }
     await expect(runEmulatorCli(['--ranges', 'many'])).rejects.toThrow(/--ranges/);
   });
+
+  it('prints the endpoint and the key a client must pass, and that key works', async () => {
+    const lines: string[] = [];
+    const cli = await runEmulatorCli(['--port', '0'], (line) => lines.push(line));
+    try {
+      expect(lines).toContain(`endpoint: ${cli!.endpoint}`);
+      expect(lines).toContain(`key:      ${EMULATOR_KEY}`);
+      expect(lines).toContain(`export COSMOS_ENDPOINT=${cli!.endpoint} COSMOS_KEY='${EMULATOR_KEY}'`);
+      const user = new CosmosClient({ endpoint: cli!.endpoint, key: EMULATOR_KEY });
+      expect((await user.databases.createIfNotExists({ id: 'db' })).statusCode).toBe(201);
+      user.dispose();
+    } finally {
+      await cli?.stop();
+    }
+    const chosen: string[] = [];
+    const own = await runEmulatorCli(['--port', '0', '--master-key', Buffer.from('secret key').toString('base64')], (line) => chosen.push(line));
+    await own?.stop();
+    expect(chosen.join('\n')).not.toContain(Buffer.from('secret key').toString('base64'));
+    expect(chosen).toContain('key:      the --master-key you passed');
+  });
 });
