@@ -36,7 +36,7 @@ export async function main(argv: string[], io: CliIO = processIO): Promise<numbe
       }
     case 'emulator': {
       const { runEmulatorCli } = await import('../emulator/main.js');
-      const emulator = await runEmulatorCli(rest);
+      const emulator = await runEmulatorCli(rest, io.out);
       if (emulator) {
         const stop = (): void => void emulator.stop().then(() => process.exit(0));
         process.once('SIGINT', stop);

@@ -4,8 +4,10 @@ import { InvalidOptionsError } from '../errors/InvalidOptionsError.js';
 import { logger } from '../internal/log.js';
 import { CosmosHttpError } from './errors.js';
 import { FaultSet, seededRandom, type FaultHandle, type FaultRule } from './faults.js';
+import { QueryEngine, type SqlEngineChoice } from './query.js';
 import { RequestHandler, type LoggedRequest, type Reply, type ServerContext } from './server.js';
 import { Store, type Doc, type RangeState } from './store.js';
+import { partitionsForThroughput } from './store/ranges.js';
 
 /** Options of {@link CosmosEmulator.start}. */
 export interface CosmosEmulatorOptions {
@@ -14,10 +16,13 @@ export interface CosmosEmulatorOptions {
   /** Interface to listen on. Default `'127.0.0.1'`. */
   host?: string;
   /**
-   * Physical partition key ranges a new container starts with, as a number or per container. Default `1`.
-   * Ranges cut the hash domain evenly; {@link CosmosEmulator.split} adds more later.
+   * Physical partition key ranges a new container starts with, as a number or per container (the function
+   * also gets the throughput the create asked for, in RU/s, or `undefined`). Default: as the service does,
+   * about one range per 10,000 RU/s of requested throughput (manual, or the autoscale maximum), at least 1;
+   * so 400 RU/s gives 1 range, 21,000 or 25,100 RU/s give 3. Ranges cut the hash domain evenly;
+   * {@link CosmosEmulator.split} adds more later.
    */
-  initialRangeCount?: number | ((databaseId: string, containerId: string) => number);
+  initialRangeCount?: number | ((databaseId: string, containerId: string, throughput: number | undefined) => number);
   /** Hash version (1 or 2) for containers created without `partitionKey.version`. Default `2`. */
   defaultPartitionKeyVersion?: 1 | 2;
   /** Changes per change feed page when the client sends no `maxItemCount`. Default `100` (changes). */
@@ -42,6 +47,15 @@ export interface CosmosEmulatorOptions {
   masterKey?: string;
   /** Verify request signatures against `masterKey`. `false` accepts any key (or none). Default `true`. */
   checkAuth?: boolean;
+  /**
+   * Which SQL engine answers queries. `'auto'`: the built-in evaluator for the simple shapes (what lease
+   * stores send), the optional package `@zeit/cosmosdb-query` for the rest when it is installed. `'builtin'`:
+   * never load the optional package. Queries neither can run answer 400 saying what to install or change.
+   * Default `'auto'`.
+   */
+  sqlEngine?: SqlEngineChoice;
+  /** Where the emulator reports a problem the user must act on (said once, e.g. a missing query package). Default `console.warn`. */
+  onWarning?: (message: string) => void;
 }
 
 /** A partition key range as the emulator reports it. */
@@ -64,8 +78,8 @@ export interface EmulatorDump {
 }
 
 /**
- * The master key of the public Azure Cosmos DB emulator. The emulator ignores authorization, so any key
- * works; this one is here so that code written for the official emulator runs unchanged.
+ * The master key of the public Azure Cosmos DB emulator, and this emulator's default: requests must be
+ * signed with it unless `masterKey` or `checkAuth: false` says otherwise. `rxfeed emulator` prints it.
  *
  * @example
  * ```ts
@@ -111,43 +125,52 @@ export class CosmosEmulator {
   /** The key to hand to the client: `masterKey` when set, else {@link EMULATOR_KEY}. */
   readonly key: string;
 
-  private readonly log = logger('emulator');
-  private readonly requestLog: LoggedRequest[] = [];
-  private readonly handler: RequestHandler;
-  private readonly server: Server;
-  private baseUrl = '';
+  readonly #log = logger('emulator');
+  readonly #requestLog: LoggedRequest[] = [];
+  readonly #handler: RequestHandler;
+  readonly #server: Server;
+  readonly #store: Store;
+  readonly #faultSet: FaultSet;
+  readonly #requestLogSize: number;
+  #baseUrl = '';
 
   private constructor(
-    private readonly store: Store,
-    private readonly faultSet: FaultSet,
-    private readonly requestLogSize: number,
-    settings: Pick<ServerContext, 'changeFeedPageSize' | 'queryPageSize' | 'strictAllVersionsStart'> & { masterKey: string; checkAuth: boolean },
+    store: Store,
+    faultSet: FaultSet,
+    requestLogSize: number,
+    settings: Pick<ServerContext, 'changeFeedPageSize' | 'queryPageSize' | 'strictAllVersionsStart' | 'queries'> & {
+      masterKey: string;
+      checkAuth: boolean;
+    },
   ) {
+    this.#store = store;
+    this.#faultSet = faultSet;
+    this.#requestLogSize = requestLogSize;
     this.key = settings.masterKey;
     const { checkAuth, masterKey, ...serving } = settings;
-    this.handler = new RequestHandler({
+    this.#handler = new RequestHandler({
       ...serving,
       masterKey: checkAuth ? masterKey : undefined,
       store,
       faults: faultSet,
-      record: (entry) => this.record(entry),
-      admin: (method, segments, body) => this.adminRequest(method, segments, body),
-      log: (message) => this.log(message),
+      record: (entry) => this.#record(entry),
+      admin: (method, segments, body) => this.#adminRequest(method, segments, body),
+      log: (message) => this.#log(message),
     });
-    this.server = createServer((req, res) => {
+    this.#server = createServer((req, res) => {
       // handle() answers its own errors; this only keeps a bug in it from taking the host process down.
-      this.handler.handle(req, res).catch((err: unknown) => {
-        this.log(`request failed: ${String(err)}`);
+      this.#handler.handle(req, res).catch((err: unknown) => {
+        this.#log(`request failed: ${String(err)}`);
         res.destroy();
       });
     });
     // The SDK keeps connections alive; idle ones must not linger long after a test.
-    this.server.keepAliveTimeout = 5_000;
+    this.#server.keepAliveTimeout = 5_000;
   }
 
   /** Base URL the client should use, e.g. `http://127.0.0.1:8081/`. */
   get endpoint(): string {
-    return this.baseUrl;
+    return this.#baseUrl;
   }
 
   /**
@@ -163,14 +186,17 @@ export class CosmosEmulator {
   static async start(options: CosmosEmulatorOptions = {}): Promise<CosmosEmulator> {
     const port = options.port ?? 0;
     if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InvalidOptionsError('port', `must be 0–65535, got ${port}`);
-    const rangeCount = options.initialRangeCount ?? 1;
+    const rangeCount = options.initialRangeCount ?? ((_db: string, _coll: string, throughput: number | undefined) => partitionsForThroughput(throughput));
     if (typeof rangeCount === 'number') positiveInt('initialRangeCount', rangeCount, 1);
+    const engine = options.sqlEngine ?? 'auto';
+    if (engine !== 'auto' && engine !== 'builtin') throw new InvalidOptionsError('sqlEngine', `must be 'auto' or 'builtin', got ${String(engine)}`);
     const version = options.defaultPartitionKeyVersion ?? 2;
     if (version !== 1 && version !== 2) throw new InvalidOptionsError('defaultPartitionKeyVersion', `must be 1 or 2, got ${String(version)}`);
     const store = new Store({
       now: options.now ?? Date.now,
       defaultPartitionKeyVersion: version,
-      initialRangeCount: (db, coll) => positiveInt('initialRangeCount', typeof rangeCount === 'number' ? rangeCount : rangeCount(db, coll), 1),
+      initialRangeCount: (db, coll, throughput) =>
+        positiveInt('initialRangeCount', typeof rangeCount === 'number' ? rangeCount : rangeCount(db, coll, throughput), 1),
     });
     const emulator = new CosmosEmulator(
       store,
@@ -182,24 +208,25 @@ export class CosmosEmulator {
         strictAllVersionsStart: options.strictAllVersionsStart ?? true,
         masterKey: validKey(options.masterKey) ?? EMULATOR_KEY,
         checkAuth: options.checkAuth ?? true,
+        queries: new QueryEngine({ engine, warn: options.onWarning ?? ((message) => console.warn(message)) }),
       },
     );
-    await emulator.listen(port, options.host ?? '127.0.0.1');
+    await emulator.#listen(port, options.host ?? '127.0.0.1');
     return emulator;
   }
 
-  private async listen(port: number, host: string): Promise<void> {
+  async #listen(port: number, host: string): Promise<void> {
     await new Promise<void>((resolve, reject) => {
-      this.server.once('error', reject);
-      this.server.listen(port, host, () => {
-        this.server.off('error', reject);
+      this.#server.once('error', reject);
+      this.#server.listen(port, host, () => {
+        this.#server.off('error', reject);
         resolve();
       });
     });
-    const address = this.server.address() as AddressInfo;
+    const address = this.#server.address() as AddressInfo;
     const shownHost = address.address.includes(':') ? `[${address.address}]` : address.address;
-    this.baseUrl = `http://${shownHost}:${address.port}/`;
-    this.log(`listening on ${this.baseUrl}`);
+    this.#baseUrl = `http://${shownHost}:${address.port}/`;
+    this.#log(`listening on ${this.#baseUrl}`);
   }
 
   /**
@@ -211,13 +238,13 @@ export class CosmosEmulator {
    * ```
    */
   async stop(): Promise<void> {
-    for (const res of this.handler.hanging) res.destroy();
-    this.handler.hanging.clear();
+    for (const res of this.#handler.hanging) res.destroy();
+    this.#handler.hanging.clear();
     await new Promise<void>((resolve) => {
-      this.server.close(() => resolve());
-      this.server.closeAllConnections();
+      this.#server.close(() => resolve());
+      this.#server.closeAllConnections();
     });
-    this.log('stopped');
+    this.#log('stopped');
   }
 
   /**
@@ -229,7 +256,7 @@ export class CosmosEmulator {
    * ```
    */
   partitionKeyRanges(databaseId: string, containerId: string): EmulatorRange[] {
-    return this.store.container(databaseId, containerId).ranges.map(rangeInfo);
+    return this.#store.container(databaseId, containerId).ranges.map(rangeInfo);
   }
 
   /**
@@ -246,9 +273,9 @@ export class CosmosEmulator {
    * @returns the two children.
    */
   split(databaseId: string, containerId: string, rangeId: string, options: { boundary?: string } = {}): [EmulatorRange, EmulatorRange] {
-    const c = this.store.container(databaseId, containerId);
-    const [left, right] = this.store.split(c, rangeId, options.boundary);
-    this.log(`split range ${rangeId} of ${databaseId}/${containerId} into ${left.id} [${left.min}, ${left.max}) and ${right.id} [${right.min}, ${right.max})`);
+    const c = this.#store.container(databaseId, containerId);
+    const [left, right] = this.#store.split(c, rangeId, options.boundary);
+    this.#log(`split range ${rangeId} of ${databaseId}/${containerId} into ${left.id} [${left.min}, ${left.max}) and ${right.id} [${right.min}, ${right.max})`);
     return [rangeInfo(left), rangeInfo(right)];
   }
 
@@ -262,8 +289,8 @@ export class CosmosEmulator {
    * @returns the merged range.
    */
   merge(databaseId: string, containerId: string, leftRangeId: string, rightRangeId: string): EmulatorRange {
-    const merged = this.store.merge(this.store.container(databaseId, containerId), leftRangeId, rightRangeId);
-    this.log(`merged ranges ${leftRangeId} and ${rightRangeId} of ${databaseId}/${containerId} into ${merged.id}`);
+    const merged = this.#store.merge(this.#store.container(databaseId, containerId), leftRangeId, rightRangeId);
+    this.#log(`merged ranges ${leftRangeId} and ${rightRangeId} of ${databaseId}/${containerId} into ${merged.id}`);
     return rangeInfo(merged);
   }
 
@@ -278,7 +305,7 @@ export class CosmosEmulator {
    * @returns a handle with the hit count and `remove()`.
    */
   injectFault(rule: FaultRule): FaultHandle {
-    return this.faultSet.add(rule);
+    return this.#faultSet.add(rule);
   }
 
   /**
@@ -290,7 +317,7 @@ export class CosmosEmulator {
    * ```
    */
   clearFaults(): void {
-    this.faultSet.clear();
+    this.#faultSet.clear();
   }
 
   /**
@@ -302,7 +329,7 @@ export class CosmosEmulator {
    * ```
    */
   requests(): readonly LoggedRequest[] {
-    return [...this.requestLog];
+    return [...this.#requestLog];
   }
 
   /**
@@ -314,7 +341,7 @@ export class CosmosEmulator {
    * ```
    */
   clearRequests(): void {
-    this.requestLog.length = 0;
+    this.#requestLog.length = 0;
   }
 
   /**
@@ -326,8 +353,8 @@ export class CosmosEmulator {
    * ```
    */
   reset(): void {
-    this.store.reset();
-    this.faultSet.clear();
+    this.#store.reset();
+    this.#faultSet.clear();
     this.clearRequests();
   }
 
@@ -341,26 +368,26 @@ export class CosmosEmulator {
    */
   dump(): EmulatorDump {
     return {
-      databases: [...this.store.databases.values()].map((db) => ({
+      databases: [...this.#store.databases.values()].map((db) => ({
         id: db.id,
         containers: [...db.containers.values()].map((c) => ({
           id: c.id,
           partitionKey: c.partitionKey,
           ranges: c.ranges.map(rangeInfo),
-          documents: this.store.documents(c),
+          documents: this.#store.documents(c),
           logLength: c.ranges.reduce((n, r) => n + r.log.length, 0),
         })),
       })),
     };
   }
 
-  private record(entry: LoggedRequest): void {
-    this.requestLog.push(entry);
-    if (this.requestLog.length > this.requestLogSize) this.requestLog.shift();
+  #record(entry: LoggedRequest): void {
+    this.#requestLog.push(entry);
+    if (this.#requestLog.length > this.#requestLogSize) this.#requestLog.shift();
   }
 
   /** `/_emulator/...`: the admin operations over HTTP, for an emulator running in another process. */
-  private adminRequest(method: string, segments: string[], body: unknown): Reply {
+  #adminRequest(method: string, segments: string[], body: unknown): Reply {
     const b = (body ?? {}) as Record<string, unknown>;
     const str = (k: string): string => {
       if (typeof b[k] !== 'string') throw new CosmosHttpError(400, `admin request needs a string "${k}"`);

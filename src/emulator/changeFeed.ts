@@ -94,15 +94,25 @@ export function allVersionsItem(e: LogEntry, definition: PartitionKeyDefinition)
     operationType: e.op,
     lsn: e.lsn,
     crts: seconds(e.timestampMs),
-    previousImageLSN: typeof e.previous?.['_lsn'] === 'number' ? e.previous['_lsn'] : 0,
+    previousImageLSN: e.previousLsn ?? 0,
     timeToLiveExpired: e.ttlExpired,
   };
   if (e.op === 'delete') {
     metadata['id'] = e.id;
     metadata['partitionKey'] = Object.fromEntries(definition.paths.map((p, i) => [p.slice(1), e.pk[i] ?? null]));
   }
-  const item: Doc = { current: e.current ?? {}, metadata };
+  const item: Doc = { current: e.current ? servedCopy(e.current, e.lsn) : {}, metadata };
   // The service documents the previous image for deletes only; replaces carry just previousImageLSN.
-  if (e.op === 'delete') item['previous'] = e.previous;
+  if (e.op === 'delete' && e.previous) item['previous'] = servedCopy(e.previous, e.previousLsn);
   return item;
+}
+
+/** A change in the LatestVersion wire format: the document as written, plus its `_lsn`. */
+export function latestVersionItem(e: LogEntry): Doc {
+  return servedCopy(e.current ?? {}, e.lsn);
+}
+
+/** The copy of a stored document the change feed serves: the only place `_lsn` appears, as in the service. */
+function servedCopy(doc: Doc, lsn: number | undefined): Doc {
+  return lsn === undefined ? doc : { ...doc, _lsn: lsn };
 }

@@ -35,6 +35,8 @@ export class CosmosHttpError extends Error {
     message: string,
     readonly substatus?: number,
     readonly headers: Record<string, string> = {},
+    /** More fields of the JSON error body, e.g. `additionalErrorInfo`. */
+    readonly details: Record<string, unknown> = {},
   ) {
     super(message);
     this.name = 'CosmosHttpError';

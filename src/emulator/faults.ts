@@ -7,6 +7,7 @@ export type RequestKind =
   | 'offer'
   | 'changeFeed'
   | 'query'
+  | 'queryPlan'
   | 'readFeed'
   | 'read'
   | 'create'

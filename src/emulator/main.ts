@@ -7,9 +7,10 @@ import { CosmosEmulator } from './CosmosEmulator.js';
 const USAGE = `usage: rxfeed emulator [--port 8081] [--host 127.0.0.1] [--partitions|--ranges 1] [--page-size 100]
                        [--master-key <base64>] [--no-auth]
 
-Runs the rxfeed Cosmos DB emulator until interrupted. Point @azure/cosmos at the printed endpoint with the
-official emulator's well-known key (or the --master-key you chose); requests are signature-checked unless
---no-auth is given.
+Runs the rxfeed Cosmos DB emulator until interrupted and prints the endpoint and the key to pass to
+@azure/cosmos (the official emulator's well-known key, or the --master-key you chose); requests are
+signature-checked unless --no-auth is given. Containers get about one partition key range per 10,000 RU/s
+of requested throughput; --partitions fixes the count for every container instead.
 Admin over HTTP: POST /_emulator/split {databaseId, containerId, rangeId[, boundary]}, POST /_emulator/merge,
 POST|DELETE /_emulator/faults, POST /_emulator/reset, GET /_emulator/ranges/<db>/<container>, /_emulator/dump,
 /_emulator/requests.`;
@@ -19,6 +20,21 @@ function intArg(name: string, raw: string | undefined): number | undefined {
   const n = Number(raw);
   if (!Number.isInteger(n)) throw new Error(`--${name} must be an integer, got ${raw}`);
   return n;
+}
+
+/**
+ * What the CLI prints at start: where to connect and with which key, in a form a shell can paste. The
+ * well-known emulator key is public and printed as is; a `--master-key` the user chose is not echoed back.
+ */
+function startupLines(endpoint: string, key: string, ownKey: boolean, checkAuth: boolean): string[] {
+  const keyLine = !checkAuth
+    ? 'key:      any key is accepted (--no-auth); the SDK still needs one, e.g. the official emulator key'
+    : ownKey
+      ? 'key:      the --master-key you passed'
+      : `key:      ${key}`;
+  const lines = [`rxfeed Cosmos DB emulator listening on ${endpoint}`, `endpoint: ${endpoint}`, keyLine];
+  if (checkAuth && !ownKey) lines.push(`export COSMOS_ENDPOINT=${endpoint} COSMOS_KEY='${key}'`);
+  return lines;
 }
 
 /**
@@ -62,8 +78,7 @@ export async function runEmulatorCli(argv: string[], print: (line: string) => vo
     ...(values['master-key'] !== undefined ? { masterKey: values['master-key'] } : {}),
     checkAuth: !values['no-auth'],
   });
-  print(`rxfeed Cosmos DB emulator listening on ${emulator.endpoint}`);
-  if (values['master-key'] === undefined && !values['no-auth']) print('key: the official emulator key (EMULATOR_KEY in rxfeed/emulator)');
+  for (const line of startupLines(emulator.endpoint, emulator.key, values['master-key'] !== undefined, !values['no-auth'])) print(line);
   return emulator;
 }
 

@@ -1,6 +1,11 @@
 import { CosmosHttpError } from './errors.js';
+import { parseBuiltinQuery, QuerySyntaxError, UnsupportedQueryError, type BuiltinQuery } from './sql.js';
 
-interface CompiledQuery {
+/** The optional full SQL engine could not be loaded. */
+class FullEngineMissing extends Error {}
+
+/** A query compiled by the optional package. */
+export interface CompiledQuery {
   /** The generated JavaScript; `exec` runs whatever is cached here. */
   _code: string | undefined | null;
   readonly code: string;
@@ -14,12 +19,13 @@ interface CompiledQuery {
   ): { result: unknown[]; continuation: { token: string } | null };
 }
 
-type QueryFactory = (sql: string) => CompiledQuery;
+/** The optional package's entry point: compiles one SQL text. */
+export type QueryFactory = (sql: string) => CompiledQuery;
 
 let factory: Promise<QueryFactory> | undefined;
 
 /**
- * Loads the Cosmos SQL engine on first use. It is an optional peer dependency (it pulls in hundreds of
+ * Loads the full Cosmos SQL engine on first use. It is an optional peer dependency (it pulls in hundreds of
  * packages), so a user who never queries never needs it, and one who does gets told what to install.
  */
 async function loadFactory(): Promise<QueryFactory> {
@@ -31,10 +37,7 @@ async function loadFactory(): Promise<QueryFactory> {
     },
     (err: unknown) => {
       factory = undefined;
-      throw new CosmosHttpError(
-        500,
-        `the emulator runs SQL queries with the optional package @zeit/cosmosdb-query; install it (npm i -D @zeit/cosmosdb-query): ${String(err)}`,
-      );
+      throw new FullEngineMissing(String(err));
     },
   );
   return factory;
@@ -44,10 +47,15 @@ const CACHE_SIZE = 256;
 const compiled = new Map<string, CompiledQuery>();
 
 /** Parsing builds JavaScript through babel, which is slow; the lease store sends the same few queries again and again. */
-async function compile(sql: string): Promise<CompiledQuery> {
+async function compile(sql: string, load: () => Promise<QueryFactory>): Promise<CompiledQuery> {
   const hit = compiled.get(sql);
   if (hit) return hit;
-  const make = await loadFactory();
+  let make: QueryFactory;
+  try {
+    make = await load();
+  } catch (err) {
+    throw err instanceof FullEngineMissing ? err : new FullEngineMissing(String(err));
+  }
   let q: CompiledQuery;
   try {
     q = make(sql);
@@ -107,21 +115,135 @@ export interface QuerySpec {
 export interface QueryPage {
   results: unknown[];
   continuation: string | undefined;
+  /** Documents the query looked at, for the request charge. */
+  scanned: number;
 }
 
-/** Runs a Cosmos SQL query over documents, one page at a time. */
-export async function runQuery(spec: unknown, docs: object[], maxItemCount: number, continuation: string | undefined): Promise<QueryPage> {
+/** Which SQL engine runs queries: the built-in evaluator first and the optional package for the rest, or the built-in only. */
+export type SqlEngineChoice = 'auto' | 'builtin';
+
+const BUILTIN_TOKEN = 'b:';
+/** Result sets kept for paging (queries in flight at once, roughly). */
+const RESULT_CACHE_SIZE = 32;
+const FULL_ENGINE = '@zeit/cosmosdb-query';
+
+function specOf(spec: unknown): QuerySpec {
   const s = spec as Partial<QuerySpec> | null;
   if (!s || typeof s.query !== 'string') throw new CosmosHttpError(400, 'a query body needs a "query" string');
-  const q = await compile(s.query);
-  try {
-    const out = q.exec(docs, {
-      parameters: s.parameters ?? [],
-      maxItemCount,
-      ...(continuation ? { continuation: { token: continuation } } : {}),
-    });
-    return { results: out.result, continuation: out.continuation?.token };
-  } catch (err) {
-    throw new CosmosHttpError(400, `the query failed: ${err instanceof Error ? err.message : String(err)}`);
+  if (s.parameters !== undefined && !Array.isArray(s.parameters)) throw new CosmosHttpError(400, 'query "parameters" must be an array');
+  return { query: s.query, parameters: s.parameters ?? [] };
+}
+
+/**
+ * Runs Cosmos SQL for the emulator. The built-in evaluator ({@link parseBuiltinQuery}) answers the simple
+ * shapes without any extra package; anything else goes to the optional `@zeit/cosmosdb-query`. When that is
+ * missing, the query answers 400 with what to install or change, and `warn` is called once.
+ */
+export class QueryEngine {
+  #warned = false;
+  readonly #engine: SqlEngineChoice;
+  readonly #warn: (message: string) => void;
+  readonly #parsed = new Map<string, BuiltinQuery | UnsupportedQueryError>();
+  readonly #results = new Map<string, { rows: unknown[]; scanned: number }>();
+
+  readonly #load: () => Promise<QueryFactory>;
+
+  /**
+   * @param options.engine - `'auto'` (built-in, then the optional package) or `'builtin'` (never load it).
+   * @param options.warn - told once when a query needs the optional package and cannot have it.
+   * @param options.loadFullEngine - loads the optional package's factory. Default: a dynamic import of it.
+   */
+  constructor(options: { engine: SqlEngineChoice; warn: (message: string) => void; loadFullEngine?: () => Promise<QueryFactory> }) {
+    this.#engine = options.engine;
+    this.#warn = options.warn;
+    this.#load = options.loadFullEngine ?? loadFactory;
+  }
+
+  /** The built-in form of a query, or the reason it has none. */
+  builtin(sql: string): BuiltinQuery | UnsupportedQueryError {
+    let hit = this.#parsed.get(sql);
+    if (hit === undefined) {
+      try {
+        hit = parseBuiltinQuery(sql);
+      } catch (err) {
+        if (err instanceof QuerySyntaxError) throw new CosmosHttpError(400, `the query cannot be parsed: ${err.message}`);
+        if (!(err instanceof UnsupportedQueryError)) throw err;
+        hit = err;
+      }
+      if (this.#parsed.size >= CACHE_SIZE) this.#parsed.delete(this.#parsed.keys().next().value as string);
+      this.#parsed.set(sql, hit);
+    }
+    return hit;
+  }
+
+  /**
+   * Runs a query over documents and returns one page from `continuation`.
+   *
+   * @param docs - the documents, or a function that lists them (not called when the page comes from the cache).
+   * @param snapshot - names the documents' current state (e.g. container, scope and LSNs): later pages of a
+   *   built-in query over the same snapshot are cut from the first page's results instead of running it again.
+   */
+  async run(
+    rawSpec: unknown,
+    docs: object[] | (() => object[]),
+    maxItemCount: number,
+    continuation: string | undefined,
+    snapshot?: string,
+  ): Promise<QueryPage> {
+    const spec = specOf(rawSpec);
+    const list = (): object[] => (typeof docs === 'function' ? docs() : docs);
+    const builtin = this.builtin(spec.query);
+    if (!(builtin instanceof UnsupportedQueryError)) {
+      const key = snapshot === undefined ? undefined : `${snapshot}\u0000${spec.query}\u0000${JSON.stringify(spec.parameters)}`;
+      let hit = key === undefined ? undefined : this.#results.get(key);
+      if (!hit) {
+        const all = list();
+        try {
+          hit = { rows: builtin.run(all, spec.parameters ?? []), scanned: all.length };
+        } catch (err) {
+          throw new CosmosHttpError(400, `the query failed: ${err instanceof Error ? err.message : String(err)}`);
+        }
+        if (key !== undefined) {
+          if (this.#results.size >= RESULT_CACHE_SIZE) this.#results.delete(this.#results.keys().next().value as string);
+          this.#results.set(key, hit);
+        }
+      }
+      const from = continuation?.startsWith(BUILTIN_TOKEN) ? Number(continuation.slice(BUILTIN_TOKEN.length)) || 0 : 0;
+      const results = hit.rows.slice(from, from + maxItemCount);
+      const next = from + maxItemCount < hit.rows.length ? `${BUILTIN_TOKEN}${from + maxItemCount}` : undefined;
+      return { results, continuation: next, scanned: from === 0 ? hit.scanned : results.length };
+    }
+    const all = list();
+    if (this.#engine === 'builtin') throw this.#unsupported(builtin, 'the emulator runs with sqlEngine "builtin"');
+    let q: CompiledQuery;
+    try {
+      q = await compile(spec.query, this.#load);
+    } catch (err) {
+      if (err instanceof FullEngineMissing) throw this.#unsupported(builtin, `${FULL_ENGINE} is not installed`);
+      throw err;
+    }
+    try {
+      const out = q.exec(all, {
+        parameters: spec.parameters ?? [],
+        maxItemCount,
+        ...(continuation ? { continuation: { token: continuation } } : {}),
+      });
+      return { results: out.result, continuation: out.continuation?.token, scanned: all.length };
+    } catch (err) {
+      throw new CosmosHttpError(400, `the query failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+
+  #unsupported(reason: UnsupportedQueryError, why: string): CosmosHttpError {
+    const message =
+      `${reason.message}, and ${why}. Install the optional package ${FULL_ENGINE} (npm i -D ${FULL_ENGINE}) to run any ` +
+      'Cosmos SQL query, or keep to what the built-in evaluator runs: SELECT * | VALUE expr | VALUE COUNT(1) | projections, ' +
+      'TOP n, FROM c, WHERE with = != < <= > >= AND OR NOT IN, STARTSWITH ENDSWITH CONTAINS IS_DEFINED ARRAY_CONTAINS, ' +
+      'parameters, ORDER BY properties.';
+    if (!this.#warned) {
+      this.#warned = true;
+      this.#warn(`rxfeed emulator: ${message} (said once; later queries answer 400 with the same message)`);
+    }
+    return new CosmosHttpError(400, message);
   }
 }

@@ -1,184 +1,55 @@
-import { randomUUID } from 'node:crypto';
 import { CosmosHttpError, SUBSTATUS } from './errors.js';
-import {
-  effectivePartitionKey,
-  evenBoundaries,
-  MAX_EPK,
-  midpoint,
-  MIN_EPK,
-  type PartitionKeyComponent,
-  type PartitionKeyDefinition,
-} from './hash.js';
+import { effectivePartitionKey, MAX_EPK, type PartitionKeyComponent } from './hash.js';
+import { newEtag, ridBytes, seconds, toRid } from './store/ids.js';
+import { Offers } from './store/offers.js';
+import { applyPatch } from './store/patch.js';
+import { docKey, extractPartitionKey, normalizePartitionKey, partitionKeyMatcher, partitionKeyText } from './store/partitionKeys.js';
+import { inRange, initialRanges, latestOf, mergeRanges, rangeById, rangeOf, splitRange } from './store/ranges.js';
+import { effectiveTtl, redateExpiries } from './store/ttl.js';
+import type { ContainerState, DatabaseState, Doc, LogEntry, RangeState, StoredDoc, WriteConditions } from './store/types.js';
 
-/** A JSON document as stored, system properties included. */
-export type Doc = Record<string, unknown>;
-
-/** What happened to a document; the names the AllVersionsAndDeletes metadata uses. */
-export type Operation = 'create' | 'replace' | 'delete';
-
-/** One write in a range's log: the change feed is a view over these. */
-export interface LogEntry {
-  readonly lsn: number;
-  readonly op: Operation;
-  readonly key: string;
-  readonly id: string;
-  readonly pk: readonly PartitionKeyComponent[];
-  readonly epk: string;
-  /** The image after the write; absent for deletes. */
-  readonly current?: Doc;
-  /** The image before the write; absent for creates. */
-  readonly previous?: Doc;
-  readonly timestampMs: number;
-  readonly ttlExpired: boolean;
-}
-
-/** A physical partition key range with its own LSN sequence and log. */
-export interface RangeState {
-  readonly id: string;
-  readonly min: string;
-  readonly max: string;
-  readonly parents: readonly string[];
-  lsn: number;
-  /** Ordered by LSN (non-decreasing: a merged range interleaves its parents' logs). */
-  log: LogEntry[];
-  /** Document key → LSN of its newest log entry here, so LatestVersion reads skip superseded entries. */
-  latest: Map<string, number>;
-}
-
-interface StoredDoc {
-  body: Doc;
-  pk: PartitionKeyComponent[];
-  epk: string;
-  /** When the document expires under TTL (ms), if it does. */
-  expiresAtMs?: number | undefined;
-}
-
-/** A container: its resource body, documents and live ranges. */
-export interface ContainerState {
-  readonly id: string;
-  readonly rid: string;
-  resource: Doc;
-  readonly partitionKey: PartitionKeyDefinition;
-  ranges: RangeState[];
-  /** Ranges that were split or merged away; reads addressed to them answer 410/1002. */
-  readonly goneRanges: Set<string>;
-  readonly docs: Map<string, StoredDoc>;
-  nextRangeId: number;
-  docCounter: number;
-  /** Earliest TTL expiry among the documents (ms), so requests skip the expiry sweep until then. */
-  nextExpiryMs: number;
-  /** The container's throughput offer (`/offers`). */
-  offer: Doc;
-}
-
-/** A database and its containers. */
-export interface DatabaseState {
-  readonly id: string;
-  readonly rid: string;
-  readonly resource: Doc;
-  readonly containers: Map<string, ContainerState>;
-  containerCounter: number;
-}
-
-/** Conditions a write may carry (`If-Match`). */
-export interface WriteConditions {
-  ifMatch?: string | undefined;
-}
+export type { ContainerState, DatabaseState, Doc, LogEntry, Operation, RangeState, WriteConditions } from './store/types.js';
+export { extractPartitionKey, parsePartitionKeyHeader, partitionKeyMatcher, partitionKeyText } from './store/partitionKeys.js';
+export { inRange } from './store/ranges.js';
 
 /** Settings the store needs from the emulator. */
 export interface StoreSettings {
   now(): number;
-  initialRangeCount(databaseId: string, containerId: string): number;
+  /** Ranges a new container starts with, given the throughput it asked for (RU/s; `undefined` when none). */
+  initialRangeCount(databaseId: string, containerId: string, throughput: number | undefined): number;
   defaultPartitionKeyVersion: 1 | 2;
 }
 
-const DEFAULT_PARTITION_KEY_PATH = '/_partitionKey';
+/** Throughput a container gets when its create asks for none (RU/s). */
+const DEFAULT_THROUGHPUT = 400;
 
-function ridBytes(...ints: number[]): Buffer {
-  const b = Buffer.alloc(ints.length * 4);
-  ints.forEach((n, i) => b.writeUInt32BE(n >>> 0, i * 4));
-  return b;
-}
-
-function toRid(b: Buffer): string {
-  return b.toString('base64');
-}
-
-function newEtag(): string {
-  return `"${randomUUID()}"`;
-}
-
-function seconds(ms: number): number {
-  return Math.floor(ms / 1000);
-}
-
-/** Stable text for a partition key value, used to compare keys and to key documents. */
-export function partitionKeyText(pk: readonly PartitionKeyComponent[]): string {
-  return JSON.stringify(pk.map((v) => (v === undefined ? {} : v)));
-}
-
-/** A test for "this key, or a key under this hierarchical prefix" (a shorter key compares only its levels). */
-export function partitionKeyMatcher(wanted: readonly PartitionKeyComponent[]): (pk: readonly PartitionKeyComponent[]) => boolean {
-  const text = partitionKeyText(wanted);
-  return (pk) => partitionKeyText(pk.slice(0, wanted.length)) === text;
-}
-
-function docKey(pk: readonly PartitionKeyComponent[], id: string): string {
-  return `${partitionKeyText(pk)}\u0000${id}`;
-}
-
-/** Splits a partition key path (`/a/b`, `/"odd name"/c`) into property names. */
-function pathSegments(path: string): string[] {
-  return path
-    .split('/')
-    .slice(1)
-    .map((s) => (s.startsWith('"') && s.endsWith('"') && s.length >= 2 ? s.slice(1, -1) : s));
-}
-
-/** The partition key value of a document under a definition; a missing property is "none" (`undefined`). */
-export function extractPartitionKey(doc: Doc, definition: PartitionKeyDefinition): PartitionKeyComponent[] {
-  return definition.paths.map((p) => {
-    let v: unknown = doc;
-    for (const seg of pathSegments(p)) {
-      if (v === null || typeof v !== 'object') return undefined;
-      v = (v as Record<string, unknown>)[seg];
-    }
-    if (v === null || typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') return v;
-    return undefined;
-  });
-}
-
-/** Reads the JSON array of the `x-ms-documentdb-partitionkey` header; `{}` means "none". */
-export function parsePartitionKeyHeader(header: string): PartitionKeyComponent[] {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(header);
-  } catch {
-    throw new CosmosHttpError(400, `x-ms-documentdb-partitionkey is not JSON: ${header}`);
-  }
-  if (!Array.isArray(parsed)) throw new CosmosHttpError(400, 'x-ms-documentdb-partitionkey must be a JSON array');
-  return parsed.map((v: unknown) => {
-    if (v === null || typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') return v;
-    if (v !== null && typeof v === 'object' && Object.keys(v).length === 0) return undefined;
-    throw new CosmosHttpError(400, `partition key component ${JSON.stringify(v)} is not a string, number, boolean or null`);
-  });
-}
-
-/** The in-memory account: databases, containers, documents and the per-range change logs. */
+/**
+ * The in-memory account: databases, containers and their documents with the per-range change logs. Partition
+ * keys, ranges (split, merge), offers, TTL and patch live in `./store/`; this class keeps them consistent.
+ */
 export class Store {
-  readonly databases = new Map<string, DatabaseState>();
+  readonly #databases = new Map<string, DatabaseState>();
   // Counters survive reset() so a recreated database or container gets a new _rid, as in the service.
-  private databaseCounter = 0;
-  private offerCounter = 0;
+  #databaseCounter = 0;
+  readonly #settings: StoreSettings;
+  readonly #offers: Offers;
 
-  constructor(private readonly settings: StoreSettings) {}
+  constructor(settings: StoreSettings) {
+    this.#settings = settings;
+    this.#offers = new Offers(() => settings.now());
+  }
+
+  /** Every database, by id. */
+  get databases(): ReadonlyMap<string, DatabaseState> {
+    return this.#databases;
+  }
 
   now(): number {
-    return this.settings.now();
+    return this.#settings.now();
   }
 
   reset(): void {
-    this.databases.clear();
+    this.#databases.clear();
   }
 
   // ---- databases -------------------------------------------------------------------------------------
@@ -186,8 +57,8 @@ export class Store {
   createDatabase(body: Doc): DatabaseState {
     const id = body['id'];
     if (typeof id !== 'string' || id === '') throw new CosmosHttpError(400, 'a database needs a non-empty string id');
-    if (this.databases.has(id)) throw new CosmosHttpError(409, `database ${id} already exists`);
-    const rid = toRid(ridBytes(++this.databaseCounter));
+    if (this.#databases.has(id)) throw new CosmosHttpError(409, `database ${id} already exists`);
+    const rid = toRid(ridBytes(++this.#databaseCounter));
     const resource: Doc = {
       ...body,
       id,
@@ -199,30 +70,33 @@ export class Store {
       _ts: seconds(this.now()),
     };
     const db: DatabaseState = { id, rid, resource, containers: new Map(), containerCounter: 0 };
-    this.databases.set(id, db);
+    this.#databases.set(id, db);
     return db;
   }
 
   database(id: string): DatabaseState {
-    const db = this.databases.get(id);
+    const db = this.#databases.get(id);
     if (!db) throw new CosmosHttpError(404, `database ${id} does not exist`);
     return db;
   }
 
   deleteDatabase(id: string): void {
     this.database(id);
-    this.databases.delete(id);
+    this.#databases.delete(id);
   }
 
   // ---- containers ------------------------------------------------------------------------------------
 
-  /** Creates a container; `throughput` (RU/s, default 400) only shows in its offer. */
-  createContainer(databaseId: string, body: Doc, throughput = 400): ContainerState {
+  /**
+   * Creates a container. `throughput` (RU/s, manual or the autoscale maximum) shows in its offer (400 when
+   * not given) and, through `initialRangeCount`, decides how many ranges it starts with.
+   */
+  createContainer(databaseId: string, body: Doc, throughput?: number): ContainerState {
     const db = this.database(databaseId);
     const id = body['id'];
     if (typeof id !== 'string' || id === '') throw new CosmosHttpError(400, 'a container needs a non-empty string id');
     if (db.containers.has(id)) throw new CosmosHttpError(409, `container ${id} already exists in database ${databaseId}`);
-    const partitionKey = this.normalizePartitionKey(body['partitionKey']);
+    const partitionKey = normalizePartitionKey(body['partitionKey'], this.#settings.defaultPartitionKeyVersion);
     const ridBuf = Buffer.concat([Buffer.from(db.rid, 'base64'), ridBytes(0x80000000 | ++db.containerCounter)]);
     const rid = toRid(ridBuf);
     const resource: Doc = {
@@ -240,74 +114,36 @@ export class Store {
       _conflicts: 'conflicts/',
       _ts: seconds(this.now()),
     };
-    const count = this.settings.initialRangeCount(databaseId, id);
-    const cuts = [MIN_EPK, ...evenBoundaries(count, partitionKey), MAX_EPK];
-    const ranges: RangeState[] = [];
-    for (let i = 0; i < count; i++) {
-      ranges.push({ id: String(i), min: cuts[i]!, max: cuts[i + 1]!, parents: [], lsn: 0, log: [], latest: new Map() });
-    }
+    const count = this.#settings.initialRangeCount(databaseId, id, throughput);
     const container: ContainerState = {
       id,
       rid,
       resource,
       partitionKey,
-      ranges,
+      ranges: initialRanges(count, partitionKey),
       goneRanges: new Set(),
       docs: new Map(),
       nextRangeId: count,
       docCounter: 0,
       nextExpiryMs: Infinity,
-      offer: this.newOffer(resource, rid, throughput),
+      offer: this.#offers.create(resource, rid, throughput ?? DEFAULT_THROUGHPUT),
     };
     db.containers.set(id, container);
     return container;
   }
 
-  private normalizePartitionKey(raw: unknown): PartitionKeyDefinition {
-    if (raw === undefined || raw === null) {
-      return { paths: [DEFAULT_PARTITION_KEY_PATH], kind: 'Hash', version: this.settings.defaultPartitionKeyVersion };
-    }
-    const def = raw as Partial<PartitionKeyDefinition>;
-    if (!Array.isArray(def.paths) || def.paths.length === 0 || def.paths.some((p) => typeof p !== 'string' || !p.startsWith('/'))) {
-      throw new CosmosHttpError(400, 'partitionKey.paths must be a non-empty array of paths starting with "/"');
-    }
-    const kind = def.kind ?? (def.paths.length > 1 ? 'MultiHash' : 'Hash');
-    if (kind === 'Hash' && def.paths.length > 1) {
-      throw new CosmosHttpError(400, 'a Hash partition key has exactly one path; use kind "MultiHash" for more');
-    }
-    const version = kind === 'MultiHash' ? 2 : (def.version ?? this.settings.defaultPartitionKeyVersion);
-    return { ...def, paths: def.paths, kind, version };
-  }
-
-  private newOffer(container: Doc, containerRid: string, throughput: number): Doc {
-    const id = `offer${++this.offerCounter}`;
-    return {
-      id,
-      _rid: id,
-      _self: `offers/${id}/`,
-      _etag: newEtag(),
-      _ts: seconds(this.now()),
-      offerVersion: 'V2',
-      offerType: 'Invalid',
-      resource: container['_self'],
-      offerResourceId: containerRid,
-      content: { offerThroughput: throughput, offerIsRUPerMinuteThroughputEnabled: false },
-    };
+  #containers(): ContainerState[] {
+    return [...this.#databases.values()].flatMap((db) => [...db.containers.values()]);
   }
 
   /** Every container's throughput offer. */
   offers(): Doc[] {
-    return [...this.databases.values()].flatMap((db) => [...db.containers.values()].map((c) => c.offer));
+    return this.#containers().map((c) => c.offer);
   }
 
   /** Replaces an offer's content (the throughput); nothing else about the container changes. */
   replaceOffer(id: string, body: Doc): Doc {
-    const c = [...this.databases.values()].flatMap((db) => [...db.containers.values()]).find((x) => x.offer['id'] === id);
-    if (!c) throw new CosmosHttpError(404, `offer ${id} does not exist`);
-    const content = body['content'];
-    if (content === null || typeof content !== 'object') throw new CosmosHttpError(400, 'an offer needs a content object');
-    c.offer = { ...c.offer, content, _etag: newEtag(), _ts: seconds(this.now()) };
-    return c.offer;
+    return this.#offers.replace(this.#containers(), id, body);
   }
 
   container(databaseId: string, containerId: string): ContainerState {
@@ -322,13 +158,7 @@ export class Store {
     const system = Object.fromEntries(Object.entries(c.resource).filter(([k]) => k.startsWith('_')));
     // The partition key cannot change; everything else (TTL, indexing, change feed policy) can.
     c.resource = { ...body, ...system, partitionKey: c.partitionKey, _etag: newEtag(), _ts: seconds(this.now()) };
-    // TTL counts from each document's last write, so a changed defaultTtl re-dates every document.
-    c.nextExpiryMs = Infinity;
-    for (const d of c.docs.values()) {
-      const ttl = effectiveTtl(c, d.body);
-      d.expiresAtMs = ttl === undefined ? undefined : (d.body['_ts'] as number) * 1000 + ttl * 1000;
-      if (d.expiresAtMs !== undefined) c.nextExpiryMs = Math.min(c.nextExpiryMs, d.expiresAtMs);
-    }
+    redateExpiries(c);
     return c;
   }
 
@@ -341,86 +171,28 @@ export class Store {
 
   /** The live range with this id; 410/1002 if it was split or merged away, so the SDK refreshes its map. */
   range(c: ContainerState, rangeId: string): RangeState {
-    const r = c.ranges.find((x) => x.id === rangeId);
-    if (r) return r;
-    if (c.goneRanges.has(rangeId)) {
-      throw new CosmosHttpError(410, `partition key range ${rangeId} is gone (split or merged)`, SUBSTATUS.partitionKeyRangeGone);
-    }
-    throw new CosmosHttpError(404, `partition key range ${rangeId} does not exist in container ${c.id}`);
+    return rangeById(c, rangeId);
   }
 
   /** The live range holding an EPK. */
   rangeOf(c: ContainerState, epk: string): RangeState {
-    const r = c.ranges.find((x) => inRange(epk, x.min, x.max));
-    if (!r) throw new Error(`no range holds EPK ${epk}: the range list has a gap`);
-    return r;
+    return rangeOf(c, epk);
   }
 
-  /**
-   * Splits a live range in two at `boundary` (default: the median EPK of its documents, or the middle of its
-   * hash interval when it holds fewer than two keys). Both children continue the parent's LSN sequence and take
-   * the half of its log that falls inside them, so the parent's etags stay valid on either child.
-   */
+  /** Splits a live range in two; see {@link splitRange}. */
   split(c: ContainerState, rangeId: string, boundary?: string): [RangeState, RangeState] {
-    const parent = this.range(c, rangeId);
-    const cut = boundary ?? this.defaultBoundary(c, parent);
-    if (!(cut > parent.min && cut < parent.max)) {
-      throw new Error(`split boundary ${cut} must lie strictly inside range ${rangeId} [${parent.min}, ${parent.max})`);
-    }
-    const parents = [...parent.parents, parent.id];
-    const child = (min: string, max: string): RangeState => {
-      const log = parent.log.filter((e) => inRange(e.epk, min, max));
-      return { id: String(c.nextRangeId++), min, max, parents, lsn: parent.lsn, log, latest: latestOf(log) };
-    };
-    const left = child(parent.min, cut);
-    const right = child(cut, parent.max);
-    this.replaceRanges(c, [parent], [left, right]);
-    return [left, right];
+    return splitRange(c, rangeId, boundary);
   }
 
-  private defaultBoundary(c: ContainerState, r: RangeState): string {
-    const epks = [...new Set([...c.docs.values()].map((d) => d.epk).filter((e) => inRange(e, r.min, r.max)))].sort();
-    if (epks.length >= 2) return epks[Math.floor(epks.length / 2)]!;
-    const mid = midpoint(r.min, r.max, c.partitionKey);
-    if (mid === undefined) {
-      throw new Error(`range ${r.id} holds fewer than two partition keys; pass a boundary EPK to split it`);
-    }
-    return mid;
-  }
-
-  /**
-   * Merges two neighbouring live ranges into one. Its log interleaves both parents' logs by LSN and its
-   * sequence continues from the larger parent LSN, so a parent's etag read with that parent's EPK bounds (what
-   * the SDK sends after a merge) still means the same position.
-   */
+  /** Merges two neighbouring live ranges; see {@link mergeRanges}. */
   merge(c: ContainerState, leftId: string, rightId: string): RangeState {
-    const left = this.range(c, leftId);
-    const right = this.range(c, rightId);
-    if (left.max !== right.min) throw new Error(`ranges ${leftId} and ${rightId} are not neighbours (${left.max} ≠ ${right.min})`);
-    const log = [...left.log, ...right.log].sort((a, b) => a.lsn - b.lsn);
-    const merged: RangeState = {
-      id: String(c.nextRangeId++),
-      min: left.min,
-      max: right.max,
-      parents: [...left.parents, left.id, ...right.parents, right.id],
-      lsn: Math.max(left.lsn, right.lsn),
-      log,
-      latest: latestOf(log),
-    };
-    this.replaceRanges(c, [left, right], [merged]);
-    return merged;
-  }
-
-  private replaceRanges(c: ContainerState, old: RangeState[], added: RangeState[]): void {
-    // One synchronous step: the old ids answer 410 exactly when /pkranges starts listing the new ones.
-    c.ranges = [...c.ranges.filter((r) => !old.includes(r)), ...added].sort((a, b) => (a.min < b.min ? -1 : 1));
-    for (const r of old) c.goneRanges.add(r.id);
+    return mergeRanges(c, leftId, rightId);
   }
 
   // ---- documents -------------------------------------------------------------------------------------
 
   /** The partition key a write addresses: the header when sent (it must match the body), else the body's. */
-  private writeKey(c: ContainerState, body: Doc, header: PartitionKeyComponent[] | undefined): PartitionKeyComponent[] {
+  #writeKey(c: ContainerState, body: Doc, header: PartitionKeyComponent[] | undefined): PartitionKeyComponent[] {
     const fromBody = extractPartitionKey(body, c.partitionKey);
     if (header !== undefined && partitionKeyText(header) !== partitionKeyText(fromBody)) {
       throw new CosmosHttpError(
@@ -432,7 +204,7 @@ export class Store {
     return fromBody;
   }
 
-  private validateBody(body: unknown): Doc {
+  #validateBody(body: unknown): Doc {
     if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new CosmosHttpError(400, 'the document must be a JSON object');
     const id = (body as Doc)['id'];
     if (typeof id !== 'string' || id === '') throw new CosmosHttpError(400, 'the document needs a non-empty string id');
@@ -457,14 +229,14 @@ export class Store {
     cond: WriteConditions = {},
   ): { doc: Doc; created: boolean } {
     this.expire(c);
-    const body = this.validateBody(rawBody);
-    const pk = this.writeKey(c, body, pkHeader);
+    const body = this.#validateBody(rawBody);
+    const pk = this.#writeKey(c, body, pkHeader);
     const existing = c.docs.get(docKey(pk, body['id'] as string));
     if (existing && !upsert) throw new CosmosHttpError(409, `a document with id ${String(body['id'])} already exists`);
     if (cond.ifMatch !== undefined && (!existing || existing.body['_etag'] !== cond.ifMatch)) {
       throw new CosmosHttpError(412, 'the If-Match etag does not match the document');
     }
-    return { doc: this.write(c, body, pk, existing), created: !existing };
+    return { doc: this.#write(c, body, pk, existing), created: !existing };
   }
 
   replaceDocument(
@@ -475,15 +247,15 @@ export class Store {
     cond: WriteConditions = {},
   ): Doc {
     this.expire(c);
-    const body = this.validateBody(rawBody);
+    const body = this.#validateBody(rawBody);
     if (body['id'] !== id) throw new CosmosHttpError(400, `the body id ${String(body['id'])} does not match ${id} in the URL`);
-    const pk = this.writeKey(c, body, pkHeader);
+    const pk = this.#writeKey(c, body, pkHeader);
     const existing = c.docs.get(docKey(pk, id));
     if (!existing) throw new CosmosHttpError(404, `document ${id} does not exist`);
     if (cond.ifMatch !== undefined && existing.body['_etag'] !== cond.ifMatch) {
       throw new CosmosHttpError(412, 'the If-Match etag does not match the document');
     }
-    return this.write(c, body, pk, existing);
+    return this.#write(c, body, pk, existing);
   }
 
   /** Applies a JSON patch (`add`, `set`, `replace`, `remove`, `incr`, `move`) to a stored document. */
@@ -507,10 +279,11 @@ export class Store {
     if (partitionKeyText(extractPartitionKey(next, c.partitionKey)) !== partitionKeyText(pk)) {
       throw new CosmosHttpError(400, 'a patch cannot change the partition key', SUBSTATUS.partitionKeyMismatch);
     }
-    return this.write(c, next, pk, existing);
+    return this.#write(c, next, pk, existing);
   }
 
-  deleteDocument(c: ContainerState, id: string, pk: PartitionKeyComponent[], cond: WriteConditions = {}): void {
+  /** Deletes a document and returns what it was. */
+  deleteDocument(c: ContainerState, id: string, pk: PartitionKeyComponent[], cond: WriteConditions = {}): Doc {
     this.expire(c);
     const key = docKey(pk, id);
     const existing = c.docs.get(key);
@@ -518,12 +291,14 @@ export class Store {
     if (cond.ifMatch !== undefined && existing.body['_etag'] !== cond.ifMatch) {
       throw new CosmosHttpError(412, 'the If-Match etag does not match the document');
     }
-    this.remove(c, key, existing, false);
+    this.#remove(c, key, existing, false);
+    return existing.body;
   }
 
-  private write(c: ContainerState, body: Doc, pk: PartitionKeyComponent[], existing: StoredDoc | undefined): Doc {
+  #write(c: ContainerState, body: Doc, pk: PartitionKeyComponent[], existing: StoredDoc | undefined): Doc {
+    // `_lsn` is not part of the document: the service adds it only to the copies the change feed serves.
     const epk = existing?.epk ?? effectivePartitionKey(pk, c.partitionKey);
-    const range = this.rangeOf(c, epk);
+    const range = rangeOf(c, epk);
     const nowMs = this.now();
     const lsn = range.lsn + 1;
     const rid = existing
@@ -537,17 +312,16 @@ export class Store {
       _etag: newEtag(),
       _attachments: 'attachments/',
       _ts: seconds(nowMs),
-      _lsn: lsn,
     };
     const key = docKey(pk, body['id'] as string);
-    const stored: StoredDoc = { body: doc, pk, epk };
+    const stored: StoredDoc = { body: doc, lsn, pk, epk };
     const ttl = effectiveTtl(c, doc);
     if (ttl !== undefined) {
       stored.expiresAtMs = nowMs + ttl * 1000;
       c.nextExpiryMs = Math.min(c.nextExpiryMs, stored.expiresAtMs);
     }
     c.docs.set(key, stored);
-    this.append(range, {
+    this.#append(range, {
       lsn,
       op: existing ? 'replace' : 'create',
       key,
@@ -555,17 +329,17 @@ export class Store {
       pk,
       epk,
       current: doc,
-      ...(existing ? { previous: existing.body } : {}),
+      ...(existing ? { previous: existing.body, previousLsn: existing.lsn } : {}),
       timestampMs: nowMs,
       ttlExpired: false,
     });
     return doc;
   }
 
-  private remove(c: ContainerState, key: string, existing: StoredDoc, ttlExpired: boolean): void {
-    const range = this.rangeOf(c, existing.epk);
+  #remove(c: ContainerState, key: string, existing: StoredDoc, ttlExpired: boolean): void {
+    const range = rangeOf(c, existing.epk);
     c.docs.delete(key);
-    this.append(range, {
+    this.#append(range, {
       lsn: range.lsn + 1,
       op: 'delete',
       key,
@@ -573,12 +347,13 @@ export class Store {
       pk: existing.pk,
       epk: existing.epk,
       previous: existing.body,
+      previousLsn: existing.lsn,
       timestampMs: this.now(),
       ttlExpired,
     });
   }
 
-  private append(range: RangeState, entry: LogEntry): void {
+  #append(range: RangeState, entry: LogEntry): void {
     range.lsn = entry.lsn;
     range.log.push(entry);
     range.latest.set(entry.key, entry.lsn);
@@ -613,7 +388,7 @@ export class Store {
     c.nextExpiryMs = Infinity;
     for (const [key, d] of c.docs) {
       if (d.expiresAtMs === undefined) continue;
-      if (d.expiresAtMs <= nowMs) this.remove(c, key, d, true);
+      if (d.expiresAtMs <= nowMs) this.#remove(c, key, d, true);
       else c.nextExpiryMs = Math.min(c.nextExpiryMs, d.expiresAtMs);
     }
   }
@@ -633,85 +408,3 @@ export class Store {
 }
 
 const SYSTEM_PROPERTIES = new Set(['_rid', '_self', '_etag', '_attachments', '_ts', '_lsn']);
-
-function effectiveTtl(c: ContainerState, doc: Doc): number | undefined {
-  const containerTtl = c.resource['defaultTtl'];
-  if (typeof containerTtl !== 'number') return undefined; // TTL off: per-item ttl is ignored, as in the service.
-  const itemTtl = doc['ttl'];
-  const ttl = typeof itemTtl === 'number' ? itemTtl : containerTtl;
-  return ttl === -1 ? undefined : ttl;
-}
-
-/** True when `epk` lies in `[min, max)` (plain string order, as the SDK compares EPKs). */
-export function inRange(epk: string, min: string, max: string): boolean {
-  return epk >= min && epk < max;
-}
-
-function latestOf(log: readonly LogEntry[]): Map<string, number> {
-  const m = new Map<string, number>();
-  for (const e of log) m.set(e.key, e.lsn);
-  return m;
-}
-
-interface PatchOperation {
-  op: string;
-  path: string;
-  value?: unknown;
-  from?: string;
-}
-
-function applyPatch(doc: Doc, operations: unknown): Doc {
-  if (!Array.isArray(operations) || operations.length === 0) throw new CosmosHttpError(400, 'a patch needs a non-empty operations array');
-  for (const raw of operations as PatchOperation[]) {
-    if (typeof raw?.path !== 'string' || !raw.path.startsWith('/')) throw new CosmosHttpError(400, 'each patch operation needs a path starting with "/"');
-    const op = raw.op.toLowerCase();
-    if (op === 'move') {
-      if (typeof raw.from !== 'string') throw new CosmosHttpError(400, 'a move needs "from"');
-      const { parent, name } = locate(doc, raw.from);
-      if (!(name in parent)) throw new CosmosHttpError(400, `move source ${raw.from} does not exist`);
-      const value = (parent as Record<string, unknown>)[name];
-      delete (parent as Record<string, unknown>)[name];
-      setAt(doc, raw.path, value, 'set');
-      continue;
-    }
-    if (op === 'remove') {
-      const { parent, name } = locate(doc, raw.path);
-      if (Array.isArray(parent)) parent.splice(Number(name), 1);
-      else if (name in parent) delete (parent as Record<string, unknown>)[name];
-      else throw new CosmosHttpError(400, `cannot remove ${raw.path}: it does not exist`);
-      continue;
-    }
-    if (op === 'incr') {
-      const { parent, name } = locate(doc, raw.path);
-      const cur = (parent as Record<string, unknown>)[name] ?? 0;
-      if (typeof cur !== 'number' || typeof raw.value !== 'number') throw new CosmosHttpError(400, `incr needs numbers at ${raw.path}`);
-      (parent as Record<string, unknown>)[name] = cur + raw.value;
-      continue;
-    }
-    if (op !== 'add' && op !== 'set' && op !== 'replace') throw new CosmosHttpError(400, `unknown patch operation ${raw.op}`);
-    setAt(doc, raw.path, raw.value, op);
-  }
-  return doc;
-}
-
-function locate(doc: Doc, path: string): { parent: Record<string, unknown> | unknown[]; name: string } {
-  const segs = path.split('/').slice(1).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
-  let cur: unknown = doc;
-  for (const s of segs.slice(0, -1)) {
-    cur = (cur as Record<string, unknown>)?.[s];
-    if (cur === null || typeof cur !== 'object') throw new CosmosHttpError(400, `patch path ${path} does not exist`);
-  }
-  return { parent: cur as Record<string, unknown>, name: segs[segs.length - 1]! };
-}
-
-function setAt(doc: Doc, path: string, value: unknown, op: 'add' | 'set' | 'replace'): void {
-  const { parent, name } = locate(doc, path);
-  if (Array.isArray(parent)) {
-    const i = name === '-' ? parent.length : Number(name);
-    if (op === 'add') parent.splice(i, 0, value);
-    else parent[i] = value;
-    return;
-  }
-  if (op === 'replace' && !(name in parent)) throw new CosmosHttpError(400, `cannot replace ${path}: it does not exist`);
-  parent[name] = value;
-}

@@ -172,8 +172,8 @@ describe('CosmosSource: partitions and start positions', () => {
     expect(() => new CosmosSource({} as never)).toThrow(/expected an @azure\/cosmos Container/);
   });
 
-  it('keeps one iterator per partition: a steady poll costs one change feed request and nothing else', async () => {
-    if (!needsEmulator(cosmos, 'counting requests')) return;
+  it('keeps one iterator per partition: a steady poll costs one change feed request and nothing else', async (ctx) => {
+    needsEmulator(cosmos, 'counting requests', ctx);
     const container = await freshContainer(cosmos.client);
     await writeDocs(container, 200);
     const source = new CosmosSource<Doc>(container);
@@ -191,8 +191,8 @@ describe('CosmosSource: partitions and start positions', () => {
 });
 
 describe('CosmosSource: splits', () => {
-  it('a split mid-stream surfaces as PartitionGoneError and the children continue with nothing lost', async () => {
-    if (!needsEmulator(cosmos, 'splitting a range')) return;
+  it('a split mid-stream surfaces as PartitionGoneError and the children continue with nothing lost', async (ctx) => {
+    needsEmulator(cosmos, 'splitting a range', ctx);
     const container = await freshContainer(cosmos.client, 'split');
     const first = await writeDocs(container, 400, 'a');
     const source = new CosmosSource<Doc>(container);
@@ -224,8 +224,8 @@ describe('CosmosSource: splits', () => {
     const got = new Set(seen.map((c) => c.id));
     for (const id of [...first, ...second]) expect(got.has(id)).toBe(true);
   });
-  it('a merge also surfaces as PartitionGoneError for both parents; the merged range continues from either', async () => {
-    if (!needsEmulator(cosmos, 'merging ranges')) return;
+  it('a merge also surfaces as PartitionGoneError for both parents; the merged range continues from either', async (ctx) => {
+    needsEmulator(cosmos, 'merging ranges', ctx);
     const container = await freshContainer(cosmos.client, 'merge');
     const written = await writeDocs(container, 200);
     const source = new CosmosSource<Doc>(container);
@@ -256,8 +256,8 @@ describe('CosmosSource: splits', () => {
 });
 
 describe('CosmosSource: errors', () => {
-  it('429 storms: absorbed by the SDK when short, TransientError with retry-after when longer, nothing lost', async () => {
-    if (!needsEmulator(cosmos, 'injecting 429s')) return;
+  it('429 storms: absorbed by the SDK when short, TransientError with retry-after when longer, nothing lost', async (ctx) => {
+    needsEmulator(cosmos, 'injecting 429s', ctx);
     const container = await freshContainer(cosmos.client, 'throttle');
     const written = await writeDocs(container, 60);
     const source = new CosmosSource<Doc>(container);
@@ -274,8 +274,8 @@ describe('CosmosSource: errors', () => {
     expect(ids([...page.changes, ...rest])).toEqual([...written].sort());
   });
 
-  it('503 storms: TransientError, and reads resume from the same position', async () => {
-    if (!needsEmulator(cosmos, 'injecting 503s')) return;
+  it('503 storms: TransientError, and reads resume from the same position', async (ctx) => {
+    needsEmulator(cosmos, 'injecting 503s', ctx);
     const container = await freshContainer(cosmos.client, 'unavailable');
     const written = await writeDocs(container, 60);
     const source = new CosmosSource<Doc>(container);
@@ -298,8 +298,8 @@ describe('CosmosSource: errors', () => {
     expect(ids(seen)).toEqual([...written].sort());
   });
 
-  it('timeouts and socket resets are retried by the SDK or reported as TransientError', async () => {
-    if (!needsEmulator(cosmos, 'hanging requests')) return;
+  it('timeouts and socket resets are retried by the SDK or reported as TransientError', async (ctx) => {
+    needsEmulator(cosmos, 'hanging requests', ctx);
     const client = new CosmosClient({
       endpoint: cosmos.endpoint,
       key: cosmos.key,
@@ -320,8 +320,8 @@ describe('CosmosSource: errors', () => {
     }
   });
 
-  it('a 410 that is not a split (1008, partition migration): TransientError, and no replay from the start', async () => {
-    if (!needsEmulator(cosmos, 'injecting a 410/1008')) return;
+  it('a 410 that is not a split (1008, partition migration): TransientError, and no replay from the start', async (ctx) => {
+    needsEmulator(cosmos, 'injecting a 410/1008', ctx);
     const container = await freshContainer(cosmos.client, 'migration');
     await writeDocs(container, 40);
     const source = new CosmosSource<Doc>(container);
@@ -393,8 +393,8 @@ describe('CosmosSource: errors', () => {
     }
   });
 
-  it('403 (e.g. a token without read permission on the container): CredentialsError', async () => {
-    if (!needsEmulator(cosmos, 'injecting a 403')) return;
+  it('403 (e.g. a token without read permission on the container): CredentialsError', async (ctx) => {
+    needsEmulator(cosmos, 'injecting a 403', ctx);
     const container = await freshContainer(cosmos.client, 'forbidden');
     const source = new CosmosSource<Doc>(container);
     const [p] = await source.listPartitions();
@@ -405,8 +405,8 @@ describe('CosmosSource: errors', () => {
     await expect(source.read({ partition: p!, from: 'beginning', maxItemCount: 5 })).resolves.toBeDefined();
   });
 
-  it('aborting an in-flight read rejects at once; the next read from the same position loses nothing', async () => {
-    if (!needsEmulator(cosmos, 'delaying a reply')) return;
+  it('aborting an in-flight read rejects at once; the next read from the same position loses nothing', async (ctx) => {
+    needsEmulator(cosmos, 'delaying a reply', ctx);
     const container = await freshContainer(cosmos.client, 'abort');
     const written = await writeDocs(container, 30);
     const source = new CosmosSource<Doc>(container);

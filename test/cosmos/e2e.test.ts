@@ -39,8 +39,8 @@ async function until(done: () => boolean | Promise<boolean>, timeoutMs: number, 
 }
 
 describe('end to end: two processes, four ranges, a split mid-stream', () => {
-  it(`processes all ${WRITES} writes at least once and checkpoints every lease at the end of its range`, { timeout: 120_000 }, async () => {
-    if (!needsEmulator(cosmos, 'splitting a range mid-stream')) return;
+  it(`processes all ${WRITES} writes at least once and checkpoints every lease at the end of its range`, { timeout: 120_000 }, async (ctx) => {
+    needsEmulator(cosmos, 'splitting a range mid-stream', ctx);
     const emulator = cosmos.emulator!;
     const { database } = await cosmos.client.databases.createIfNotExists({ id: 'e2e' });
     const { container } = await database.containers.createIfNotExists({ id: 'orders', partitionKey: { paths: ['/pk'], version: 2 } });

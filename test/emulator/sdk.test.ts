@@ -447,7 +447,9 @@ describe('CosmosEmulator options', () => {
     const lines: string[] = [];
     const cli = await runEmulatorCli(['--port', '0', '--partitions', '3', '--no-auth'], (line) => lines.push(line));
     try {
-      expect(lines).toEqual([`rxfeed Cosmos DB emulator listening on ${cli!.endpoint}`]);
+      expect(lines[0]).toBe(`rxfeed Cosmos DB emulator listening on ${cli!.endpoint}`);
+      expect(lines).toContain(`endpoint: ${cli!.endpoint}`);
+      expect(lines.some((l) => l.startsWith('key:') && l.includes('--no-auth'))).toBe(true);
       const other = new CosmosClient({ endpoint: cli!.endpoint, key: 'any key works with --no-auth' });
       const { database } = await other.databases.createIfNotExists({ id: 'db' });
       const { container } = await database.containers.createIfNotExists({ id: 'c', partitionKey: { paths: ['/pk'] } });
@@ -457,5 +459,25 @@ describe('CosmosEmulator options', () => {
       await cli?.stop();
     }
     await expect(runEmulatorCli(['--ranges', 'many'])).rejects.toThrow(/--ranges/);
+  });
+
+  it('prints the endpoint and the key a client must pass, and that key works', async () => {
+    const lines: string[] = [];
+    const cli = await runEmulatorCli(['--port', '0'], (line) => lines.push(line));
+    try {
+      expect(lines).toContain(`endpoint: ${cli!.endpoint}`);
+      expect(lines).toContain(`key:      ${EMULATOR_KEY}`);
+      expect(lines).toContain(`export COSMOS_ENDPOINT=${cli!.endpoint} COSMOS_KEY='${EMULATOR_KEY}'`);
+      const user = new CosmosClient({ endpoint: cli!.endpoint, key: EMULATOR_KEY });
+      expect((await user.databases.createIfNotExists({ id: 'db' })).statusCode).toBe(201);
+      user.dispose();
+    } finally {
+      await cli?.stop();
+    }
+    const chosen: string[] = [];
+    const own = await runEmulatorCli(['--port', '0', '--master-key', Buffer.from('secret key').toString('base64')], (line) => chosen.push(line));
+    await own?.stop();
+    expect(chosen.join('\n')).not.toContain(Buffer.from('secret key').toString('base64'));
+    expect(chosen).toContain('key:      the --master-key you passed');
   });
 });

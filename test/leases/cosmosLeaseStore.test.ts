@@ -143,10 +143,7 @@ describe('CosmosLeaseStore', () => {
   });
 
   it('maps rejected credentials to CredentialsError', async (ctx) => {
-    if (!needsEmulator(cosmos, 'injecting a 403')) {
-      ctx.skip(); // a real endpoint cannot be told to reject good credentials
-      return;
-    }
+    needsEmulator(cosmos, 'injecting a 403 (a real endpoint cannot be told to reject good credentials)', ctx);
     const fault = cosmos.emulator!.injectFault({ match: { containerId: 'leases' }, action: { status: 403, message: 'forbidden' } });
     try {
       const store = new CosmosLeaseStore({ container: byId, partitionKeyPath: '/id' });

@@ -52,9 +52,16 @@ export async function startTestCosmos(options: { initialRangeCount?: number } = 
   };
 }
 
-/** Prints why a test that needs emulator admin operations is skipped against a real endpoint. */
-export function needsEmulator(cosmos: TestCosmos, what: string): boolean {
-  if (cosmos.emulator) return true;
-  console.log(`skipped against ${cosmos.endpoint}: ${what} needs the rxfeed emulator's admin operations`);
-  return false;
+/**
+ * Skips the running test, with the reason, when it needs the emulator's admin operations and the suite runs
+ * against a real endpoint: the test then counts as skipped, not as passed.
+ *
+ * @example
+ * ```ts
+ * it('splits', async (ctx) => { const emulator = needsEmulator(cosmos, 'splitting a range', ctx); … });
+ * ```
+ */
+export function needsEmulator(cosmos: TestCosmos, what: string, ctx: { skip(note?: string): never }): CosmosEmulator {
+  if (cosmos.emulator) return cosmos.emulator;
+  return ctx.skip(`skipped against ${cosmos.endpoint}: ${what} needs the rxfeed emulator's admin operations`);
 }
