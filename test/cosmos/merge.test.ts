@@ -74,8 +74,8 @@ describe.each([
   ['MemoryLeaseStore', () => new MemoryLeaseStore()],
   ['CosmosLeaseStore', () => new CosmosLeaseStore({ container: cosmos.client.database('db').container('merge-leases'), createIfMissing: true })],
 ])('a merge through the processor (CosmosSource, %s)', (_name, newStore) => {
-  it('delivers every change written before and after the merge, and the EPK leases checkpoint in the merged range', async () => {
-    if (!needsEmulator(cosmos, 'merging ranges')) return;
+  it('delivers every change written before and after the merge, and the EPK leases checkpoint in the merged range', async (ctx) => {
+    needsEmulator(cosmos, 'merging ranges', ctx);
     const container = await freshContainer(cosmos.client, 'merge-feed');
     const store = newStore();
     const prefix = `m${Date.now()}.`;
@@ -114,8 +114,8 @@ describe.each([
 });
 
 describe('EPK-range leases over a merged range (CosmosSource)', () => {
-  it("reads exactly its own keys of the merged range, while the parent's own id is gone", async () => {
-    if (!needsEmulator(cosmos, 'merging ranges')) return;
+  it("reads exactly its own keys of the merged range, while the parent's own id is gone", async (ctx) => {
+    needsEmulator(cosmos, 'merging ranges', ctx);
     const container = await freshContainer(cosmos.client, 'merge-epk');
     await writeDocs(container, 120);
     const source = new CosmosSource<Doc>(container);
@@ -135,8 +135,8 @@ describe('EPK-range leases over a merged range (CosmosSource)', () => {
     expect(fromParent.changes.map((c) => c.id).sort()).toEqual([...inside].sort());
   });
 
-  it('starts from a point in time too (a lease that never checkpointed before the merge)', async () => {
-    if (!needsEmulator(cosmos, 'merging ranges')) return;
+  it('starts from a point in time too (a lease that never checkpointed before the merge)', async (ctx) => {
+    needsEmulator(cosmos, 'merging ranges', ctx);
     const container = await freshContainer(cosmos.client, 'merge-time');
     await writeDocs(container, 60);
     const source = new CosmosSource<Doc>(container);
@@ -150,8 +150,8 @@ describe('EPK-range leases over a merged range (CosmosSource)', () => {
     expect(future.changes).toEqual([]);
   });
 
-  it('a split of the merged range inside a lease\'s range replaces that lease through the processor; nothing is lost', async () => {
-    if (!needsEmulator(cosmos, 'merging and splitting ranges')) return;
+  it('a split of the merged range inside a lease\'s range replaces that lease through the processor; nothing is lost', async (ctx) => {
+    needsEmulator(cosmos, 'merging and splitting ranges', ctx);
     const container = await freshContainer(cosmos.client, 'merge-split');
     const store = new MemoryLeaseStore();
     const written = await writeDocs(container, 100);
@@ -187,8 +187,8 @@ describe('EPK-range leases over a merged range (CosmosSource)', () => {
 });
 
 describe('estimateLag for an EPK-range lease', () => {
-  it('reports the backlog of its part of the merged range, not the sentinel', async () => {
-    if (!needsEmulator(cosmos, 'merging ranges')) return;
+  it('reports the backlog of its part of the merged range, not the sentinel', async (ctx) => {
+    needsEmulator(cosmos, 'merging ranges', ctx);
     const container = await freshContainer(cosmos.client, 'merge-lag');
     await writeDocs(container, 80);
     const source = new CosmosSource<Doc>(container);

@@ -56,8 +56,8 @@ class RecordingSource<T> extends CosmosSource<T> {
 const isRoutingMapFailure = (e: unknown): boolean => e instanceof TransientError && /partition key ranges failed/.test(e.message);
 
 describe('a failed partition key range read cached by the SDK client', () => {
-  it('poisons the raw SDK for good, even through a new Container reference (why the source clears it)', async () => {
-    if (!needsEmulator(cosmos, 'injecting 503s')) return;
+  it('poisons the raw SDK for good, even through a new Container reference (why the source clears it)', async (ctx) => {
+    needsEmulator(cosmos, 'injecting 503s', ctx);
     const setup = await freshContainer(cosmos.client, 'pkr-sdk');
     const { container } = viaNewClient(setup);
     const fault = unavailableRanges(container);
@@ -72,8 +72,8 @@ describe('a failed partition key range read cached by the SDK client', () => {
     await expect(readAll(container.database.container(container.id))).rejects.toThrow(/injected fault 503/);
   });
 
-  it('CosmosSource reports a TransientError (503) once, and the next read works', async () => {
-    if (!needsEmulator(cosmos, 'injecting 503s')) return;
+  it('CosmosSource reports a TransientError (503) once, and the next read works', async (ctx) => {
+    needsEmulator(cosmos, 'injecting 503s', ctx);
     const setup = await freshContainer(cosmos.client, 'pkr-source');
     const written = await writeDocs(setup, 120);
     const { container } = viaNewClient(setup);
@@ -89,8 +89,8 @@ describe('a failed partition key range read cached by the SDK client', () => {
     expect(changes.map((c) => c.id).sort()).toEqual([...written].sort());
   });
 
-  it("a failed forced refresh of the ranges after a split is dropped too: the next read sees the split", async () => {
-    if (!needsEmulator(cosmos, 'splitting a range and injecting 503s')) return;
+  it("a failed forced refresh of the ranges after a split is dropped too: the next read sees the split", async (ctx) => {
+    needsEmulator(cosmos, 'splitting a range and injecting 503s', ctx);
     const setup = await freshContainer(cosmos.client, 'pkr-split');
     await writeDocs(setup, 80);
     const { container } = viaNewClient(setup);
@@ -106,8 +106,8 @@ describe('a failed partition key range read cached by the SDK client', () => {
     await expect(source.read({ partition: first!, from: { position: page.position }, maxItemCount: 5 })).rejects.toThrow(PartitionGoneError);
   });
 
-  it('a processor starting during the fault delivers every change once it is over', async () => {
-    if (!needsEmulator(cosmos, 'injecting 503s')) return;
+  it('a processor starting during the fault delivers every change once it is over', async (ctx) => {
+    needsEmulator(cosmos, 'injecting 503s', ctx);
     const setup = await freshContainer(cosmos.client, 'pkr-feed');
     const { database } = await cosmos.client.databases.createIfNotExists({ id: 'db' });
     await database.containers.createIfNotExists({ id: 'pkr-leases', partitionKey: { paths: ['/id'] } });
