@@ -103,7 +103,8 @@ export class OrderWriter {
   async create(): Promise<Order> {
     const now = new Date(this.options.now?.() ?? Date.now()).toISOString();
     const lines = 1 + Math.floor(this.#random() * 3);
-    const items = Array.from({ length: lines }, () => ({ ...this.#pick(MENU), qty: 1 + Math.floor(this.#random() * 3) }));
+    const menu = [...MENU];
+    const items = Array.from({ length: lines }, () => ({ ...menu.splice(Math.floor(this.#random() * menu.length), 1)[0]!, qty: 1 + Math.floor(this.#random() * 3) }));
     const order: Order = {
       id: `A-${String(this.#next++).padStart(4, '0')}`,
       customer: this.#pick(CUSTOMERS),
