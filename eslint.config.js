@@ -14,4 +14,9 @@ export default tseslint.config(
       'no-restricted-imports': ['error', { patterns: ['rxjs/internal/*'] }],
     },
   },
+  {
+    // The example pages' scripts run in the browser.
+    files: ['examples/**/public/**/*.js'],
+    languageOptions: { globals: { ...globals.browser } },
+  },
 );
