@@ -1,4 +1,7 @@
+import { firstValueFrom } from 'rxjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createChangeFeed } from '../../src/feed/index.js';
+import { MemorySource } from '../../src/sources/MemorySource.js';
 import type { Container } from '@azure/cosmos';
 import { CredentialsError, InvalidOptionsError, ResourceGoneError } from '../../src/errors/index.js';
 import type { NewLease } from '../../src/leases/Lease.js';
@@ -126,6 +129,15 @@ describe('CosmosLeaseStore', () => {
     await expect(store.createIfAbsent(newLease('x.0'))).rejects.toBeInstanceOf(InvalidOptionsError);
     const { resources } = await container.items.readAll().fetchAll();
     expect(resources).toEqual([]);
+  });
+
+  it('a processor on a lease container partitioned on the wrong path stops at once with that error (no retry storm)', async () => {
+    const { database } = await cosmos.client.databases.createIfNotExists({ id: 'rxfeed-leases' });
+    const { container } = await database.containers.createIfNotExists({ id: 'wrong-pk', partitionKey: { paths: ['/tenant'] } });
+    const feed = createChangeFeed({ source: new MemorySource({ partitions: 2 }), leases: new CosmosLeaseStore({ container }), instanceName: 'a' });
+    const failure = await firstValueFrom(feed.changes$).catch((e: unknown) => e);
+    expect(failure).toBeInstanceOf(InvalidOptionsError);
+    expect((failure as Error).message).toMatch(/partitioned on \/tenant/);
   });
 
   it('checks a stated partitionKeyPath against the container before writing anything', async () => {
