@@ -13,7 +13,6 @@ export type { CloseReason, FeedEvent, FeedEventType } from './core/events.js';
 
 // Errors
 export * from './errors/index.js';
-export { LeaseConflictError } from './leases/LeaseConflictError.js';
 
 // Feeds
 export * from './feed/index.js';

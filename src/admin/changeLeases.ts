@@ -1,6 +1,6 @@
 import { LeaseInUseError } from '../errors/index.js';
 import type { Lease } from '../leases/Lease.js';
-import { LeaseConflictError } from '../leases/LeaseConflictError.js';
+import { LeaseConflictError } from '../errors/LeaseConflictError.js';
 import { isOwnedAndLive, type ResolvedAdminOptions } from './options.js';
 
 /** What a lease administration command did to one lease. */

@@ -1,5 +1,5 @@
 import { InvalidOptionsError } from '../errors/index.js';
-import { LeaseConflictError } from '../leases/LeaseConflictError.js';
+import { LeaseConflictError } from '../errors/LeaseConflictError.js';
 import { changeLeases, type LeaseChange } from './changeLeases.js';
 import { isMarkerId, type LeaseAdminOptions, resolveAdminOptions, selectLeases } from './options.js';
 

@@ -9,3 +9,5 @@ export { InvalidOptionsError } from './InvalidOptionsError.js';
 export { CorruptLeaseError } from './CorruptLeaseError.js';
 export { LeaseInUseError } from './LeaseInUseError.js';
 export { DeadLetterFencedError } from './DeadLetterFencedError.js';
+export { ViewFencedError } from './ViewFencedError.js';
+export { LeaseConflictError } from './LeaseConflictError.js';

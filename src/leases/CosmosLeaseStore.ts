@@ -2,7 +2,7 @@ import type { Container, ItemDefinition } from '@azure/cosmos';
 import type { FeedMode, FeedRange } from '../core/Partition.js';
 import { CorruptLeaseError, CredentialsError, InvalidOptionsError, ResourceGoneError, TransientError } from '../errors/index.js';
 import type { Lease, NewLease } from './Lease.js';
-import { LeaseConflictError } from './LeaseConflictError.js';
+import { LeaseConflictError } from '../errors/LeaseConflictError.js';
 import type { LeaseListing, LeaseStore } from './LeaseStore.js';
 
 /** Options of {@link CosmosLeaseStore}. */

@@ -1,5 +1,5 @@
 import type { Lease, NewLease } from './Lease.js';
-import { LeaseConflictError } from './LeaseConflictError.js';
+import { LeaseConflictError } from '../errors/LeaseConflictError.js';
 import type { LeaseListing, LeaseStore } from './LeaseStore.js';
 
 /**

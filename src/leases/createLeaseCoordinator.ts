@@ -16,7 +16,7 @@ import { replaceGoneLease } from './coordinator/replaceGoneLease.js';
 import { checkLeasePrefix, type Timings } from './coordinator/timings.js';
 import { fatalReason, validateOptions, type LeaseCoordinatorOptions } from './coordinator/options.js';
 import type { Lease } from './Lease.js';
-import { LeaseConflictError } from './LeaseConflictError.js';
+import { LeaseConflictError } from '../errors/LeaseConflictError.js';
 import type { LeaseCoordinator, OwnedLease } from './LeaseCoordinator.js';
 import type { LeaseStore } from './LeaseStore.js';
 

@@ -1,7 +1,7 @@
 import type { FeedRange, Position } from '../core/Partition.js';
 import { InvalidOptionsError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
-import { LeaseConflictError } from '../leases/LeaseConflictError.js';
+import { LeaseConflictError } from '../errors/LeaseConflictError.js';
 import type { LeaseStore } from '../leases/LeaseStore.js';
 import type { ViewPartitionState, ViewStore } from './ViewStore.js';
 

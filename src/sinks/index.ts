@@ -8,7 +8,7 @@ export type {
   ViewPartitionState,
   ViewStore,
 } from './ViewStore.js';
-export { ViewFencedError } from './ViewFencedError.js';
+export { ViewFencedError } from '../errors/ViewFencedError.js';
 export { MemoryViewStore } from './MemoryViewStore.js';
 export { PostgresViewStore } from './PostgresViewStore.js';
 export type { PostgresViewStoreOptions } from './PostgresViewStore.js';

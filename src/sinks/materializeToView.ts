@@ -5,7 +5,7 @@ import { HandlerError, InvalidOptionsError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import type { AnyBatches, DocumentOf } from '../operators/types.js';
 import type { ViewChange, ViewCommit, ViewMode, ViewStore, ViewWrite } from './ViewStore.js';
-import { ViewFencedError } from './ViewFencedError.js';
+import { ViewFencedError } from '../errors/ViewFencedError.js';
 import { writeInPartitionOrder } from './internal/writeInPartitionOrder.js';
 
 /** Options of {@link materializeToView}. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionsError } from '../../src/errors/index.js';
-import { LeaseConflictError } from '../../src/leases/LeaseConflictError.js';
+import { LeaseConflictError } from '../../src/errors/LeaseConflictError.js';
 import type { Lease, NewLease } from '../../src/leases/Lease.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';

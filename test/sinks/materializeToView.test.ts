@@ -8,7 +8,7 @@ import type { PartitionTracker } from '../../src/core/PartitionTracker.js';
 import { filterChanges } from '../../src/operators/filterChanges.js';
 import { HandlerError, InvalidOptionsError } from '../../src/errors/index.js';
 import { MemoryViewStore } from '../../src/sinks/MemoryViewStore.js';
-import { ViewFencedError } from '../../src/sinks/ViewFencedError.js';
+import { ViewFencedError } from '../../src/errors/ViewFencedError.js';
 import type { ViewStore, ViewWrite, ViewWriteResult } from '../../src/sinks/ViewStore.js';
 import { materializeToView } from '../../src/sinks/materializeToView.js';
 import { syncToIndex } from '../../src/sinks/syncToIndex.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Lease, NewLease } from '../../src/leases/Lease.js';
-import { LeaseConflictError } from '../../src/leases/LeaseConflictError.js';
+import { LeaseConflictError } from '../../src/errors/LeaseConflictError.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 
 /** What a conformance run needs from the store under test. */

@@ -1,7 +1,7 @@
 import { seededRandom } from '../../src/internal/random.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LeaseLostError } from '../../src/errors/index.js';
-import { ViewFencedError } from '../../src/sinks/ViewFencedError.js';
+import { ViewFencedError } from '../../src/errors/ViewFencedError.js';
 import type { ViewChange, ViewCommit, ViewMode, ViewRow, ViewStore, ViewWrite } from '../../src/sinks/ViewStore.js';
 
 /** The row type the suite writes. */

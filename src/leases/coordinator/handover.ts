@@ -1,4 +1,4 @@
-import { LeaseConflictError } from '../LeaseConflictError.js';
+import { LeaseConflictError } from '../../errors/LeaseConflictError.js';
 import { HANDOFF_AT, HANDOFF_TO, handoffRequest, withoutHandoff } from '../balancing.js';
 import type { Lease } from '../Lease.js';
 import type { LeaseStore } from '../LeaseStore.js';

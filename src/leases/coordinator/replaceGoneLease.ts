@@ -1,7 +1,7 @@
 import type { Partition, Position } from '../../core/Partition.js';
 import { withoutHandoff } from '../balancing.js';
 import type { Lease } from '../Lease.js';
-import { LeaseConflictError } from '../LeaseConflictError.js';
+import { LeaseConflictError } from '../../errors/LeaseConflictError.js';
 import type { LeaseStore } from '../LeaseStore.js';
 import { leaseDocument, type LeaseNaming } from './leaseDocuments.js';
 import { childLeases } from './splitMerge.js';

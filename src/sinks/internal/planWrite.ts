@@ -1,7 +1,7 @@
 import type { FeedRange, Position } from '../../core/Partition.js';
 import { rangesOverlap } from '../../core/Partition.js';
 import type { ViewChange, ViewWrite } from '../ViewStore.js';
-import { ViewFencedError } from '../ViewFencedError.js';
+import { ViewFencedError } from '../../errors/ViewFencedError.js';
 
 /**
  * What a store knows about a partition before a write (inside the write's transaction): its epoch, and its

@@ -1,7 +1,7 @@
 import { firstValueFrom, from, toArray } from 'rxjs';
 import { describe, expect, it } from 'vitest';
 import { PartitionGoneError, TransientError } from '../../../src/errors/index.js';
-import { LeaseConflictError } from '../../../src/leases/LeaseConflictError.js';
+import { LeaseConflictError } from '../../../src/errors/LeaseConflictError.js';
 import { MemoryLeaseStore } from '../../../src/leases/MemoryLeaseStore.js';
 import { MemoryViewStore } from '../../../src/sinks/MemoryViewStore.js';
 import { MemorySource } from '../../../src/sources/MemorySource.js';

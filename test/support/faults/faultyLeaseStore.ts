@@ -1,5 +1,5 @@
 import type { Lease, NewLease } from '../../../src/leases/Lease.js';
-import { LeaseConflictError } from '../../../src/leases/LeaseConflictError.js';
+import { LeaseConflictError } from '../../../src/errors/LeaseConflictError.js';
 import type { LeaseListing, LeaseStore } from '../../../src/leases/LeaseStore.js';
 import { TransientError } from '../../../src/errors/index.js';
 import { type FaultEnv, type FaultPlan, hang } from './plan.js';

@@ -1,4 +1,4 @@
-import { LeaseLostError } from '../errors/index.js';
+import { LeaseLostError } from './LeaseLostError.js';
 
 /**
  * A view or index write was rejected because it was read under a lease epoch lower than one the store has

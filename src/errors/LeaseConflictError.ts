@@ -1,4 +1,4 @@
-import { RxfeedError } from '../errors/RxfeedError.js';
+import { RxfeedError } from './RxfeedError.js';
 
 /**
  * A conditional lease write failed: the document changed since it was read (HTTP 412) or no longer
