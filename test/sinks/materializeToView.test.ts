@@ -46,7 +46,7 @@ function tracker(leaseToken: string): TestTracker {
   return {
     leaseToken,
     acknowledge: vi.fn(),
-    checkpoint: vi.fn(async () => undefined),
+    checkpoint: vi.fn(() => Promise.reject(new Error('sinks never checkpoint: checkpointEvery does'))),
     reportError: vi.fn(),
     drop: vi.fn(),
     signal: ownership.signal,
