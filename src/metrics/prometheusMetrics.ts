@@ -56,7 +56,8 @@ async function loadPromClient(): Promise<typeof PromClient> {
  *
  * @example
  * ```ts
- * import { createChangeFeed, prometheusMetrics } from 'rxfeed';
+ * import { createChangeFeed } from 'rxfeed';
+ * import { prometheusMetrics } from 'rxfeed/metrics';
  * const feed = createChangeFeed(options);
  * await prometheusMetrics(feed); // then serve `register.metrics()` on /metrics
  * ```

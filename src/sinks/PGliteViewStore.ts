@@ -29,7 +29,8 @@ export interface PGliteViewStoreOptions {
  *
  * @example
  * ```ts
- * import { PGliteViewStore, materializeToView, checkpointEvery } from 'rxfeed';
+ * import { materializeToView, checkpointEvery } from 'rxfeed';
+ * import { PGliteViewStore } from 'rxfeed/postgres';
  * const view = new PGliteViewStore<{ total: number }>({ table: 'order_summary', dataDir: './.rxfeed-views' });
  * feed$.pipe(materializeToView(view, { project: (c) => c.document && { total: c.document.total } }), checkpointEvery(500));
  * ```

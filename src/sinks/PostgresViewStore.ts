@@ -31,7 +31,8 @@ export interface PostgresViewStoreOptions {
  *
  * @example
  * ```ts
- * import { PostgresViewStore, materializeToView, checkpointEvery } from 'rxfeed';
+ * import { materializeToView, checkpointEvery } from 'rxfeed';
+ * import { PostgresViewStore } from 'rxfeed/postgres';
  * const view = new PostgresViewStore<{ customer: string; total: number }>({
  *   connection: process.env.DATABASE_URL!, table: 'order_summary', columns: { customer: 'text', total: 'numeric' },
  * });
