@@ -13,5 +13,7 @@
 export { PostgresViewStore, type PostgresViewStoreOptions } from './sinks/PostgresViewStore.js';
 export { PGliteViewStore, type PGliteViewStoreOptions } from './sinks/PGliteViewStore.js';
 export { PostgresSearchIndex, type PostgresSearchIndexOptions } from './sinks/PostgresSearchIndex.js';
-export type { PgPoolLike, PgPoolClientLike, PgClientLike, PGliteLike, PostgresConnection } from './sinks/sql/SqlRunner.js';
+export type { SqlViewStore } from './sinks/sql/SqlViewStore.js';
+export type { SqlDeadLetterStore } from './deadletter/SqlDeadLetterStore.js';
+export type { SqlRunner, SqlSession, SqlResult, PgQueryResultLike, PgPoolLike, PgPoolClientLike, PgClientLike, PGliteLike, PostgresConnection } from './sinks/sql/SqlRunner.js';
 export * from './deadletter/postgres.js';

@@ -9,16 +9,23 @@ export interface SqlResult<Row> {
 
 /** Something that runs one statement with `$1`-style parameters. */
 export interface SqlSession {
+  /** Runs one statement; `params` fill `$1`, `$2`, … */
   query<Row = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<SqlResult<Row>>;
 }
 
 /**
  * The one seam between rxfeed's SQL and a PostgreSQL driver: pg (pool, client or connection string) and
- * PGlite both speak PostgreSQL, so every statement is written once against this.
+ * PGlite both speak PostgreSQL, so every statement is written once against this. A SQL view store's
+ * `ready()` resolves with its runner, to query the view over the same connection.
  *
- * @internal
+ * @example
+ * ```ts
+ * const runner = await view.ready();
+ * const { rows } = await runner.query<{ n: number }>('select count(*)::int as n from order_summary');
+ * ```
  */
 export interface SqlRunner extends SqlSession {
+  /** Names the database in logs and errors, without credentials. */
   readonly description: string;
   /** Runs `fn` in one transaction: commits when it resolves, rolls back when it rejects. */
   transaction<T>(fn: (session: SqlSession) => Promise<T>): Promise<T>;
@@ -26,7 +33,9 @@ export interface SqlRunner extends SqlSession {
   close(): Promise<void>;
 }
 
-interface PgQueryResultLike {
+/** The part of a `pg` query result rxfeed uses. */
+export interface PgQueryResultLike {
+  /** The rows returned. */
   rows: unknown[];
   rowCount: number | null;
 }

@@ -1,0 +1,111 @@
+import { execFile } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { compileProject } from './compile.js';
+
+/**
+ * Installs the packed tarball into fresh projects, as a user would, and type-checks (skipLibCheck off) and
+ * runs a small pipeline on `rxfeed/emulator` in each: ESM and CommonJS, JavaScript and TypeScript with
+ * node16, nodenext and bundler resolution. Offline: rxfeed is extracted from the tarball; what npm would
+ * install next to it (its dependencies, its required peers, and `@types/node`) is linked from this repo's
+ * node_modules. The optional peers (pg, PGlite, prom-client) are absent, as in a fresh project.
+ */
+
+const run = promisify(execFile);
+const repo = fileURLToPath(new URL('../..', import.meta.url));
+const fixtures = join(repo, 'test', 'package', 'fixtures');
+
+interface Cell {
+  readonly name: string;
+  readonly type: 'module' | 'commonjs';
+  /** `module`/`moduleResolution` for TypeScript cells; JavaScript cells run the fixture as is. */
+  readonly ts?: { module: string; moduleResolution: string };
+}
+
+const cells: Cell[] = [
+  { name: 'js-esm', type: 'module' },
+  { name: 'js-cjs', type: 'commonjs' },
+  { name: 'ts-node16-esm', type: 'module', ts: { module: 'node16', moduleResolution: 'node16' } },
+  { name: 'ts-node16-cjs', type: 'commonjs', ts: { module: 'node16', moduleResolution: 'node16' } },
+  { name: 'ts-nodenext-esm', type: 'module', ts: { module: 'nodenext', moduleResolution: 'nodenext' } },
+  { name: 'ts-nodenext-cjs', type: 'commonjs', ts: { module: 'nodenext', moduleResolution: 'nodenext' } },
+  { name: 'ts-bundler-esm', type: 'module', ts: { module: 'esnext', moduleResolution: 'bundler' } },
+];
+
+let root: string;
+let ready: Promise<void>;
+const skipReason = existsSync(join(repo, 'dist', 'cjs', 'index.js')) ? undefined : 'dist is missing: run `npm run build` first';
+
+beforeAll(async () => {
+  if (skipReason) {
+    if (process.env.CI) throw new Error(skipReason);
+    console.log(`skipped packaging test: ${skipReason}`);
+    return;
+  }
+  root = mkdtempSync(join(tmpdir(), 'rxfeed-pkg-'));
+  const { stdout } = await run(process.execPath, [join(repo, 'scripts', 'pack.mjs')], { cwd: repo });
+  const tarball = stdout.trim().split('\n').pop()!;
+  const installed = join(root, 'node_modules', 'rxfeed');
+  mkdirSync(installed, { recursive: true });
+  await run('tar', ['-xzf', tarball, '-C', installed, '--strip-components=1']);
+  const manifest = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')) as {
+    dependencies?: Record<string, string>;
+    peerDependencies?: Record<string, string>;
+    peerDependenciesMeta?: Record<string, { optional?: boolean }>;
+    scripts?: Record<string, string>;
+  };
+  expect(manifest.scripts?.prepare, 'the published manifest has no install-time script').toBeUndefined();
+  const requiredPeers = Object.keys(manifest.peerDependencies ?? {}).filter((p) => !manifest.peerDependenciesMeta?.[p]?.optional);
+  for (const dep of [...Object.keys(manifest.dependencies ?? {}), ...requiredPeers, '@types/node']) {
+    const link = join(root, 'node_modules', dep);
+    mkdirSync(dirname(link), { recursive: true });
+    symlinkSync(join(repo, 'node_modules', dep), link, 'dir');
+  }
+  for (const cell of cells) {
+    const dir = join(root, cell.name);
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: cell.name, private: true, type: cell.type }));
+    if (!cell.ts) {
+      cpSync(join(fixtures, cell.type === 'module' ? 'pipeline.mjs' : 'pipeline.cjs'), join(dir, 'index.js'));
+      continue;
+    }
+    mkdirSync(join(dir, 'src'));
+    cpSync(join(fixtures, 'pipeline.ts'), join(dir, 'src', 'index.ts'));
+    const compilerOptions = {
+      ...cell.ts,
+      target: 'ES2022',
+      lib: ['ES2022'],
+      types: ['node'],
+      strict: true,
+      skipLibCheck: false,
+      esModuleInterop: cell.type === 'commonjs',
+      rootDir: 'src',
+      outDir: 'out',
+    };
+    writeFileSync(join(dir, 'tsconfig.json'), JSON.stringify({ compilerOptions, include: ['src'] }, null, 2));
+  }
+}, 60_000);
+
+afterAll(() => {
+  if (root) rmSync(root, { recursive: true, force: true });
+});
+
+describe.skipIf(skipReason !== undefined && !process.env.CI)('the packed package in a fresh project', () => {
+  it.each(cells)('$name: type-checks with skipLibCheck off and runs a pipeline on the emulator', async (cell) => {
+    const dir = join(root, cell.name);
+    let entry = join(dir, 'index.js');
+    if (cell.ts) {
+      expect(compileProject(dir)).toEqual([]);
+      entry = join(dir, 'out', 'index.js');
+    }
+    // Compiled to the format the project asked for: `require` in CommonJS, `import` in ESM.
+    const emitted = readFileSync(entry, 'utf8');
+    expect(emitted.includes('require("rxfeed")') || emitted.includes("require('rxfeed')")).toBe(cell.type === 'commonjs');
+    const { stdout } = await run(process.execPath, [entry], { cwd: dir, env: { ...process.env, DEBUG: '' }, timeout: 30_000 });
+    expect(stdout.trim()).toBe('ok 5 true true');
+  });
+});
