@@ -14,4 +14,10 @@ export default tseslint.config(
       'no-restricted-imports': ['error', { patterns: ['rxjs/internal/*'] }],
     },
   },
+  {
+    // CommonJS fixtures (the packaging test's CommonJS cell) load modules with require.
+    files: ['**/*.cjs'],
+    languageOptions: { sourceType: 'commonjs' },
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
+  },
 );

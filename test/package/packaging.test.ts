@@ -37,7 +37,6 @@ const cells: Cell[] = [
 ];
 
 let root: string;
-let ready: Promise<void>;
 const skipReason = existsSync(join(repo, 'dist', 'cjs', 'index.js')) ? undefined : 'dist is missing: run `npm run build` first';
 
 beforeAll(async () => {
