@@ -30,7 +30,9 @@ export interface PrometheusLagOptions extends Pick<EstimateLagOptions, 'source' 
 
 /** What {@link prometheusMetrics} registered; `stop()` unregisters the metrics and stops counting. */
 export interface PrometheusMetrics {
+  /** The registry the metrics are in. */
   readonly registry: Registry;
+  /** Unregisters the metrics and stops counting. */
   stop(): void;
 }
 

@@ -24,7 +24,7 @@ export interface PGliteViewStoreOptions {
 }
 
 /**
- * A {@link ViewStore} in embedded PostgreSQL (PGlite, an optional peer dependency loaded on first use): the
+ * A `ViewStore` (see `rxfeed`) in embedded PostgreSQL (PGlite, an optional peer dependency loaded on first use): the
  * zero-setup default. Same SQL, tables and semantics as `PostgresViewStore`.
  *
  * @example

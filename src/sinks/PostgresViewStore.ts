@@ -25,7 +25,7 @@ export interface PostgresViewStoreOptions {
 }
 
 /**
- * A {@link ViewStore} in PostgreSQL through `pg` (an optional peer dependency, loaded on first use). Rows
+ * A `ViewStore` (see `rxfeed`) in PostgreSQL through `pg` (an optional peer dependency, loaded on first use). Rows
  * live in `<schema>.<table>` (`key`, `doc` jsonb, `lsn`, `ts_ms`, `partition_id`, plus your `columns`);
  * tables are created on first use. Each write is one transaction of set-based statements.
  *

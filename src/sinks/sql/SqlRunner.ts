@@ -37,32 +37,43 @@ export interface SqlRunner extends SqlSession {
 export interface PgQueryResultLike {
   /** The rows returned. */
   rows: unknown[];
+  /** Rows the statement changed, when it reports them. */
   rowCount: number | null;
 }
 
 /** The part of a `pg` `Pool` rxfeed uses (structural, so rxfeed's types do not need `@types/pg`). */
 export interface PgPoolLike {
+  /** Runs one statement on a pooled connection. */
   query(text: string, values?: unknown[]): Promise<PgQueryResultLike>;
+  /** Checks a client out of the pool (for transactions). */
   connect(): Promise<PgPoolClientLike>;
+  /** Closes every connection of the pool. */
   end(): Promise<void>;
+  /** Connections open in the pool. */
   readonly totalCount: number;
 }
 
 /** A client checked out of a `pg` pool. */
 export interface PgPoolClientLike {
+  /** Runs one statement on this client. */
   query(text: string, values?: unknown[]): Promise<PgQueryResultLike>;
+  /** Returns the client to the pool (an error, or `true`, discards it). */
   release(err?: Error | boolean): void;
 }
 
 /** The part of a connected `pg` `Client` rxfeed uses. */
 export interface PgClientLike {
+  /** Runs one statement. */
   query(text: string, values?: unknown[]): Promise<PgQueryResultLike>;
 }
 
 /** The part of a PGlite instance rxfeed uses. */
 export interface PGliteLike {
+  /** Runs one statement. */
   query(text: string, params?: unknown[]): Promise<{ rows: unknown[]; affectedRows?: number }>;
+  /** Runs `fn` in one transaction. */
   transaction<T>(fn: (tx: { query(text: string, params?: unknown[]): Promise<{ rows: unknown[]; affectedRows?: number }> }) => Promise<T>): Promise<T>;
+  /** Closes the database. */
   close(): Promise<void>;
 }
 
