@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import ts from 'typescript';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compileProject } from './compile.js';
 
@@ -24,6 +25,8 @@ interface Cell {
   readonly type: 'module' | 'commonjs';
   /** `module`/`moduleResolution` for TypeScript cells; JavaScript cells run the fixture as is. */
   readonly ts?: { module: string; moduleResolution: string };
+  /** The program: the packaging fixture by default, or the README's quick start. */
+  readonly program?: 'readme';
 }
 
 const cells: Cell[] = [
@@ -34,7 +37,30 @@ const cells: Cell[] = [
   { name: 'ts-nodenext-esm', type: 'module', ts: { module: 'nodenext', moduleResolution: 'nodenext' } },
   { name: 'ts-nodenext-cjs', type: 'commonjs', ts: { module: 'nodenext', moduleResolution: 'nodenext' } },
   { name: 'ts-bundler-esm', type: 'module', ts: { module: 'esnext', moduleResolution: 'bundler' } },
+  // The README's quick start, as written: TypeScript in an ESM and a CommonJS project, and the CommonJS
+  // JavaScript variant (its `require` block in front of the program without types).
+  { name: 'readme-ts-esm', type: 'module', ts: { module: 'nodenext', moduleResolution: 'nodenext' }, program: 'readme' },
+  { name: 'readme-ts-cjs', type: 'commonjs', ts: { module: 'nodenext', moduleResolution: 'nodenext' }, program: 'readme' },
+  { name: 'readme-js-cjs', type: 'commonjs', program: 'readme' },
 ];
+
+/** The code block after `<!-- quickstart:<name> -->` in README.md. */
+function readmeBlock(name: string): string {
+  const readme = readFileSync(join(repo, 'README.md'), 'utf8');
+  const match = new RegExp(`<!-- quickstart:${name} -->\\s*\`\`\`\\w+\\n([\\s\\S]*?)\`\`\``).exec(readme);
+  if (!match) throw new Error(`README.md has no <!-- quickstart:${name} --> code block`);
+  return match[1]!;
+}
+
+/** The CommonJS JavaScript quick start: the README's `require` block, then the TypeScript program without types or imports. */
+function readmeCommonJs(): string {
+  const body = readmeBlock('esm')
+    .split('\n')
+    .filter((line) => !line.startsWith('import '))
+    .join('\n');
+  const js = ts.transpileModule(body, { compilerOptions: { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.Preserve } }).outputText;
+  return `${readmeBlock('cjs')}\n${js}`;
+}
 
 let root: string;
 const skipReason = existsSync(join(repo, 'dist', 'cjs', 'index.js')) ? undefined : 'dist is missing: run `npm run build` first';
@@ -59,7 +85,11 @@ beforeAll(async () => {
   };
   expect(manifest.scripts?.prepare, 'the published manifest has no install-time script').toBeUndefined();
   const requiredPeers = Object.keys(manifest.peerDependencies ?? {}).filter((p) => !manifest.peerDependenciesMeta?.[p]?.optional);
-  for (const dep of [...Object.keys(manifest.dependencies ?? {}), ...requiredPeers, '@types/node']) {
+  // The emulator answers the lease store's query with the optional @zeit/cosmosdb-query as long as its
+  // source imports it; a quick start user then installs it too.
+  const emulatorQuery = readFileSync(join(repo, 'src', 'emulator', 'query.ts'), 'utf8').includes("'@zeit/cosmosdb-query'");
+  const extra = emulatorQuery ? ['@zeit/cosmosdb-query'] : [];
+  for (const dep of [...Object.keys(manifest.dependencies ?? {}), ...requiredPeers, '@types/node', ...extra]) {
     const link = join(root, 'node_modules', dep);
     mkdirSync(dirname(link), { recursive: true });
     symlinkSync(join(repo, 'node_modules', dep), link, 'dir');
@@ -69,11 +99,13 @@ beforeAll(async () => {
     mkdirSync(dir);
     writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: cell.name, private: true, type: cell.type }));
     if (!cell.ts) {
-      cpSync(join(fixtures, cell.type === 'module' ? 'pipeline.mjs' : 'pipeline.cjs'), join(dir, 'index.js'));
+      if (cell.program === 'readme') writeFileSync(join(dir, 'index.js'), readmeCommonJs());
+      else cpSync(join(fixtures, cell.type === 'module' ? 'pipeline.mjs' : 'pipeline.cjs'), join(dir, 'index.js'));
       continue;
     }
     mkdirSync(join(dir, 'src'));
-    cpSync(join(fixtures, 'pipeline.ts'), join(dir, 'src', 'index.ts'));
+    if (cell.program === 'readme') writeFileSync(join(dir, 'src', 'index.ts'), readmeBlock('esm'));
+    else cpSync(join(fixtures, 'pipeline.ts'), join(dir, 'src', 'index.ts'));
     const compilerOptions = {
       ...cell.ts,
       target: 'ES2022',
@@ -105,6 +137,7 @@ describe.skipIf(skipReason !== undefined && !process.env.CI)('the packed package
     const emitted = readFileSync(entry, 'utf8');
     expect(emitted.includes('require("rxfeed")') || emitted.includes("require('rxfeed')")).toBe(cell.type === 'commonjs');
     const { stdout } = await run(process.execPath, [entry], { cwd: dir, env: { ...process.env, DEBUG: '' }, timeout: 30_000 });
-    expect(stdout.trim()).toBe('ok 5 true true');
+    if (cell.program === 'readme') expect(stdout).toContain("totals: { ada: 42, bob: 7 }");
+    else expect(stdout.trim()).toBe('ok 5 true true');
   });
 });
