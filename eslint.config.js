@@ -3,7 +3,7 @@ import tseslint from 'typescript-eslint';
 import globals from 'globals';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'coverage/**'] },
+  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.pack/**', 'docs/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -18,5 +18,11 @@ export default tseslint.config(
     // The example pages' scripts run in the browser.
     files: ['examples/**/public/**/*.js'],
     languageOptions: { globals: { ...globals.browser } },
+  },
+  {
+    // CommonJS fixtures (the packaging test's CommonJS cell) load modules with require.
+    files: ['**/*.cjs'],
+    languageOptions: { sourceType: 'commonjs' },
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
 );

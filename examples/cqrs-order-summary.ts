@@ -17,7 +17,8 @@ import { CosmosClient, type Container } from '@azure/cosmos';
 import { filter, bufferTime } from 'rxjs';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { checkpointEvery, CosmosLeaseStore, CosmosSource, createChangeFeed, materializeToView, PGliteViewStore, PostgresViewStore } from '../src/index.js';
+import { checkpointEvery, CosmosLeaseStore, CosmosSource, createChangeFeed, materializeToView } from '../src/index.js';
+import { PGliteViewStore, PostgresViewStore } from '../src/postgres.js';
 import type { Change, ViewStore } from '../src/index.js';
 import { CosmosEmulator } from '../src/emulator/index.js';
 

@@ -16,7 +16,8 @@
 import { CosmosClient, type Container } from '@azure/cosmos';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { checkpointEvery, CosmosLeaseStore, CosmosSource, createChangeFeed, PostgresSearchIndex, syncToIndex } from '../src/index.js';
+import { checkpointEvery, CosmosLeaseStore, CosmosSource, createChangeFeed, syncToIndex } from '../src/index.js';
+import { PostgresSearchIndex } from '../src/postgres.js';
 import type { Change, SearchHit } from '../src/index.js';
 import { CosmosEmulator } from '../src/emulator/index.js';
 

@@ -2,14 +2,20 @@
  * rxfeed: partitioned change feeds (Azure Cosmos DB first) as RxJS Observables, with leases shared across
  * processes and checkpoints that only move over work finished downstream.
  *
- * The local Cosmos DB emulator is a separate entry point: `rxfeed/emulator`.
+ * Optional parts live in their own entry points, so this one needs only `@azure/cosmos` and `rxjs`:
+ * `rxfeed/postgres` (views, search and dead letters on PostgreSQL or PGlite), `rxfeed/metrics`
+ * (Prometheus, needs `prom-client`), `rxfeed/emulator` (a local Cosmos DB emulator), `rxfeed/sse` (a change
+ * feed served to browsers as Server-Sent Events) and `rxfeed/leases` (the lease coordinator and balancing,
+ * for custom hosts).
+ *
+ * @packageDocumentation
  */
 
 // The flow unit
 export { ChangeBatch, asBatches, type ChangeBatchInit, type BatchOrBatches } from './core/ChangeBatch.js';
 export type { Change, Operation } from './core/Change.js';
 export { rangesOverlap, type FeedMode, type FeedRange, type Partition, type Position, type StartFrom } from './core/Partition.js';
-export type { CloseReason, FeedEvent, FeedEventType } from './core/events.js';
+export type { CloseReason, ErrorKind, FeedEvent, FeedEventType } from './core/events.js';
 
 // Errors
 export * from './errors/index.js';
@@ -29,17 +35,31 @@ export * from './sources/CosmosSource.js';
 // Leases
 export type { Lease, NewLease } from './leases/Lease.js';
 export type { LeaseStore, LeaseListing } from './leases/LeaseStore.js';
-export type { LeaseCoordinator, OwnedLease } from './leases/LeaseCoordinator.js';
 export { MemoryLeaseStore } from './leases/MemoryLeaseStore.js';
 export { CosmosLeaseStore, type CosmosLeaseStoreOptions, type CosmosLeaseDocument } from './leases/CosmosLeaseStore.js';
-export { createLeaseCoordinator, LEASE_DEFAULTS, type LeaseCoordinatorOptions } from './leases/createLeaseCoordinator.js';
-export { planBalance, isLeaseExpired, type BalanceOptions, type BalancePlan } from './leases/balancing.js';
+
+// Lease administration
+export * from './admin/index.js';
 
 // Lag
 export * from './estimator/index.js';
 
-// Views and search
-export * from './sinks/index.js';
+// Views and search (the PostgreSQL and PGlite stores are in `rxfeed/postgres`)
+export type {
+  ViewMode,
+  ViewChange,
+  ViewCommit,
+  ViewWrite,
+  ViewWriteResult,
+  ViewRow,
+  ViewPartitionState,
+  ViewStore,
+} from './sinks/ViewStore.js';
+export { MemoryViewStore } from './sinks/MemoryViewStore.js';
+export { materializeToView, type MaterializeToViewOptions } from './sinks/materializeToView.js';
+export { syncToIndex, type SyncToIndexOptions } from './sinks/syncToIndex.js';
+export type { SearchDocument, SearchHit, SearchIndex, SearchOptions } from './sinks/PostgresSearchIndex.js';
+export { alignLeasesWithView, type AlignLeasesWithViewOptions, type AlignedLease } from './sinks/alignLeasesWithView.js';
 
-// Metrics (optional prom-client)
-export { prometheusMetrics, type PrometheusMetrics, type PrometheusMetricsOptions } from './metrics/prometheusMetrics.js';
+// Retries and dead letters (the PostgreSQL and PGlite stores are in `rxfeed/postgres`)
+export * from './deadletter/index.js';

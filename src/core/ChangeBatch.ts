@@ -120,6 +120,7 @@ export class ChangeBatch<T> implements Iterable<Change<T>> {
     return kept.length === this.changes.length ? this : this.withChanges(kept);
   }
 
+  /** Iterates over the batch's changes, in LSN order. */
   [Symbol.iterator](): Iterator<Change<T>> {
     return this.changes[Symbol.iterator]();
   }

@@ -21,7 +21,7 @@ export interface PostgresDeadLetterStoreOptions {
  *
  * @example
  * ```ts
- * import { PostgresDeadLetterStore } from 'rxfeed';
+ * import { PostgresDeadLetterStore } from 'rxfeed/postgres';
  * const deadLetter = new PostgresDeadLetterStore({ connection: process.env.DATABASE_URL!, table: 'orders_poison' });
  * ```
  */
@@ -55,7 +55,7 @@ export interface PGliteDeadLetterStoreOptions {
  *
  * @example
  * ```ts
- * import { PGliteDeadLetterStore } from 'rxfeed';
+ * import { PGliteDeadLetterStore } from 'rxfeed/postgres';
  * const deadLetter = new PGliteDeadLetterStore({ dataDir: './data/poison' });
  * ```
  */

@@ -24,7 +24,9 @@ interface LetterRow {
 /**
  * The dead-letter table in PostgreSQL, for pg and PGlite alike: `<schema>.<table>` holds the letters,
  * `<schema>.<table>_fences` the highest epoch per key range. Each write is one transaction: the fence check
- * and raise, then one set-based insert. @internal
+ * and raise, then one set-based insert.
+ *
+ * The base class of `PostgresDeadLetterStore` and `PGliteDeadLetterStore`; use those.
  */
 export class SqlDeadLetterStore<T> implements DeadLetterStore<T> {
   readonly description: string;

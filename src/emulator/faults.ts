@@ -70,6 +70,7 @@ export interface FaultHandle {
   readonly id: number;
   /** Requests this fault has hit so far. */
   readonly hits: number;
+  /** Retires the fault. */
   remove(): void;
 }
 

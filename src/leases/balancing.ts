@@ -29,7 +29,7 @@ export interface BalancePlan {
   readonly steal: readonly Lease[];
   /** Leases this host holds and should hand back (drained first), because it holds more than `maxLeases`. */
   readonly release: readonly Lease[];
-  /** Leases this host holds that another host asked for (see {@link HANDOFF_TO}): drain, then hand over. */
+  /** Leases this host holds that another host asked for (lease property `rxfeed.handoffTo`): drain, then hand over. */
   readonly handoff: readonly Lease[];
   /** Leases this host aims to hold. */
   readonly target: number;

@@ -30,7 +30,9 @@ export interface PrometheusLagOptions extends Pick<EstimateLagOptions, 'source' 
 
 /** What {@link prometheusMetrics} registered; `stop()` unregisters the metrics and stops counting. */
 export interface PrometheusMetrics {
+  /** The registry the metrics are in. */
   readonly registry: Registry;
+  /** Unregisters the metrics and stops counting. */
   stop(): void;
 }
 
@@ -56,7 +58,8 @@ async function loadPromClient(): Promise<typeof PromClient> {
  *
  * @example
  * ```ts
- * import { createChangeFeed, prometheusMetrics } from 'rxfeed';
+ * import { createChangeFeed } from 'rxfeed';
+ * import { prometheusMetrics } from 'rxfeed/metrics';
  * const feed = createChangeFeed(options);
  * await prometheusMetrics(feed); // then serve `register.metrics()` on /metrics
  * ```

@@ -24,12 +24,13 @@ export interface PGliteViewStoreOptions {
 }
 
 /**
- * A {@link ViewStore} in embedded PostgreSQL (PGlite, an optional peer dependency loaded on first use): the
+ * A `ViewStore` (see `rxfeed`) in embedded PostgreSQL (PGlite, an optional peer dependency loaded on first use): the
  * zero-setup default. Same SQL, tables and semantics as `PostgresViewStore`.
  *
  * @example
  * ```ts
- * import { PGliteViewStore, materializeToView, checkpointEvery } from 'rxfeed';
+ * import { materializeToView, checkpointEvery } from 'rxfeed';
+ * import { PGliteViewStore } from 'rxfeed/postgres';
  * const view = new PGliteViewStore<{ total: number }>({ table: 'order_summary', dataDir: './.rxfeed-views' });
  * feed$.pipe(materializeToView(view, { project: (c) => c.document && { total: c.document.total } }), checkpointEvery(500));
  * ```

@@ -60,7 +60,8 @@ export interface PostgresSearchIndexOptions {
  *
  * @example
  * ```ts
- * import { PostgresSearchIndex, syncToIndex, checkpointEvery } from 'rxfeed';
+ * import { syncToIndex, checkpointEvery } from 'rxfeed';
+ * import { PostgresSearchIndex } from 'rxfeed/postgres';
  * const index = new PostgresSearchIndex({ connection: process.env.DATABASE_URL!, table: 'product_search' });
  * feed$.pipe(syncToIndex(index, { document: (c) => ({ title: c.document!.name, text: c.document!.description }) }), checkpointEvery(500));
  * console.log(await index.search('red shoes', { limit: 5 }));

@@ -25,13 +25,14 @@ export interface PostgresViewStoreOptions {
 }
 
 /**
- * A {@link ViewStore} in PostgreSQL through `pg` (an optional peer dependency, loaded on first use). Rows
+ * A `ViewStore` (see `rxfeed`) in PostgreSQL through `pg` (an optional peer dependency, loaded on first use). Rows
  * live in `<schema>.<table>` (`key`, `doc` jsonb, `lsn`, `ts_ms`, `partition_id`, plus your `columns`);
  * tables are created on first use. Each write is one transaction of set-based statements.
  *
  * @example
  * ```ts
- * import { PostgresViewStore, materializeToView, checkpointEvery } from 'rxfeed';
+ * import { materializeToView, checkpointEvery } from 'rxfeed';
+ * import { PostgresViewStore } from 'rxfeed/postgres';
  * const view = new PostgresViewStore<{ customer: string; total: number }>({
  *   connection: process.env.DATABASE_URL!, table: 'order_summary', columns: { customer: 'text', total: 'numeric' },
  * });

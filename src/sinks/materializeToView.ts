@@ -122,7 +122,8 @@ export function toViewWrite<T, R>(
  * @example
  * ```ts
  * import { bufferTime, filter } from 'rxjs';
- * import { changeFeed, checkpointEvery, materializeToView, PGliteViewStore } from 'rxfeed';
+ * import { changeFeed, checkpointEvery, materializeToView } from 'rxfeed';
+ * import { PGliteViewStore } from 'rxfeed/postgres';
  * const view = new PGliteViewStore<{ customer: string; total: number }>({ table: 'order_summary' });
  * changeFeed<Order>(options).pipe(
  *   bufferTime(250, null, 1000),

@@ -33,7 +33,8 @@ export interface SyncToIndexOptions<T> {
  *
  * @example
  * ```ts
- * import { changeFeed, checkpointEvery, PostgresSearchIndex, syncToIndex } from 'rxfeed';
+ * import { changeFeed, checkpointEvery, syncToIndex } from 'rxfeed';
+ * import { PostgresSearchIndex } from 'rxfeed/postgres';
  * const index = new PostgresSearchIndex({ connection: pglite, table: 'products' });
  * changeFeed<Product>(options).pipe(
  *   syncToIndex(index, { document: (c) => ({ title: c.document!.name, text: c.document!.description, data: { price: c.document!.price } }) }),

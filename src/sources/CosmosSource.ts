@@ -1,6 +1,6 @@
 import {
   ChangeFeedMode,
-  ChangeFeedStartFrom,
+  type ChangeFeedStartFrom,
   type ChangeFeedIteratorResponse,
   type ChangeFeedPullModelIterator,
   type Container,
@@ -13,6 +13,7 @@ import { InvalidOptionsError, PartitionGoneError, ResourceGoneError, TransientEr
 import { logger } from '../internal/log.js';
 import { lsnOfPosition, lsnOfSessionToken, parseToken, rangeIdOfSessionToken, rangeToken } from './cosmos/continuation.js';
 import { isAbortError, routingMapError, toSourceError } from './cosmos/errors.js';
+import { sdkOfContainer } from './cosmos/sdkOfContainer.js';
 import { allVersionsChange, latestVersionChange, partitionKeyPaths, type PartitionKeyPaths } from './cosmos/mapChange.js';
 import { takeRoutingMapFailure } from './cosmos/routingMapCache.js';
 import { isEpkPartition, sameRange, whyGone } from './cosmos/whyGone.js';
@@ -342,6 +343,8 @@ export class CosmosSource<T = unknown> implements Source<T> {
       this.#info = undefined;
       throw err;
     });
+    // The start location must come from the SDK copy that made the container (it checks with instanceof).
+    const { ChangeFeedStartFrom } = await sdkOfContainer(this.#container);
     let startFrom: ChangeFeedStartFrom;
     if (from === 'beginning') startFrom = ChangeFeedStartFrom.Continuation(rangeToken(info.rid, partition.range, ''));
     else if (from === 'now') startFrom = ChangeFeedStartFrom.Continuation(rangeToken(info.rid, partition.range, '*'));

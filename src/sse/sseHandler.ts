@@ -35,8 +35,8 @@ export function lastEventIdOf(req: IncomingMessage): string | undefined {
 /**
  * A `node:http` request handler that streams a hub's changes as `text/event-stream`.
  *
- * In short: works unchanged under Express (`app.get('/events', handler)`), Koa (`ctx.respond = false;
- * handler(ctx.req, ctx.res)`) and Fastify (`reply.hijack(); handler(req.raw, reply.raw)`). A reconnecting
+ * In short: works unchanged under Express (`app.get('/events', handler)`), Koa
+ * (`ctx.respond = false; handler(ctx.req, ctx.res)`) and Fastify (`reply.hijack(); handler(req.raw, reply.raw)`). A reconnecting
  * browser's `Last-Event-ID` header (or a `lastEventId` query parameter, for the first connection after a
  * snapshot) picks where it resumes. Only `GET` is served (405 otherwise).
  *

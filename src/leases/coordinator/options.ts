@@ -11,6 +11,7 @@ export interface LeaseCoordinatorOptions {
   readonly store: LeaseStore;
   /** The feed whose partitions get one lease each; only `listPartitions` (and `mode`) are used. */
   readonly source?: {
+    /** Lists the live partitions. */
     listPartitions(signal?: AbortSignal): Promise<readonly Partition[]>;
     readonly mode?: FeedMode;
   };

@@ -9,16 +9,23 @@ export interface SqlResult<Row> {
 
 /** Something that runs one statement with `$1`-style parameters. */
 export interface SqlSession {
+  /** Runs one statement; `params` fill `$1`, `$2`, … */
   query<Row = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<SqlResult<Row>>;
 }
 
 /**
  * The one seam between rxfeed's SQL and a PostgreSQL driver: pg (pool, client or connection string) and
- * PGlite both speak PostgreSQL, so every statement is written once against this.
+ * PGlite both speak PostgreSQL, so every statement is written once against this. A SQL view store's
+ * `ready()` resolves with its runner, to query the view over the same connection.
  *
- * @internal
+ * @example
+ * ```ts
+ * const runner = await view.ready();
+ * const { rows } = await runner.query<{ n: number }>('select count(*)::int as n from order_summary');
+ * ```
  */
 export interface SqlRunner extends SqlSession {
+  /** Names the database in logs and errors, without credentials. */
   readonly description: string;
   /** Runs `fn` in one transaction: commits when it resolves, rolls back when it rejects. */
   transaction<T>(fn: (session: SqlSession) => Promise<T>): Promise<T>;
@@ -26,34 +33,47 @@ export interface SqlRunner extends SqlSession {
   close(): Promise<void>;
 }
 
-interface PgQueryResultLike {
+/** The part of a `pg` query result rxfeed uses. */
+export interface PgQueryResultLike {
+  /** The rows returned. */
   rows: unknown[];
+  /** Rows the statement changed, when it reports them. */
   rowCount: number | null;
 }
 
 /** The part of a `pg` `Pool` rxfeed uses (structural, so rxfeed's types do not need `@types/pg`). */
 export interface PgPoolLike {
+  /** Runs one statement on a pooled connection. */
   query(text: string, values?: unknown[]): Promise<PgQueryResultLike>;
+  /** Checks a client out of the pool (for transactions). */
   connect(): Promise<PgPoolClientLike>;
+  /** Closes every connection of the pool. */
   end(): Promise<void>;
+  /** Connections open in the pool. */
   readonly totalCount: number;
 }
 
 /** A client checked out of a `pg` pool. */
 export interface PgPoolClientLike {
+  /** Runs one statement on this client. */
   query(text: string, values?: unknown[]): Promise<PgQueryResultLike>;
+  /** Returns the client to the pool (an error, or `true`, discards it). */
   release(err?: Error | boolean): void;
 }
 
 /** The part of a connected `pg` `Client` rxfeed uses. */
 export interface PgClientLike {
+  /** Runs one statement. */
   query(text: string, values?: unknown[]): Promise<PgQueryResultLike>;
 }
 
 /** The part of a PGlite instance rxfeed uses. */
 export interface PGliteLike {
+  /** Runs one statement. */
   query(text: string, params?: unknown[]): Promise<{ rows: unknown[]; affectedRows?: number }>;
+  /** Runs `fn` in one transaction. */
   transaction<T>(fn: (tx: { query(text: string, params?: unknown[]): Promise<{ rows: unknown[]; affectedRows?: number }> }) => Promise<T>): Promise<T>;
+  /** Closes the database. */
   close(): Promise<void>;
 }
 

@@ -38,11 +38,13 @@ export class SqlViewStore<R> implements ViewStore<R> {
   readonly description: string;
   /** The schema-qualified, quoted name of the rows table (for your own queries). */
   readonly tableName: string;
+  /** @internal The statements of this table. */
   protected readonly sql: ViewSql;
   readonly #open: () => Promise<SqlRunner>;
   #ready: Promise<SqlRunner> | undefined;
   #closed = false;
 
+  /** @internal Subclasses open the driver. */
   protected constructor(spec: ViewTableSpec, description: string, open: () => Promise<SqlRunner>) {
     this.sql = viewSql(spec);
     this.tableName = this.sql.qualified;

@@ -1,0 +1,16 @@
+/**
+ * `rxfeed/leases`: the lease coordinator and the balancing rules behind `changeFeed`, for hosts that
+ * distribute work themselves. Most applications need only `rxfeed`.
+ *
+ * @example
+ * ```ts
+ * import { MemoryLeaseStore } from 'rxfeed';
+ * import { createLeaseCoordinator } from 'rxfeed/leases';
+ * const coordinator = createLeaseCoordinator({ store: new MemoryLeaseStore(), owner: 'host-1', listPartitions: async () => [] });
+ * ```
+ *
+ * @packageDocumentation
+ */
+export type { LeaseCoordinator, OwnedLease } from './leases/LeaseCoordinator.js';
+export { createLeaseCoordinator, LEASE_DEFAULTS, type LeaseCoordinatorOptions } from './leases/createLeaseCoordinator.js';
+export { planBalance, isLeaseExpired, type BalanceOptions, type BalancePlan } from './leases/balancing.js';
