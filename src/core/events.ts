@@ -59,6 +59,23 @@ export type FeedEvent =
       /** The change user code failed on, for item failures. */
       readonly change?: Change<unknown>;
     }
+  /**
+   * A read of a partition failed and will be retried: one event per failed read, so metrics can count
+   * every transient failure (`error` events for transient failures start at the 3rd in a row).
+   */
+  | {
+      readonly type: 'readRetry';
+      readonly owner: string;
+      readonly lease: string;
+      /** What failed, by cause; see {@link ReadFailureKind}. */
+      readonly failure: ReadFailureKind;
+      /** The error's class name (`TransientError`, …). */
+      readonly error: string;
+      /** Consecutive failed reads of this lease so far (1 = first). */
+      readonly attempts: number;
+      /** Wait before the next attempt, in ms. */
+      readonly delayMs: number;
+    }
   | {
       readonly type: 'stall';
       readonly owner: string;
@@ -76,6 +93,12 @@ export type FeedEvent =
  * - `corrupt`: a document in the lease store is not a readable lease; reported once and skipped.
  */
 export type ErrorKind = 'item' | 'infrastructure' | 'fencing' | 'corrupt';
+
+/**
+ * Why a read failed: `throttled` (429), `unavailable` (503 and other 5xx), `timeout` (408 or no answer in
+ * time), `network` (no HTTP status: connection refused or reset, DNS), `other` (anything else).
+ */
+export type ReadFailureKind = 'throttled' | 'unavailable' | 'timeout' | 'network' | 'other';
 
 /** The `type` of a {@link FeedEvent}. */
 export type FeedEventType = FeedEvent['type'];

@@ -1,6 +1,6 @@
 import type { Lease } from '../leases/Lease.js';
 import type { LeaseStore } from '../leases/LeaseStore.js';
-import type { Partition, Position } from '../core/Partition.js';
+import type { Partition, Position, StartFrom } from '../core/Partition.js';
 import { InvalidOptionsError, PartitionGoneError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import type { Source } from '../sources/Source.js';
@@ -27,6 +27,12 @@ export interface EstimateLagOptions {
   readonly concurrency?: number;
   /** Aborts the estimate (in-flight reads included). */
   readonly signal?: AbortSignal;
+  /**
+   * Where the processor starts a lease that has no checkpoint (its `startFrom`). With `'beginning'` (the
+   * feed's default) such a lease's backlog is the whole partition, counted from its first change; with
+   * anything else it cannot be known and the sentinel {@link UNKNOWN_LAG} is reported. Default `'beginning'`.
+   */
+  readonly startFrom?: StartFrom;
 }
 
 /** The lag of one lease. */
@@ -87,6 +93,7 @@ export function checkEstimateOptions(options: EstimateLagOptions): void {
 export async function estimateLag(options: EstimateLagOptions): Promise<LeaseLag[]> {
   checkEstimateOptions(options);
   const { source, leases, signal } = options;
+  const startFrom = options.startFrom ?? 'beginning';
   const prefix = options.leasePrefix ?? DEFAULT_PREFIX;
   const now = options.now ?? Date.now;
   const log = logger('estimator');
@@ -102,13 +109,19 @@ export async function estimateLag(options: EstimateLagOptions): Promise<LeaseLag
 
   const one = async (lease: Lease): Promise<LeaseLag> => {
     const base = { leaseToken: lease.leaseToken, owner: lease.owner, lastCheckpoint: lease.continuation };
-    if (lease.continuation === null) return { ...base, estimatedLag: UNKNOWN_LAG, timeLagMs: undefined };
+    // A lease never checkpointed starts at the configured start: its backlog counts from the partition's
+    // first change when that start is the beginning; any other start cannot be dated here.
+    if (lease.continuation === null && startFrom !== 'beginning') return { ...base, estimatedLag: UNKNOWN_LAG, timeLagMs: undefined };
     const partition = await partitionOf(lease);
     if (!partition) return { ...base, estimatedLag: UNKNOWN_LAG, timeLagMs: undefined };
     try {
-      const page = await source.read({ partition, from: { position: lease.continuation }, maxItemCount: 1, ...(signal ? { signal } : {}) });
+      const from: StartFrom = lease.continuation === null ? 'beginning' : { position: lease.continuation };
+      const page = await source.read({ partition, from, maxItemCount: 1, ...(signal ? { signal } : {}) });
       const first = page.changes[0];
       if (!first) return { ...base, estimatedLag: 0, timeLagMs: 0 };
+      if (lease.continuation === null && page.latestLsn === undefined) {
+        return { ...base, estimatedLag: UNKNOWN_LAG, timeLagMs: Math.max(0, now() - first.timestampMs) };
+      }
       const waiting = page.latestLsn !== undefined ? page.latestLsn - (first.lsn - 1) : page.changes.length;
       return { ...base, estimatedLag: Math.max(1, waiting), timeLagMs: Math.max(0, now() - first.timestampMs) };
     } catch (err) {

@@ -51,7 +51,8 @@ async function loadPromClient(): Promise<typeof PromClient> {
  *
  * Metrics (with the default prefix): `rxfeed_leases_owned` and `rxfeed_in_flight_changes` (gauges);
  * `rxfeed_lease_events_total{event}`, `rxfeed_checkpoints_total`, `rxfeed_checkpointed_changes_total`,
- * `rxfeed_errors_total{error,kind}` and `rxfeed_stalls_total` (counters). Every metric has an `owner` label.
+ * `rxfeed_errors_total{error,kind}`, `rxfeed_read_failures_total{failure}` (every retried read failure, by cause)
+ * and `rxfeed_stalls_total` (counters). Every metric has an `owner` label.
  * With the `lag` option, `rxfeed_lease_lag_changes{lease}` and `rxfeed_lease_lag_seconds{lease}` (gauges) give
  * the backlog of every lease this host owns, estimated at scrape time (never-checkpointed leases report their
  * real backlog where the source can compute it, else the sentinel 1, as the .NET estimator does).
@@ -123,6 +124,12 @@ export async function prometheusMetrics(
     help: 'Errors reported on the events stream, by error name and kind (item, infrastructure, fencing, corrupt)',
     labelNames: ['owner', 'error', 'kind'],
   });
+  const readFailures = new prom.Counter({
+    ...common,
+    name: `${prefix}read_failures_total`,
+    help: 'Failed partition reads that were retried, by cause (throttled, unavailable, timeout, network, other); every one, not only those reported as error events',
+    labelNames: ['owner', 'failure'],
+  });
   const stalls = new prom.Counter({ ...common, name: `${prefix}stalls_total`, help: 'Stall warnings (dropped batches, exhausted credit)', labelNames: ['owner'] });
 
   const lagGauges = lagOptions ? registerLagGauges(prom, common, prefix, owner, () => owned, lagOptions) : [];
@@ -151,6 +158,9 @@ export async function prometheusMetrics(
       case 'error':
         errors.inc({ owner, error: event.error.name, kind: event.kind });
         break;
+      case 'readRetry':
+        readFailures.inc({ owner, failure: event.failure });
+        break;
       case 'stall':
         stalls.inc({ owner });
         break;
@@ -165,6 +175,7 @@ export async function prometheusMetrics(
     'checkpoints_total',
     'checkpointed_changes_total',
     'errors_total',
+    'read_failures_total',
     'stalls_total',
     ...lagGauges,
   ];

@@ -33,7 +33,7 @@ async function positionAfter<T>(source: Source<T>, partition: Partition, n: numb
 }
 
 describe('estimateLag (memory source)', () => {
-  it('counts changes after the checkpoint, the age of the oldest, and never the history of an unstarted lease', async () => {
+  it('counts changes after the checkpoint, the age of the oldest, and the whole backlog of a lease that never checkpointed', async () => {
     let nowMs = 1_000_000;
     const source = new MemorySource<{ id: string }>({ partitions: 4, now: () => nowMs });
     const [p0, p1, p2, p3] = source.partitions() as Partition[];
@@ -55,7 +55,19 @@ describe('estimateLag (memory source)', () => {
     const by = new Map(lags.map((l) => [l.leaseToken, l]));
     expect(lags.map((l) => l.leaseToken)).toEqual([p0!.id, p1!.id, p2!.id, p3!.id].sort((a, b) => a.localeCompare(b, 'en', { numeric: true })));
     expect(by.get(p0!.id)).toMatchObject({ estimatedLag: source.latestLsn(p0!.id) - 5, timeLagMs: nowMs - oldestP0.timestampMs, owner: 'host-1' });
-    expect(by.get(p1!.id)).toEqual({ leaseToken: p1!.id, owner: null, estimatedLag: UNKNOWN_LAG, timeLagMs: undefined, lastCheckpoint: null });
+    // Never checkpointed, started from the beginning (the default): the whole partition is its real backlog.
+    const firstP1 = (await source.read({ partition: p1!, from: 'beginning', maxItemCount: 1 })).changes[0]!;
+    expect(by.get(p1!.id)).toEqual({
+      leaseToken: p1!.id,
+      owner: null,
+      estimatedLag: source.latestLsn(p1!.id) - firstP1.lsn + 1,
+      timeLagMs: nowMs - firstP1.timestampMs,
+      lastCheckpoint: null,
+    });
+    expect(by.get(p1!.id)!.estimatedLag).toBeGreaterThan(50);
+    // Started from anything else, it cannot be counted: the sentinel, as the .NET estimator.
+    const fromNow = await estimateLag({ source, leases: store, leasePrefix: PREFIX, now: () => nowMs, startFrom: 'now' });
+    expect(fromNow.find((l) => l.leaseToken === p1!.id)).toEqual({ leaseToken: p1!.id, owner: null, estimatedLag: UNKNOWN_LAG, timeLagMs: undefined, lastCheckpoint: null });
     expect(by.get(p2!.id)).toMatchObject({ estimatedLag: 0, timeLagMs: 0, lastCheckpoint: end.position });
     expect(by.get(p3!.id)).toMatchObject({ estimatedLag: source.latestLsn(p3!.id) - 1, owner: 'host-2' });
   });

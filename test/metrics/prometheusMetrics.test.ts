@@ -26,6 +26,9 @@ describe('prometheusMetrics', () => {
   it('reports leases owned, credit in use, checkpoints and item failures of a running processor', async () => {
     const source = new MemorySource<Doc>({ partitions: 3 });
     for (let i = 0; i < 90; i++) source.write({ id: `d${i}`, n: i });
+    // Two failed reads of one partition: below the 3 in a row that make an error event, counted all the same.
+    source.faults.add({ kind: 'throttle', retryAfterMs: 10, count: 1, partition: '0' });
+    source.faults.add({ kind: 'transient', statusCode: 503, count: 1, partition: '0' });
     const feed = createChangeFeed<Doc>({ source, leases: new MemoryLeaseStore(), instanceName: 'host-a', pollIntervalMs: 100 });
     const registry = new Registry();
     const metrics = await prometheusMetrics(feed, { registry });
@@ -46,6 +49,9 @@ describe('prometheusMetrics', () => {
     expect(value(text, 'rxfeed_leases_owned{owner="host-a"}')).toBe(3);
     expect(value(text, 'rxfeed_in_flight_changes{owner="host-a"}')).toBe(0);
     expect(value(text, 'rxfeed_lease_events_total{owner="host-a",event="acquired"}')).toBe(3);
+    expect(value(text, 'rxfeed_read_failures_total{owner="host-a",failure="throttled"}')).toBe(1);
+    expect(value(text, 'rxfeed_read_failures_total{owner="host-a",failure="unavailable"}')).toBe(1);
+    expect(text).not.toContain('rxfeed_errors_total{owner="host-a",error="TransientError"');
     expect(value(text, 'rxfeed_checkpointed_changes_total{owner="host-a"}')).toBe(90);
     expect(value(text, 'rxfeed_checkpoints_total{owner="host-a"}')).toBeGreaterThanOrEqual(3);
     expect(value(text, 'rxfeed_errors_total{owner="host-a",error="HandlerError",kind="item"}')).toBe(1);

@@ -1,10 +1,10 @@
 import type { SchedulerLike } from 'rxjs';
 import { ChangeBatch } from '../../core/ChangeBatch.js';
 import { errorEvent } from '../../core/errorEvent.js';
-import type { FeedEvent } from '../../core/events.js';
+import type { FeedEvent, ReadFailureKind } from '../../core/events.js';
 import type { Position } from '../../core/Partition.js';
 import type { PartitionTracker } from '../../core/PartitionTracker.js';
-import { LeaseLostError } from '../../errors/index.js';
+import { LeaseLostError, TransientError } from '../../errors/index.js';
 import type { Logger } from '../../internal/log.js';
 import type { OwnedLease } from '../../leases/LeaseCoordinator.js';
 import type { Page } from '../../sources/Source.js';
@@ -174,6 +174,11 @@ export class LeaseTracker implements PartitionTracker {
     this.#ctx.emit(errorEvent(this.#ctx.owner, error, { lease: this.leaseToken, ...(attempts !== undefined ? { attempts } : {}) }));
   }
 
+  /** Reports one failed read that will be retried (a `readRetry` event, for metrics). */
+  reportRetry(error: Error, attempts: number, delayMs: number): void {
+    this.#ctx.emit({ type: 'readRetry', owner: this.#ctx.owner, lease: this.leaseToken, failure: readFailureKind(error), error: error.name, attempts, delayMs });
+  }
+
   // ---- ending ------------------------------------------------------------------------------------------
 
   /**
@@ -256,4 +261,14 @@ export class LeaseTracker implements PartitionTracker {
       'instead of filter), and make maxInFlightChanges larger than the largest buffer (bufferCount/bufferTime).'
     );
   }
+}
+
+/** @internal Classifies a failed read for the `readRetry` event. */
+export function readFailureKind(error: Error): ReadFailureKind {
+  const status = (error as { statusCode?: unknown }).statusCode;
+  if (status === 429) return 'throttled';
+  if (status === 408 || /timed? ?out|timeout/i.test(error.message)) return 'timeout';
+  if (typeof status === 'number' && status >= 500) return 'unavailable';
+  if (status === undefined && error instanceof TransientError) return 'network';
+  return 'other';
 }

@@ -151,6 +151,7 @@ async function readLoop<T>(
       const err = error instanceof Error ? error : new Error(String(error));
       const decision = failures.failed(error instanceof TransientError ? error.retryAfterMs : undefined, startedAt);
       log('read failed (%s); attempt %d, retry in %d ms', err.message, decision.attempts, decision.delayMs);
+      tracker.reportRetry(err, decision.attempts, decision.delayMs);
       if (decision.giveUp) return { kind: 'unreadable', why: `unreadable for ${ctx.unreadableTimeoutMs} ms (${decision.attempts} failed reads, last: ${err.message})` };
       // A transient error (throttling, 503, timeout) is routine until it repeats; anything else is reported
       // at once. Either way a failure that keeps repeating stays visible, with its count.
