@@ -201,7 +201,14 @@ describe('partition reader', () => {
     await readsAt(700, 5);
     expect(batches.map((b) => b.size)).toEqual([1]);
     // A 503 or a 429 is routine until it repeats: the third failure in a row is reported, with its count.
-    expect(ctx.events.map((e) => e.type === 'error' && [e.kind, e.attempts])).toEqual([['infrastructure', 3]]);
+    expect(ctx.events.filter((e) => e.type === 'error').map((e) => e.type === 'error' && [e.kind, e.attempts])).toEqual([['infrastructure', 3]]);
+    // Every failed read is a readRetry event all the same (what metrics count), with its cause and delay.
+    expect(ctx.events.filter((e) => e.type === 'readRetry').map((e) => e.type === 'readRetry' && [e.failure, e.attempts, e.delayMs])).toEqual([
+      ['unavailable', 1, 100],
+      ['unavailable', 2, 200],
+      ['unavailable', 3, 400],
+      ['throttled', 4, 700],
+    ]);
     expect([1, 2, 3, 8, 30].map(backoffMs)).toEqual([100, 200, 400, 10_000, 10_000]);
   });
 
@@ -212,7 +219,8 @@ describe('partition reader', () => {
     readPartition(owned, ctx).subscribe();
     await vi.advanceTimersByTimeAsync(1_500);
     expect(source.reads).toBe(5);
-    expect(ctx.events.map((e) => e.type === 'error' && [e.lease, e.error.message, e.attempts])).toEqual([
+    expect(ctx.events.filter((e) => e.type === 'readRetry')).toHaveLength(4);
+    expect(ctx.events.filter((e) => e.type === 'error').map((e) => e.type === 'error' && [e.lease, e.error.message, e.attempts])).toEqual([
       ['0', 'boom', 1],
       ['0', 'boom', 3],
     ]);
