@@ -1,8 +1,12 @@
-import { catchError, defer, EMPTY, type ObservableInput, type OperatorFunction } from 'rxjs';
+import { catchError, defer, EMPTY, lastValueFrom, type ObservableInput, type OperatorFunction } from 'rxjs';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
+import { attempt, dropped, type FailureOptions, giveUp, resolveOnFailure } from '../deadletter/failurePolicy.js';
 import { concurrencyOption, itemFailed, onErrorOption } from './internal/batchInternals.js';
-import { perPartition } from './internal/perPartitionInternals.js';
+import { DROPPED, mapPerPartition, perPartition } from './internal/perPartitionInternals.js';
 import type { AnyBatches, ConcurrencyOptions, DocumentOf } from './types.js';
+
+/** Options of {@link eachBatch}. */
+export interface EachBatchOptions<T = unknown> extends ConcurrencyOptions, FailureOptions<T> {}
 
 /**
  * Runs an asynchronous side effect for every batch and re-emits the batch once it has finished.
@@ -17,9 +21,13 @@ import type { AnyBatches, ConcurrencyOptions, DocumentOf } from './types.js';
  *
  * If `fn` fails for a batch (throws, rejects, errors), with `onError: 'report'` (the default) a
  * `HandlerError` for the partition (with no `change`: the whole batch failed) goes to the processor's events
- * stream and the batch travels on, so the checkpoint moves past it: retry inside `fn` (e.g. `retry()` on an
- * Observable) for failures that may pass. With `onError: 'throw'` the stream errors instead and nothing
- * after the batch is checkpointed.
+ * stream and the batch travels on, so the checkpoint moves past it. With `onError: 'throw'` the stream
+ * errors instead and nothing after the batch is checkpointed.
+ *
+ * With `onFailure` (see {@link OnFailure}) a failing batch is retried by its policy; after the last attempt
+ * every change of the batch is dead-lettered (then the batch travels on with no changes) or the partition
+ * halts. The unit is the batch: use {@link eachChange} to single out the change that fails. Batches of an
+ * ownership that already ended are not processed (they are handed back to the reader).
  *
  * @example
  * ```ts
@@ -35,15 +43,27 @@ import type { AnyBatches, ConcurrencyOptions, DocumentOf } from './types.js';
  * @param fn The side effect for one batch: return a Promise or an Observable that settles when it is done
  *   (or nothing, for synchronous work).
  * @param options `concurrency`: partitions with work in flight at once, a positive integer or `Infinity`
- *   (default 4); `onError` (default `'report'`).
+ *   (default 4); `onError` (default `'report'`); `onFailure` (default none).
  * @returns An operator that re-emits what it receives, each value after its work finished.
  */
 export function eachBatch<B extends AnyBatches>(
   fn: (batch: ChangeBatch<DocumentOf<B>>, signal: AbortSignal) => ObservableInput<unknown> | void,
-  options?: ConcurrencyOptions,
+  options?: EachBatchOptions<DocumentOf<B>>,
 ): OperatorFunction<B, B> {
   const onError = onErrorOption(options);
   const concurrency = concurrencyOption(options);
+  const policy = resolveOnFailure(options?.onFailure);
+  if (policy) {
+    const project = (batch: ChangeBatch<DocumentOf<B>>, signal: AbortSignal) =>
+      defer(async () => {
+        const outcome = await attempt(policy, batch, () => lastValueFrom(defer(() => fn(batch, signal) ?? EMPTY), { defaultValue: undefined }));
+        if (outcome === undefined) return dropped(batch) || DROPPED;
+        if (outcome.ok) return batch;
+        const failures = batch.changes.map((change) => ({ change, error: outcome.error, attempts: outcome.attempts }));
+        return (await giveUp(policy, 'eachBatch', batch, failures, outcome)) ? batch.withChanges<DocumentOf<B>>([]) : DROPPED;
+      });
+    return mapPerPartition(project, concurrency) as unknown as OperatorFunction<B, B>;
+  }
   return perPartition<B>(
     (batch, signal) =>
       defer(() => fn(batch, signal) ?? EMPTY).pipe(

@@ -1,9 +1,13 @@
-import { catchError, from, map, of, toArray, type OperatorFunction } from 'rxjs';
+import { catchError, defer, from, lastValueFrom, map, of, toArray, type OperatorFunction } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
+import { attempt, dropped, type Failure, type FailureOptions, type FailurePolicy, giveUp, resolveOnFailure } from '../deadletter/failurePolicy.js';
 import { concurrencyOption, itemFailed, onErrorOption } from './internal/batchInternals.js';
-import { mapPerPartition } from './internal/perPartitionInternals.js';
+import { DROPPED, mapPerPartition } from './internal/perPartitionInternals.js';
 import type { AnyBatches, ConcurrencyOptions, DocumentOf, Rebatched } from './types.js';
+
+/** Options of {@link eachChange}. */
+export interface EachChangeOptions<T = unknown> extends ConcurrencyOptions, FailureOptions<T> {}
 
 /**
  * Runs an RxJS operator chain on the changes of each batch and rebuilds the batch from what it emits.
@@ -21,6 +25,12 @@ import type { AnyBatches, ConcurrencyOptions, DocumentOf, Rebatched } from './ty
  * (no `change`: the chain failed as a whole) goes to the processor's events stream and the batch travels
  * on with no changes; with `onError: 'throw'` the stream errors with it. To drop single failing changes
  * instead, catch inside the chain: `mergeMap((c) => work(c).pipe(catchError(() => EMPTY)))`.
+ *
+ * With `onFailure` (see {@link OnFailure}) a failing batch is run again change by change, in order, each
+ * change alone through the chain under the retry policy (the batch run counts as the first attempt, so a
+ * change that works when run again is processed at least once more; make the work idempotent). A change
+ * that still fails after its last attempt is dead-lettered and left out of the batch, or halts its
+ * partition (changes after it are not run). Batches of an ownership that already ended are not processed.
  *
  * @example
  * ```ts
@@ -40,10 +50,17 @@ import type { AnyBatches, ConcurrencyOptions, DocumentOf, Rebatched } from './ty
  */
 export function eachChange<B extends AnyBatches, R = DocumentOf<B>>(
   chain: OperatorFunction<Change<DocumentOf<B>>, Change<R>>,
-  options?: ConcurrencyOptions,
+  options?: EachChangeOptions<DocumentOf<B>>,
 ): OperatorFunction<B, Rebatched<B, R>> {
   const onError = onErrorOption(options);
   const concurrency = concurrencyOption(options);
+  const policy = resolveOnFailure(options?.onFailure);
+  if (policy) {
+    return mapPerPartition((batch: ChangeBatch<DocumentOf<B>>) => defer(() => underPolicy(batch, chain, policy)), concurrency) as unknown as OperatorFunction<
+      B,
+      Rebatched<B, R>
+    >;
+  }
   const project = (batch: ChangeBatch<DocumentOf<B>>) =>
     from(batch.changes).pipe(
       chain,
@@ -55,4 +72,31 @@ export function eachChange<B extends AnyBatches, R = DocumentOf<B>>(
       }),
     );
   return mapPerPartition(project, concurrency) as unknown as OperatorFunction<B, Rebatched<B, R>>;
+}
+
+/** One batch through `chain` under a failure policy: the whole batch first, then change by change. */
+async function underPolicy<T, R>(
+  batch: ChangeBatch<T>,
+  chain: OperatorFunction<Change<T>, Change<R>>,
+  policy: FailurePolicy<T>,
+): Promise<ChangeBatch<R> | typeof DROPPED> {
+  const whole = await attempt(policy, batch, () => lastValueFrom(from(batch.changes).pipe(chain, toArray())), { ...policy.retry, attempts: 1 });
+  if (whole === undefined) return dropped(batch) || DROPPED;
+  if (whole.ok) return batch.withChanges(whole.value);
+  // The batch run was the first attempt of each change; the rest are made on the change alone.
+  const alone = { ...policy.retry, attempts: Math.max(1, policy.retry.attempts - 1) };
+  const kept: Change<R>[] = [];
+  const failures: Failure<T>[] = [];
+  for (const change of batch.changes) {
+    const outcome = await attempt(policy, batch, () => lastValueFrom(of(change).pipe(chain, toArray())), alone);
+    if (outcome === undefined) return dropped(batch) || DROPPED;
+    if (outcome.ok) {
+      kept.push(...outcome.value);
+      continue;
+    }
+    failures.push({ change, error: outcome.error, attempts: outcome.attempts + 1 });
+    if (policy.deadLetter === undefined) break; // halting: nothing after the change runs
+  }
+  if (failures.length === 0 && batch.size > 0) return batch.withChanges(kept);
+  return (await giveUp(policy, 'eachChange', batch, failures, whole)) ? batch.withChanges(kept) : DROPPED;
 }
