@@ -44,3 +44,12 @@ export * from './sinks/index.js';
 
 // Metrics (optional prom-client)
 export { prometheusMetrics, type PrometheusMetrics, type PrometheusMetricsOptions } from './metrics/prometheusMetrics.js';
+
+// Handlers: the per-partition handler form, and poison changes (retry, dead-letter, halt)
+export * from './handlers/index.js';
+export * from './deadletter/index.js';
+export * from './deadletter/postgres.js';
+export type { FailureOptions, OnFailure } from './deadletter/failurePolicy.js';
+export type { EachBatchOptions } from './operators/eachBatch.js';
+export type { EachChangeOptions } from './operators/eachChange.js';
+export type { ErrorKind } from './core/events.js';
