@@ -99,6 +99,42 @@ export async function attempt<T, R>(
 }
 
 /**
+ * Runs `run` on `batch` under the policy: the whole batch once; if that fails, each change again alone
+ * (as a batch of one, in order, under the retry policy, the batch run counting as the first attempt), so
+ * only the changes that fail on their own are given up on ({@link giveUp}). Resolves with the batch to pass
+ * on (without the changes given up on), or `undefined` when the batch left the pipeline. @internal
+ */
+export async function runIsolating<T, R>(
+  policy: FailurePolicy<T>,
+  operator: string,
+  batch: ChangeBatch<T>,
+  run: (batch: ChangeBatch<T>) => Promise<ChangeBatch<R>>,
+): Promise<ChangeBatch<R> | undefined> {
+  const whole = await attempt(policy, batch, () => run(batch), { ...policy.retry, attempts: batch.size > 1 ? 1 : policy.retry.attempts });
+  if (whole === undefined) return void dropped(batch);
+  if (whole.ok) return whole.value;
+  if (batch.size <= 1) {
+    const failures = batch.changes.map((change) => ({ change, error: whole.error, attempts: whole.attempts }));
+    return (await giveUp(policy, operator, batch, failures, whole)) ? batch.withChanges<R>([]) : undefined;
+  }
+  const alone = { ...policy.retry, attempts: Math.max(1, policy.retry.attempts - 1) };
+  const kept: Change<R>[] = [];
+  const failures: Failure<T>[] = [];
+  for (const change of batch.changes) {
+    const outcome = await attempt(policy, batch, () => run(batch.withChanges([change])), alone);
+    if (outcome === undefined) return void dropped(batch);
+    if (outcome.ok) {
+      kept.push(...outcome.value.changes);
+      continue;
+    }
+    failures.push({ change, error: outcome.error, attempts: outcome.attempts + 1 });
+    if (policy.deadLetter === undefined) break; // halting: nothing after the change runs
+  }
+  if (failures.length === 0) return batch.withChanges(kept);
+  return (await giveUp(policy, operator, batch, failures, whole)) ? batch.withChanges(kept) : undefined;
+}
+
+/**
  * User code gave up on `failures` (changes of `batch`, in order; `cause` is the failure of the whole batch,
  * used when it had no changes): dead-letters them, or halts the partition. Resolves true when the batch may
  * go on without them (their letters are written), false when it left the pipeline (halted, fenced, or its

@@ -1,6 +1,6 @@
 import { catchError, defer, EMPTY, lastValueFrom, type ObservableInput, type OperatorFunction } from 'rxjs';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
-import { attempt, dropped, type FailureOptions, giveUp, resolveOnFailure } from '../deadletter/failurePolicy.js';
+import { type FailureOptions, resolveOnFailure, runIsolating } from '../deadletter/failurePolicy.js';
 import { concurrencyOption, itemFailed, onErrorOption } from './internal/batchInternals.js';
 import { DROPPED, mapPerPartition, perPartition } from './internal/perPartitionInternals.js';
 import type { AnyBatches, ConcurrencyOptions, DocumentOf } from './types.js';
@@ -24,9 +24,11 @@ export interface EachBatchOptions<T = unknown> extends ConcurrencyOptions, Failu
  * stream and the batch travels on, so the checkpoint moves past it. With `onError: 'throw'` the stream
  * errors instead and nothing after the batch is checkpointed.
  *
- * With `onFailure` (see {@link OnFailure}) a failing batch is retried by its policy; after the last attempt
- * every change of the batch is dead-lettered (then the batch travels on with no changes) or the partition
- * halts. The unit is the batch: use {@link eachChange} to single out the change that fails. Batches of an
+ * With `onFailure` (see {@link OnFailure}) a failing batch is run again change by change: `fn` gets each
+ * change alone as a batch of one (in order, under the retry policy; the batch run counts as the first
+ * attempt, so changes that work alone are processed at least once more: make `fn` idempotent). A change
+ * that still fails after its last attempt is dead-lettered and left out of the batch passed on, or halts its
+ * partition (changes after it are not run). A batch of one change is simply retried. Batches of an
  * ownership that already ended are not processed (they are handed back to the reader).
  *
  * @example
@@ -56,11 +58,13 @@ export function eachBatch<B extends AnyBatches>(
   if (policy) {
     const project = (batch: ChangeBatch<DocumentOf<B>>, signal: AbortSignal) =>
       defer(async () => {
-        const outcome = await attempt(policy, batch, () => lastValueFrom(defer(() => fn(batch, signal) ?? EMPTY), { defaultValue: undefined }));
-        if (outcome === undefined) return dropped(batch) || DROPPED;
-        if (outcome.ok) return batch;
-        const failures = batch.changes.map((change) => ({ change, error: outcome.error, attempts: outcome.attempts }));
-        return (await giveUp(policy, 'eachBatch', batch, failures, outcome)) ? batch.withChanges<DocumentOf<B>>([]) : DROPPED;
+        const run = async (b: ChangeBatch<DocumentOf<B>>) => {
+          await lastValueFrom(defer(() => fn(b, signal) ?? EMPTY), { defaultValue: undefined });
+          return b;
+        };
+        const result = await runIsolating(policy, 'eachBatch', batch, run);
+        // Nothing given up on: the batch itself goes on (no copy).
+        return result === undefined ? DROPPED : result.size === batch.size ? batch : result;
       });
     return mapPerPartition(project, concurrency) as unknown as OperatorFunction<B, B>;
   }

@@ -1,7 +1,7 @@
 import { catchError, defer, from, lastValueFrom, map, of, toArray, type OperatorFunction } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
-import { attempt, dropped, type Failure, type FailureOptions, type FailurePolicy, giveUp, resolveOnFailure } from '../deadletter/failurePolicy.js';
+import { type FailureOptions, resolveOnFailure, runIsolating } from '../deadletter/failurePolicy.js';
 import { concurrencyOption, itemFailed, onErrorOption } from './internal/batchInternals.js';
 import { DROPPED, mapPerPartition } from './internal/perPartitionInternals.js';
 import type { AnyBatches, ConcurrencyOptions, DocumentOf, Rebatched } from './types.js';
@@ -56,10 +56,9 @@ export function eachChange<B extends AnyBatches, R = DocumentOf<B>>(
   const concurrency = concurrencyOption(options);
   const policy = resolveOnFailure(options?.onFailure);
   if (policy) {
-    return mapPerPartition((batch: ChangeBatch<DocumentOf<B>>) => defer(() => underPolicy(batch, chain, policy)), concurrency) as unknown as OperatorFunction<
-      B,
-      Rebatched<B, R>
-    >;
+    const run = async (batch: ChangeBatch<DocumentOf<B>>) => batch.withChanges(await lastValueFrom(from(batch.changes).pipe(chain, toArray())));
+    const project = (batch: ChangeBatch<DocumentOf<B>>) => defer(async () => (await runIsolating(policy, 'eachChange', batch, run)) ?? DROPPED);
+    return mapPerPartition(project, concurrency) as unknown as OperatorFunction<B, Rebatched<B, R>>;
   }
   const project = (batch: ChangeBatch<DocumentOf<B>>) =>
     from(batch.changes).pipe(
@@ -74,29 +73,3 @@ export function eachChange<B extends AnyBatches, R = DocumentOf<B>>(
   return mapPerPartition(project, concurrency) as unknown as OperatorFunction<B, Rebatched<B, R>>;
 }
 
-/** One batch through `chain` under a failure policy: the whole batch first, then change by change. */
-async function underPolicy<T, R>(
-  batch: ChangeBatch<T>,
-  chain: OperatorFunction<Change<T>, Change<R>>,
-  policy: FailurePolicy<T>,
-): Promise<ChangeBatch<R> | typeof DROPPED> {
-  const whole = await attempt(policy, batch, () => lastValueFrom(from(batch.changes).pipe(chain, toArray())), { ...policy.retry, attempts: 1 });
-  if (whole === undefined) return dropped(batch) || DROPPED;
-  if (whole.ok) return batch.withChanges(whole.value);
-  // The batch run was the first attempt of each change; the rest are made on the change alone.
-  const alone = { ...policy.retry, attempts: Math.max(1, policy.retry.attempts - 1) };
-  const kept: Change<R>[] = [];
-  const failures: Failure<T>[] = [];
-  for (const change of batch.changes) {
-    const outcome = await attempt(policy, batch, () => lastValueFrom(of(change).pipe(chain, toArray())), alone);
-    if (outcome === undefined) return dropped(batch) || DROPPED;
-    if (outcome.ok) {
-      kept.push(...outcome.value);
-      continue;
-    }
-    failures.push({ change, error: outcome.error, attempts: outcome.attempts + 1 });
-    if (policy.deadLetter === undefined) break; // halting: nothing after the change runs
-  }
-  if (failures.length === 0 && batch.size > 0) return batch.withChanges(kept);
-  return (await giveUp(policy, 'eachChange', batch, failures, whole)) ? batch.withChanges(kept) : DROPPED;
-}
