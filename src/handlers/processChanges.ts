@@ -158,8 +158,11 @@ export function processChanges<T>(options: ProcessChangesOptions<T>, handlers: C
         if (what !== 'processError') return call('processError', context, () => handlers.processError?.(err, context));
       });
 
+  /** Errors already handed to processError from the events stream (a fatal one is not handed twice). */
+  const reported = new WeakSet<Error>();
   const errors = processor.events$.subscribe((event) => {
     if (event.type !== 'error' || !handlers.processError) return;
+    reported.add(event.error);
     const context = event.lease === undefined ? undefined : contexts.get(event.lease);
     void call('processError', context, () => handlers.processError?.(event.error, context));
   });
@@ -196,7 +199,7 @@ export function processChanges<T>(options: ProcessChangesOptions<T>, handlers: C
       error: (error: unknown) => {
         failure = error instanceof Error ? error : new Error(String(error));
         log('stopped by %s', failure.message);
-        void call('processError', undefined, () => handlers.processError?.(failure!, undefined));
+        if (!reported.has(failure)) void call('processError', undefined, () => handlers.processError?.(failure!, undefined));
         resolve();
       },
     });

@@ -217,6 +217,28 @@ describe('onFailure on eachBatch and materializeToView', () => {
   });
 });
 
+describe('onFailure: halt on a view', () => {
+  it('leaves the halting partition out of the view write and gives its lease back; the other partition is written', async () => {
+    const { feed, source, events } = setup(0);
+    const view = new MemoryViewStore<{ n: number }>();
+    const project = (c: Change<Doc>) => {
+      if (c.id === 'poison') throw new TypeError('cannot project (injected)');
+      return { n: c.document!.n };
+    };
+    subscriptions.push(feed.changes$.pipe(materializeToView(view, { project, mode: 'exactlyOnce', onFailure: 'halt' }), checkpointEvery(1)).subscribe());
+    await vi.advanceTimersByTimeAsync(500);
+    const poison = source.write({ id: 'poison', n: 1 }, { partitionKey: 'k' });
+    source.write({ id: 'sibling', n: 2 }, { partitionKey: 'k' });
+    let i = 0;
+    while (source.partitionFor(`o${i}`) === poison.partition) i++;
+    source.write({ id: `o${i}`, n: 3 }, { partitionKey: `o${i}` });
+    await vi.advanceTimersByTimeAsync(500);
+    expect(events).toContainEqual(expect.objectContaining({ type: 'leaseReleased', lease: poison.partition, reason: 'Halted' }));
+    expect((await view.rows()).map((r) => r.key)).toEqual([`o${i}`]);
+    expect((await view.positions()).get(poison.partition)?.lsn ?? -1).toBeLessThan(poison.lsn);
+  });
+});
+
 describe('onFailure, unit', () => {
   it('rejects a policy that says neither where to put letters nor to halt', () => {
     expect(() => eachChange(concatMap(async (c: Change<Doc>) => c), { onFailure: {} as OnFailure })).toThrow(InvalidOptionsError);
