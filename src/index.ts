@@ -63,3 +63,9 @@ export { alignLeasesWithView, type AlignLeasesWithViewOptions, type AlignedLease
 
 // Retries and dead letters (the PostgreSQL and PGlite stores are in `rxfeed/postgres`)
 export * from './deadletter/index.js';
+
+// Handlers: the per-partition handler form, and poison changes (retry, dead-letter, halt)
+export * from './handlers/index.js';
+export type { FailureOptions, OnFailure } from './deadletter/failurePolicy.js';
+export type { EachBatchOptions } from './operators/eachBatch.js';
+export type { EachChangeOptions } from './operators/eachChange.js';

@@ -22,7 +22,7 @@ export interface PartitionTracker {
    * Reports a failure of user code on this partition (an item failure such as a `HandlerError`) to the
    * processor's events stream. The feed keeps running.
    */
-  reportError(error: Error): void;
+  reportError(error: Error, attempts?: number): void;
   /**
    * The batch with this sequence number left the pipeline without reaching the checkpoint (e.g. a sink
    * dropped it because its view write was fenced): its credit is returned, its position is never
@@ -30,6 +30,13 @@ export interface PartitionTracker {
    * lease ends too: a newer owner has written.
    */
   drop(sequence: number, error?: Error): void;
+  /**
+   * User code gave up on the batch with this sequence number under a halting failure policy: the batch is
+   * dropped (its credit returned), nothing from it on is ever acknowledged, `signal` aborts, what was
+   * acknowledged before it is checkpointed, and the lease is given back with close reason `Halted`.
+   * Optional: where missing (a batch built by hand), a halting failure errors the stream instead.
+   */
+  halt?(sequence: number, error: Error): void;
   /**
    * Aborted when this host's ownership of the lease ended (lost, released, gone, past its local deadline).
    * Sinks must not write batches of an ended ownership: drop them instead (the next owner reads them again).

@@ -10,6 +10,8 @@ import type { Position } from './Partition.js';
  * - `PartitionGone`: the partition was split or merged; child leases continue from its position;
  * - `ResourceGone`: the monitored container or database was deleted;
  * - `Unauthorized`: the credentials were rejected;
+ * - `Halted`: user code kept failing on a change under an `onFailure: 'halt'` policy; the partition stopped
+ *   before that change and its lease was given back (its checkpoint never passes the change);
  * - `Error`: an unexpected failure.
  */
 export type CloseReason =
@@ -19,6 +21,7 @@ export type CloseReason =
   | 'PartitionGone'
   | 'ResourceGone'
   | 'Unauthorized'
+  | 'Halted'
   | 'Error';
 
 /**

@@ -136,6 +136,7 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
     owner,
     startFrom: o.startFrom,
     startFromGiven,
+    ...(o.maxWaitTimeMs !== undefined ? { maxWaitTimeMs: o.maxWaitTimeMs } : {}),
     maxItemCount: o.maxItemCount,
     pollIntervalMs: o.pollIntervalMs,
     stallTimeoutMs: o.stallTimeoutMs,
@@ -165,7 +166,7 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
 /** A partition feed whose subscribers share one reader (a second subscription never reads the lease again). */
 function shareFeed<T>(feed: PartitionFeed<T>): PartitionFeed<T> {
   const shared = feed.pipe(share());
-  for (const key of ['leaseToken', 'epoch', 'partition', 'closeReason'] as const) {
+  for (const key of ['leaseToken', 'epoch', 'partition', 'signal', 'closeReason'] as const) {
     Object.defineProperty(shared, key, { get: () => feed[key], enumerable: true });
   }
   return shared as PartitionFeed<T>;

@@ -1,6 +1,6 @@
 import { asyncScheduler, type Observer, type SchedulerLike } from 'rxjs';
 import type { FeedEvent } from '../core/events.js';
-import type { StartFrom } from '../core/Partition.js';
+import type { Partition, StartFrom } from '../core/Partition.js';
 import { InvalidOptionsError } from '../errors/index.js';
 import { checkLeasePrefix, DEFAULT_LEASE_PREFIX, LEASE_DEFAULTS, resolveTimings } from '../leases/coordinator/timings.js';
 import type { LeaseCoordinator } from '../leases/LeaseCoordinator.js';
@@ -45,9 +45,18 @@ export interface ChangeFeedOptions<T> {
   readonly leasePrefix?: string;
   /**
    * Where a partition starts when its lease has no checkpoint yet. Default `'beginning'` (nothing already
-   * in the feed is skipped; the .NET processor defaults to now).
+   * in the feed is skipped; the .NET processor defaults to now). A function of the partition gives each
+   * partition its own start (called once per lease with no checkpoint, never for one with a checkpoint),
+   * e.g. `(p) => (p.id === '0' ? 'beginning' : 'now')`.
    */
-  readonly startFrom?: StartFrom;
+  readonly startFrom?: StartFrom | ((partition: Partition) => StartFrom);
+  /**
+   * Idle batches: after this long (ms) with no batch emitted on a partition, an empty batch (position
+   * unchanged, so checkpointing it moves nothing) reaches the pipeline, so time-driven work (flush a buffer,
+   * emit a heartbeat, close a window) runs on quiet partitions. Never on a partition whose reads keep
+   * finding changes. Default: off.
+   */
+  readonly maxWaitTimeMs?: number;
   /** Most changes read per page. Default 100. */
   readonly maxItemCount?: number;
   /** Wait after a read that found nothing new, in ms. Default 5000. */
@@ -91,7 +100,7 @@ export interface ChangeFeedOptions<T> {
 /** @internal Options after validation, with defaults applied. */
 export interface ResolvedOptions<T> extends ChangeFeedOptions<T> {
   readonly leasePrefix: string;
-  readonly startFrom: StartFrom;
+  readonly startFrom: StartFrom | ((partition: Partition) => StartFrom);
   readonly maxItemCount: number;
   readonly pollIntervalMs: number;
   readonly maxInFlightChanges: number;
@@ -110,6 +119,16 @@ export const DEFAULTS = {
   stallTimeoutMs: 60_000,
   drainTimeoutMs: LEASE_DEFAULTS.drainTimeoutMs,
 } as const;
+
+/** True for a valid {@link StartFrom} value. @internal */
+export function isStartFrom(value: unknown): value is StartFrom {
+  return (
+    value === 'beginning' ||
+    value === 'now' ||
+    (value instanceof Date && !Number.isNaN(value.getTime())) ||
+    (typeof value === 'object' && value !== null && !(value instanceof Date) && typeof (value as { position?: unknown }).position === 'string')
+  );
+}
 
 function integerAtLeast(name: string, value: unknown, min = 1): void {
   if (value === undefined) return;
@@ -156,16 +175,12 @@ export function resolveOptions<T>(options: ChangeFeedOptions<T>): ResolvedOption
   }
   checkLeasePrefix('leasePrefix', options.leasePrefix);
   const startFrom = options.startFrom;
-  if (
-    startFrom !== undefined &&
-    startFrom !== 'beginning' &&
-    startFrom !== 'now' &&
-    !(startFrom instanceof Date && !Number.isNaN(startFrom.getTime())) &&
-    !(typeof startFrom === 'object' && startFrom !== null && typeof (startFrom as { position?: unknown }).position === 'string')
-  ) {
-    throw new InvalidOptionsError('startFrom', "expected 'beginning', 'now', a valid Date or { position }");
+  if (startFrom !== undefined && typeof startFrom !== 'function' && !isStartFrom(startFrom)) {
+    throw new InvalidOptionsError('startFrom', "expected 'beginning', 'now', a valid Date, { position } or a function of the partition returning one");
   }
-  options.source.checkStart?.(startFrom ?? DEFAULTS.startFrom);
+  // A function's answers are checked per partition, when it is asked.
+  if (typeof startFrom !== 'function') options.source.checkStart?.(startFrom ?? DEFAULTS.startFrom);
+  durationMs('maxWaitTimeMs', options.maxWaitTimeMs, 1);
   integerAtLeast('maxItemCount', options.maxItemCount);
   durationMs('pollIntervalMs', options.pollIntervalMs);
   integerAtLeast('maxInFlightChanges', options.maxInFlightChanges);

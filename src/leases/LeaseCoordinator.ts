@@ -47,9 +47,10 @@ export interface OwnedLease {
   /**
    * Ends this ownership now and releases the lease without draining, because this host cannot use it
    * (e.g. the partition has been unreadable for too long), so another host can take it. Closes with
-   * `Error`; this host leaves the lease to others for one expiration.
+   * `reason` (default `Error`; `Halted` for a halting failure policy); this host leaves the lease to others
+   * for one expiration.
    */
-  release(why: string): void;
+  release(why: string, reason?: CloseReason): void;
 }
 
 /**

@@ -470,11 +470,11 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   }
 
   /** Ends the ownership at once and releases the lease to nobody; this host leaves it to others for an expiration. */
-  giveBack(owned: Ownership, why: string): void {
+  giveBack(owned: Ownership, why: string, reason: CloseReason = 'Error'): void {
     if (owned.ended) return;
     owned.log('giving back: %s', why);
     this.#events.next({ type: 'stall', owner: this.owner, lease: owned.leaseToken, message: `lease ${owned.leaseToken} released: ${why}` });
-    this.#end(owned, 'Error');
+    this.#end(owned, reason);
     this.#cooldown.set(owned.lease.id, this.#scheduler.now() + this.#t.expirationMs);
     const release = owned
       .enqueue(() => handBack({ store: this.#store, owner: this.owner, epoch: owned.epoch, now: this.#now, freshRequestMs: 0 }, owned.current))
@@ -484,7 +484,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
           if (!(error instanceof LeaseConflictError)) this.#failures.failed(`release:${owned.lease.id}`, error, owned.leaseToken);
         },
       )
-      .then(() => this.#events.next({ type: 'leaseReleased', owner: this.owner, lease: owned.leaseToken, reason: 'Error' }));
+      .then(() => this.#events.next({ type: 'leaseReleased', owner: this.owner, lease: owned.leaseToken, reason }));
     this.#track(release);
   }
 

@@ -1,8 +1,12 @@
-import { catchError, defer, EMPTY, type ObservableInput, type OperatorFunction } from 'rxjs';
+import { catchError, defer, EMPTY, lastValueFrom, type ObservableInput, type OperatorFunction } from 'rxjs';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
+import { type FailureOptions, resolveOnFailure, runIsolating } from '../deadletter/failurePolicy.js';
 import { concurrencyOption, itemFailed, onErrorOption } from './internal/batchInternals.js';
-import { perPartition } from './internal/perPartitionInternals.js';
+import { DROPPED, mapPerPartition, perPartition } from './internal/perPartitionInternals.js';
 import type { AnyBatches, ConcurrencyOptions, DocumentOf } from './types.js';
+
+/** Options of {@link eachBatch}. */
+export interface EachBatchOptions<T = unknown> extends ConcurrencyOptions, FailureOptions<T> {}
 
 /**
  * Runs an asynchronous side effect for every batch and re-emits the batch once it has finished.
@@ -17,9 +21,15 @@ import type { AnyBatches, ConcurrencyOptions, DocumentOf } from './types.js';
  *
  * If `fn` fails for a batch (throws, rejects, errors), with `onError: 'report'` (the default) a
  * `HandlerError` for the partition (with no `change`: the whole batch failed) goes to the processor's events
- * stream and the batch travels on, so the checkpoint moves past it: retry inside `fn` (e.g. `retry()` on an
- * Observable) for failures that may pass. With `onError: 'throw'` the stream errors instead and nothing
- * after the batch is checkpointed.
+ * stream and the batch travels on, so the checkpoint moves past it. With `onError: 'throw'` the stream
+ * errors instead and nothing after the batch is checkpointed.
+ *
+ * With `onFailure` (see {@link OnFailure}) a failing batch is run again change by change: `fn` gets each
+ * change alone as a batch of one (in order, under the retry policy; the batch run counts as the first
+ * attempt, so changes that work alone are processed at least once more: make `fn` idempotent). A change
+ * that still fails after its last attempt is dead-lettered and left out of the batch passed on, or halts its
+ * partition (changes after it are not run). A batch of one change is simply retried. Batches of an
+ * ownership that already ended are not processed (they are handed back to the reader).
  *
  * @example
  * ```ts
@@ -35,15 +45,29 @@ import type { AnyBatches, ConcurrencyOptions, DocumentOf } from './types.js';
  * @param fn The side effect for one batch: return a Promise or an Observable that settles when it is done
  *   (or nothing, for synchronous work).
  * @param options `concurrency`: partitions with work in flight at once, a positive integer or `Infinity`
- *   (default 4); `onError` (default `'report'`).
+ *   (default 4); `onError` (default `'report'`); `onFailure` (default none).
  * @returns An operator that re-emits what it receives, each value after its work finished.
  */
 export function eachBatch<B extends AnyBatches>(
   fn: (batch: ChangeBatch<DocumentOf<B>>, signal: AbortSignal) => ObservableInput<unknown> | void,
-  options?: ConcurrencyOptions,
+  options?: EachBatchOptions<DocumentOf<B>>,
 ): OperatorFunction<B, B> {
   const onError = onErrorOption(options);
   const concurrency = concurrencyOption(options);
+  const policy = resolveOnFailure(options?.onFailure);
+  if (policy) {
+    const project = (batch: ChangeBatch<DocumentOf<B>>, signal: AbortSignal) =>
+      defer(async () => {
+        const run = async (b: ChangeBatch<DocumentOf<B>>) => {
+          await lastValueFrom(defer(() => fn(b, signal) ?? EMPTY), { defaultValue: undefined });
+          return b;
+        };
+        const result = await runIsolating(policy, 'eachBatch', batch, run);
+        // Nothing given up on: the batch itself goes on (no copy).
+        return result === undefined ? DROPPED : result.size === batch.size ? batch : result;
+      });
+    return mapPerPartition(project, concurrency) as unknown as OperatorFunction<B, B>;
+  }
   return perPartition<B>(
     (batch, signal) =>
       defer(() => fn(batch, signal) ?? EMPTY).pipe(

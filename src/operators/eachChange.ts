@@ -1,9 +1,13 @@
-import { catchError, from, map, of, toArray, type OperatorFunction } from 'rxjs';
+import { catchError, defer, from, lastValueFrom, map, of, toArray, type OperatorFunction } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
+import { type FailureOptions, resolveOnFailure, runIsolating } from '../deadletter/failurePolicy.js';
 import { concurrencyOption, itemFailed, onErrorOption } from './internal/batchInternals.js';
-import { mapPerPartition } from './internal/perPartitionInternals.js';
+import { DROPPED, mapPerPartition } from './internal/perPartitionInternals.js';
 import type { AnyBatches, ConcurrencyOptions, DocumentOf, Rebatched } from './types.js';
+
+/** Options of {@link eachChange}. */
+export interface EachChangeOptions<T = unknown> extends ConcurrencyOptions, FailureOptions<T> {}
 
 /**
  * Runs an RxJS operator chain on the changes of each batch and rebuilds the batch from what it emits.
@@ -21,6 +25,12 @@ import type { AnyBatches, ConcurrencyOptions, DocumentOf, Rebatched } from './ty
  * (no `change`: the chain failed as a whole) goes to the processor's events stream and the batch travels
  * on with no changes; with `onError: 'throw'` the stream errors with it. To drop single failing changes
  * instead, catch inside the chain: `mergeMap((c) => work(c).pipe(catchError(() => EMPTY)))`.
+ *
+ * With `onFailure` (see {@link OnFailure}) a failing batch is run again change by change, in order, each
+ * change alone through the chain under the retry policy (the batch run counts as the first attempt, so a
+ * change that works when run again is processed at least once more; make the work idempotent). A change
+ * that still fails after its last attempt is dead-lettered and left out of the batch, or halts its
+ * partition (changes after it are not run). Batches of an ownership that already ended are not processed.
  *
  * @example
  * ```ts
@@ -40,10 +50,16 @@ import type { AnyBatches, ConcurrencyOptions, DocumentOf, Rebatched } from './ty
  */
 export function eachChange<B extends AnyBatches, R = DocumentOf<B>>(
   chain: OperatorFunction<Change<DocumentOf<B>>, Change<R>>,
-  options?: ConcurrencyOptions,
+  options?: EachChangeOptions<DocumentOf<B>>,
 ): OperatorFunction<B, Rebatched<B, R>> {
   const onError = onErrorOption(options);
   const concurrency = concurrencyOption(options);
+  const policy = resolveOnFailure(options?.onFailure);
+  if (policy) {
+    const run = async (batch: ChangeBatch<DocumentOf<B>>) => batch.withChanges(await lastValueFrom(from(batch.changes).pipe(chain, toArray())));
+    const project = (batch: ChangeBatch<DocumentOf<B>>) => defer(async () => (await runIsolating(policy, 'eachChange', batch, run)) ?? DROPPED);
+    return mapPerPartition(project, concurrency) as unknown as OperatorFunction<B, Rebatched<B, R>>;
+  }
   const project = (batch: ChangeBatch<DocumentOf<B>>) =>
     from(batch.changes).pipe(
       chain,
@@ -56,3 +72,4 @@ export function eachChange<B extends AnyBatches, R = DocumentOf<B>>(
     );
   return mapPerPartition(project, concurrency) as unknown as OperatorFunction<B, Rebatched<B, R>>;
 }
+

@@ -4,12 +4,13 @@ import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { HandlerError, InvalidOptionsError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import type { AnyBatches, DocumentOf } from '../operators/types.js';
+import { type FailureOptions, giveUp, resolveOnFailure } from '../deadletter/failurePolicy.js';
 import type { ViewChange, ViewCommit, ViewMode, ViewStore, ViewWrite } from './ViewStore.js';
 import { ViewFencedError } from '../errors/ViewFencedError.js';
 import { writeInPartitionOrder } from './internal/writeInPartitionOrder.js';
 
 /** Options of {@link materializeToView}. */
-export interface MaterializeToViewOptions<T, R> {
+export interface MaterializeToViewOptions<T, R> extends FailureOptions<T> {
   /**
    * The row for a change (any JSON value). Return `undefined` (or `null`) when the document does not
    * belong in the view (any more): its key is then removed like a delete. Not called for deletes.
@@ -67,6 +68,8 @@ export function toViewWrite<T, R>(
   key: (change: Change<T>) => string,
   isDeleted: ((change: Change<T>) => boolean) | undefined,
   operator: string,
+  /** When given, a change user code fails on is handed here (and left out) instead of reported or thrown. */
+  failed?: (batch: ChangeBatch<T>, change: Change<T>, cause: unknown) => void,
 ): ViewWrite<R> {
   const changes: ViewChange<R>[] = [];
   const commits = new Map<string, ViewCommit>();
@@ -79,6 +82,10 @@ export function toViewWrite<T, R>(
         const row = removed ? undefined : (project(change) ?? undefined); // null removes too: a SQL row cannot hold it
         changes.push({ key: k, row, lsn: change.lsn, timestampMs: change.timestampMs, partition: batch.partition });
       } catch (cause) {
+        if (failed) {
+          failed(batch, change, cause);
+          continue;
+        }
         const error = new HandlerError(batch.partition, change as Change<unknown>, cause);
         if (onError === 'throw') throw error;
         logger('view', { lease: batch.partition })('%s: %s (reported, change left out)', operator, error.message);
@@ -107,6 +114,11 @@ export function toViewWrite<T, R>(
  * Each change becomes a row (`project`) under a key (`key`, default the document id); deletes, TTL
  * expiries, soft deletes (`isDeleted`) and changes projected to `undefined` remove the row. Batches of one
  * partition are written one after the other, in order; up to `concurrency` partitions write at once.
+ *
+ * With `onFailure` (see {@link OnFailure}), a change that `project`, `key` or `isDeleted` throws for is
+ * dead-lettered before the write (and left out of it), or halts its partition (its batches are left out of
+ * the write, so an exactly-once view never records a position past the change). These are pure functions,
+ * so they are not retried: the letter says `attempts: 1`. A failing view write is not an item failure.
  *
  * A write rejected with `ViewFencedError` (another host owns the partition now) is reported as an `error`
  * event, like a fenced checkpoint: that partition's batches are dropped (never emitted, so never
@@ -142,6 +154,7 @@ export function materializeToView<B extends AnyBatches, R>(
   if (options.key !== undefined && typeof options.key !== 'function') throw new InvalidOptionsError('key', 'give a function from a change to its row key');
   if (options.isDeleted !== undefined && typeof options.isDeleted !== 'function') throw new InvalidOptionsError('isDeleted', 'give a predicate on a change');
   const { concurrency, mode, onError } = checkSinkOptions(options);
+  const policy = resolveOnFailure(options.onFailure);
   const key = options.key ?? ((change: Change<DocumentOf<B>>) => change.id);
   return (source) =>
     defer(() => {
@@ -151,10 +164,36 @@ export function materializeToView<B extends AnyBatches, R>(
         writeInPartitionOrder<B>(async (value, all) => {
           // Batches of an ownership that ended are not written: the next owner reads them again.
           let batches = dropBatches(all as readonly ChangeBatch<DocumentOf<B>>[], (b) => b.origin?.tracker.signal.aborted === true);
-          // Each round drops the partitions of one fencing rejection, so this ends.
+          /** Changes given up on (dead-lettered): left out of every later round. */
+          const settled = new Set<Change<DocumentOf<B>>>();
+          // Each round drops the partitions of one fencing rejection or failure policy, so this ends.
           for (;;) {
             if (batches.length === 0) return undefined;
-            const write = toViewWrite(batches, mode, onError, options.project, key, options.isDeleted, 'materializeToView');
+            const failures = new Map<ChangeBatch<DocumentOf<B>>, { change: Change<DocumentOf<B>>; error: unknown; attempts: number }[]>();
+            const collect = policy
+              ? (batch: ChangeBatch<DocumentOf<B>>, change: Change<DocumentOf<B>>, error: unknown) => {
+                  if (settled.has(change)) return;
+                  const list = failures.get(batch) ?? [];
+                  list.push({ change, error, attempts: 1 });
+                  failures.set(batch, list);
+                }
+              : undefined;
+            const write = toViewWrite(batches, mode, onError, options.project, key, options.isDeleted, 'materializeToView', collect);
+            if (policy && failures.size > 0) {
+              // Dead letters are written before the view, so the checkpoint after it passes them only then.
+              const gone = new Set<ChangeBatch<DocumentOf<B>>>();
+              for (const [batch, list] of failures) {
+                const wrote = await giveUp(policy, 'materializeToView', batch, policy.deadLetter ? list : list.slice(0, 1), list[0]!);
+                if (wrote) for (const f of list) settled.add(f.change);
+                else gone.add(batch); // halted or dropped: handed back to its reader already
+              }
+              // A halt ends the partition's ownership: its later batches in this value are not written either.
+              batches = dropBatches(
+                batches.filter((b) => !gone.has(b)),
+                (b) => b.origin?.tracker.signal.aborted === true,
+              );
+              continue;
+            }
             // Guarded views have nothing to do for empty writes, unless the epoch rises (fencing);
             // exactly-once views still move their positions.
             const raises = write.partitions.some((p) => p.epoch > (written.get(p.partition) ?? -Infinity));

@@ -2,12 +2,13 @@ import type { OperatorFunction } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import { InvalidOptionsError } from '../errors/index.js';
 import type { AnyBatches, DocumentOf } from '../operators/types.js';
+import type { FailureOptions } from '../deadletter/failurePolicy.js';
 import type { ViewMode, ViewStore } from './ViewStore.js';
 import type { SearchDocument } from './PostgresSearchIndex.js';
 import { materializeToView } from './materializeToView.js';
 
 /** Options of {@link syncToIndex}. */
-export interface SyncToIndexOptions<T> {
+export interface SyncToIndexOptions<T> extends FailureOptions<T> {
   /**
    * What to index for a change. Return `undefined` to take the document out of the index. Not called for
    * deletes.
@@ -29,7 +30,7 @@ export interface SyncToIndexOptions<T> {
  * Keeps a full-text index in step with the feed: each batch (or array of batches) becomes one bulk
  * upsert/delete transaction, several changes of one id in it collapse to the last, and the batch is
  * re-emitted only after the index committed, so `checkpointEvery` after it checkpoints what is searchable.
- * Same ordering, concurrency and version guard as {@link materializeToView}.
+ * Same ordering, concurrency, version guard and `onFailure` policy as {@link materializeToView}.
  *
  * @example
  * ```ts
@@ -58,5 +59,6 @@ export function syncToIndex<B extends AnyBatches>(
     concurrency: options.concurrency,
     mode: options.mode,
     onError: options.onError,
+    onFailure: options.onFailure,
   });
 }

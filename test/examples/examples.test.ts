@@ -66,3 +66,16 @@ describe('examples/search-sync.ts', () => {
     expect(result.hits.map((h) => h.id).sort()).toEqual(['product-10', 'product-13']);
   });
 });
+
+describe('examples/handlers.ts', () => {
+  it('two hosts process every order through handlers, dead-letter the poison one and re-drive it; its final check passes', { timeout: 60_000 }, async () => {
+    const { main: handlers } = await import('../../examples/handlers.js');
+    const output = captureLog();
+    const result = await handlers();
+    const log = output();
+    expect(result.ok, log).toBe(true);
+    expect(log).toMatch(/^check: OK/m);
+    expect(result).toMatchObject({ shipped: 200, deadLettered: 1, redriven: 1 });
+    expect(log).toMatch(/dead letter: order-42 after 3 attempts: order order-42 has a negative total/);
+  });
+});

@@ -38,6 +38,8 @@ export class LeaseTracker implements PartitionTracker {
   readonly signal: AbortSignal;
   /** Set when the subscriber went away: nothing will acknowledge the batches it held. */
   unsubscribed = false;
+  /** Called once when user code halts the partition ({@link LeaseTracker.halt}); set by the reader. */
+  onHalt: ((error: Error) => void) | undefined;
 
   readonly #owned: OwnedLease;
   readonly #ctx: TrackerContext;
@@ -49,10 +51,14 @@ export class LeaseTracker implements PartitionTracker {
   /** Credit taken for the read in flight (reads run concurrently across partitions, so reserve first). */
   #reserved = 0;
   #waitingForCredit = false;
+  /** Aborted when user code halts the partition; `signal` is this or the ownership's. */
+  readonly #halting = new AbortController();
+  /** Sequence of the batch that halted the partition: nothing from it on is acknowledged. */
+  #haltedAt = Infinity;
 
   constructor(owned: OwnedLease, ctx: TrackerContext, log: Logger) {
     this.leaseToken = owned.leaseToken;
-    this.signal = owned.signal;
+    this.signal = AbortSignal.any([owned.signal, this.#halting.signal]);
     this.#owned = owned;
     this.#ctx = ctx;
     this.#log = log;
@@ -150,6 +156,10 @@ export class LeaseTracker implements PartitionTracker {
   }
 
   acknowledge(sequence: number, position: Position): void {
+    if (sequence >= this.#haltedAt) {
+      this.#ledger.drop(sequence);
+      return;
+    }
     const done = this.#ledger.acknowledge(sequence, position);
     if (!done) return; // a replay, or a batch overtaken by a later one
     this.#ctx.pool.lastAckAt = this.#ctx.scheduler.now();
@@ -162,6 +172,20 @@ export class LeaseTracker implements PartitionTracker {
     this.#ctx.pool.lastAckAt = this.#ctx.scheduler.now();
     this.#stall.progress();
     if (error instanceof LeaseLostError) this.#owned.lose(`a write for batch ${sequence} was fenced: ${error.message}`);
+  }
+
+  halt(sequence: number, error: Error): void {
+    this.#ledger.drop(sequence);
+    if (this.#haltedAt !== Infinity) return;
+    this.#haltedAt = sequence;
+    this.#log('halted at batch %d: %s', sequence, error.message);
+    this.#halting.abort(error);
+    this.onHalt?.(error);
+  }
+
+  /** True once user code halted the partition. */
+  get halted(): boolean {
+    return this.#haltedAt !== Infinity;
   }
 
   checkpoint(position: Position): Promise<void> {

@@ -15,6 +15,7 @@ import type { OwnedLease } from '../../leases/LeaseCoordinator.js';
 import type { Page, ReadRequest, Source } from '../../sources/Source.js';
 import { aborted, sleep } from '../wait.js';
 import { LeaseTracker, type TrackerContext } from './LeaseTracker.js';
+import { isStartFrom } from '../options.js';
 import { ReadFailures } from './ReadFailures.js';
 
 /**
@@ -33,6 +34,8 @@ export type PartitionFeed<T> = Observable<ChangeBatch<T>> & {
   readonly epoch: number;
   /** The partition read. */
   readonly partition: Partition;
+  /** Aborted when this host's ownership of the lease ends (lost, released, handed over, gone, shutdown). */
+  readonly signal: AbortSignal;
   /** Why the feed closed; `undefined` while it runs. */
   readonly closeReason: CloseReason | undefined;
 };
@@ -40,7 +43,9 @@ export type PartitionFeed<T> = Observable<ChangeBatch<T>> & {
 /** @internal What a partition reader needs from its processor. */
 export interface ReaderContext<T> extends TrackerContext {
   readonly source: Source<T>;
-  readonly startFrom: StartFrom;
+  readonly startFrom: StartFrom | ((partition: Partition) => StartFrom);
+  /** Emit an empty batch after this long (ms) with nothing emitted on the partition; `undefined`: never. */
+  readonly maxWaitTimeMs?: number;
   /** True when the user chose `startFrom` (so ignoring it for a checkpointed lease deserves a note). */
   readonly startFromGiven?: boolean;
   readonly pollIntervalMs: number;
@@ -105,6 +110,21 @@ async function readWithTimeout<T>(ctx: ReaderContext<T>, request: Omit<ReadReque
   }
 }
 
+/** The start position a `startFrom` function gives for `partition`, checked like the `startFrom` option. */
+function startFromOf<T>(ctx: ReaderContext<T>, partition: Partition): StartFrom {
+  let start: unknown;
+  try {
+    start = (ctx.startFrom as (partition: Partition) => StartFrom)(partition);
+  } catch (error) {
+    throw new InvalidOptionsError('startFrom', `the startFrom function threw for partition ${partition.id}: ${(error as Error)?.message ?? String(error)}`);
+  }
+  if (!isStartFrom(start)) {
+    throw new InvalidOptionsError('startFrom', `the startFrom function returned ${JSON.stringify(start)} for partition ${partition.id}; expected 'beginning', 'now', a valid Date or { position }`);
+  }
+  ctx.source.checkStart?.(start);
+  return start;
+}
+
 /**
  * Reads pages until reading is aborted (ownership ended, a drain began, the subscriber left), the partition
  * is gone, a fatal error occurs, or the partition stayed unreadable past the bound.
@@ -122,16 +142,44 @@ async function readLoop<T>(
   emit: (batch: ChangeBatch<T>) => void,
 ): Promise<LoopEnd> {
   const stored = owned.lease.continuation;
-  let from: StartFrom = stored !== null ? { position: stored } : ctx.startFrom;
+  let start: StartFrom;
+  try {
+    // A function of the partition is asked only for a lease with no checkpoint.
+    start = stored !== null || typeof ctx.startFrom !== 'function' ? (ctx.startFrom as StartFrom) : startFromOf(ctx, owned.partition);
+  } catch (error) {
+    return { kind: 'fatal', error: error as Error };
+  }
+  let from: StartFrom = stored !== null ? { position: stored } : start;
   let lastPosition: Position | null = stored;
   // A 'now' start is pinned in the lease at once: a host taking over before the first checkpoint would
   // otherwise start from its own, later "now" and skip what was written in between.
-  let pinned = stored !== null || ctx.startFrom !== 'now';
+  let pinned = stored !== null || start !== 'now';
   const failures = new ReadFailures(() => ctx.scheduler.now(), ctx.unreadableTimeoutMs);
-  log('reading %s from %s', owned.partition.id, stored ?? String(ctx.startFrom));
+  log('reading %s from %s', owned.partition.id, stored ?? String(start));
   if (stored !== null && ctx.startFromGiven) {
-    log('startFrom %s is ignored: the lease already has a checkpoint (use a new leasePrefix, or delete the leases, to start over)', String(ctx.startFrom));
+    log('startFrom %s is ignored: the lease already has a checkpoint (use a new leasePrefix, or delete the leases, to start over)', String(start));
   }
+  /** When a batch of this partition was last emitted (idle batches count): the clock of `maxWaitTimeMs`. */
+  let lastEmitAt = ctx.scheduler.now();
+  const emitBatch = (batch: ChangeBatch<T>) => {
+    lastEmitAt = ctx.scheduler.now();
+    emit(batch);
+  };
+  /** Waits `ms`, emitting an empty batch whenever `maxWaitTimeMs` passes with nothing emitted. */
+  const wait = async (ms: number) => {
+    const idleMs = ctx.maxWaitTimeMs;
+    let left = ms;
+    while (idleMs !== undefined && lastPosition !== null && !signal.aborted) {
+      const dueIn = Math.max(0, lastEmitAt + idleMs - ctx.scheduler.now());
+      if (dueIn > left) break;
+      await sleep(dueIn, ctx.scheduler, signal);
+      left -= dueIn;
+      if (signal.aborted) return;
+      // Position unchanged: checkpointing it moves nothing.
+      emitBatch(tracker.batch({ changes: [], position: lastPosition }));
+    }
+    await sleep(left, ctx.scheduler, signal);
+  };
   while (!signal.aborted) {
     // Most reads find credit at once; only wait (a promise and a tick) when there is none.
     const credit = tracker.tryCredit() || (await tracker.awaitCredit(signal));
@@ -175,8 +223,8 @@ async function readLoop<T>(
       pinned = true;
       if (page.changes.length === 0) await tracker.checkpoint(page.position).catch((error: unknown) => tracker.reportError(error as Error));
     }
-    if (page.changes.length > 0 || moved) emit(tracker.batch(page));
-    if (page.changes.length < credit) await sleep(ctx.pollIntervalMs, ctx.scheduler, signal);
+    if (page.changes.length > 0 || moved) emitBatch(tracker.batch(page));
+    if (page.changes.length < credit) await wait(ctx.pollIntervalMs);
   }
   return { kind: 'stopped' };
 }
@@ -208,6 +256,11 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
     const detached = new AbortController();
     const stopReading = () => reading.abort();
     owned.signal.addEventListener('abort', stopReading, { once: true });
+    tracker.onHalt = (error) => {
+      // Stop here: checkpoint what was acknowledged before the halting batch, then give the lease back.
+      stopReading();
+      void tracker.flush().finally(() => owned.release(`halted by a failure policy: ${error.message}`, 'Halted'));
+    };
     owned.onDrain(async () => {
       log('draining');
       stopReading();
@@ -274,6 +327,7 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
     leaseToken: { value: owned.leaseToken, enumerable: true },
     epoch: { value: owned.epoch, enumerable: true },
     partition: { value: owned.partition, enumerable: true },
+    signal: { value: owned.signal, enumerable: true },
     closeReason: { get: () => closeReason, enumerable: true },
   }) as PartitionFeed<T>;
 }

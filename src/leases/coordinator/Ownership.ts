@@ -12,7 +12,7 @@ export interface OwnershipHost {
   /** Ends the ownership without writing the lease (it is not ours to write any more). */
   lose(ownership: Ownership, newOwner: string | null | undefined, why: string): void;
   /** Ends the ownership and releases the lease without draining, so another host can take it. */
-  giveBack(ownership: Ownership, why: string): void;
+  giveBack(ownership: Ownership, why: string, reason?: CloseReason): void;
 }
 
 /**
@@ -82,8 +82,8 @@ export class Ownership implements OwnedLease {
     this.host.lose(this, undefined, why);
   }
 
-  release(why: string): void {
-    this.host.giveBack(this, why);
+  release(why: string, reason?: CloseReason): void {
+    this.host.giveBack(this, why, reason);
   }
 
   /** Runs `work` after every earlier write of this lease has settled. */

@@ -26,8 +26,14 @@ import type { AnyBatches, DocumentOf } from '../types.js';
  */
 export type BatchWork<T> = (batch: ChangeBatch<T>, signal: AbortSignal) => ObservableInput<unknown> | void;
 
-/** Work that turns one batch into another (its last emitted value is the result). */
-export type BatchProjection<T, R> = (batch: ChangeBatch<T>, signal: AbortSignal) => ObservableInput<ChangeBatch<R>>;
+/**
+ * What a projection yields for a batch that left the pipeline (handed back to its reader with
+ * `tracker.drop` or `tracker.halt`): it is not emitted, alone or in its array.
+ */
+export const DROPPED: unique symbol = Symbol('rxfeed.dropped');
+
+/** Work that turns one batch into another (its last emitted value is the result), or {@link DROPPED}. */
+export type BatchProjection<T, R> = (batch: ChangeBatch<T>, signal: AbortSignal) => ObservableInput<ChangeBatch<R> | typeof DROPPED>;
 
 /** Checks a `concurrency` value: a positive integer or Infinity. */
 export function checkConcurrency(concurrency: number, option = 'concurrency'): number {
@@ -81,8 +87,9 @@ export function mapPerPartition<T, R>(
       interface Unit {
         readonly value: BatchOrBatches<T>;
         readonly batches: readonly ChangeBatch<T>[];
-        readonly results: (ChangeBatch<R> | undefined)[];
+        readonly results: (ChangeBatch<R> | typeof DROPPED | undefined)[];
         remaining: number;
+        dropped: boolean;
       }
       interface Job {
         readonly unit: Unit;
@@ -99,6 +106,13 @@ export function mapPerPartition<T, R>(
       let flushing = false;
 
       const emit = (unit: Unit): void => {
+        if (unit.dropped) {
+          // Some batches left the pipeline: a lone batch is not emitted, an array goes on without them.
+          if (unit.value instanceof ChangeBatch) return;
+          const kept = unit.results.flatMap((r, i) => (r === DROPPED ? [] : [keepValues ? (unit.batches[i] as unknown as ChangeBatch<R>) : (r as ChangeBatch<R>)]));
+          subscriber.next(kept);
+          return;
+        }
         if (keepValues) {
           subscriber.next(unit.value as unknown as BatchOrBatches<R>);
         } else {
@@ -138,7 +152,7 @@ export function mapPerPartition<T, R>(
 
       const start = (partition: string, job: Job): void => {
         const batch = job.unit.batches[job.index] as ChangeBatch<T>;
-        let result: ChangeBatch<R> | undefined;
+        let result: ChangeBatch<R> | typeof DROPPED | undefined;
         let finished = false;
         const subscription = defer(() => from(project(batch, abort.signal))).subscribe({
           next: (value) => {
@@ -153,6 +167,7 @@ export function mapPerPartition<T, R>(
               return;
             }
             job.unit.results[job.index] = result;
+            if (result === DROPPED) job.unit.dropped = true;
             job.unit.remaining--;
             if (waiting.has(partition)) ready.push(partition);
             flush();
@@ -184,7 +199,7 @@ export function mapPerPartition<T, R>(
       const upstream = source.subscribe({
         next: (value) => {
           const batches = asBatches(value);
-          const unit: Unit = { value, batches, results: new Array(batches.length), remaining: batches.length };
+          const unit: Unit = { value, batches, results: new Array(batches.length), remaining: batches.length, dropped: false };
           units.push(unit);
           batches.forEach((batch, index) => {
             const queue = waiting.get(batch.partition);

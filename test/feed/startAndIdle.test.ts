@@ -1,0 +1,120 @@
+/** Per-partition start positions (`startFrom` as a function) and idle batches (`maxWaitTimeMs`). */
+import type { Subscription } from 'rxjs';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
+import type { Partition, StartFrom } from '../../src/core/Partition.js';
+import { InvalidOptionsError } from '../../src/errors/index.js';
+import { createChangeFeed } from '../../src/feed/index.js';
+import type { ChangeFeedOptions } from '../../src/feed/options.js';
+import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
+import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
+import { MemorySource } from '../../src/sources/MemorySource.js';
+import { idsOf } from '../support/memory.js';
+
+interface Doc {
+  id: string;
+  n: number;
+}
+
+const FAST = { pollIntervalMs: 50, leaseAcquireIntervalMs: 100, leaseRenewIntervalMs: 300, leaseExpirationMs: 1_000, leasePrefix: 's.' } as const;
+
+const subscriptions: Subscription[] = [];
+beforeEach(() => {
+  vi.useFakeTimers();
+});
+afterEach(() => {
+  for (const s of subscriptions.splice(0)) s.unsubscribe();
+  vi.useRealTimers();
+});
+
+function run(source: MemorySource<Doc>, leases: MemoryLeaseStore, options: Partial<ChangeFeedOptions<Doc>>) {
+  const feed = createChangeFeed<Doc>({ source, leases, instanceName: 'a', ...FAST, ...options });
+  const seen: ChangeBatch<Doc>[] = [];
+  const errors: unknown[] = [];
+  subscriptions.push(feed.changes$.pipe(checkpointEvery({ count: 1, ms: 10 })).subscribe({ next: (b) => seen.push(b), error: (e) => errors.push(e) }));
+  return { feed, seen, errors };
+}
+
+/** A document id that lands in partition `id`. */
+function keyIn(source: MemorySource<Doc>, id: string, prefix: string): string {
+  let i = 0;
+  while (source.partitionFor(`${prefix}${i}`) !== id) i++;
+  return `${prefix}${i}`;
+}
+
+describe('startFrom as a function of the partition', () => {
+  it('gives each partition its own start, and is ignored once a lease has a checkpoint', async () => {
+    const source = new MemorySource<Doc>({ partitions: 2 });
+    const leases = new MemoryLeaseStore();
+    const old0 = keyIn(source, '0', 'old');
+    const old1 = keyIn(source, '1', 'old');
+    source.write({ id: old0, n: 0 });
+    source.write({ id: old1, n: 1 });
+    const asked: string[] = [];
+    const startFrom = (p: Partition): StartFrom => {
+      asked.push(p.id);
+      return p.id === '0' ? 'beginning' : 'now';
+    };
+    const first = run(source, leases, { startFrom });
+    await vi.advanceTimersByTimeAsync(500);
+    const new1 = keyIn(source, '1', 'new');
+    source.write({ id: new1, n: 2 });
+    await vi.advanceTimersByTimeAsync(500);
+    expect(idsOf(first.seen).sort()).toEqual([new1, old0].sort());
+    expect(asked.sort()).toEqual(['0', '1']);
+    await first.feed.stop();
+    subscriptions.splice(0).forEach((s) => s.unsubscribe());
+
+    // Both leases have checkpoints now: the function is not asked again, nothing is read twice.
+    const later = keyIn(source, '0', 'later');
+    source.write({ id: later, n: 3 });
+    asked.length = 0;
+    const second = run(source, leases, { startFrom: () => 'beginning' });
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(idsOf(second.seen)).toEqual([later]);
+    expect(asked).toEqual([]);
+  });
+
+  it('a function that returns something invalid stops the processor with an InvalidOptionsError naming startFrom', async () => {
+    const source = new MemorySource<Doc>({ partitions: 1 });
+    const { errors } = run(source, new MemoryLeaseStore(), { startFrom: () => 'yesterday' as never });
+    await vi.advanceTimersByTimeAsync(500);
+    expect(errors[0]).toBeInstanceOf(InvalidOptionsError);
+    expect(String(errors[0])).toMatch(/startFrom.*yesterday.*partition 0/);
+  });
+
+  it('rejects a startFrom that is neither a start nor a function, and a bad maxWaitTimeMs', () => {
+    const base = { source: new MemorySource<Doc>(), leases: new MemoryLeaseStore(), instanceName: 'a' };
+    expect(() => createChangeFeed({ ...base, startFrom: 42 as never })).toThrow(/startFrom.*function/);
+    expect(() => createChangeFeed({ ...base, maxWaitTimeMs: 0 })).toThrow(/maxWaitTimeMs/);
+  });
+});
+
+describe('idle batches (maxWaitTimeMs)', () => {
+  it('arrive empty, position unchanged, on a quiet partition, and never on a busy one', async () => {
+    const source = new MemorySource<Doc>({ partitions: 2 });
+    const leases = new MemoryLeaseStore();
+    const busy = keyIn(source, '0', 'b');
+    const { seen } = run(source, leases, { maxWaitTimeMs: 1_000, pollIntervalMs: 300 });
+    source.write({ id: keyIn(source, '1', 'q'), n: 0 });
+    for (let t = 0; t < 50; t++) {
+      source.write({ id: busy, n: t }); // a change every 200 ms on partition 0
+      await vi.advanceTimersByTimeAsync(200);
+    }
+    const quiet = seen.filter((b) => b.partition === '1');
+    const idle = quiet.filter((b) => b.isEmpty);
+    // 10 s quiet after the first read: one idle batch per second (give or take the first).
+    expect(idle.length).toBeGreaterThanOrEqual(8);
+    expect(idle.length).toBeLessThanOrEqual(10);
+    expect(new Set(idle.map((b) => b.position))).toEqual(new Set([quiet[0]!.position]));
+    expect(seen.filter((b) => b.partition === '0' && b.isEmpty)).toEqual([]);
+  });
+
+  it('are off by default', async () => {
+    const source = new MemorySource<Doc>({ partitions: 1 });
+    source.write({ id: 'x', n: 0 });
+    const { seen } = run(source, new MemoryLeaseStore(), {});
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(seen.filter((b) => b.isEmpty)).toEqual([]);
+  });
+});
