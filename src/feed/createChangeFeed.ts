@@ -104,6 +104,7 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
     source: o.source,
     owner,
     prefix: o.leasePrefix,
+    ...(o.leaseScheme !== undefined ? { leaseScheme: o.leaseScheme } : {}),
     ...(o.leaseAcquireIntervalMs !== undefined ? { leaseAcquireIntervalMs: o.leaseAcquireIntervalMs } : {}),
     ...(o.leaseRenewIntervalMs !== undefined ? { leaseRenewIntervalMs: o.leaseRenewIntervalMs } : {}),
     ...(o.leaseExpirationMs !== undefined ? { leaseExpirationMs: o.leaseExpirationMs } : {}),

@@ -9,7 +9,7 @@ import type { Logger } from '../internal/log.js';
 import { HANDOFF_AT, HANDOFF_TO, planBalance, withoutHandoff } from './balancing.js';
 import { bootstrapLeases } from './coordinator/bootstrap.js';
 import { askForLease, handBack } from './coordinator/handover.js';
-import { isMarkerId, type LeaseNaming } from './coordinator/leaseDocuments.js';
+import { isMarkerId, namingOf, type LeaseNaming } from './coordinator/leaseDocuments.js';
 import { Ownership, type OwnershipHost } from './coordinator/Ownership.js';
 import { FailureCounter } from './coordinator/FailureCounter.js';
 import { replaceGoneLease } from './coordinator/replaceGoneLease.js';
@@ -94,12 +94,13 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     this.#scheduler = options.scheduler ?? asyncScheduler;
     const scheduler = this.#scheduler;
     this.#now = options.now ?? (() => scheduler.now());
-    this.#naming = {
-      prefix: checkLeasePrefix('prefix', options.prefix),
-      owner: this.owner,
-      mode: options.mode ?? options.source?.mode ?? 'latestVersion',
-      now: this.#now,
-    };
+    this.#naming = namingOf(
+      checkLeasePrefix('prefix', options.prefix),
+      options.leaseScheme ?? 'rxfeed',
+      this.owner,
+      options.mode ?? options.source?.mode ?? 'latestVersion',
+      this.#now,
+    );
     this.#log = logger('lease', { owner: this.owner });
     this.#balancerLog = logger('balancer', { owner: this.owner });
     this.#failures = new FailureCounter(this.owner, (event) => this.#events.next(event));
@@ -216,12 +217,12 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     if (this.#stopped) return 0;
     for (const corrupt of listing.corrupt) {
       const key = `${corrupt.documentId}\u0000${corrupt.problem}`;
-      if (isMarkerId(this.#naming.prefix, corrupt.documentId) || this.#reportedCorrupt.has(key)) continue;
+      if (isMarkerId(this.#naming.markerPrefix, corrupt.documentId) || this.#reportedCorrupt.has(key)) continue;
       this.#reportedCorrupt.add(key);
       this.#log('skipping corrupt lease document %s: %s', corrupt.documentId, corrupt.problem);
       this.#events.next(errorEvent(this.owner, corrupt, { lease: corrupt.documentId }));
     }
-    const leases = listing.leases.filter((l) => !isMarkerId(this.#naming.prefix, l.id));
+    const leases = listing.leases.filter((l) => !isMarkerId(this.#naming.markerPrefix, l.id));
     this.#reconcile(leases);
 
     const now = this.#now();
