@@ -50,11 +50,15 @@ export interface CosmosLeaseDocument extends ItemDefinition {
 
 /** A marker document of the .NET scheme (`<prefix>.info`, `<prefix>.lock`): no `LeaseToken`. */
 export interface CosmosMarkerDocument extends ItemDefinition {
+  /** `<prefix>.info` or `<prefix>.lock`. */
   id: string;
+  /** Present only in containers partitioned on `/partitionKey`. */
   partitionKey?: string;
+  /** The host that wrote the marker. */
   Owner: string | null;
   /** ISO 8601 UTC; `_ts` is used when absent (as in the .NET processor's markers). */
   timestamp: string;
+  /** Always 0 (markers are never fenced). */
   epoch: number;
 }
 
