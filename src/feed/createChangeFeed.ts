@@ -105,6 +105,7 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
     owner,
     prefix: o.leasePrefix,
     ...(o.leaseScheme !== undefined ? { leaseScheme: o.leaseScheme } : {}),
+    ...(o.balanceBy !== undefined ? { balanceBy: o.balanceBy } : {}),
     ...(o.leaseAcquireIntervalMs !== undefined ? { leaseAcquireIntervalMs: o.leaseAcquireIntervalMs } : {}),
     ...(o.leaseRenewIntervalMs !== undefined ? { leaseRenewIntervalMs: o.leaseRenewIntervalMs } : {}),
     ...(o.leaseExpirationMs !== undefined ? { leaseExpirationMs: o.leaseExpirationMs } : {}),

@@ -4,7 +4,7 @@ import type { Partition, StartFrom } from '../core/Partition.js';
 import { InvalidOptionsError } from '../errors/index.js';
 import { checkLeasePrefix, DEFAULT_LEASE_PREFIX, LEASE_DEFAULTS, resolveTimings } from '../leases/coordinator/timings.js';
 import type { LeaseScheme } from '../leases/coordinator/leaseDocuments.js';
-import { checkLeaseScheme } from '../leases/coordinator/options.js';
+import { checkBalanceBy, checkLeaseScheme } from '../leases/coordinator/options.js';
 import type { LeaseCoordinator } from '../leases/LeaseCoordinator.js';
 import type { LeaseCoordinatorOptions } from '../leases/createLeaseCoordinator.js';
 import type { LeaseStore } from '../leases/LeaseStore.js';
@@ -23,6 +23,7 @@ export type CoordinatorFactoryOptions = Pick<
   | 'drainTimeoutMs'
   | 'scheduler'
   | 'leaseScheme'
+  | 'balanceBy'
 > & {
   readonly source: Source<unknown>;
   readonly prefix: string;
@@ -53,6 +54,12 @@ export interface ChangeFeedOptions<T> {
    * `await dotnetLeasePrefix({ container, endpoint, processorName })`. Default `'rxfeed'`.
    */
   readonly leaseScheme?: LeaseScheme;
+  /**
+   * What balancing evens out between hosts: `'count'` (leases per host) or `'load'` (each partition's
+   * change rate, measured by its reader and published in its lease on renewal and checkpoint).
+   * Default `'count'`.
+   */
+  readonly balanceBy?: 'count' | 'load';
   /**
    * Where a partition starts when its lease has no checkpoint yet. Default `'beginning'` (nothing already
    * in the feed is skipped; the .NET processor defaults to now). A function of the partition gives each
@@ -185,6 +192,7 @@ export function resolveOptions<T>(options: ChangeFeedOptions<T>): ResolvedOption
   }
   checkLeasePrefix('leasePrefix', options.leasePrefix);
   checkLeaseScheme('leaseScheme', options.leaseScheme, options.leasePrefix);
+  checkBalanceBy('balanceBy', options.balanceBy);
   const startFrom = options.startFrom;
   if (startFrom !== undefined && typeof startFrom !== 'function' && !isStartFrom(startFrom)) {
     throw new InvalidOptionsError('startFrom', "expected 'beginning', 'now', a valid Date, { position } or a function of the partition returning one");

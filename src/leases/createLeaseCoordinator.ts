@@ -7,6 +7,7 @@ import { LeaseLostError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import type { Logger } from '../internal/log.js';
 import { HANDOFF_AT, HANDOFF_TO, planBalance, withoutHandoff } from './balancing.js';
+import { LOAD_PROPERTY, planLoadBalance } from './loadBalancing.js';
 import { bootstrapLeases } from './coordinator/bootstrap.js';
 import { askForLease, handBack } from './coordinator/handover.js';
 import { isMarkerId, namingOf, type LeaseNaming } from './coordinator/leaseDocuments.js';
@@ -56,6 +57,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
 
   readonly #store: LeaseStore;
   readonly #naming: LeaseNaming;
+  readonly #balanceBy: 'count' | 'load';
   readonly #listPartitions: (signal?: AbortSignal) => Promise<readonly Partition[]>;
   readonly #t: Timings;
   readonly #minLeases: number;
@@ -94,6 +96,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     this.#scheduler = options.scheduler ?? asyncScheduler;
     const scheduler = this.#scheduler;
     this.#now = options.now ?? (() => scheduler.now());
+    this.#balanceBy = options.balanceBy ?? 'count';
     this.#naming = namingOf(
       checkLeasePrefix('prefix', options.prefix),
       options.leaseScheme ?? 'rxfeed',
@@ -226,7 +229,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     this.#reconcile(leases);
 
     const now = this.#now();
-    const plan = planBalance(leases, this.owner, now, {
+    const plan = (this.#balanceBy === 'load' ? planLoadBalance : planBalance)(leases, this.owner, now, {
       expirationMs: this.#t.expirationMs,
       minLeases: this.#minLeases,
       maxLeases: this.#maxLeases,
@@ -385,8 +388,14 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   }
 
   async checkpoint(owned: Ownership, position: Position): Promise<void> {
-    await this.#write(owned, (l) => ({ ...l, continuation: position, timestampMs: this.#now() }));
+    await this.#write(owned, (l) => this.#withLoad(owned, { ...l, continuation: position, timestampMs: this.#now() }));
     owned.log('checkpoint %s', position);
+  }
+
+  /** With `balanceBy: 'load'`, the lease with the reader's latest load in its properties. */
+  #withLoad(owned: Ownership, lease: Lease): Lease {
+    if (this.#balanceBy !== 'load' || owned.load === undefined) return lease;
+    return { ...lease, properties: { ...lease.properties, [LOAD_PROPERTY]: formatLoad(owned.load) } };
   }
 
   #scheduleRenew(owned: Ownership, delayMs: number): void {
@@ -400,7 +409,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     if (owned.ended) return;
     const key = `renew:${owned.lease.id}`;
     try {
-      await this.#write(owned, (l) => ({ ...l, timestampMs: this.#now() }));
+      await this.#write(owned, (l) => this.#withLoad(owned, { ...l, timestampMs: this.#now() }));
       this.#failures.succeeded(key);
       owned.log('renewed');
     } catch (error) {
@@ -569,4 +578,9 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     });
     return Promise.race([work, timeout]).finally(() => timer?.unsubscribe());
   }
+}
+
+/** A load as a short decimal string (3 significant digits are plenty to balance on). */
+function formatLoad(load: number): string {
+  return load === 0 ? '0' : String(Number(load.toPrecision(3)));
 }

@@ -2,6 +2,10 @@ import { describe, expect, it } from 'vitest';
 import { HANDOFF_AT, HANDOFF_TO, planBalance } from '../../src/leases/balancing.js';
 import type { Lease } from '../../src/leases/Lease.js';
 import { LOAD_PROPERTY, planLoadBalance, publishedLoad } from '../../src/leases/loadBalancing.js';
+import { createLeaseCoordinator } from '../../src/leases/createLeaseCoordinator.js';
+import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
+import { FakePartitions, startHost } from './hosts.js';
+import { VirtualScheduler } from './virtualScheduler.js';
 
 const NOW = 1_000_000;
 const EXP = 60_000;
@@ -81,5 +85,53 @@ describe('planLoadBalance', () => {
     for (const bad of ['-3', 'x', 'NaN', 'Infinity']) {
       expect(publishedLoad({ ...leases('a')[0]!, properties: { [LOAD_PROPERTY]: bad } })).toBe(0);
     }
+  });
+});
+
+describe("createLeaseCoordinator with balanceBy: 'load'", () => {
+  const timings = { leaseAcquireIntervalMs: 13_000, leaseRenewIntervalMs: 40_000, leaseExpirationMs: 60_000 };
+
+  it('publishes the reported load on checkpoint and renewal, only in load mode', async () => {
+    for (const balanceBy of ['count', 'load'] as const) {
+      const clock = new VirtualScheduler();
+      const store = new MemoryLeaseStore();
+      const host = startHost('a', store, clock, new FakePartitions(1).listPartitions, { ...timings, balanceBy });
+      await clock.advance(100);
+      const owned = host.acquired[0]!;
+      owned.reportLoad?.(12.3456);
+      await owned.checkpoint('pos-1');
+      expect((await store.read('p.0'))!.properties[LOAD_PROPERTY]).toBe(balanceBy === 'load' ? '12.3' : undefined);
+      owned.reportLoad?.(7);
+      await clock.advance(timings.leaseRenewIntervalMs + 10); // a renewal carries it too
+      expect((await store.read('p.0'))!.properties[LOAD_PROPERTY]).toBe(balanceBy === 'load' ? '7' : undefined);
+      await host.coordinator.stop();
+    }
+  });
+
+  it('moves a hot lease to the host that got only cold ones by count', async () => {
+    const clock = new VirtualScheduler();
+    const store = new MemoryLeaseStore();
+    const parts = new FakePartitions(4);
+    const a = startHost('a', store, clock, parts.listPartitions, { ...timings, balanceBy: 'load' });
+    await clock.advance(100);
+    const rates: Record<string, number> = { '0': 100, '1': 100, '2': 1, '3': 1 };
+    for (const o of a.acquired) {
+      o.reportLoad?.(rates[o.leaseToken]!);
+      await o.checkpoint(`pos-${o.leaseToken}`);
+    }
+    const b = startHost('b', store, clock, parts.listPartitions, { ...timings, balanceBy: 'load' });
+    await clock.advance(10 * timings.leaseAcquireIntervalMs);
+    const ownerOf = (token: string) => store.snapshot().find((l) => l.leaseToken === token)!.owner;
+    expect([ownerOf('0'), ownerOf('1')].sort()).toEqual(['a', 'b']); // one hot lease each
+    const count = (h: string) => store.snapshot().filter((l) => l.owner === h && l.leaseToken !== '.info').length;
+    expect(count('a') + count('b')).toBe(4);
+    await a.coordinator.stop();
+    await b.coordinator.stop();
+  });
+
+  it("rejects an unknown balanceBy, naming the option", () => {
+    expect(() =>
+      createLeaseCoordinator({ store: new MemoryLeaseStore(), listPartitions: async () => [], owner: 'a', balanceBy: 'lag' as 'load' }),
+    ).toThrow(/balanceBy/);
   });
 });

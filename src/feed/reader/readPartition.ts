@@ -1,3 +1,4 @@
+import { RateMeter } from './RateMeter.js';
 import { Observable, type SchedulerLike, type Subscription } from 'rxjs';
 import type { ChangeBatch } from '../../core/ChangeBatch.js';
 import { worthReporting } from '../../core/errorEvent.js';
@@ -155,6 +156,7 @@ async function readLoop<T>(
   // otherwise start from its own, later "now" and skip what was written in between.
   let pinned = stored !== null || start !== 'now';
   const failures = new ReadFailures(() => ctx.scheduler.now(), ctx.unreadableTimeoutMs);
+  const meter = new RateMeter(ctx.scheduler.now());
   log('reading %s from %s', owned.partition.id, stored ?? String(start));
   if (stored !== null && ctx.startFromGiven) {
     log('startFrom %s is ignored: the lease already has a checkpoint (use a new leasePrefix, or delete the leases, to start over)', String(start));
@@ -215,6 +217,8 @@ async function readLoop<T>(
       break;
     }
     tracker.settle(page.changes.length);
+    const rate = meter.add(page.changes.length, ctx.scheduler.now());
+    if (rate !== undefined) owned.reportLoad?.(rate);
     failures.succeeded();
     const moved = page.position !== lastPosition;
     from = { position: page.position };

@@ -35,6 +35,13 @@ export interface LeaseCoordinatorOptions {
    * Default `'rxfeed'` (leases `<prefix><token>`).
    */
   readonly leaseScheme?: LeaseScheme;
+  /**
+   * What balancing evens out between hosts: `'count'` (leases per host, as .NET) or `'load'` (each lease's
+   * change rate, which owners publish in the lease property `rxfeed.load` on renewal and checkpoint, so one
+   * host does not end up with all the hot partitions; see `planLoadBalance`). Free leases are always spread
+   * by count first. Default `'count'`.
+   */
+  readonly balanceBy?: 'count' | 'load';
   /** Feed mode written to new leases (`Mode`). Default: `source.mode`, else `'latestVersion'`. */
   readonly mode?: FeedMode;
   /**
@@ -82,6 +89,7 @@ export function validateOptions(options: LeaseCoordinatorOptions): Timings {
   }
   checkLeasePrefix('prefix', options.prefix);
   checkLeaseScheme('leaseScheme', options.leaseScheme, options.prefix);
+  checkBalanceBy('balanceBy', options.balanceBy);
   for (const name of ['minLeases', 'maxLeases'] as const) {
     const value = options[name];
     if (value !== undefined && (!Number.isInteger(value) || value < 0)) {
@@ -112,5 +120,12 @@ export function checkLeaseScheme(name: string, scheme: unknown, prefix: unknown)
       name,
       "'dotnet' needs the prefix the .NET processor computes: pass prefix: await dotnetLeasePrefix({ container, endpoint, processorName })",
     );
+  }
+}
+
+/** @internal Checks `balanceBy`. */
+export function checkBalanceBy(name: string, value: unknown): void {
+  if (value !== undefined && value !== 'count' && value !== 'load') {
+    throw new InvalidOptionsError(name, `must be 'count' or 'load', got ${String(value)}`);
   }
 }
