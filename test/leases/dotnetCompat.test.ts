@@ -13,6 +13,7 @@ import type { Change } from '../../src/core/Change.js';
 import { createChangeFeed } from '../../src/feed/index.js';
 import { CosmosLeaseStore, fromDocument, toDocument } from '../../src/leases/CosmosLeaseStore.js';
 import { dotnetLeasePrefix } from '../../src/leases/dotnetLeasePrefix.js';
+import { estimateLag } from '../../src/estimator/index.js';
 import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
 import { CosmosSource } from '../../src/sources/CosmosSource.js';
 import { drainPartition, freshContainer, sleep, writeDocs, type Doc } from '../cosmos/helpers.js';
@@ -219,8 +220,13 @@ describe('leaseScheme: dotnet', () => {
       return n;
     };
     expect(await fromCheckpoint()).toBe(0);
+    // rxfeed's own estimator reads the .NET layout under `<prefix>..`
+    const lagOf = async () =>
+      (await estimateLag({ source, leases: new CosmosLeaseStore({ container: leases }), leasePrefix: partitionLeasePrefix })).map((l) => [l.leaseToken, l.estimatedLag]);
+    expect((await lagOf()).sort()).toEqual(partitions.map((p) => [p.id, 0]).sort());
     await writeDocs(monitored, 1, 'late-');
     expect(await fromCheckpoint()).toBe(1);
+    expect((await lagOf()).reduce((sum, [, lag]) => sum + (lag as number), 0)).toBe(1);
   });
 
   it('refuses the .NET scheme without the prefix it needs', () => {
