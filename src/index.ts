@@ -36,7 +36,14 @@ export * from './sources/CosmosSource.js';
 export type { Lease, NewLease } from './leases/Lease.js';
 export type { LeaseStore, LeaseListing } from './leases/LeaseStore.js';
 export { MemoryLeaseStore } from './leases/MemoryLeaseStore.js';
-export { CosmosLeaseStore, type CosmosLeaseStoreOptions, type CosmosLeaseDocument } from './leases/CosmosLeaseStore.js';
+export {
+  CosmosLeaseStore,
+  type CosmosLeaseStoreOptions,
+  type CosmosLeaseDocument,
+  type CosmosMarkerDocument,
+} from './leases/CosmosLeaseStore.js';
+export { dotnetLeasePrefix, type DotnetLeasePrefixOptions } from './leases/dotnetLeasePrefix.js';
+export type { LeaseScheme } from './leases/coordinator/leaseDocuments.js';
 
 // Lease administration
 export * from './admin/index.js';

@@ -13,4 +13,6 @@
  */
 export type { LeaseCoordinator, OwnedLease } from './leases/LeaseCoordinator.js';
 export { createLeaseCoordinator, LEASE_DEFAULTS, type LeaseCoordinatorOptions } from './leases/createLeaseCoordinator.js';
+export type { LeaseScheme } from './leases/coordinator/leaseDocuments.js';
 export { planBalance, isLeaseExpired, type BalanceOptions, type BalancePlan } from './leases/balancing.js';
+export { planLoadBalance, publishedLoad, LOAD_PROPERTY, type LoadBalanceOptions } from './leases/loadBalancing.js';

@@ -104,6 +104,8 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
     source: o.source,
     owner,
     prefix: o.leasePrefix,
+    ...(o.leaseScheme !== undefined ? { leaseScheme: o.leaseScheme } : {}),
+    ...(o.balanceBy !== undefined ? { balanceBy: o.balanceBy } : {}),
     ...(o.leaseAcquireIntervalMs !== undefined ? { leaseAcquireIntervalMs: o.leaseAcquireIntervalMs } : {}),
     ...(o.leaseRenewIntervalMs !== undefined ? { leaseRenewIntervalMs: o.leaseRenewIntervalMs } : {}),
     ...(o.leaseExpirationMs !== undefined ? { leaseExpirationMs: o.leaseExpirationMs } : {}),
@@ -142,6 +144,8 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
     stallTimeoutMs: o.stallTimeoutMs,
     drainTimeoutMs: o.drainTimeoutMs,
     unreadableTimeoutMs: o.leaseExpirationMs ?? LEASE_DEFAULTS.leaseExpirationMs,
+    // The load is published on renewal: measuring over one renew interval keeps it as fresh as it can be.
+    loadWindowMs: o.leaseRenewIntervalMs ?? LEASE_DEFAULTS.leaseRenewIntervalMs,
     scheduler: o.scheduler,
     pool,
     emit,

@@ -3,6 +3,8 @@ import type { FeedEvent } from '../core/events.js';
 import type { Partition, StartFrom } from '../core/Partition.js';
 import { InvalidOptionsError } from '../errors/index.js';
 import { checkLeasePrefix, DEFAULT_LEASE_PREFIX, LEASE_DEFAULTS, resolveTimings } from '../leases/coordinator/timings.js';
+import type { LeaseScheme } from '../leases/coordinator/leaseDocuments.js';
+import { checkBalanceBy, checkLeaseScheme } from '../leases/coordinator/options.js';
 import type { LeaseCoordinator } from '../leases/LeaseCoordinator.js';
 import type { LeaseCoordinatorOptions } from '../leases/createLeaseCoordinator.js';
 import type { LeaseStore } from '../leases/LeaseStore.js';
@@ -20,6 +22,8 @@ export type CoordinatorFactoryOptions = Pick<
   | 'maxLeases'
   | 'drainTimeoutMs'
   | 'scheduler'
+  | 'leaseScheme'
+  | 'balanceBy'
 > & {
   readonly source: Source<unknown>;
   readonly prefix: string;
@@ -43,6 +47,19 @@ export interface ChangeFeedOptions<T> {
   readonly instanceName: string;
   /** Prefix of this processor's lease ids; processors sharing a store need distinct prefixes. Default `'rxfeed.'`. */
   readonly leasePrefix?: string;
+  /**
+   * How lease documents are named. `'dotnet'`: the layout of the .NET v3 change feed processor and the
+   * Azure Functions Cosmos DB trigger, so their lease container is continued where it stopped and their
+   * estimator and KEDA read ours; `leasePrefix` must then be
+   * `await dotnetLeasePrefix({ container, endpoint, processorName })`. Default `'rxfeed'`.
+   */
+  readonly leaseScheme?: LeaseScheme;
+  /**
+   * What balancing evens out between hosts: `'count'` (leases per host) or `'load'` (each partition's
+   * change rate, measured by its reader and published in its lease on renewal and checkpoint).
+   * Default `'count'`.
+   */
+  readonly balanceBy?: 'count' | 'load';
   /**
    * Where a partition starts when its lease has no checkpoint yet. Default `'beginning'` (nothing already
    * in the feed is skipped; the .NET processor defaults to now). A function of the partition gives each
@@ -174,6 +191,8 @@ export function resolveOptions<T>(options: ChangeFeedOptions<T>): ResolvedOption
     throw new InvalidOptionsError('instanceName', 'pass a non-empty name unique to this host, e.g. os.hostname()');
   }
   checkLeasePrefix('leasePrefix', options.leasePrefix);
+  checkLeaseScheme('leaseScheme', options.leaseScheme, options.leasePrefix);
+  checkBalanceBy('balanceBy', options.balanceBy);
   const startFrom = options.startFrom;
   if (startFrom !== undefined && typeof startFrom !== 'function' && !isStartFrom(startFrom)) {
     throw new InvalidOptionsError('startFrom', "expected 'beginning', 'now', a valid Date, { position } or a function of the partition returning one");

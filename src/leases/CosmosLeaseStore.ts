@@ -48,6 +48,20 @@ export interface CosmosLeaseDocument extends ItemDefinition {
   epoch: number;
 }
 
+/** A marker document of the .NET scheme (`<prefix>.info`, `<prefix>.lock`): no `LeaseToken`. */
+export interface CosmosMarkerDocument extends ItemDefinition {
+  /** `<prefix>.info` or `<prefix>.lock`. */
+  id: string;
+  /** Present only in containers partitioned on `/partitionKey`. */
+  partitionKey?: string;
+  /** The host that wrote the marker. */
+  Owner: string | null;
+  /** ISO 8601 UTC; `_ts` is used when absent (as in the .NET processor's markers). */
+  timestamp: string;
+  /** Always 0 (markers are never fenced). */
+  epoch: number;
+}
+
 const MODE_TO_DOC: Record<FeedMode, string> = {
   latestVersion: 'Incremental Feed',
   allVersionsAndDeletes: 'Full-Fidelity Feed',
@@ -229,7 +243,18 @@ export class CosmosLeaseStore implements LeaseStore {
  * ```
  * @internal
  */
-export function toDocument(lease: NewLease, partitionKeyPath: '/id' | '/partitionKey' = '/id'): CosmosLeaseDocument {
+export function toDocument(lease: NewLease, partitionKeyPath: '/id' | '/partitionKey' = '/id'): CosmosLeaseDocument | CosmosMarkerDocument {
+  if (lease.leaseToken === '') {
+    // A marker of the .NET scheme (`<prefix>.info` / `.lock`): no LeaseToken, so readers that list by a
+    // shorter prefix than ours (KEDA) skip it, as they skip the .NET processor's own `{ id }` markers.
+    return {
+      id: lease.id,
+      ...(partitionKeyPath === '/partitionKey' ? { partitionKey: lease.id } : {}),
+      Owner: lease.owner,
+      timestamp: new Date(lease.timestampMs).toISOString(),
+      epoch: lease.epoch,
+    };
+  }
   const range = lease.feedRange;
   const epk = range !== undefined && lease.leaseToken === `${range.minInclusive}-${range.maxExclusive}`;
   return {
@@ -263,8 +288,11 @@ export function fromDocument(doc: Record<string, unknown>): Lease | CorruptLease
   const id = typeof doc.id === 'string' ? doc.id : String(doc.id);
   const bad = (problem: string) => new CorruptLeaseError(id, problem);
   if (typeof doc.id !== 'string') return bad('id is not a string');
-  const token = doc.LeaseToken ?? doc.PartitionId; // PartitionId: v2 (.NET SDK 2) schema
-  if (typeof token !== 'string' || token === '') return bad('LeaseToken is missing or not a string');
+  const stored = doc.LeaseToken ?? doc.PartitionId; // PartitionId: v2 (.NET SDK 2) schema
+  // Markers (`<prefix>.info`, `<prefix>.lock`) carry no LeaseToken in the .NET layout: `{ id }` and `{ id, ttl }`.
+  const marker = stored === undefined && (id.endsWith('.info') || id.endsWith('.lock'));
+  if (!marker && (typeof stored !== 'string' || stored === '')) return bad('LeaseToken is missing or not a string');
+  const token = marker ? '' : (stored as string);
   if (doc.Owner !== undefined && doc.Owner !== null && typeof doc.Owner !== 'string') return bad('Owner is not a string');
   const continuation = doc.ContinuationToken;
   if (continuation !== undefined && continuation !== null && typeof continuation !== 'string') {

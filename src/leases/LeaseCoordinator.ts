@@ -51,6 +51,12 @@ export interface OwnedLease {
    * for one expiration.
    */
   release(why: string, reason?: CloseReason): void;
+  /**
+   * The reader's measure of this partition's load (changes per second, ≥ 0). With `balanceBy: 'load'` the
+   * coordinator publishes the latest value in the lease (property `rxfeed.load`) on its next renewal or
+   * checkpoint, so the other hosts see it in the listing they read anyway; otherwise it is ignored.
+   */
+  reportLoad?(changesPerSecond: number): void;
 }
 
 /**

@@ -7,9 +7,10 @@ import { LeaseLostError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import type { Logger } from '../internal/log.js';
 import { HANDOFF_AT, HANDOFF_TO, planBalance, withoutHandoff } from './balancing.js';
+import { LOAD_PROPERTY, planLoadBalance } from './loadBalancing.js';
 import { bootstrapLeases } from './coordinator/bootstrap.js';
 import { askForLease, handBack } from './coordinator/handover.js';
-import { isMarkerId, type LeaseNaming } from './coordinator/leaseDocuments.js';
+import { isMarkerId, namingOf, type LeaseNaming } from './coordinator/leaseDocuments.js';
 import { Ownership, type OwnershipHost } from './coordinator/Ownership.js';
 import { FailureCounter } from './coordinator/FailureCounter.js';
 import { replaceGoneLease } from './coordinator/replaceGoneLease.js';
@@ -56,6 +57,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
 
   readonly #store: LeaseStore;
   readonly #naming: LeaseNaming;
+  readonly #balanceBy: 'count' | 'load';
   readonly #listPartitions: (signal?: AbortSignal) => Promise<readonly Partition[]>;
   readonly #t: Timings;
   readonly #minLeases: number;
@@ -94,12 +96,14 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     this.#scheduler = options.scheduler ?? asyncScheduler;
     const scheduler = this.#scheduler;
     this.#now = options.now ?? (() => scheduler.now());
-    this.#naming = {
-      prefix: checkLeasePrefix('prefix', options.prefix),
-      owner: this.owner,
-      mode: options.mode ?? options.source?.mode ?? 'latestVersion',
-      now: this.#now,
-    };
+    this.#balanceBy = options.balanceBy ?? 'count';
+    this.#naming = namingOf(
+      checkLeasePrefix('prefix', options.prefix),
+      options.leaseScheme ?? 'rxfeed',
+      this.owner,
+      options.mode ?? options.source?.mode ?? 'latestVersion',
+      this.#now,
+    );
     this.#log = logger('lease', { owner: this.owner });
     this.#balancerLog = logger('balancer', { owner: this.owner });
     this.#failures = new FailureCounter(this.owner, (event) => this.#events.next(event));
@@ -216,16 +220,16 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     if (this.#stopped) return 0;
     for (const corrupt of listing.corrupt) {
       const key = `${corrupt.documentId}\u0000${corrupt.problem}`;
-      if (isMarkerId(this.#naming.prefix, corrupt.documentId) || this.#reportedCorrupt.has(key)) continue;
+      if (isMarkerId(this.#naming.markerPrefix, corrupt.documentId) || this.#reportedCorrupt.has(key)) continue;
       this.#reportedCorrupt.add(key);
       this.#log('skipping corrupt lease document %s: %s', corrupt.documentId, corrupt.problem);
       this.#events.next(errorEvent(this.owner, corrupt, { lease: corrupt.documentId }));
     }
-    const leases = listing.leases.filter((l) => !isMarkerId(this.#naming.prefix, l.id));
+    const leases = listing.leases.filter((l) => !isMarkerId(this.#naming.markerPrefix, l.id));
     this.#reconcile(leases);
 
     const now = this.#now();
-    const plan = planBalance(leases, this.owner, now, {
+    const plan = (this.#balanceBy === 'load' ? planLoadBalance : planBalance)(leases, this.owner, now, {
       expirationMs: this.#t.expirationMs,
       minLeases: this.#minLeases,
       maxLeases: this.#maxLeases,
@@ -384,8 +388,14 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   }
 
   async checkpoint(owned: Ownership, position: Position): Promise<void> {
-    await this.#write(owned, (l) => ({ ...l, continuation: position, timestampMs: this.#now() }));
+    await this.#write(owned, (l) => this.#withLoad(owned, { ...l, continuation: position, timestampMs: this.#now() }));
     owned.log('checkpoint %s', position);
+  }
+
+  /** With `balanceBy: 'load'`, the lease with the reader's latest load in its properties. */
+  #withLoad(owned: Ownership, lease: Lease): Lease {
+    if (this.#balanceBy !== 'load' || owned.load === undefined) return lease;
+    return { ...lease, properties: { ...lease.properties, [LOAD_PROPERTY]: formatLoad(owned.load) } };
   }
 
   #scheduleRenew(owned: Ownership, delayMs: number): void {
@@ -399,7 +409,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     if (owned.ended) return;
     const key = `renew:${owned.lease.id}`;
     try {
-      await this.#write(owned, (l) => ({ ...l, timestampMs: this.#now() }));
+      await this.#write(owned, (l) => this.#withLoad(owned, { ...l, timestampMs: this.#now() }));
       this.#failures.succeeded(key);
       owned.log('renewed');
     } catch (error) {
@@ -568,4 +578,9 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     });
     return Promise.race([work, timeout]).finally(() => timer?.unsubscribe());
   }
+}
+
+/** A load as a short decimal string (3 significant digits are plenty to balance on). */
+function formatLoad(load: number): string {
+  return load === 0 ? '0' : String(Number(load.toPrecision(3)));
 }

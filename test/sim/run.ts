@@ -2,7 +2,8 @@
  * Runs many simulation seeds: `npm run sim -- --seeds 50 --faults lease,source,view,host --hosts 2-6`.
  * Options: `--seed N` (one seed, replays a failure exactly), `--seeds N` (seeds from `--from`, default 1),
  * `--faults a,b` (of lease, source, view, host, sink, or `all`/`none`; default all), `--hosts min-max`
- * (default 2-6), `--chaos-ms N` (default 30000), `--on-error retry|restart` (default retry), `--verbose`.
+ * (default 2-6), `--chaos-ms N` (default 30000), `--on-error retry|restart` (default retry), `--balance count|load`
+ * (default count), `--verbose`.
  * Prints one line per failing seed that replays it; exits 1 when any seed failed.
  */
 import { FAULT_SETS, type FaultSet, replayLine, runSimulation, type SimConfig } from './simulation.js';
@@ -24,10 +25,12 @@ function parse(argv: readonly string[]): { configs: SimConfig[]; verbose: boolea
   const chaosMs = args.has('chaos-ms') ? Number(args.get('chaos-ms')) : undefined;
   const onError = args.get('on-error');
   if (onError !== undefined && onError !== 'retry' && onError !== 'restart') throw new Error('--on-error: give retry or restart');
+  const balanceBy = args.get('balance');
+  if (balanceBy !== undefined && balanceBy !== 'count' && balanceBy !== 'load') throw new Error('--balance: give count or load');
   const seeds = args.has('seed') ? [Number(args.get('seed'))] : Array.from({ length: Number(args.get('seeds') ?? 20) }, (_, i) => Number(args.get('from') ?? 1) + i);
   return {
     verbose,
-    configs: seeds.map((seed) => ({ seed, faults, hosts: { min: min!, max: max! }, ...(chaosMs !== undefined ? { chaosMs } : {}), ...(onError ? { onError } : {}) })),
+    configs: seeds.map((seed) => ({ seed, faults, hosts: { min: min!, max: max! }, ...(chaosMs !== undefined ? { chaosMs } : {}), ...(onError ? { onError } : {}), ...(balanceBy ? { balanceBy } : {}) })),
   };
 }
 

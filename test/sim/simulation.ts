@@ -54,6 +54,8 @@ export interface SimConfig {
    * as a process supervisor would.
    */
   readonly onError?: 'retry' | 'restart';
+  /** What the hosts balance: lease counts (default) or the partitions' change rates. */
+  readonly balanceBy?: 'count' | 'load';
 }
 
 /** An invariant that did not hold. */
@@ -129,7 +131,8 @@ function lsnOf(position: string | null | undefined): number {
 export function replayLine(config: SimConfig): string {
   const chaos = config.chaosMs !== undefined ? ` --chaos-ms ${config.chaosMs}` : '';
   const onError = config.onError === 'restart' ? ' --on-error restart' : '';
-  return `npm run sim -- --seed ${config.seed} --faults ${config.faults.join(',') || 'none'} --hosts ${config.hosts.min}-${config.hosts.max}${chaos}${onError}`;
+  const balance = config.balanceBy === 'load' ? ' --balance load' : '';
+  return `npm run sim -- --seed ${config.seed} --faults ${config.faults.join(',') || 'none'} --hosts ${config.hosts.min}-${config.hosts.max}${chaos}${onError}${balance}`;
 }
 
 /**
@@ -383,6 +386,7 @@ export async function runSimulation(config: SimConfig): Promise<SimResult> {
       maxInFlightChanges: budget,
       scheduler: hostClock,
       stallTimeoutMs: 10_000,
+      ...(config.balanceBy ? { balanceBy: config.balanceBy } : {}),
       ...TIMINGS,
     });
     const subscription = feed.changes$

@@ -1,3 +1,4 @@
+import { RateMeter } from './RateMeter.js';
 import { Observable, type SchedulerLike, type Subscription } from 'rxjs';
 import type { ChangeBatch } from '../../core/ChangeBatch.js';
 import { worthReporting } from '../../core/errorEvent.js';
@@ -52,6 +53,8 @@ export interface ReaderContext<T> extends TrackerContext {
   readonly drainTimeoutMs: number;
   /** A partition unreadable for this long (ms) has its lease given up, so another host can read it. */
   readonly unreadableTimeoutMs: number;
+  /** Window (ms) over which the change rate reported as the lease's load is measured; default 30 000. */
+  readonly loadWindowMs?: number;
   readonly scheduler: SchedulerLike;
   /** A failure that must stop the whole processor (resource gone, credentials, a lease of the other mode). */
   readonly fatal: (error: Error) => void;
@@ -155,6 +158,7 @@ async function readLoop<T>(
   // otherwise start from its own, later "now" and skip what was written in between.
   let pinned = stored !== null || start !== 'now';
   const failures = new ReadFailures(() => ctx.scheduler.now(), ctx.unreadableTimeoutMs);
+  const meter = new RateMeter(ctx.scheduler.now(), ctx.loadWindowMs);
   log('reading %s from %s', owned.partition.id, stored ?? String(start));
   if (stored !== null && ctx.startFromGiven) {
     log('startFrom %s is ignored: the lease already has a checkpoint (use a new leasePrefix, or delete the leases, to start over)', String(start));
@@ -215,6 +219,8 @@ async function readLoop<T>(
       break;
     }
     tracker.settle(page.changes.length);
+    const rate = meter.add(page.changes.length, ctx.scheduler.now());
+    if (rate !== undefined) owned.reportLoad?.(rate);
     failures.succeeded();
     const moved = page.position !== lastPosition;
     from = { position: page.position };

@@ -33,6 +33,8 @@ export class Ownership implements OwnedLease {
   closeReason: CloseReason | undefined;
   /** The latest stored version (its etag is the one the next write is conditional on). */
   current: Lease;
+  /** Latest load the reader reported (changes per second), published with `balanceBy: 'load'`. */
+  load: number | undefined;
   drain: (() => Promise<void>) | undefined;
   renewTimer: Subscription | undefined;
   closing: Promise<void> | undefined;
@@ -76,6 +78,10 @@ export class Ownership implements OwnedLease {
 
   onDrain(drain: () => Promise<void>): void {
     this.drain = drain;
+  }
+
+  reportLoad(changesPerSecond: number): void {
+    if (Number.isFinite(changesPerSecond) && changesPerSecond >= 0) this.load = changesPerSecond;
   }
 
   lose(why: string): void {

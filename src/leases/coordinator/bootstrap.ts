@@ -41,8 +41,8 @@ async function readMarker(store: LeaseStore, id: string): Promise<Lease | typeof
  */
 export async function bootstrapLeases(ctx: BootstrapContext): Promise<void> {
   const { store, naming, log } = ctx;
-  const info = infoId(naming.prefix);
-  const lock = lockId(naming.prefix);
+  const info = infoId(naming.markerPrefix);
+  const lock = lockId(naming.markerPrefix);
   let foreignLockSince: number | undefined;
   while (!ctx.stopped()) {
     if (await readMarker(store, info)) return;
@@ -80,5 +80,5 @@ async function createLeases(ctx: BootstrapContext): Promise<void> {
   const partitions = await ctx.listPartitions();
   ctx.log('bootstrapping %d leases', partitions.length);
   await Promise.all(partitions.map((p) => ctx.store.createIfAbsent(leaseDocument(ctx.naming, p.id, p.range, null, {}))));
-  await ctx.store.createIfAbsent(markerDocument(ctx.naming, infoId(ctx.naming.prefix)));
+  await ctx.store.createIfAbsent(markerDocument(ctx.naming, infoId(ctx.naming.markerPrefix)));
 }

@@ -1,9 +1,21 @@
 import type { FeedMode, FeedRange, Position } from '../../core/Partition.js';
 import type { NewLease } from '../Lease.js';
 
+/**
+ * How lease documents are named. `'rxfeed'`: leases `<prefix><token>`, markers `<prefix>.info` / `<prefix>.lock`.
+ * `'dotnet'`: the layout of the .NET v3 change feed processor and the Azure Functions Cosmos DB trigger —
+ * leases `<prefix>..<token>`, markers `<prefix>.info` / `<prefix>.lock` without a `LeaseToken` (see
+ * docs/compatibility.md and {@link dotnetLeasePrefix} for the prefix those processors compute).
+ */
+export type LeaseScheme = 'rxfeed' | 'dotnet';
+
 /** @internal How one processor names and shapes its documents in the lease store. */
 export interface LeaseNaming {
+  /** Prefix of every lease id (listing uses it). */
   readonly prefix: string;
+  /** Prefix of the `.info` / `.lock` markers (equal to `prefix` in the rxfeed scheme). */
+  readonly markerPrefix: string;
+  readonly scheme: LeaseScheme;
   readonly owner: string;
   readonly mode: FeedMode;
   readonly now: () => number;
@@ -19,11 +31,23 @@ export function isMarkerId(prefix: string, id: string): boolean {
   return id === infoId(prefix) || id === lockId(prefix);
 }
 
-/** @internal A marker document owned by this host. */
+/**
+ * @internal The names of one processor's documents: in the .NET scheme leases sit under `<prefix>..`, the
+ * markers next to them (DocumentServiceLeaseStoreManagerOptions.GetPartitionLeasePrefix and
+ * DocumentServiceLeaseStoreCosmos in Azure/azure-cosmos-dotnet-v3).
+ */
+export function namingOf(prefix: string, scheme: LeaseScheme, owner: string, mode: FeedMode, now: () => number): LeaseNaming {
+  return { prefix: scheme === 'dotnet' ? `${prefix}..` : prefix, markerPrefix: prefix, scheme, owner, mode, now };
+}
+
+/**
+ * @internal A marker document owned by this host. In the .NET scheme its `leaseToken` is empty, which the
+ * Cosmos store writes without a `LeaseToken` field (readers such as KEDA skip documents without one).
+ */
 export function markerDocument(naming: LeaseNaming, id: string): NewLease {
   return {
     id,
-    leaseToken: id.slice(naming.prefix.length),
+    leaseToken: naming.scheme === 'dotnet' ? '' : id.slice(naming.markerPrefix.length),
     feedRange: undefined,
     owner: naming.owner,
     continuation: null,

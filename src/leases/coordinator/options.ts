@@ -3,6 +3,7 @@ import type { CloseReason } from '../../core/events.js';
 import type { FeedMode, Partition } from '../../core/Partition.js';
 import { CredentialsError, InvalidOptionsError, ResourceGoneError } from '../../errors/index.js';
 import type { LeaseStore } from '../LeaseStore.js';
+import type { LeaseScheme } from './leaseDocuments.js';
 import { checkLeasePrefix, resolveTimings, type Timings } from './timings.js';
 
 /** Options of {@link createLeaseCoordinator}. */
@@ -25,6 +26,22 @@ export interface LeaseCoordinatorOptions {
    * Default `'rxfeed.'`.
    */
   readonly prefix?: string;
+  /**
+   * How lease documents are named. `'dotnet'` reads and writes the layout of the .NET v3 change feed
+   * processor and the Azure Functions Cosmos DB trigger (leases `<prefix>..<token>`, markers
+   * `<prefix>.info` / `<prefix>.lock`), so a lease container they wrote is continued where it stopped and
+   * their estimator and KEDA's `azure-cosmosdb` scaler read ours; `prefix` is then required and must be
+   * the one they compute: `await dotnetLeasePrefix({ container, endpoint, processorName })`.
+   * Default `'rxfeed'` (leases `<prefix><token>`).
+   */
+  readonly leaseScheme?: LeaseScheme;
+  /**
+   * What balancing evens out between hosts: `'count'` (leases per host, as .NET) or `'load'` (each lease's
+   * change rate, which owners publish in the lease property `rxfeed.load` on renewal and checkpoint, so one
+   * host does not end up with all the hot partitions; see `planLoadBalance`). Free leases are always spread
+   * by count first. Default `'count'`.
+   */
+  readonly balanceBy?: 'count' | 'load';
   /** Feed mode written to new leases (`Mode`). Default: `source.mode`, else `'latestVersion'`. */
   readonly mode?: FeedMode;
   /**
@@ -71,6 +88,8 @@ export function validateOptions(options: LeaseCoordinatorOptions): Timings {
     throw new InvalidOptionsError('source', 'pass a source (or a listPartitions function) so leases can be created');
   }
   checkLeasePrefix('prefix', options.prefix);
+  checkLeaseScheme('leaseScheme', options.leaseScheme, options.prefix);
+  checkBalanceBy('balanceBy', options.balanceBy);
   for (const name of ['minLeases', 'maxLeases'] as const) {
     const value = options[name];
     if (value !== undefined && (!Number.isInteger(value) || value < 0)) {
@@ -91,3 +110,22 @@ export function fatalReason(error: unknown): CloseReason | undefined {
   return undefined;
 }
 
+
+/** @internal Checks a lease scheme and that the .NET scheme comes with its prefix. */
+export function checkLeaseScheme(name: string, scheme: unknown, prefix: unknown): void {
+  if (scheme === undefined || scheme === 'rxfeed') return;
+  if (scheme !== 'dotnet') throw new InvalidOptionsError(name, `must be 'rxfeed' or 'dotnet', got ${String(scheme)}`);
+  if (prefix === undefined) {
+    throw new InvalidOptionsError(
+      name,
+      "'dotnet' needs the prefix the .NET processor computes: pass prefix: await dotnetLeasePrefix({ container, endpoint, processorName })",
+    );
+  }
+}
+
+/** @internal Checks `balanceBy`. */
+export function checkBalanceBy(name: string, value: unknown): void {
+  if (value !== undefined && value !== 'count' && value !== 'load') {
+    throw new InvalidOptionsError(name, `must be 'count' or 'load', got ${String(value)}`);
+  }
+}
