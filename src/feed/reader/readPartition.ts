@@ -1,4 +1,4 @@
-import { Observable, type SchedulerLike, type Subscription } from 'rxjs';
+import { Observable, type SchedulerLike } from 'rxjs';
 import type { ChangeBatch } from '../../core/ChangeBatch.js';
 import { worthReporting } from '../../core/errorEvent.js';
 import type { CloseReason } from '../../core/events.js';
@@ -12,10 +12,11 @@ import {
 } from '../../errors/index.js';
 import { logger, type Logger } from '../../internal/log.js';
 import type { OwnedLease } from '../../leases/LeaseCoordinator.js';
-import type { Page, ReadRequest, Source } from '../../sources/Source.js';
+import type { Page, Source } from '../../sources/Source.js';
 import { aborted, sleep } from '../wait.js';
 import { LeaseTracker, type TrackerContext } from './LeaseTracker.js';
 import { isStartFrom } from '../options.js';
+import { ReadDeadline } from './ReadDeadline.js';
 import { ReadFailures } from './ReadFailures.js';
 
 /**
@@ -84,30 +85,6 @@ function modeMismatch(owned: OwnedLease, source: Source<unknown>): InvalidOption
     `lease ${owned.leaseToken} was created for ${leaseMode} but the source reads ${source.mode}; ` +
       'use a new leasePrefix for the other mode (or delete these leases)',
   );
-}
-
-/**
- * One read, given up after `unreadableTimeoutMs` if the source never answers (a hung connection): the read
- * is aborted and fails with a {@link TransientError}, whether or not the source honours the abort.
- */
-async function readWithTimeout<T>(ctx: ReaderContext<T>, request: Omit<ReadRequest, 'signal'>, signal: AbortSignal): Promise<Page<T>> {
-  const attempt = new AbortController();
-  const stop = () => attempt.abort(signal.reason);
-  signal.addEventListener('abort', stop, { once: true });
-  let timer: Subscription | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = ctx.scheduler.schedule(() => {
-      const error = new TransientError(`read of partition ${request.partition.id} did not answer within ${ctx.unreadableTimeoutMs} ms`);
-      attempt.abort(error);
-      reject(error);
-    }, ctx.unreadableTimeoutMs);
-  });
-  try {
-    return await Promise.race([ctx.source.read({ ...request, signal: attempt.signal }), timeout]);
-  } finally {
-    timer?.unsubscribe();
-    signal.removeEventListener('abort', stop);
-  }
 }
 
 /** The start position a `startFrom` function gives for `partition`, checked like the `startFrom` option. */
@@ -180,53 +157,66 @@ async function readLoop<T>(
     }
     await sleep(left, ctx.scheduler, signal);
   };
-  while (!signal.aborted) {
-    // Most reads find credit at once; only wait (a promise and a tick) when there is none.
-    const credit = tracker.tryCredit() || (await tracker.awaitCredit(signal));
-    if (signal.aborted) {
-      tracker.settle(0);
-      break;
-    }
-    let page: Page<T>;
-    const startedAt = ctx.scheduler.now();
-    try {
-      page = await readWithTimeout(ctx, { partition: owned.partition, from, maxItemCount: credit }, signal);
-    } catch (error) {
-      tracker.settle(0);
-      if (signal.aborted) break;
-      if (error instanceof PartitionGoneError) return { kind: 'gone' };
-      if (isFatal(error)) return { kind: 'fatal', error };
-      const err = error instanceof Error ? error : new Error(String(error));
-      const decision = failures.failed(error instanceof TransientError ? error.retryAfterMs : undefined, startedAt);
-      log('read failed (%s); attempt %d, retry in %d ms', err.message, decision.attempts, decision.delayMs);
-      tracker.reportRetry(err, decision.attempts, decision.delayMs);
-      if (decision.giveUp) return { kind: 'unreadable', why: `unreadable for ${ctx.unreadableTimeoutMs} ms (${decision.attempts} failed reads, last: ${err.message})` };
-      // A transient error (throttling, 503, timeout) is routine until it repeats; anything else is reported
-      // at once. Either way a failure that keeps repeating stays visible, with its count.
-      if (worthReporting(decision.attempts) && (decision.attempts >= 3 || !(error instanceof TransientError))) {
-        tracker.reportError(err, decision.attempts);
-      }
-      await sleep(decision.delayMs, ctx.scheduler, signal);
-      continue;
-    }
-    if (signal.aborted) {
-      // Ownership ended or a drain began while the page was on its way: leave it to the next reader.
-      tracker.settle(0);
-      break;
-    }
-    tracker.settle(page.changes.length);
-    failures.succeeded();
-    const moved = page.position !== lastPosition;
-    from = { position: page.position };
-    lastPosition = page.position;
-    if (!pinned) {
-      pinned = true;
-      if (page.changes.length === 0) await tracker.checkpoint(page.position).catch((error: unknown) => tracker.reportError(error as Error));
-    }
-    if (page.changes.length > 0 || moved) emitBatch(tracker.batch(page));
-    if (page.changes.length < credit) await wait(ctx.pollIntervalMs);
+  // Every read is given up after `unreadableTimeoutMs` if the source never answers (a hung connection).
+  const deadline = new ReadDeadline(ctx.scheduler, ctx.unreadableTimeoutMs, signal);
+  const partition = owned.partition;
+  const what = `partition ${partition.id}`;
+  try {
+    return await readPages();
+  } finally {
+    deadline.dispose();
   }
-  return { kind: 'stopped' };
+
+  async function readPages(): Promise<LoopEnd> {
+    while (!signal.aborted) {
+      // Most reads find credit at once; only wait (a promise and a tick) when there is none.
+      const credit = tracker.tryCredit() || (await tracker.awaitCredit(signal));
+      if (signal.aborted) {
+        tracker.settle(0);
+        break;
+      }
+      let page: Page<T>;
+      const startedAt = ctx.scheduler.now();
+      try {
+        const position = from;
+        page = await deadline.run((attempt) => ctx.source.read({ partition, from: position, maxItemCount: credit, signal: attempt }), what);
+      } catch (error) {
+        tracker.settle(0);
+        if (signal.aborted) break;
+        if (error instanceof PartitionGoneError) return { kind: 'gone' };
+        if (isFatal(error)) return { kind: 'fatal', error };
+        const err = error instanceof Error ? error : new Error(String(error));
+        const decision = failures.failed(error instanceof TransientError ? error.retryAfterMs : undefined, startedAt);
+        log('read failed (%s); attempt %d, retry in %d ms', err.message, decision.attempts, decision.delayMs);
+        tracker.reportRetry(err, decision.attempts, decision.delayMs);
+        if (decision.giveUp) return { kind: 'unreadable', why: `unreadable for ${ctx.unreadableTimeoutMs} ms (${decision.attempts} failed reads, last: ${err.message})` };
+        // A transient error (throttling, 503, timeout) is routine until it repeats; anything else is reported
+        // at once. Either way a failure that keeps repeating stays visible, with its count.
+        if (worthReporting(decision.attempts) && (decision.attempts >= 3 || !(error instanceof TransientError))) {
+          tracker.reportError(err, decision.attempts);
+        }
+        await sleep(decision.delayMs, ctx.scheduler, signal);
+        continue;
+      }
+      if (signal.aborted) {
+        // Ownership ended or a drain began while the page was on its way: leave it to the next reader.
+        tracker.settle(0);
+        break;
+      }
+      tracker.settle(page.changes.length);
+      failures.succeeded();
+      const moved = page.position !== lastPosition;
+      from = { position: page.position };
+      lastPosition = page.position;
+      if (!pinned) {
+        pinned = true;
+        if (page.changes.length === 0) await tracker.checkpoint(page.position).catch((error: unknown) => tracker.reportError(error as Error));
+      }
+      if (page.changes.length > 0 || moved) emitBatch(tracker.batch(page));
+      if (page.changes.length < credit) await wait(ctx.pollIntervalMs);
+    }
+    return { kind: 'stopped' };
+  }
 }
 
 /**
