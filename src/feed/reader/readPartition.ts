@@ -50,6 +50,8 @@ export interface ReaderContext<T> extends TrackerContext {
   /** True when the user chose `startFrom` (so ignoring it for a checkpointed lease deserves a note). */
   readonly startFromGiven?: boolean;
   readonly pollIntervalMs: number;
+  /** Longest wait after reads in a row that found nothing (doubling from `pollIntervalMs`); default `pollIntervalMs`. */
+  readonly idlePollIntervalMs?: number;
   readonly drainTimeoutMs: number;
   /** A partition unreadable for this long (ms) has its lease given up, so another host can read it. */
   readonly unreadableTimeoutMs: number;
@@ -107,8 +109,9 @@ function startFromOf<T>(ctx: ReaderContext<T>, partition: Partition): StartFrom 
  * is gone, a fatal error occurs, or the partition stayed unreadable past the bound.
  *
  * Adaptive polling: a full page is followed by another read at once, a partial or empty one by a wait of
- * `pollIntervalMs`. An empty batch is emitted only when the position moved (e.g. the first `'now'` read),
- * so it can be checkpointed.
+ * `pollIntervalMs`; with `idlePollIntervalMs`, each empty read in a row doubles the wait, up to that. An
+ * empty batch is emitted only when the position moved (e.g. the first `'now'` read), so it can be
+ * checkpointed.
  */
 async function readLoop<T>(
   owned: OwnedLease,
@@ -161,6 +164,9 @@ async function readLoop<T>(
   const deadline = new ReadDeadline(ctx.scheduler, ctx.unreadableTimeoutMs, signal);
   const partition = owned.partition;
   const what = `partition ${partition.id}`;
+  const idlePollMs = Math.max(ctx.pollIntervalMs, ctx.idlePollIntervalMs ?? ctx.pollIntervalMs);
+  /** The wait after the next read that finds nothing: doubles with every such read in a row, up to `idlePollMs`. */
+  let emptyWaitMs = ctx.pollIntervalMs;
   try {
     return await readPages();
   } finally {
@@ -213,7 +219,14 @@ async function readLoop<T>(
         if (page.changes.length === 0) await tracker.checkpoint(page.position).catch((error: unknown) => tracker.reportError(error as Error));
       }
       if (page.changes.length > 0 || moved) emitBatch(tracker.batch(page));
-      if (page.changes.length < credit) await wait(ctx.pollIntervalMs);
+      if (page.changes.length > 0) {
+        emptyWaitMs = ctx.pollIntervalMs;
+        if (page.changes.length < credit) await wait(ctx.pollIntervalMs);
+      } else {
+        const ms = emptyWaitMs;
+        emptyWaitMs = Math.min(idlePollMs, Math.max(1, emptyWaitMs * 2));
+        await wait(ms);
+      }
     }
     return { kind: 'stopped' };
   }
