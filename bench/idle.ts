@@ -7,6 +7,7 @@
  * the end of each window (target ≤ 64 MB and flat). No assertions (figures vary by machine).
  *
  * Run: npx tsx bench/idle.ts   (env: BENCH_RANGES=1024 BENCH_POLL_MS=5000 BENCH_WINDOW_MS=10000 BENCH_RUNS=3;
+ * BENCH_IDLE_POLL_MS=60000 sets rxfeed's idlePollIntervalMs (compare % of a core then, not CPU per poll);
  * BENCH_PROFILE=path writes CPU profiles of the windows only: path.rxfeed.cpuprofile, path.bare.cpuprofile)
  */
 import { ChangeFeedStartFrom, CosmosClient, type Container } from '@azure/cosmos';
@@ -35,6 +36,8 @@ const POLL_MS = Number(process.env.BENCH_POLL_MS ?? 5000);
 const WINDOW_MS = Number(process.env.BENCH_WINDOW_MS ?? 10_000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const PROFILE = process.env.BENCH_PROFILE;
+/** rxfeed's `idlePollIntervalMs` (off unless given): the bare polls keep `POLL_MS`. */
+const IDLE_POLL_MS = process.env.BENCH_IDLE_POLL_MS ? Number(process.env.BENCH_IDLE_POLL_MS) : undefined;
 
 /** Counts reads (one per poll of an idle partition); costs a counter increment. */
 function counting<T>(inner: Source<T>, counter: { polls: number }): Source<T> {
@@ -64,7 +67,8 @@ async function window(counter: { polls: number }, ready: () => boolean, heap: bo
     if (i % 50 === 49) console.log('waiting…', counter.polls);
     await delay(100);
   }
-  await delay(POLL_MS + 500);
+  // With idlePollIntervalMs, quiet partitions reach the longest wait after a few doublings.
+  await delay((heap && IDLE_POLL_MS !== undefined ? 2 * IDLE_POLL_MS : POLL_MS) + 500);
   const heapStartMb = heap ? heapMb() : undefined;
   const polls = counter.polls;
   const profiler = PROFILE ? new Session() : undefined;
@@ -97,6 +101,7 @@ async function rxfeedWindow(container: Container, leases: Container): Promise<Wi
     leasePrefix: `idle-${RUN_STAMP}-${++runId}.`,
     startFrom: 'now',
     pollIntervalMs: POLL_MS,
+    ...(IDLE_POLL_MS !== undefined ? { idlePollIntervalMs: IDLE_POLL_MS } : {}),
     events: (e) => {
       if (e.type === 'leaseAcquired') owned++;
       if (e.type === 'error') console.error(e);
@@ -155,7 +160,7 @@ try {
   const { database } = await client.databases.createIfNotExists({ id: 'idle' });
   const { container } = await database.containers.createIfNotExists({ id: 'orders', partitionKey: { paths: ['/pk'], version: 2 }, throughput: RANGES * RU_PER_RANGE });
   const { container: leases } = await database.containers.createIfNotExists({ id: 'leases', partitionKey: { paths: ['/id'] } });
-  console.log(`node ${process.version}; emulator (own process) with ${RANGES} ranges; poll ${POLL_MS} ms; windows of ${WINDOW_MS} ms; ${RUNS} rounds, alternating`);
+  console.log(`node ${process.version}; emulator (own process) with ${RANGES} ranges; poll ${POLL_MS} ms; windows of ${WINDOW_MS} ms; ${RUNS} rounds, alternating${IDLE_POLL_MS !== undefined ? `; rxfeed idlePollIntervalMs ${IDLE_POLL_MS}` : ''}`);
   const rx: Window[] = [];
   const bare: Window[] = [];
   for (let run = 0; run < RUNS; run++) {
