@@ -27,6 +27,8 @@ import { CosmosSource } from '../src/sources/CosmosSource.js';
 const CHANGES = Number(process.env.BENCH_CHANGES ?? 200_000);
 const PAGE = Number(process.env.BENCH_PAGE ?? 1_000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
+/** The emulator gives a container one range per 10,000 RU/s asked for (the lease container: one, as in production). */
+const RU_PER_RANGE = 10_000;
 const RANGES = Number(process.env.BENCH_RANGES ?? 4);
 
 interface Doc {
@@ -100,6 +102,30 @@ async function bare(container: Container): Promise<number> {
   return count;
 }
 
+/**
+ * The ceiling for a hand-written client: one iterator per feed range, all read concurrently, each until it
+ * reports nothing new.
+ */
+async function perRange(container: Container): Promise<number> {
+  const ranges = await container.getFeedRanges();
+  const counts = await Promise.all(
+    ranges.map(async (range) => {
+      const iterator = container.items.getChangeFeedIterator<Doc>({ maxItemCount: PAGE, changeFeedStartFrom: ChangeFeedStartFrom.Beginning(range) });
+      let count = 0;
+      let sum = 0;
+      for (;;) {
+        const page = await iterator.readNext();
+        if (page.statusCode === StatusCodes.NotModified) break;
+        for (const doc of page.result) sum += doc.total;
+        count += page.result.length;
+      }
+      if (sum < 0) throw new Error('unreachable');
+      return count;
+    }),
+  );
+  return counts.reduce((a, b) => a + b, 0);
+}
+
 /** CosmosSource.read, one partition after another, each from the beginning to its end. */
 async function sourceLoop(container: Container): Promise<number> {
   const source = new CosmosSource<Doc>(container);
@@ -126,8 +152,9 @@ const RUN_STAMP = Date.now().toString(36);
 async function pipeline(
   container: Container,
   leaseContainer: Container,
-): Promise<{ count: number; writes: number; checkpoints: number; startupMs: number }> {
+): Promise<{ count: number; writes: number; checkpoints: number; startupMs: number; prefix: string }> {
   const started = performance.now();
+  const prefix = `bench-${RUN_STAMP}-${++runId}.`;
   let firstBatchAt: number | undefined;
   const store = new CountingStore(new CosmosLeaseStore({ container: leaseContainer, partitionKeyPath: '/id' }));
   let checkpoints = 0;
@@ -136,7 +163,7 @@ async function pipeline(
     leases: store,
     instanceName: 'bench',
     // Fresh leases for every run (an emulator given by BENCH_ENDPOINT keeps those of earlier runs).
-    leasePrefix: `bench-${RUN_STAMP}-${++runId}.`,
+    leasePrefix: prefix,
     startFrom: 'beginning',
     maxItemCount: PAGE,
     maxInFlightChanges: Math.max(10_000, PAGE * RANGES * 2),
@@ -160,7 +187,39 @@ async function pipeline(
   // Counted before stop(): the final checkpoints and releases on shutdown are not part of the steady state.
   const writes = store.writes;
   await feed.stop();
-  return { count, writes, checkpoints, startupMs: (firstBatchAt ?? started) - started };
+  return { count, writes, checkpoints, startupMs: (firstBatchAt ?? started) - started, prefix };
+}
+
+/**
+ * Start-up on leases that already exist (those of an earlier run, released on its stop): from subscribe
+ * until every lease is owned and its first read answered (nothing is left to read, so no batch comes).
+ */
+async function restart(container: Container, leaseContainer: Container, prefix: string): Promise<number> {
+  const started = performance.now();
+  const source = new CosmosSource<Doc>(container);
+  let reads = 0;
+  const read = source.read.bind(source);
+  let allRead: () => void = () => undefined;
+  const done = new Promise<void>((resolve) => (allRead = resolve));
+  source.read = async (request) => {
+    const page = await read(request);
+    if (++reads === RANGES) allRead();
+    return page;
+  };
+  const feed = createChangeFeed<Doc>({
+    source,
+    leases: new CosmosLeaseStore({ container: leaseContainer, partitionKeyPath: '/id' }),
+    instanceName: 'bench',
+    leasePrefix: prefix,
+    maxItemCount: PAGE,
+    leaseAcquireIntervalMs: 200,
+  });
+  const subscription = feed.changes$.pipe(checkpointEvery(1000)).subscribe();
+  await done;
+  const ms = performance.now() - started;
+  subscription.unsubscribe();
+  await feed.stop();
+  return ms;
 }
 
 /** Wall time and this process's CPU time (user + system) of `fn`. */
@@ -177,7 +236,7 @@ const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floo
 /** Starts `src/emulator/main.ts` in a child process and resolves with its endpoint. */
 async function spawnEmulator(): Promise<{ endpoint: string; child: ChildProcess | undefined }> {
   const main = fileURLToPath(new URL('../src/emulator/main.ts', import.meta.url));
-  const child = spawn(process.execPath, ['--import', 'tsx', main, '--port', '0', '--ranges', String(RANGES)], {
+  const child = spawn(process.execPath, ['--import', 'tsx', main, '--port', '0'], {
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const endpoint = await new Promise<string>((resolve, reject) => {
@@ -192,13 +251,13 @@ async function spawnEmulator(): Promise<{ endpoint: string; child: ChildProcess 
   return { endpoint, child };
 }
 
-// BENCH_ENDPOINT: an emulator already running (e.g. `node --import tsx src/emulator/main.ts --ranges 4`);
+// BENCH_ENDPOINT: an emulator already running (e.g. `node --import tsx src/emulator/main.ts`; the container asks for RANGES × 10,000 RU/s);
 // the changes are loaded only when the container does not hold them yet, so repeated runs start at once.
 const emulator = process.env.BENCH_ENDPOINT ? { endpoint: process.env.BENCH_ENDPOINT, child: undefined } : await spawnEmulator();
 const client = new CosmosClient({ endpoint: emulator.endpoint, key: EMULATOR_KEY });
 try {
   const { database } = await client.databases.createIfNotExists({ id: 'bench' });
-  const { container } = await database.containers.createIfNotExists({ id: 'orders', partitionKey: { paths: ['/pk'], version: 2 } });
+  const { container } = await database.containers.createIfNotExists({ id: 'orders', partitionKey: { paths: ['/pk'], version: 2 }, throughput: RANGES * RU_PER_RANGE });
   const { container: leaseContainer } = await database.containers.createIfNotExists({ id: 'leases', partitionKey: { paths: ['/id'] } });
   console.log(`node ${process.version}, ${process.platform}/${process.arch}; emulator (own process) with ${RANGES} ranges; page ${PAGE}; ${RUNS} runs each, interleaved`);
   const { resources: [existing] } = await container.items.query<number>('SELECT VALUE COUNT(1) FROM c').fetchAll();
@@ -206,18 +265,23 @@ try {
   else if (existing === 0) console.log(`loading ${CHANGES} changes … ${((await load(container)) / 1000).toFixed(1)} s`);
   else throw new Error(`the container holds ${existing} documents, expected 0 or ${CHANGES}`);
 
-  const times = { bare: [] as number[], source: [] as number[], pipeline: [] as number[], steady: [] as number[] };
-  const cpu = { bare: [] as number[], source: [] as number[], pipeline: [] as number[] };
+  const times = { bare: [] as number[], ranges: [] as number[], source: [] as number[], pipeline: [] as number[], steady: [] as number[], startup: [] as number[], restart: [] as number[] };
+  const cpu = { bare: [] as number[], ranges: [] as number[], source: [] as number[], pipeline: [] as number[] };
   const leaseWrites: number[] = [];
   const checkpointCounts: number[] = [];
   // One untimed pass of each warms the JIT and the emulator's caches.
   await bare(container);
+  await perRange(container);
   await sourceLoop(container);
   for (let run = 0; run < RUNS; run++) {
     const b = await timed(() => bare(container));
     if (b.result !== CHANGES) throw new Error(`bare loop read ${b.result} changes, expected ${CHANGES}`);
     times.bare.push(b.ms);
     cpu.bare.push(b.cpuMs);
+    const r = await timed(() => perRange(container));
+    if (r.result !== CHANGES) throw new Error(`per-range loops read ${r.result} changes, expected ${CHANGES}`);
+    times.ranges.push(r.ms);
+    cpu.ranges.push(r.cpuMs);
     const s = await timed(() => sourceLoop(container));
     if (s.result !== CHANGES) throw new Error(`source loop read ${s.result} changes, expected ${CHANGES}`);
     times.source.push(s.ms);
@@ -226,27 +290,34 @@ try {
     times.pipeline.push(p.ms);
     cpu.pipeline.push(p.cpuMs);
     times.steady.push(p.ms - p.result.startupMs);
+    times.startup.push(p.result.startupMs);
+    times.restart.push(await restart(container, leaseContainer, p.result.prefix));
     leaseWrites.push(p.result.writes);
     checkpointCounts.push(p.result.checkpoints);
   }
 
-  const base = median(times.bare);
+  const base = median(times.ranges);
   const rows: [string, number, number | undefined][] = [
-    ['bare getChangeFeedIterator loop (whole container)', base, median(cpu.bare)],
+    ['concurrent per-range SDK loops (the ceiling)', base, median(cpu.ranges)],
+    ['bare getChangeFeedIterator loop (whole container)', median(times.bare), median(cpu.bare)],
     ['CosmosSource.read loop (partition by partition)', median(times.source), median(cpu.source)],
     ['rxfeed: createChangeFeed → mapChanges → checkpointEvery(1000)', median(times.pipeline), median(cpu.pipeline)],
     ['  the same, from its first batch (lease bootstrap excluded)', median(times.steady), undefined],
   ];
   const width = Math.max(...rows.map(([name]) => name.length));
-  console.log(`\n${'what'.padEnd(width)} | median ms | changes/s | × bare | client CPU ms`);
-  console.log(`${'-'.repeat(width)}-|-----------|-----------|--------|-------------`);
+  console.log(`\n${'what'.padEnd(width)} | median ms | changes/s | × loops | client CPU ms`);
+  console.log(`${'-'.repeat(width)}-|-----------|-----------|---------|-------------`);
   for (const [name, ms, cpuMs] of rows) {
     console.log(
       `${name.padEnd(width)} | ${ms.toFixed(0).padStart(9)} | ${Math.round(CHANGES / (ms / 1000)).toString().padStart(9)} | ` +
-        `${(base / ms).toFixed(2).padStart(6)} | ${cpuMs === undefined ? '' : cpuMs.toFixed(0).padStart(12)}`,
+        `${(base / ms).toFixed(2).padStart(7)} | ${cpuMs === undefined ? '' : cpuMs.toFixed(0).padStart(12)}`,
     );
   }
-  console.log(`(runs, ms: bare ${times.bare.map((t) => t.toFixed(0)).join(' ')}; source ${times.source.map((t) => t.toFixed(0)).join(' ')}; pipeline ${times.pipeline.map((t) => t.toFixed(0)).join(' ')})`);
+  console.log(
+    `client CPU per change, rxfeed ÷ per-range loops: ${(median(cpu.pipeline) / median(cpu.ranges)).toFixed(2)}×; ` +
+      `start-up: subscribe → first batch on fresh leases ${median(times.startup).toFixed(0)} ms; on existing leases, subscribe → every partition read once ${median(times.restart).toFixed(0)} ms (medians)`,
+  );
+  console.log(`(runs, ms: loops ${times.ranges.map((t) => t.toFixed(0)).join(' ')}; bare ${times.bare.map((t) => t.toFixed(0)).join(' ')}; source ${times.source.map((t) => t.toFixed(0)).join(' ')}; pipeline ${times.pipeline.map((t) => t.toFixed(0)).join(' ')})`);
   const per100k = (n: number): string => ((n * 100_000) / CHANGES).toFixed(1);
   console.log(
     `\nlease-store writes per 100k changes (pipeline, bootstrap + acquire + checkpoints + renewals, before stop): ` +

@@ -141,6 +141,7 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
     ...(o.maxWaitTimeMs !== undefined ? { maxWaitTimeMs: o.maxWaitTimeMs } : {}),
     maxItemCount: o.maxItemCount,
     pollIntervalMs: o.pollIntervalMs,
+    idlePollIntervalMs: o.idlePollIntervalMs,
     stallTimeoutMs: o.stallTimeoutMs,
     drainTimeoutMs: o.drainTimeoutMs,
     unreadableTimeoutMs: o.leaseExpirationMs ?? LEASE_DEFAULTS.leaseExpirationMs,

@@ -79,6 +79,18 @@ export interface ChangeFeedOptions<T> {
   /** Wait after a read that found nothing new, in ms. Default 5000. */
   readonly pollIntervalMs?: number;
   /**
+   * Polls a quiet partition less often: each read in a row that finds nothing doubles the wait after it,
+   * from `pollIntervalMs` up to this (ms); a read that finds changes goes back to `pollIntervalMs`. A busy
+   * partition is read as before (at once after a full page); only the first change after a quiet spell may
+   * wait up to this long. Default: `pollIntervalMs` (no backoff).
+   *
+   * @example
+   * ```ts
+   * createChangeFeed({ source, leases, pollIntervalMs: 1_000, idlePollIntervalMs: 30_000 });
+   * ```
+   */
+  readonly idlePollIntervalMs?: number;
+  /**
    * Most changes read but not yet acknowledged by `checkpointEvery`, over all partitions of this host.
    * Partitions share it fairly: a busy partition may use what others leave free, but is held to its fair
    * share (budget / partitions) while another partition waits for credit. Default 10 000: a hundred default
@@ -120,6 +132,7 @@ export interface ResolvedOptions<T> extends ChangeFeedOptions<T> {
   readonly startFrom: StartFrom | ((partition: Partition) => StartFrom);
   readonly maxItemCount: number;
   readonly pollIntervalMs: number;
+  readonly idlePollIntervalMs: number;
   readonly maxInFlightChanges: number;
   readonly stallTimeoutMs: number;
   readonly drainTimeoutMs: number;
@@ -202,6 +215,11 @@ export function resolveOptions<T>(options: ChangeFeedOptions<T>): ResolvedOption
   durationMs('maxWaitTimeMs', options.maxWaitTimeMs, 1);
   integerAtLeast('maxItemCount', options.maxItemCount);
   durationMs('pollIntervalMs', options.pollIntervalMs);
+  durationMs('idlePollIntervalMs', options.idlePollIntervalMs);
+  const pollIntervalMs = options.pollIntervalMs ?? DEFAULTS.pollIntervalMs;
+  if (options.idlePollIntervalMs !== undefined && options.idlePollIntervalMs < pollIntervalMs) {
+    throw new InvalidOptionsError('idlePollIntervalMs', `(${options.idlePollIntervalMs}) is smaller than pollIntervalMs (${pollIntervalMs}); make it at least as large`);
+  }
   integerAtLeast('maxInFlightChanges', options.maxInFlightChanges);
   durationMs('stallTimeoutMs', options.stallTimeoutMs, 1);
   // The lease timings (and their relations) are checked where they are defined, once for every caller.
@@ -230,7 +248,8 @@ export function resolveOptions<T>(options: ChangeFeedOptions<T>): ResolvedOption
     leasePrefix: options.leasePrefix ?? DEFAULTS.leasePrefix,
     startFrom: startFrom ?? DEFAULTS.startFrom,
     maxItemCount,
-    pollIntervalMs: options.pollIntervalMs ?? DEFAULTS.pollIntervalMs,
+    pollIntervalMs,
+    idlePollIntervalMs: options.idlePollIntervalMs ?? pollIntervalMs,
     maxInFlightChanges,
     stallTimeoutMs: options.stallTimeoutMs ?? DEFAULTS.stallTimeoutMs,
     drainTimeoutMs: options.drainTimeoutMs ?? DEFAULTS.drainTimeoutMs,

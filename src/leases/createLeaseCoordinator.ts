@@ -152,13 +152,19 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   }
 
   async #start(): Promise<void> {
+    /** Whether the bootstrap listed the partitions (it does when it creates the leases). */
+    let listed = false;
     try {
       await bootstrapLeases({
         store: this.#store,
         naming: this.#naming,
         expirationMs: this.#t.expirationMs,
         retryMs: Math.min(1000, this.#t.acquireMs),
-        listPartitions: () => this.#refreshPartitions(),
+        listPartitions: async () => {
+          const partitions = await this.#refreshPartitions();
+          listed = true;
+          return partitions;
+        },
         stopped: () => this.#stopped,
         delay: (ms) => this.#delay(ms),
         log: this.#log,
@@ -171,8 +177,9 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       if (!this.#stopped) this.#scanTimer = this.#scheduler.schedule(() => void this.#start(), this.#t.acquireMs);
       return;
     }
-    // Partitions as the source describes them (with parents), for the leases this host will own.
-    await this.#refreshPartitions().catch((error: unknown) => this.#fatal(error) || this.#failures.failed('partitions', error));
+    // Partitions as the source describes them (with parents), for the leases this host will own; listed
+    // already when this host just created the leases, so the first scan starts at once.
+    if (!listed) await this.#refreshPartitions().catch((error: unknown) => this.#fatal(error) || this.#failures.failed('partitions', error));
     this.#scanSoon(0);
   }
 

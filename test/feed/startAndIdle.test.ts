@@ -118,3 +118,56 @@ describe('idle batches (maxWaitTimeMs)', () => {
     expect(seen.filter((b) => b.isEmpty)).toEqual([]);
   });
 });
+
+describe('idlePollIntervalMs', () => {
+  /** Counts reads per partition. */
+  function countingReads(source: MemorySource<Doc>): Map<string, number[]> {
+    const reads = new Map<string, number[]>();
+    const read = source.read.bind(source);
+    source.read = (request) => {
+      reads.set(request.partition.id, [...(reads.get(request.partition.id) ?? []), Date.now()]);
+      return read(request);
+    };
+    return reads;
+  }
+
+  it('doubles the wait of a quiet partition up to the bound, and a busy one polls at pollIntervalMs', async () => {
+    const source = new MemorySource<Doc>({ partitions: 2 });
+    const reads = countingReads(source);
+    const { seen } = run(source, new MemoryLeaseStore(), { pollIntervalMs: 100, idlePollIntervalMs: 800 });
+    const busy = keyIn(source, '1', 'busy');
+    // Partition 1 gets a change every 100 ms; partition 0 stays quiet.
+    for (let t = 0; t < 40; t++) {
+      source.write({ id: busy, n: t });
+      await vi.advanceTimersByTimeAsync(100);
+    }
+    const gaps = (id: string) => {
+      const at = reads.get(id) ?? [];
+      return at.slice(1).map((t, i) => t - at[i]!);
+    };
+    // Quiet: 100, 200, 400, then 800 from there on.
+    expect(gaps('0').slice(0, 6)).toEqual([100, 200, 400, 800, 800, 800]);
+    // Busy: never more than pollIntervalMs between reads.
+    expect(Math.max(...gaps('1'))).toBeLessThanOrEqual(100);
+    expect(seen.filter((b) => b.partition === '1').reduce((n, b) => n + b.size, 0)).toBe(40);
+  });
+
+  it('goes back to pollIntervalMs as soon as a quiet partition finds changes', async () => {
+    const source = new MemorySource<Doc>({ partitions: 1 });
+    const reads = countingReads(source);
+    const { seen } = run(source, new MemoryLeaseStore(), { pollIntervalMs: 100, idlePollIntervalMs: 1_600 });
+    await vi.advanceTimersByTimeAsync(5_000);
+    source.write({ id: 'x', n: 1 });
+    await vi.advanceTimersByTimeAsync(1_600);
+    expect(seen.reduce((n, b) => n + b.size, 0)).toBe(1);
+    const after = (reads.get('0') ?? []).filter((t) => t >= Date.now() - 1_600);
+    const found = after.findIndex((t, i) => i > 0 && t - after[i - 1]! === 100);
+    expect(found).toBeGreaterThan(0);
+  });
+
+  it('must not be smaller than pollIntervalMs', () => {
+    expect(() => createChangeFeed<Doc>({ source: new MemorySource<Doc>(), leases: new MemoryLeaseStore(), instanceName: 'a', pollIntervalMs: 1_000, idlePollIntervalMs: 500 })).toThrow(
+      InvalidOptionsError,
+    );
+  });
+});

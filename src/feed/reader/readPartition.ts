@@ -1,5 +1,4 @@
-import { RateMeter } from './RateMeter.js';
-import { Observable, type SchedulerLike, type Subscription } from 'rxjs';
+import { Observable, type SchedulerLike } from 'rxjs';
 import type { ChangeBatch } from '../../core/ChangeBatch.js';
 import { worthReporting } from '../../core/errorEvent.js';
 import type { CloseReason } from '../../core/events.js';
@@ -13,10 +12,12 @@ import {
 } from '../../errors/index.js';
 import { logger, type Logger } from '../../internal/log.js';
 import type { OwnedLease } from '../../leases/LeaseCoordinator.js';
-import type { Page, ReadRequest, Source } from '../../sources/Source.js';
+import type { Page, Source } from '../../sources/Source.js';
 import { aborted, sleep } from '../wait.js';
 import { LeaseTracker, type TrackerContext } from './LeaseTracker.js';
 import { isStartFrom } from '../options.js';
+import { RateMeter } from './RateMeter.js';
+import { ReadDeadline } from './ReadDeadline.js';
 import { ReadFailures } from './ReadFailures.js';
 
 /**
@@ -50,6 +51,8 @@ export interface ReaderContext<T> extends TrackerContext {
   /** True when the user chose `startFrom` (so ignoring it for a checkpointed lease deserves a note). */
   readonly startFromGiven?: boolean;
   readonly pollIntervalMs: number;
+  /** Longest wait after reads in a row that found nothing (doubling from `pollIntervalMs`); default `pollIntervalMs`. */
+  readonly idlePollIntervalMs?: number;
   readonly drainTimeoutMs: number;
   /** A partition unreadable for this long (ms) has its lease given up, so another host can read it. */
   readonly unreadableTimeoutMs: number;
@@ -89,30 +92,6 @@ function modeMismatch(owned: OwnedLease, source: Source<unknown>): InvalidOption
   );
 }
 
-/**
- * One read, given up after `unreadableTimeoutMs` if the source never answers (a hung connection): the read
- * is aborted and fails with a {@link TransientError}, whether or not the source honours the abort.
- */
-async function readWithTimeout<T>(ctx: ReaderContext<T>, request: Omit<ReadRequest, 'signal'>, signal: AbortSignal): Promise<Page<T>> {
-  const attempt = new AbortController();
-  const stop = () => attempt.abort(signal.reason);
-  signal.addEventListener('abort', stop, { once: true });
-  let timer: Subscription | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = ctx.scheduler.schedule(() => {
-      const error = new TransientError(`read of partition ${request.partition.id} did not answer within ${ctx.unreadableTimeoutMs} ms`);
-      attempt.abort(error);
-      reject(error);
-    }, ctx.unreadableTimeoutMs);
-  });
-  try {
-    return await Promise.race([ctx.source.read({ ...request, signal: attempt.signal }), timeout]);
-  } finally {
-    timer?.unsubscribe();
-    signal.removeEventListener('abort', stop);
-  }
-}
-
 /** The start position a `startFrom` function gives for `partition`, checked like the `startFrom` option. */
 function startFromOf<T>(ctx: ReaderContext<T>, partition: Partition): StartFrom {
   let start: unknown;
@@ -133,8 +112,9 @@ function startFromOf<T>(ctx: ReaderContext<T>, partition: Partition): StartFrom 
  * is gone, a fatal error occurs, or the partition stayed unreadable past the bound.
  *
  * Adaptive polling: a full page is followed by another read at once, a partial or empty one by a wait of
- * `pollIntervalMs`. An empty batch is emitted only when the position moved (e.g. the first `'now'` read),
- * so it can be checkpointed.
+ * `pollIntervalMs`; with `idlePollIntervalMs`, each empty read in a row doubles the wait, up to that. An
+ * empty batch is emitted only when the position moved (e.g. the first `'now'` read), so it can be
+ * checkpointed.
  */
 async function readLoop<T>(
   owned: OwnedLease,
@@ -184,55 +164,78 @@ async function readLoop<T>(
     }
     await sleep(left, ctx.scheduler, signal);
   };
-  while (!signal.aborted) {
-    // Most reads find credit at once; only wait (a promise and a tick) when there is none.
-    const credit = tracker.tryCredit() || (await tracker.awaitCredit(signal));
-    if (signal.aborted) {
-      tracker.settle(0);
-      break;
-    }
-    let page: Page<T>;
-    const startedAt = ctx.scheduler.now();
-    try {
-      page = await readWithTimeout(ctx, { partition: owned.partition, from, maxItemCount: credit }, signal);
-    } catch (error) {
-      tracker.settle(0);
-      if (signal.aborted) break;
-      if (error instanceof PartitionGoneError) return { kind: 'gone' };
-      if (isFatal(error)) return { kind: 'fatal', error };
-      const err = error instanceof Error ? error : new Error(String(error));
-      const decision = failures.failed(error instanceof TransientError ? error.retryAfterMs : undefined, startedAt);
-      log('read failed (%s); attempt %d, retry in %d ms', err.message, decision.attempts, decision.delayMs);
-      tracker.reportRetry(err, decision.attempts, decision.delayMs);
-      if (decision.giveUp) return { kind: 'unreadable', why: `unreadable for ${ctx.unreadableTimeoutMs} ms (${decision.attempts} failed reads, last: ${err.message})` };
-      // A transient error (throttling, 503, timeout) is routine until it repeats; anything else is reported
-      // at once. Either way a failure that keeps repeating stays visible, with its count.
-      if (worthReporting(decision.attempts) && (decision.attempts >= 3 || !(error instanceof TransientError))) {
-        tracker.reportError(err, decision.attempts);
-      }
-      await sleep(decision.delayMs, ctx.scheduler, signal);
-      continue;
-    }
-    if (signal.aborted) {
-      // Ownership ended or a drain began while the page was on its way: leave it to the next reader.
-      tracker.settle(0);
-      break;
-    }
-    tracker.settle(page.changes.length);
-    const rate = meter.add(page.changes.length, ctx.scheduler.now());
-    if (rate !== undefined) owned.reportLoad?.(rate);
-    failures.succeeded();
-    const moved = page.position !== lastPosition;
-    from = { position: page.position };
-    lastPosition = page.position;
-    if (!pinned) {
-      pinned = true;
-      if (page.changes.length === 0) await tracker.checkpoint(page.position).catch((error: unknown) => tracker.reportError(error as Error));
-    }
-    if (page.changes.length > 0 || moved) emitBatch(tracker.batch(page));
-    if (page.changes.length < credit) await wait(ctx.pollIntervalMs);
+  // Every read is given up after `unreadableTimeoutMs` if the source never answers (a hung connection).
+  const deadline = new ReadDeadline(ctx.scheduler, ctx.unreadableTimeoutMs, signal);
+  const partition = owned.partition;
+  const what = `partition ${partition.id}`;
+  const idlePollMs = Math.max(ctx.pollIntervalMs, ctx.idlePollIntervalMs ?? ctx.pollIntervalMs);
+  /** The wait after the next read that finds nothing: doubles with every such read in a row, up to `idlePollMs`. */
+  let emptyWaitMs = ctx.pollIntervalMs;
+  try {
+    return await readPages();
+  } finally {
+    deadline.dispose();
   }
-  return { kind: 'stopped' };
+
+  async function readPages(): Promise<LoopEnd> {
+    while (!signal.aborted) {
+      // Most reads find credit at once; only wait (a promise and a tick) when there is none.
+      const credit = tracker.tryCredit() || (await tracker.awaitCredit(signal));
+      if (signal.aborted) {
+        tracker.settle(0);
+        break;
+      }
+      let page: Page<T>;
+      const startedAt = ctx.scheduler.now();
+      try {
+        const position = from;
+        page = await deadline.run((attempt) => ctx.source.read({ partition, from: position, maxItemCount: credit, signal: attempt }), what);
+      } catch (error) {
+        tracker.settle(0);
+        if (signal.aborted) break;
+        if (error instanceof PartitionGoneError) return { kind: 'gone' };
+        if (isFatal(error)) return { kind: 'fatal', error };
+        const err = error instanceof Error ? error : new Error(String(error));
+        const decision = failures.failed(error instanceof TransientError ? error.retryAfterMs : undefined, startedAt);
+        log('read failed (%s); attempt %d, retry in %d ms', err.message, decision.attempts, decision.delayMs);
+        tracker.reportRetry(err, decision.attempts, decision.delayMs);
+        if (decision.giveUp) return { kind: 'unreadable', why: `unreadable for ${ctx.unreadableTimeoutMs} ms (${decision.attempts} failed reads, last: ${err.message})` };
+        // A transient error (throttling, 503, timeout) is routine until it repeats; anything else is reported
+        // at once. Either way a failure that keeps repeating stays visible, with its count.
+        if (worthReporting(decision.attempts) && (decision.attempts >= 3 || !(error instanceof TransientError))) {
+          tracker.reportError(err, decision.attempts);
+        }
+        await sleep(decision.delayMs, ctx.scheduler, signal);
+        continue;
+      }
+      if (signal.aborted) {
+        // Ownership ended or a drain began while the page was on its way: leave it to the next reader.
+        tracker.settle(0);
+        break;
+      }
+      tracker.settle(page.changes.length);
+      const rate = meter.add(page.changes.length, ctx.scheduler.now());
+      if (rate !== undefined) owned.reportLoad?.(rate);
+      failures.succeeded();
+      const moved = page.position !== lastPosition;
+      from = { position: page.position };
+      lastPosition = page.position;
+      if (!pinned) {
+        pinned = true;
+        if (page.changes.length === 0) await tracker.checkpoint(page.position).catch((error: unknown) => tracker.reportError(error as Error));
+      }
+      if (page.changes.length > 0 || moved) emitBatch(tracker.batch(page));
+      if (page.changes.length > 0) {
+        emptyWaitMs = ctx.pollIntervalMs;
+        if (page.changes.length < credit) await wait(ctx.pollIntervalMs);
+      } else {
+        const ms = emptyWaitMs;
+        emptyWaitMs = Math.min(idlePollMs, Math.max(1, emptyWaitMs * 2));
+        await wait(ms);
+      }
+    }
+    return { kind: 'stopped' };
+  }
 }
 
 /**

@@ -1,0 +1,184 @@
+/**
+ * Idle cost: one host owning many idle leases (nothing is written), rxfeed (createChangeFeed → checkpointEvery
+ * on CosmosSource and CosmosLeaseStore, lease renewals included) against bare SDK polls of the same ranges
+ * (one change feed iterator per range, `readNext` then a wait of the same poll interval). Both in one run,
+ * alternating rounds, on the same emulator in its own process; the CPU counted is this process's only.
+ * Prints the CPU per poll of each, their ratio (target ≤ 1.1) and rxfeed's heap after a GC at the start and
+ * the end of each window (target ≤ 64 MB and flat). No assertions (figures vary by machine).
+ *
+ * Run: npx tsx bench/idle.ts   (env: BENCH_RANGES=1024 BENCH_POLL_MS=5000 BENCH_WINDOW_MS=10000 BENCH_RUNS=3;
+ * BENCH_IDLE_POLL_MS=60000 sets rxfeed's idlePollIntervalMs (compare % of a core then, not CPU per poll);
+ * BENCH_PROFILE=path writes CPU profiles of the windows only: path.rxfeed.cpuprofile, path.bare.cpuprofile)
+ */
+import { ChangeFeedStartFrom, CosmosClient, type Container } from '@azure/cosmos';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { setMaxListeners } from 'node:events';
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
+import { setTimeout as delay } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import { EMULATOR_KEY } from '../src/emulator/CosmosEmulator.js';
+import { createChangeFeed } from '../src/feed/index.js';
+import { CosmosLeaseStore } from '../src/leases/CosmosLeaseStore.js';
+import { checkpointEvery } from '../src/operators/checkpointEvery.js';
+import { CosmosSource } from '../src/sources/CosmosSource.js';
+import type { Page, ReadRequest, Source } from '../src/sources/Source.js';
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
+
+/** The emulator gives a container one range per 10,000 RU/s asked for (the lease container: one, as in production). */
+const RU_PER_RANGE = 10_000;
+const RANGES = Number(process.env.BENCH_RANGES ?? 1024);
+const POLL_MS = Number(process.env.BENCH_POLL_MS ?? 5000);
+const WINDOW_MS = Number(process.env.BENCH_WINDOW_MS ?? 10_000);
+const RUNS = Number(process.env.BENCH_RUNS ?? 3);
+const PROFILE = process.env.BENCH_PROFILE;
+/** rxfeed's `idlePollIntervalMs` (off unless given): the bare polls keep `POLL_MS`. */
+const IDLE_POLL_MS = process.env.BENCH_IDLE_POLL_MS ? Number(process.env.BENCH_IDLE_POLL_MS) : undefined;
+
+/** Counts reads (one per poll of an idle partition); costs a counter increment. */
+function counting<T>(inner: Source<T>, counter: { polls: number }): Source<T> {
+  const read = inner.read.bind(inner);
+  inner.read = (request: ReadRequest): Promise<Page<T>> => {
+    counter.polls++;
+    return read(request);
+  };
+  return inner;
+}
+
+interface Window {
+  cpuMs: number;
+  polls: number;
+  heapStartMb?: number;
+  heapEndMb?: number;
+}
+
+const heapMb = (): number => {
+  gc();
+  return process.memoryUsage().heapUsed / 2 ** 20;
+};
+
+/** Measures `WINDOW_MS` of this process's CPU, once `ready()` and one poll interval of warm-up have passed. */
+async function window(counter: { polls: number }, ready: () => boolean, heap: boolean): Promise<Window> {
+  for (let i = 0; !ready(); i++) {
+    if (i % 50 === 49) console.log('waiting…', counter.polls);
+    await delay(100);
+  }
+  // With idlePollIntervalMs, quiet partitions reach the longest wait after a few doublings.
+  await delay((heap && IDLE_POLL_MS !== undefined ? 2 * IDLE_POLL_MS : POLL_MS) + 500);
+  const heapStartMb = heap ? heapMb() : undefined;
+  const polls = counter.polls;
+  const profiler = PROFILE ? new Session() : undefined;
+  profiler?.connect();
+  await profiler?.post('Profiler.enable');
+  await profiler?.post('Profiler.start');
+  const cpu = process.cpuUsage();
+  await delay(WINDOW_MS);
+  const used = process.cpuUsage(cpu);
+  if (profiler) {
+    const { profile } = await profiler.post('Profiler.stop');
+    writeFileSync(`${PROFILE}.${heap ? 'rxfeed' : 'bare'}.cpuprofile`, JSON.stringify(profile));
+    profiler.disconnect();
+  }
+  const result: Window = { cpuMs: (used.user + used.system) / 1000, polls: counter.polls - polls };
+  if (heap) return { ...result, heapStartMb, heapEndMb: heapMb() };
+  return result;
+}
+
+let runId = 0;
+const RUN_STAMP = Date.now().toString(36);
+
+async function rxfeedWindow(container: Container, leases: Container): Promise<Window> {
+  const counter = { polls: 0 };
+  let owned = 0;
+  const feed = createChangeFeed<unknown>({
+    source: counting(new CosmosSource<unknown>(container), counter),
+    leases: new CosmosLeaseStore({ container: leases, partitionKeyPath: '/id' }),
+    instanceName: 'idle',
+    leasePrefix: `idle-${RUN_STAMP}-${++runId}.`,
+    startFrom: 'now',
+    pollIntervalMs: POLL_MS,
+    ...(IDLE_POLL_MS !== undefined ? { idlePollIntervalMs: IDLE_POLL_MS } : {}),
+    events: (e) => {
+      if (e.type === 'leaseAcquired') owned++;
+      if (e.type === 'error') console.error(e);
+    },
+  });
+  const subscription = feed.changes$.pipe(checkpointEvery(100)).subscribe({ error: (e: unknown) => console.error('rxfeed failed:', e) });
+  try {
+    return await window(counter, () => owned >= RANGES, true);
+  } finally {
+    subscription.unsubscribe();
+    await feed.stop();
+  }
+}
+
+async function bareWindow(container: Container): Promise<Window> {
+  const counter = { polls: 0 };
+  const stop = new AbortController();
+  setMaxListeners(Infinity, stop.signal);
+  const ranges = await container.getFeedRanges();
+  const loops = ranges.map(async (range) => {
+    const iterator = container.items.getChangeFeedIterator({ maxItemCount: 100, changeFeedStartFrom: ChangeFeedStartFrom.Now(range) });
+    while (!stop.signal.aborted) {
+      counter.polls++;
+      await iterator.readNext();
+      await delay(POLL_MS, undefined, { signal: stop.signal }).catch(() => undefined);
+    }
+  });
+  try {
+    return await window(counter, () => true, false);
+  } finally {
+    stop.abort();
+    await Promise.all(loops);
+  }
+}
+
+async function spawnEmulator(): Promise<{ endpoint: string; child: ChildProcess }> {
+  const main = fileURLToPath(new URL('../src/emulator/main.ts', import.meta.url));
+  const child = spawn(process.execPath, ['--import', 'tsx', main, '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const endpoint = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      const match = /listening on (\S+)/.exec(out);
+      if (match) resolve(match[1]!);
+    });
+    child.once('exit', (code) => reject(new Error(`emulator exited with ${code}: ${out}`)));
+  });
+  return { endpoint, child };
+}
+
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+const emulator = process.env.BENCH_ENDPOINT ? { endpoint: process.env.BENCH_ENDPOINT, child: undefined } : await spawnEmulator();
+const client = new CosmosClient({ endpoint: emulator.endpoint, key: EMULATOR_KEY });
+try {
+  const { database } = await client.databases.createIfNotExists({ id: 'idle' });
+  const { container } = await database.containers.createIfNotExists({ id: 'orders', partitionKey: { paths: ['/pk'], version: 2 }, throughput: RANGES * RU_PER_RANGE });
+  const { container: leases } = await database.containers.createIfNotExists({ id: 'leases', partitionKey: { paths: ['/id'] } });
+  console.log(`node ${process.version}; emulator (own process) with ${RANGES} ranges; poll ${POLL_MS} ms; windows of ${WINDOW_MS} ms; ${RUNS} rounds, alternating${IDLE_POLL_MS !== undefined ? `; rxfeed idlePollIntervalMs ${IDLE_POLL_MS}` : ''}`);
+  const rx: Window[] = [];
+  const bare: Window[] = [];
+  for (let run = 0; run < RUNS; run++) {
+    rx.push(await rxfeedWindow(container, leases));
+    bare.push(await bareWindow(container));
+  }
+  const perPoll = (w: Window) => w.cpuMs / Math.max(1, w.polls);
+  const rxPerPoll = median(rx.map(perPoll));
+  const barePerPoll = median(bare.map(perPoll));
+  const core = (w: Window) => (100 * w.cpuMs) / WINDOW_MS;
+  console.log(`\nwhat                         | CPU ms per poll | % of a core | polls per window`);
+  console.log(`-----------------------------|-----------------|-------------|-----------------`);
+  console.log(`bare SDK polls (per range)   | ${barePerPoll.toFixed(3).padStart(15)} | ${median(bare.map(core)).toFixed(1).padStart(11)} | ${median(bare.map((w) => w.polls))}`);
+  console.log(`${`rxfeed, ${RANGES} owned leases`.padEnd(28)} | ${rxPerPoll.toFixed(3).padStart(15)} | ${median(rx.map(core)).toFixed(1).padStart(11)} | ${median(rx.map((w) => w.polls))}`);
+  console.log(`\nCPU per idle poll, rxfeed ÷ bare: ${(rxPerPoll / barePerPoll).toFixed(2)}×`);
+  console.log(`rxfeed heap after GC, window start → end (MB): ${rx.map((w) => `${w.heapStartMb!.toFixed(1)} → ${w.heapEndMb!.toFixed(1)}`).join('; ')}`);
+  console.log(`(per-poll CPU ms, rounds: rxfeed ${rx.map((w) => perPoll(w).toFixed(3)).join(' ')}; bare ${bare.map((w) => perPoll(w).toFixed(3)).join(' ')})`);
+} finally {
+  client.dispose();
+  emulator.child?.kill('SIGTERM');
+}

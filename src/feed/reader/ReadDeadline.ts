@@ -1,0 +1,101 @@
+import type { SchedulerLike, Subscription } from 'rxjs';
+import { TransientError } from '../../errors/index.js';
+
+/**
+ * Gives every read of one partition reader a deadline `timeoutMs` after it starts: a read still unanswered
+ * then (a hung connection) is aborted and fails with a {@link TransientError}, whether or not the source
+ * honours the abort. Aborting `outer` aborts the read in flight.
+ *
+ * Cheap per read, as most reads of an idle partition are: one timer for the reader instead of one per read
+ * (armed at the deadline of the read in flight and, when it fires, re-armed for the deadline of the read in
+ * flight then, if any), and one abort controller until a read times out (not one per read). Each read
+ * still gets its exact deadline: reads start one after another, so the timer is never due later than the
+ * deadline of the read in flight.
+ *
+ * @internal
+ */
+export class ReadDeadline {
+  #controller!: AbortController;
+  #stopOnOuterAbort: (() => void) | undefined;
+  #timer: Subscription | undefined;
+  /** Start time of the read in flight; `undefined` between reads. */
+  #startedAt: number | undefined;
+  #fail: ((error: Error) => void) | undefined;
+  #describe = '';
+
+  constructor(
+    private readonly scheduler: SchedulerLike,
+    private readonly timeoutMs: number,
+    private readonly outer: AbortSignal,
+  ) {
+    this.#renew();
+  }
+
+  /**
+   * Runs `read` with a signal aborted at the deadline (or when `outer` aborts); rejects with a
+   * {@link TransientError} at the deadline. `what` names the read in that error (e.g. `partition 0`).
+   */
+  run<R>(read: (signal: AbortSignal) => Promise<R>, what: string): Promise<R> {
+    if (this.#controller.signal.aborted && !this.outer.aborted) this.#renew();
+    const startedAt = this.scheduler.now();
+    this.#startedAt = startedAt;
+    this.#describe = what;
+    this.#arm(startedAt + this.timeoutMs);
+    return new Promise<R>((resolve, reject) => {
+      this.#fail = reject;
+      const done = () => {
+        if (this.#startedAt === startedAt) {
+          this.#startedAt = undefined;
+          this.#fail = undefined;
+        }
+      };
+      read(this.#controller.signal).then(
+        (value) => {
+          done();
+          resolve(value);
+        },
+        (error: unknown) => {
+          done();
+          reject(error);
+        },
+      );
+    });
+  }
+
+  /** Cancels the timer and forgets `outer` (the reader is done). */
+  dispose(): void {
+    this.#timer?.unsubscribe();
+    this.#timer = undefined;
+    if (this.#stopOnOuterAbort) this.outer.removeEventListener('abort', this.#stopOnOuterAbort);
+    this.#stopOnOuterAbort = undefined;
+  }
+
+  #renew(): void {
+    if (this.#stopOnOuterAbort) this.outer.removeEventListener('abort', this.#stopOnOuterAbort);
+    const controller = new AbortController();
+    this.#controller = controller;
+    this.#stopOnOuterAbort = () => controller.abort(this.outer.reason);
+    if (this.outer.aborted) controller.abort(this.outer.reason);
+    else this.outer.addEventListener('abort', this.#stopOnOuterAbort, { once: true });
+  }
+
+  #arm(due: number): void {
+    // Armed already: for the deadline of an earlier read, which is no later than `due`.
+    if (this.#timer) return;
+    this.#timer = this.scheduler.schedule(() => this.#fire(), Math.max(0, due - this.scheduler.now()));
+  }
+
+  #fire(): void {
+    this.#timer = undefined;
+    const startedAt = this.#startedAt;
+    if (startedAt === undefined) return;
+    const due = startedAt + this.timeoutMs;
+    if (this.scheduler.now() < due) return this.#arm(due);
+    const error = new TransientError(`read of ${this.#describe} did not answer within ${this.timeoutMs} ms`);
+    const fail = this.#fail;
+    this.#startedAt = undefined;
+    this.#fail = undefined;
+    this.#controller.abort(error);
+    fail?.(error);
+  }
+}
