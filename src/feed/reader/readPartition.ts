@@ -17,6 +17,7 @@ import { aborted, sleep } from '../wait.js';
 import { LeaseTracker, type TrackerContext } from './LeaseTracker.js';
 import { isStartFrom } from '../options.js';
 import { RateMeter } from './RateMeter.js';
+import { PollSchedule } from './PollSchedule.js';
 import { ReadDeadline } from './ReadDeadline.js';
 import { ReadFailures } from './ReadFailures.js';
 
@@ -143,34 +144,15 @@ async function readLoop<T>(
   if (stored !== null && ctx.startFromGiven) {
     log('startFrom %s is ignored: the lease already has a checkpoint (use a new leasePrefix, or delete the leases, to start over)', String(start));
   }
-  /** When a batch of this partition was last emitted (idle batches count): the clock of `maxWaitTimeMs`. */
-  let lastEmitAt = ctx.scheduler.now();
+  const polls = new PollSchedule(ctx.scheduler, ctx);
   const emitBatch = (batch: ChangeBatch<T>) => {
-    lastEmitAt = ctx.scheduler.now();
+    polls.emitted();
     emit(batch);
-  };
-  /** Waits `ms`, emitting an empty batch whenever `maxWaitTimeMs` passes with nothing emitted. */
-  const wait = async (ms: number) => {
-    const idleMs = ctx.maxWaitTimeMs;
-    let left = ms;
-    while (idleMs !== undefined && lastPosition !== null && !signal.aborted) {
-      const dueIn = Math.max(0, lastEmitAt + idleMs - ctx.scheduler.now());
-      if (dueIn > left) break;
-      await sleep(dueIn, ctx.scheduler, signal);
-      left -= dueIn;
-      if (signal.aborted) return;
-      // Position unchanged: checkpointing it moves nothing.
-      emitBatch(tracker.batch({ changes: [], position: lastPosition }));
-    }
-    await sleep(left, ctx.scheduler, signal);
   };
   // Every read is given up after `unreadableTimeoutMs` if the source never answers (a hung connection).
   const deadline = new ReadDeadline(ctx.scheduler, ctx.unreadableTimeoutMs, signal);
   const partition = owned.partition;
   const what = `partition ${partition.id}`;
-  const idlePollMs = Math.max(ctx.pollIntervalMs, ctx.idlePollIntervalMs ?? ctx.pollIntervalMs);
-  /** The wait after the next read that finds nothing: doubles with every such read in a row, up to `idlePollMs`. */
-  let emptyWaitMs = ctx.pollIntervalMs;
   try {
     return await readPages();
   } finally {
@@ -225,14 +207,10 @@ async function readLoop<T>(
         if (page.changes.length === 0) await tracker.checkpoint(page.position).catch((error: unknown) => tracker.reportError(error as Error));
       }
       if (page.changes.length > 0 || moved) emitBatch(tracker.batch(page));
-      if (page.changes.length > 0) {
-        emptyWaitMs = ctx.pollIntervalMs;
-        if (page.changes.length < credit) await wait(ctx.pollIntervalMs);
-      } else {
-        const ms = emptyWaitMs;
-        emptyWaitMs = Math.min(idlePollMs, Math.max(1, emptyWaitMs * 2));
-        await wait(ms);
-      }
+      // An idle batch keeps the position, so checkpointing it moves nothing.
+      const position = page.position;
+      const idle = ctx.maxWaitTimeMs === undefined ? undefined : () => emitBatch(tracker.batch({ changes: [], position }));
+      await polls.afterRead(page.changes.length, credit, signal, idle);
     }
     return { kind: 'stopped' };
   }

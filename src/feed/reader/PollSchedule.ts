@@ -1,0 +1,67 @@
+import type { SchedulerLike } from 'rxjs';
+import { sleep } from '../wait.js';
+
+/** @internal The timings a {@link PollSchedule} follows, in ms. */
+export interface PollTimings {
+  readonly pollIntervalMs: number;
+  /** Longest wait after reads that found nothing (they double from `pollIntervalMs`); default `pollIntervalMs`. */
+  readonly idlePollIntervalMs?: number;
+  /** Emit an empty batch after this long with nothing emitted; `undefined` = never. */
+  readonly maxWaitTimeMs?: number;
+}
+
+/**
+ * When a partition reader reads next, and when a quiet partition gets an idle batch.
+ *
+ * Adaptive polling: a full page is followed by another read at once; a partial page by `pollIntervalMs`;
+ * an empty one by a wait that doubles with every empty read in a row, up to `idlePollIntervalMs`, and is back
+ * to `pollIntervalMs` once a read finds changes. While it waits, `idle()` is called whenever `maxWaitTimeMs`
+ * passed with nothing emitted (time-driven work downstream runs on quiet partitions too).
+ *
+ * @internal
+ */
+export class PollSchedule {
+  readonly #idlePollMs: number;
+  #emptyWaitMs: number;
+  #lastEmitAt: number;
+
+  constructor(
+    private readonly scheduler: SchedulerLike,
+    private readonly timings: PollTimings,
+  ) {
+    this.#idlePollMs = Math.max(timings.pollIntervalMs, timings.idlePollIntervalMs ?? timings.pollIntervalMs);
+    this.#emptyWaitMs = timings.pollIntervalMs;
+    this.#lastEmitAt = scheduler.now();
+  }
+
+  /** A batch (of changes or idle) was emitted: the `maxWaitTimeMs` clock starts again. */
+  emitted(): void {
+    this.#lastEmitAt = this.scheduler.now();
+  }
+
+  /** Waits as the page just read (`count` changes of `credit` asked for) calls for; `idle` emits an idle batch. */
+  async afterRead(count: number, credit: number, signal: AbortSignal, idle: (() => void) | undefined): Promise<void> {
+    if (count > 0) {
+      this.#emptyWaitMs = this.timings.pollIntervalMs;
+      if (count < credit) await this.#wait(this.timings.pollIntervalMs, signal, idle);
+      return;
+    }
+    const ms = this.#emptyWaitMs;
+    this.#emptyWaitMs = Math.min(this.#idlePollMs, Math.max(1, ms * 2));
+    await this.#wait(ms, signal, idle);
+  }
+
+  async #wait(ms: number, signal: AbortSignal, idle: (() => void) | undefined): Promise<void> {
+    const idleMs = this.timings.maxWaitTimeMs;
+    let left = ms;
+    while (idle && idleMs !== undefined && !signal.aborted) {
+      const dueIn = Math.max(0, this.#lastEmitAt + idleMs - this.scheduler.now());
+      if (dueIn > left) break;
+      await sleep(dueIn, this.scheduler, signal);
+      left -= dueIn;
+      if (signal.aborted) return;
+      idle();
+    }
+    await sleep(left, this.scheduler, signal);
+  }
+}
