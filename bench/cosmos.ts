@@ -9,12 +9,10 @@
  *
  * Run: npx tsx bench/cosmos.ts   (env: BENCH_CHANGES=200000 BENCH_PAGE=1000 BENCH_RUNS=3 BENCH_RANGES=4)
  */
-import { ChangeFeedStartFrom, CosmosClient, StatusCodes, type Container, type OperationInput } from '@azure/cosmos';
+import { ChangeFeedStartFrom, CosmosClient, StatusCodes, type ChangeFeedPullModelIterator, type Container, type OperationInput } from '@azure/cosmos';
 import { firstValueFrom, filter, scan } from 'rxjs';
 import type { Change } from '../src/core/Change.js';
 import type { Partition, StartFrom } from '../src/core/Partition.js';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { EMULATOR_KEY } from '../src/emulator/CosmosEmulator.js';
 import { createChangeFeed } from '../src/feed/index.js';
 import { CosmosLeaseStore } from '../src/leases/CosmosLeaseStore.js';
@@ -23,6 +21,7 @@ import type { LeaseStore } from '../src/leases/LeaseStore.js';
 import { checkpointEvery } from '../src/operators/checkpointEvery.js';
 import { mapChanges } from '../src/operators/mapChanges.js';
 import { CosmosSource } from '../src/sources/CosmosSource.js';
+import { spawnEmulator } from './spawnEmulator.js';
 
 const CHANGES = Number(process.env.BENCH_CHANGES ?? 200_000);
 const PAGE = Number(process.env.BENCH_PAGE ?? 1_000);
@@ -87,9 +86,8 @@ async function load(container: Container): Promise<number> {
   return performance.now() - started;
 }
 
-/** The baseline: one whole-container iterator, read until it reports nothing new. */
-async function bare(container: Container): Promise<number> {
-  const iterator = container.items.getChangeFeedIterator<Doc>({ maxItemCount: PAGE, changeFeedStartFrom: ChangeFeedStartFrom.Beginning() });
+/** Reads one change feed iterator until it reports nothing new; returns how many changes it gave. */
+async function drainIterator(iterator: ChangeFeedPullModelIterator<Doc>): Promise<number> {
   let count = 0;
   let sum = 0;
   for (;;) {
@@ -102,6 +100,11 @@ async function bare(container: Container): Promise<number> {
   return count;
 }
 
+/** The baseline: one whole-container iterator, read until it reports nothing new. */
+function bare(container: Container): Promise<number> {
+  return drainIterator(container.items.getChangeFeedIterator<Doc>({ maxItemCount: PAGE, changeFeedStartFrom: ChangeFeedStartFrom.Beginning() }));
+}
+
 /**
  * The ceiling for a hand-written client: one iterator per feed range, all read concurrently, each until it
  * reports nothing new.
@@ -109,19 +112,9 @@ async function bare(container: Container): Promise<number> {
 async function perRange(container: Container): Promise<number> {
   const ranges = await container.getFeedRanges();
   const counts = await Promise.all(
-    ranges.map(async (range) => {
-      const iterator = container.items.getChangeFeedIterator<Doc>({ maxItemCount: PAGE, changeFeedStartFrom: ChangeFeedStartFrom.Beginning(range) });
-      let count = 0;
-      let sum = 0;
-      for (;;) {
-        const page = await iterator.readNext();
-        if (page.statusCode === StatusCodes.NotModified) break;
-        for (const doc of page.result) sum += doc.total;
-        count += page.result.length;
-      }
-      if (sum < 0) throw new Error('unreachable');
-      return count;
-    }),
+    ranges.map((range) =>
+      drainIterator(container.items.getChangeFeedIterator<Doc>({ maxItemCount: PAGE, changeFeedStartFrom: ChangeFeedStartFrom.Beginning(range) })),
+    ),
   );
   return counts.reduce((a, b) => a + b, 0);
 }
@@ -233,23 +226,6 @@ async function timed<R>(fn: () => Promise<R>): Promise<{ ms: number; cpuMs: numb
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
-/** Starts `src/emulator/main.ts` in a child process and resolves with its endpoint. */
-async function spawnEmulator(): Promise<{ endpoint: string; child: ChildProcess | undefined }> {
-  const main = fileURLToPath(new URL('../src/emulator/main.ts', import.meta.url));
-  const child = spawn(process.execPath, ['--import', 'tsx', main, '--port', '0'], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const endpoint = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      const match = /listening on (\S+)/.exec(out);
-      if (match) resolve(match[1]!);
-    });
-    child.once('exit', (code) => reject(new Error(`emulator exited with ${code}: ${out}`)));
-  });
-  return { endpoint, child };
-}
 
 // BENCH_ENDPOINT: an emulator already running (e.g. `node --import tsx src/emulator/main.ts`; the container asks for RANGES × 10,000 RU/s);
 // the changes are loaded only when the container does not hold them yet, so repeated runs start at once.

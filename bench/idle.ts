@@ -11,12 +11,10 @@
  * BENCH_PROFILE=path writes CPU profiles of the windows only: path.rxfeed.cpuprofile, path.bare.cpuprofile)
  */
 import { ChangeFeedStartFrom, CosmosClient, type Container } from '@azure/cosmos';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { setMaxListeners } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { setTimeout as delay } from 'node:timers/promises';
-import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { EMULATOR_KEY } from '../src/emulator/CosmosEmulator.js';
@@ -25,6 +23,7 @@ import { CosmosLeaseStore } from '../src/leases/CosmosLeaseStore.js';
 import { checkpointEvery } from '../src/operators/checkpointEvery.js';
 import { CosmosSource } from '../src/sources/CosmosSource.js';
 import type { Page, ReadRequest, Source } from '../src/sources/Source.js';
+import { spawnEmulator } from './spawnEmulator.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -137,20 +136,6 @@ async function bareWindow(container: Container): Promise<Window> {
   }
 }
 
-async function spawnEmulator(): Promise<{ endpoint: string; child: ChildProcess }> {
-  const main = fileURLToPath(new URL('../src/emulator/main.ts', import.meta.url));
-  const child = spawn(process.execPath, ['--import', 'tsx', main, '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const endpoint = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      const match = /listening on (\S+)/.exec(out);
-      if (match) resolve(match[1]!);
-    });
-    child.once('exit', (code) => reject(new Error(`emulator exited with ${code}: ${out}`)));
-  });
-  return { endpoint, child };
-}
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 

@@ -14,6 +14,7 @@
 import { planBalance, type BalancePlan } from '../src/leases/balancing.js';
 import type { Lease } from '../src/leases/Lease.js';
 import { LOAD_PROPERTY, planLoadBalance } from '../src/leases/loadBalancing.js';
+import { seededRandom } from '../src/internal/random.js';
 
 const HOSTS = ['host-1', 'host-2', 'host-3', 'host-4'];
 const HOT = 8;
@@ -26,20 +27,9 @@ const placements = Number(process.argv[2] ?? 50);
 
 type Planner = (leases: readonly Lease[], owner: string, nowMs: number, options: { expirationMs: number }) => BalancePlan;
 
-/** A deterministic pseudo-random generator (mulberry32), so every run prints the same figures. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function initialLeases(seed: number): Lease[] {
-  const next = random(seed);
+  const next = seededRandom(seed);
   const ids = Array.from({ length: HOT + COLD }, (_, i) => i);
   for (let i = ids.length - 1; i > 0; i--) {
     const j = Math.floor(next() * (i + 1));
