@@ -1,10 +1,8 @@
 import type { Subscription } from 'rxjs';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { FeedEvent } from '../../src/core/events.js';
-import { TransientError } from '../../src/errors/index.js';
 import { createChangeFeed } from '../../src/feed/index.js';
-import type { Lease, NewLease } from '../../src/leases/Lease.js';
-import type { LeaseListing, LeaseStore } from '../../src/leases/LeaseStore.js';
+import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
 import { MemoryViewStore } from '../../src/sinks/MemoryViewStore.js';
@@ -29,30 +27,6 @@ type Row = { n: number; from?: string };
 
 const PREFIX = 'f.';
 const timings = { pollIntervalMs: 50, leaseAcquireIntervalMs: 100, leaseRenewIntervalMs: 300, leaseExpirationMs: 1_000 };
-
-/** One host's path to the lease container; while `cut`, every call fails as in a network partition. */
-class CuttableLeaseStore implements LeaseStore {
-  cut = false;
-  constructor(readonly inner: LeaseStore) {}
-  #guard<R>(work: () => Promise<R>): Promise<R> {
-    return this.cut ? Promise.reject(new TransientError('connection timed out (injected)')) : work();
-  }
-  list(prefix: string): Promise<LeaseListing> {
-    return this.#guard(() => this.inner.list(prefix));
-  }
-  read(id: string): Promise<Lease | undefined> {
-    return this.#guard(() => this.inner.read(id));
-  }
-  createIfAbsent(lease: NewLease): Promise<Lease | undefined> {
-    return this.#guard(() => this.inner.createIfAbsent(lease));
-  }
-  replace(lease: Lease): Promise<Lease> {
-    return this.#guard(() => this.inner.replace(lease));
-  }
-  delete(lease: Lease): Promise<void> {
-    return this.#guard(() => this.inner.delete(lease));
-  }
-}
 
 /** One host's connection to a shared view: while held, its writes wait (a slow transaction). */
 function heldView(inner: MemoryViewStore<Row>) {
@@ -116,7 +90,7 @@ describe('fencing through a running processor', () => {
     const source = new MemorySource<Doc>({ partitions: 1 });
     const shared = new MemoryLeaseStore();
     const view = new MemoryViewStore<Row>();
-    const pathA = new CuttableLeaseStore(shared);
+    const pathA = new CrashableLeaseStore(shared);
     const a = heldView(view);
     // A's whole budget is one page: a leaked batch would stop it for good.
     const hostA = host(source, pathA, a.view, 'A', { maxInFlightChanges: 10 });

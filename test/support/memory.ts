@@ -4,6 +4,7 @@ import type { LeaseListing, LeaseStore } from '../../src/leases/LeaseStore.js';
 import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import type { Page, ReadRequest, Source } from '../../src/sources/Source.js';
 import type { Partition } from '../../src/core/Partition.js';
+import { TransientError } from '../../src/errors/index.js';
 
 /** A deterministic PRNG (mulberry32): same seed, same run. */
 export { seededRandom } from '../../src/internal/random.js';
@@ -22,15 +23,22 @@ export async function advanceUntil(done: () => boolean, { stepMs = 10, limitMs =
   return elapsed;
 }
 
-/** A lease store that can "crash": after `crash()` no call ever settles, like a process that died. */
+/**
+ * A lease store seen through one host's connection, which the test can interrupt: `crash()` and no call
+ * ever settles again (a process that died); `cut = true` and every call fails with a timeout until it is
+ * set back (a network partition).
+ */
 export class CrashableLeaseStore implements LeaseStore {
   crashed = false;
+  cut = false;
   constructor(readonly inner: LeaseStore) {}
   crash(): void {
     this.crashed = true;
   }
   #guard<R>(work: () => Promise<R>): Promise<R> {
-    return this.crashed ? new Promise<R>(() => undefined) : work();
+    if (this.crashed) return new Promise<R>(() => undefined);
+    if (this.cut) return Promise.reject(new TransientError('connection timed out (injected)'));
+    return work();
   }
   list(prefix: string): Promise<LeaseListing> {
     return this.#guard(() => this.inner.list(prefix));
