@@ -10,7 +10,8 @@ import { type PartitionFeed, type ReaderContext, readPartition } from './reader/
 
 /**
  * A running change feed processor: the batches of every partition this host owns, the per-partition
- * feeds, the events, and a graceful stop. Subscribe to `changes$` or to `partitions$` (not both), once.
+ * feeds, the events, and a graceful stop. Each subscription while none is active is a fresh run (leases
+ * acquired, read from the checkpoints), so `retry` and `repeat` work; subscribers at the same time share the run.
  *
  * @example
  * ```ts
