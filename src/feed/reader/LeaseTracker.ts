@@ -162,15 +162,13 @@ export class LeaseTracker implements PartitionTracker {
     }
     const done = this.#ledger.acknowledge(sequence, position);
     if (!done) return; // a replay, or a batch overtaken by a later one
-    this.#ctx.pool.lastAckAt = this.#ctx.scheduler.now();
-    this.#stall.progress();
+    this.#progressed();
     if (done.skipped) this.#reportSkipped(done.skipped, sequence);
   }
 
   drop(sequence: number, error?: Error): void {
     this.#ledger.drop(sequence);
-    this.#ctx.pool.lastAckAt = this.#ctx.scheduler.now();
-    this.#stall.progress();
+    this.#progressed();
     if (error instanceof LeaseLostError) this.#owned.lose(`a write for batch ${sequence} was fenced: ${error.message}`);
   }
 
@@ -181,6 +179,12 @@ export class LeaseTracker implements PartitionTracker {
     this.#log('halted at batch %d: %s', sequence, error.message);
     this.#halting.abort(error);
     this.onHalt?.(error);
+  }
+
+  /** A batch left the pipeline (acknowledged or dropped): the processor is moving. */
+  #progressed(): void {
+    this.#ctx.pool.lastAckAt = this.#ctx.scheduler.now();
+    this.#stall.progress();
   }
 
   /** True once user code halted the partition. */
