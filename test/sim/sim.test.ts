@@ -50,6 +50,7 @@ describe('simulation: seeds that found issue-9 bugs', () => {
     { bug: 'owned-but-unread with a hung read (bug 9)', config: { seed: 13, faults: ['hang'], hosts: { min: 2, max: 2 }, chaosMs: 3_000 } },
     { bug: 'credit-not-returned after a zombie is fenced (bug 4)', config: { seed: 12, faults: ['host', 'sink', 'view'], hosts: { min: 2, max: 6 }, onError: 'restart' } },
     { bug: 'write-after-takeover-accepted: a forced takeover after an unanswered handoff request', config: { seed: 99, faults: ['lease', 'source', 'view', 'host', 'sink', 'hang'], hosts: { min: 2, max: 6 } } },
+    { bug: 'checkpoint-moved-backwards: split children left by an earlier attempt behind the parent\'s newer checkpoint', config: { seed: 478, faults: ['lease', 'source', 'view', 'host', 'sink', 'hang'], hosts: { min: 2, max: 6 } } },
     { bug: 'all faults', config: { seed: 3, faults: ['lease', 'source', 'view', 'host', 'sink'], hosts: { min: 2, max: 6 } } },
   ];
   for (const { bug, config } of found) {

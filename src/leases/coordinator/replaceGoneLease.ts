@@ -22,7 +22,7 @@ export type Replacement =
 
 /**
  * Replaces the lease of a gone partition (split or merged) by leases for the partitions covering its range
- * now, each starting where the parent stopped (`position`, else the parent's checkpoint), then deletes the
+ * now, each starting at the parent's stored checkpoint (else at `position`, where the reader stopped), then deletes the
  * parent. Child ids are deterministic, so hosts doing this together create each child once; a step that
  * fails throws, and running it again is safe (the caller retries with backoff).
  *
@@ -37,11 +37,21 @@ export async function replaceGoneLease(
   const fresh = await ctx.store.read(owned.current.id);
   if (fresh && (fresh.owner !== ctx.naming.owner || fresh.epoch !== owned.epoch)) return { kind: 'fenced', owner: fresh.owner };
   const parent = fresh ?? owned.current;
-  const from = position ?? parent.continuation;
+  // The parent's stored checkpoint wins: batches acknowledged after the reader's drain gave up may have
+  // checkpointed past `position` since, and a child must never start behind its parent's checkpoint.
+  const from = fresh ? (fresh.continuation ?? position) : (position ?? parent.continuation);
   const children = childLeases(owned.leaseToken, parent.feedRange ?? owned.partition.range, await ctx.listPartitions());
   if (!children) throw new Error(`partition ${owned.leaseToken} reported gone, but the source still lists it; retrying`);
   for (const c of children) {
-    await ctx.store.createIfAbsent(leaseDocument(ctx.naming, c.token, c.range, from, withoutHandoff(parent.properties), parent.epoch));
+    const child = leaseDocument(ctx.naming, c.token, c.range, from, withoutHandoff(parent.properties), parent.epoch);
+    if (await ctx.store.createIfAbsent(child)) continue;
+    // It exists: an earlier attempt (this host's, or a deposed owner's) created it from an older checkpoint of
+    // the parent. While nobody has acquired it (no owner, epoch not above the parent's), it starts where the
+    // parent stands now, so a lineage's checkpoint never moves backwards.
+    const existing = await ctx.store.read(child.id);
+    if (existing && existing.owner === null && existing.epoch <= parent.epoch && from !== null && existing.continuation !== from) {
+      await ctx.store.replace({ ...existing, continuation: from, epoch: parent.epoch, timestampMs: ctx.naming.now() });
+    }
   }
   if (fresh) {
     await ctx.store.delete(fresh).catch((error: unknown) => {
