@@ -7,9 +7,12 @@
  * The emulator runs in its own process (as the service is remote), so its CPU does not count against the
  * reader's, and its garbage collector does not pause the reader.
  *
- * Run: npx tsx bench/cosmos.ts   (env: BENCH_CHANGES=200000 BENCH_PAGE=1000 BENCH_RUNS=3 BENCH_RANGES=4)
+ * Run: npx tsx bench/cosmos.ts   (env: BENCH_CHANGES=200000 BENCH_PAGE=1000 BENCH_RUNS=3 BENCH_RANGES=4;
+ * BENCH_PROFILE=path writes CPU profiles of the last run's windows: path.loops.cpuprofile, path.rxfeed.cpuprofile)
  */
 import { ChangeFeedStartFrom, CosmosClient, StatusCodes, type ChangeFeedPullModelIterator, type Container, type OperationInput } from '@azure/cosmos';
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { firstValueFrom, filter, scan } from 'rxjs';
 import type { Change } from '../src/core/Change.js';
 import type { Partition, StartFrom } from '../src/core/Partition.js';
@@ -29,6 +32,7 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 /** The emulator gives a container one range per 10,000 RU/s asked for (the lease container: one, as in production). */
 const RU_PER_RANGE = 10_000;
 const RANGES = Number(process.env.BENCH_RANGES ?? 4);
+const PROFILE = process.env.BENCH_PROFILE;
 
 interface Doc {
   id: string;
@@ -215,13 +219,23 @@ async function restart(container: Container, leaseContainer: Container, prefix: 
   return ms;
 }
 
-/** Wall time and this process's CPU time (user + system) of `fn`. */
-async function timed<R>(fn: () => Promise<R>): Promise<{ ms: number; cpuMs: number; result: R }> {
+/** Wall time and this process's CPU time (user + system) of `fn`; with `profileAs`, its CPU profile too. */
+async function timed<R>(fn: () => Promise<R>, profileAs?: string): Promise<{ ms: number; cpuMs: number; result: R }> {
+  const profiler = profileAs ? new Session() : undefined;
+  profiler?.connect();
+  await profiler?.post('Profiler.enable');
+  await profiler?.post('Profiler.start');
   const started = performance.now();
   const cpu = process.cpuUsage();
   const result = await fn();
   const used = process.cpuUsage(cpu);
-  return { ms: performance.now() - started, cpuMs: (used.user + used.system) / 1000, result };
+  const ms = performance.now() - started;
+  if (profiler) {
+    const { profile } = await profiler.post('Profiler.stop');
+    writeFileSync(`${PROFILE}.${profileAs}.cpuprofile`, JSON.stringify(profile));
+    profiler.disconnect();
+  }
+  return { ms, cpuMs: (used.user + used.system) / 1000, result };
 }
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -250,11 +264,12 @@ try {
   await perRange(container);
   await sourceLoop(container);
   for (let run = 0; run < RUNS; run++) {
+    const profileAs = (name: string): string | undefined => (PROFILE && run === RUNS - 1 ? name : undefined);
     const b = await timed(() => bare(container));
     if (b.result !== CHANGES) throw new Error(`bare loop read ${b.result} changes, expected ${CHANGES}`);
     times.bare.push(b.ms);
     cpu.bare.push(b.cpuMs);
-    const r = await timed(() => perRange(container));
+    const r = await timed(() => perRange(container), profileAs('loops'));
     if (r.result !== CHANGES) throw new Error(`per-range loops read ${r.result} changes, expected ${CHANGES}`);
     times.ranges.push(r.ms);
     cpu.ranges.push(r.cpuMs);
@@ -262,7 +277,7 @@ try {
     if (s.result !== CHANGES) throw new Error(`source loop read ${s.result} changes, expected ${CHANGES}`);
     times.source.push(s.ms);
     cpu.source.push(s.cpuMs);
-    const p = await timed(() => pipeline(container, leaseContainer));
+    const p = await timed(() => pipeline(container, leaseContainer), profileAs('rxfeed'));
     times.pipeline.push(p.ms);
     cpu.pipeline.push(p.cpuMs);
     times.steady.push(p.ms - p.result.startupMs);

@@ -152,24 +152,24 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   }
 
   async #start(): Promise<void> {
-    /** Whether the bootstrap listed the partitions (it does when it creates the leases). */
-    let listed = false;
+    // The partitions are listed while the bootstrap looks for its marker: a fresh container needs them to
+    // create the leases, and every host needs them (with parents) for the leases it will own.
+    const partitions = this.#refreshPartitions();
+    partitions.catch(() => undefined); // awaited below, or by the bootstrap
+    let created: readonly Lease[] | undefined;
     try {
-      await bootstrapLeases({
+      ({ created } = await bootstrapLeases({
         store: this.#store,
         naming: this.#naming,
         expirationMs: this.#t.expirationMs,
         retryMs: Math.min(1000, this.#t.acquireMs),
-        listPartitions: async () => {
-          const partitions = await this.#refreshPartitions();
-          listed = true;
-          return partitions;
-        },
+        listPartitions: () => partitions,
         stopped: () => this.#stopped,
         delay: (ms) => this.#delay(ms),
         log: this.#log,
         warn: (message) => this.#events.next({ type: 'stall', owner: this.owner, message }),
-      });
+        background: (work) => this.#track(work.catch((error: unknown) => this.#fatal(error) || this.#failures.failed('bootstrap', error))),
+      }));
       this.#failures.succeeded('bootstrap');
     } catch (error) {
       if (this.#fatal(error)) return;
@@ -177,10 +177,9 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       if (!this.#stopped) this.#scanTimer = this.#scheduler.schedule(() => void this.#start(), this.#t.acquireMs);
       return;
     }
-    // Partitions as the source describes them (with parents), for the leases this host will own; listed
-    // already when this host just created the leases, so the first scan starts at once.
-    if (!listed) await this.#refreshPartitions().catch((error: unknown) => this.#fatal(error) || this.#failures.failed('partitions', error));
-    this.#scanSoon(0);
+    await partitions.catch((error: unknown) => this.#fatal(error) || this.#failures.failed('partitions', error));
+    // Leases this host just created are all there are: the first round starts on them without a listing.
+    this.#scanSoon(0, created);
   }
 
   async #refreshPartitions(): Promise<readonly Partition[]> {
@@ -191,7 +190,8 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
 
   // ---- scanning and balancing -------------------------------------------------------------------------
 
-  #scanSoon(delayMs: number): void {
+  /** Schedules a balancing round; `known` stands in for the listing of the first one (leases just created). */
+  #scanSoon(delayMs: number, known?: readonly Lease[]): void {
     if (this.#stopped) return;
     if (this.#scanning) {
       this.#rescanRequested = true;
@@ -199,7 +199,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     }
     this.#scanTimer?.unsubscribe();
     this.#scanTimer = this.#scheduler.schedule(() => {
-      this.#scanning = this.#scan()
+      this.#scanning = this.#scan(known)
         .then(
           (nextMs) => {
             this.#failures.succeeded('scan');
@@ -222,8 +222,8 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   }
 
   /** One balancing round; returns the delay until the next one. */
-  async #scan(): Promise<number> {
-    const listing = await this.#store.list(this.#naming.prefix);
+  async #scan(known?: readonly Lease[]): Promise<number> {
+    const listing = known ? { leases: known, corrupt: [] } : await this.#store.list(this.#naming.prefix);
     if (this.#stopped) return 0;
     for (const corrupt of listing.corrupt) {
       const key = `${corrupt.documentId}\u0000${corrupt.problem}`;

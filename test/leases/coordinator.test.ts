@@ -243,6 +243,40 @@ describe('bootstrap', () => {
     expect(hosts.reduce((n, h) => n + h.coordinator.owned().length, 0)).toBe(16);
   });
 
+  it('starts on a fresh container in four round trips: marker read with the partitions, lock, leases, acquisition', async () => {
+    const clock = new VirtualScheduler();
+    const inner = new MemoryLeaseStore();
+    // Every request takes 10 ms of virtual time: its round trip is the 10 ms slot it was sent in.
+    const calls: string[] = [];
+    const record = <R>(what: string, work: () => Promise<R>): Promise<R> => {
+      calls.push(`${Math.floor(clock.now() / 10) + 1}:${what}`);
+      return new Promise<void>((resolve) => clock.schedule(() => resolve(), 10)).then(work);
+    };
+    const store: LeaseStore = {
+      list: (p) => record('list', () => inner.list(p)),
+      read: (id) => record(`read ${id}`, () => inner.read(id)),
+      createIfAbsent: (l) => record(`create ${l.id}`, () => inner.createIfAbsent(l)),
+      replace: (l) => record(`replace ${l.id}`, () => inner.replace(l)),
+      delete: (l) => record(`delete ${l.id}`, () => inner.delete(l)),
+    };
+    const parts = new FakePartitions(2);
+    const host = startHost('a', store, clock, () => record('partitions', () => parts.listPartitions()), timings);
+    await clock.advance(200);
+    expect(host.coordinator.owned()).toHaveLength(2);
+    const firstAcquire = calls.findIndex((c) => c.includes('replace p.'));
+    const rounds = (what: RegExp) => calls.filter((c) => what.test(c)).map((c) => Number(c.split(':')[0]));
+    // No listing before the first acquisition: the leases just created are all there are.
+    expect(calls.slice(0, firstAcquire).some((c) => c.endsWith(':list'))).toBe(false);
+    expect(rounds(/read p\.\.info|partitions/)).toEqual([1, 1]);
+    expect(new Set(rounds(/create p\.[01]$/))).toEqual(new Set([3]));
+    expect(new Set(rounds(/replace p\.[01]$/))).toEqual(new Set([4]));
+    expect(calls).toContain('4:create p..info'); // marked done and unlocked while the leases are taken
+    expect(await inner.read('p..lock')).toBeUndefined();
+    const stopped = host.coordinator.stop();
+    await clock.advance(1_000);
+    await stopped;
+  });
+
   it('others wait while one host bootstraps, and take over a lock left by a host that died', async () => {
     const clock = new VirtualScheduler(1_000_000);
     const { inner, store } = countingStore();

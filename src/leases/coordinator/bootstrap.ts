@@ -20,6 +20,17 @@ export interface BootstrapContext {
   readonly log: Logger;
   /** Reports something a user should see (an event), e.g. a lock that never goes away. */
   readonly warn: (message: string) => void;
+  /** Work that must finish before the host stops, but that nothing needs to wait for (marking the bootstrap done). */
+  readonly background: (work: Promise<unknown>) => void;
+}
+
+/** What {@link bootstrapLeases} found or did. */
+export interface BootstrapResult {
+  /**
+   * The leases this call created, when it created one for every partition and none existed: then they are
+   * all the leases there are, and the first balancing round needs no listing.
+   */
+  readonly created?: readonly Lease[];
 }
 
 async function readMarker(store: LeaseStore, id: string): Promise<Lease | typeof FOREIGN | undefined> {
@@ -39,21 +50,25 @@ async function readMarker(store: LeaseStore, id: string): Promise<Lease | typeof
  *
  * @internal
  */
-export async function bootstrapLeases(ctx: BootstrapContext): Promise<void> {
+export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapResult> {
   const { store, naming, log } = ctx;
   const info = infoId(naming.markerPrefix);
   const lock = lockId(naming.markerPrefix);
   let foreignLockSince: number | undefined;
   while (!ctx.stopped()) {
-    if (await readMarker(store, info)) return;
+    if (await readMarker(store, info)) return {};
     const ours = await store.createIfAbsent(markerDocument(naming, lock));
     if (ours) {
+      let created: readonly (Lease | undefined)[];
       try {
-        await createLeases(ctx);
-      } finally {
+        created = await createLeases(ctx);
+      } catch (error) {
         await store.delete(ours).catch(() => undefined);
+        throw error;
       }
-      return;
+      // The leases exist: this host may start on them while the bootstrap is marked done and unlocked.
+      ctx.background(markDone(ctx, ours));
+      return created.every((l) => l !== undefined) ? { created: created as Lease[] } : {};
     }
     const existing = await readMarker(store, lock);
     const now = naming.now();
@@ -65,7 +80,8 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<void> {
             'creating the leases without it (safe: lease ids are deterministic)',
         );
         await createLeases(ctx);
-        return;
+        await markDone(ctx);
+        return {};
       }
     } else if (existing && now - existing.timestampMs >= ctx.expirationMs) {
       log('removing stale bootstrap lock of %s', existing.owner);
@@ -74,11 +90,21 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<void> {
     }
     await ctx.delay(ctx.retryMs);
   }
+  return {};
 }
 
-async function createLeases(ctx: BootstrapContext): Promise<void> {
+/** Creates one lease per partition, in parallel; `undefined` where one existed already. */
+async function createLeases(ctx: BootstrapContext): Promise<(Lease | undefined)[]> {
   const partitions = await ctx.listPartitions();
   ctx.log('bootstrapping %d leases', partitions.length);
-  await Promise.all(partitions.map((p) => ctx.store.createIfAbsent(leaseDocument(ctx.naming, p.id, p.range, null, {}))));
-  await ctx.store.createIfAbsent(markerDocument(ctx.naming, infoId(ctx.naming.markerPrefix)));
+  return Promise.all(partitions.map((p) => ctx.store.createIfAbsent(leaseDocument(ctx.naming, p.id, p.range, null, {}))));
+}
+
+/** Records that the leases exist (`<prefix>.info`), then removes our lock, if we hold one. */
+async function markDone(ctx: BootstrapContext, lock?: Lease): Promise<void> {
+  try {
+    await ctx.store.createIfAbsent(markerDocument(ctx.naming, infoId(ctx.naming.markerPrefix)));
+  } finally {
+    if (lock) await ctx.store.delete(lock).catch(() => undefined);
+  }
 }
