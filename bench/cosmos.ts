@@ -149,6 +149,7 @@ const RUN_STAMP = Date.now().toString(36);
 async function pipeline(
   container: Container,
   leaseContainer: Container,
+  checkpointCount = 1000,
 ): Promise<{ count: number; writes: number; checkpoints: number; startupMs: number; prefix: string }> {
   const started = performance.now();
   const prefix = `bench-${RUN_STAMP}-${++runId}.`;
@@ -173,7 +174,7 @@ async function pipeline(
   const count = await firstValueFrom(
     feed.changes$.pipe(
       mapChanges(toTotal),
-      checkpointEvery(1000),
+      checkpointEvery(checkpointCount),
       scan((n, batch) => {
         if (batch.size > 0) firstBatchAt ??= performance.now();
         return n + batch.size;
@@ -255,8 +256,8 @@ try {
   else if (existing === 0) console.log(`loading ${CHANGES} changes … ${((await load(container)) / 1000).toFixed(1)} s`);
   else throw new Error(`the container holds ${existing} documents, expected 0 or ${CHANGES}`);
 
-  const times = { bare: [] as number[], ranges: [] as number[], source: [] as number[], pipeline: [] as number[], steady: [] as number[], startup: [] as number[], restart: [] as number[] };
-  const cpu = { bare: [] as number[], ranges: [] as number[], source: [] as number[], pipeline: [] as number[] };
+  const times = { bare: [] as number[], ranges: [] as number[], source: [] as number[], pipeline: [] as number[], steady: [] as number[], startup: [] as number[], restart: [] as number[], sparse: [] as number[] };
+  const cpu = { bare: [] as number[], ranges: [] as number[], source: [] as number[], pipeline: [] as number[], sparse: [] as number[] };
   const leaseWrites: number[] = [];
   const checkpointCounts: number[] = [];
   // One untimed pass of each warms the JIT and the emulator's caches.
@@ -283,6 +284,10 @@ try {
     times.steady.push(p.ms - p.result.startupMs);
     times.startup.push(p.result.startupMs);
     times.restart.push(await restart(container, leaseContainer, p.result.prefix));
+    // The same pipeline checkpointing every 10 pages: what the lease writes of checkpointEvery(1000) cost.
+    const q = await timed(() => pipeline(container, leaseContainer, PAGE * 10));
+    times.sparse.push(q.ms);
+    cpu.sparse.push(q.cpuMs);
     leaseWrites.push(p.result.writes);
     checkpointCounts.push(p.result.checkpoints);
   }
@@ -294,6 +299,7 @@ try {
     ['CosmosSource.read loop (partition by partition)', median(times.source), median(cpu.source)],
     ['rxfeed: createChangeFeed → mapChanges → checkpointEvery(1000)', median(times.pipeline), median(cpu.pipeline)],
     ['  the same, from its first batch (lease bootstrap excluded)', median(times.steady), undefined],
+    [`  the same with checkpointEvery(${PAGE * 10}) (a lease write every 10 pages)`, median(times.sparse), median(cpu.sparse)],
   ];
   const width = Math.max(...rows.map(([name]) => name.length));
   console.log(`\n${'what'.padEnd(width)} | median ms | changes/s | × loops | client CPU ms`);
@@ -305,7 +311,8 @@ try {
     );
   }
   console.log(
-    `client CPU per change, rxfeed ÷ per-range loops: ${(median(cpu.pipeline) / median(cpu.ranges)).toFixed(2)}×; ` +
+    `client CPU per change, rxfeed ÷ per-range loops: ${(median(cpu.pipeline) / median(cpu.ranges)).toFixed(2)}× ` +
+      `(${(median(cpu.sparse) / median(cpu.ranges)).toFixed(2)}× checkpointing every 10 pages); ` +
       `start-up: subscribe → first batch on fresh leases ${median(times.startup).toFixed(0)} ms; on existing leases, subscribe → every partition read once ${median(times.restart).toFixed(0)} ms (medians)`,
   );
   console.log(`(runs, ms: loops ${times.ranges.map((t) => t.toFixed(0)).join(' ')}; bare ${times.bare.map((t) => t.toFixed(0)).join(' ')}; source ${times.source.map((t) => t.toFixed(0)).join(' ')}; pipeline ${times.pipeline.map((t) => t.toFixed(0)).join(' ')})`);

@@ -157,6 +157,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     const partitions = this.#refreshPartitions();
     partitions.catch(() => undefined); // awaited below, or by the bootstrap
     let created: readonly Lease[] | undefined;
+    const sentAt = this.#scheduler.now();
     try {
       ({ created } = await bootstrapLeases({
         store: this.#store,
@@ -164,6 +165,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
         expirationMs: this.#t.expirationMs,
         retryMs: Math.min(1000, this.#t.acquireMs),
         listPartitions: () => partitions,
+        claim: this.#maxLeases > 0 ? this.#maxLeases : Infinity,
         stopped: () => this.#stopped,
         delay: (ms) => this.#delay(ms),
         log: this.#log,
@@ -178,6 +180,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       return;
     }
     await partitions.catch((error: unknown) => this.#fatal(error) || this.#failures.failed('partitions', error));
+    for (const lease of created ?? []) if (lease.owner === this.owner) this.#track(this.#own(lease, sentAt));
     // Leases this host just created are all there are: the first round starts on them without a listing.
     this.#scanSoon(0, created);
   }
@@ -265,9 +268,10 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
 
     // Never scan later than the moment a lease owned elsewhere could expire, so a crashed host's leases
     // are taken over one expiration after its last write. Otherwise: every acquire interval while the
-    // share is moving; once settled, at least every half expiration (to pick up released leases).
+    // share is moving; once settled, at least every half expiration (to pick up released leases). A host
+    // that just created the leases took them all: it looks again soon for hosts that ask for their share.
     const untilExpiry = plan.nextExpiryMs === undefined ? Infinity : Math.max(1, plan.nextExpiryMs - now + 1);
-    return Math.min(plan.settled ? this.#t.expirationMs / 2 : this.#t.acquireMs, untilExpiry);
+    return Math.min(plan.settled && !known ? this.#t.expirationMs / 2 : this.#t.acquireMs, untilExpiry);
   }
 
   #coolingDown(id: string): boolean {
@@ -345,6 +349,11 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       return;
     }
     this.#failures.succeeded(`acquire:${lease.id}`);
+    await this.#own(stored, sentAt, takeOver ? lease.owner : undefined);
+  }
+
+  /** Starts owning `stored`, written as ours by a request sent at `sentAt` (scheduler time). */
+  async #own(stored: Lease, sentAt: number, takenFrom?: string | null): Promise<void> {
     if (this.#stopped) {
       await this.#store.replace({ ...stored, owner: null, timestampMs: this.#now() }).catch(() => undefined);
       return;
@@ -355,8 +364,8 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     const owned = new Ownership(stored, partition, log, this, this.#scheduler, sentAt, usableMs);
     this.#owned.set(stored.id, owned);
     this.#scheduleRenew(owned, this.#t.renewMs);
-    log('acquired (epoch %d%s)', stored.epoch, takeOver ? `, taken over from ${lease.owner}` : '');
-    if (takeOver) this.#events.next({ type: 'leaseTakenOver', owner: this.owner, lease: stored.leaseToken, from: lease.owner });
+    log('acquired (epoch %d%s)', stored.epoch, takenFrom !== undefined ? `, taken over from ${takenFrom}` : '');
+    if (takenFrom !== undefined) this.#events.next({ type: 'leaseTakenOver', owner: this.owner, lease: stored.leaseToken, from: takenFrom });
     this.#events.next({ type: 'leaseAcquired', owner: this.owner, lease: stored.leaseToken, epoch: stored.epoch });
     this.#acquired.next(owned);
   }

@@ -243,7 +243,7 @@ describe('bootstrap', () => {
     expect(hosts.reduce((n, h) => n + h.coordinator.owned().length, 0)).toBe(16);
   });
 
-  it('starts on a fresh container in four round trips: marker read with the partitions, lock, leases, acquisition', async () => {
+  it('starts on a fresh container in three round trips: marker read with the partitions, lock, leases created as its own', async () => {
     const clock = new VirtualScheduler();
     const inner = new MemoryLeaseStore();
     // Every request takes 10 ms of virtual time: its round trip is the 10 ms slot it was sent in.
@@ -263,18 +263,28 @@ describe('bootstrap', () => {
     const host = startHost('a', store, clock, () => record('partitions', () => parts.listPartitions()), timings);
     await clock.advance(200);
     expect(host.coordinator.owned()).toHaveLength(2);
-    const firstAcquire = calls.findIndex((c) => c.includes('replace p.'));
     const rounds = (what: RegExp) => calls.filter((c) => what.test(c)).map((c) => Number(c.split(':')[0]));
-    // No listing before the first acquisition: the leases just created are all there are.
-    expect(calls.slice(0, firstAcquire).some((c) => c.endsWith(':list'))).toBe(false);
     expect(rounds(/read p\.\.info|partitions/)).toEqual([1, 1]);
-    expect(new Set(rounds(/create p\.[01]$/))).toEqual(new Set([3]));
-    expect(new Set(rounds(/replace p\.[01]$/))).toEqual(new Set([4]));
-    expect(calls).toContain('4:create p..info'); // marked done and unlocked while the leases are taken
+    expect(rounds(/create p\.\.lock/)).toEqual([2]);
+    expect(rounds(/create p\.[01]$/)).toEqual([3, 3]);
+    // Created as its own (epoch 1): no listing and no acquisition before the readers start.
+    expect(calls.some((c) => /:list$|:replace p\.[01]$/.test(c))).toBe(false);
+    expect(host.acquired.map((o) => o.epoch)).toEqual([1, 1]);
+    expect(calls).toContain('4:create p..info'); // marked done and unlocked beside the first reads
     expect(await inner.read('p..lock')).toBeUndefined();
     const stopped = host.coordinator.stop();
     await clock.advance(1_000);
     await stopped;
+  });
+
+  it('creates no more leases as its own than maxLeases; the rest are free for other hosts', async () => {
+    const clock = new VirtualScheduler();
+    const store = new MemoryLeaseStore();
+    const host = startHost('a', store, clock, new FakePartitions(3).listPartitions, { ...timings, maxLeases: 2 });
+    await clock.advance(100);
+    expect(host.coordinator.owned()).toHaveLength(2);
+    expect(store.snapshot().filter((l) => l.leaseToken !== '.info').map((l) => l.owner).sort()).toEqual(['a', 'a', null]);
+    await host.coordinator.stop();
   });
 
   it('others wait while one host bootstraps, and take over a lock left by a host that died', async () => {

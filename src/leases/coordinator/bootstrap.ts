@@ -20,6 +20,11 @@ export interface BootstrapContext {
   readonly log: Logger;
   /** Reports something a user should see (an event), e.g. a lock that never goes away. */
   readonly warn: (message: string) => void;
+  /**
+   * How many of the leases it creates this host takes at once (created with it as owner, epoch 1): what its
+   * first balancing round would take of leases nobody owns. The others are created free.
+   */
+  readonly claim: number;
   /** Work that must finish before the host stops, but that nothing needs to wait for (marking the bootstrap done). */
   readonly background: (work: Promise<unknown>) => void;
 }
@@ -93,11 +98,15 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
   return {};
 }
 
-/** Creates one lease per partition, in parallel; `undefined` where one existed already. */
+/** Creates one lease per partition, in parallel (the first `claim` owned by us); `undefined` where one existed already. */
 async function createLeases(ctx: BootstrapContext): Promise<(Lease | undefined)[]> {
   const partitions = await ctx.listPartitions();
   ctx.log('bootstrapping %d leases', partitions.length);
-  return Promise.all(partitions.map((p) => ctx.store.createIfAbsent(leaseDocument(ctx.naming, p.id, p.range, null, {}))));
+  return Promise.all(
+    partitions.map((p, i) =>
+      ctx.store.createIfAbsent(i < ctx.claim ? leaseDocument(ctx.naming, p.id, p.range, null, {}, 1, ctx.naming.owner) : leaseDocument(ctx.naming, p.id, p.range, null, {})),
+    ),
+  );
 }
 
 /** Records that the leases exist (`<prefix>.info`), then removes our lock, if we hold one. */

@@ -72,12 +72,13 @@ export function leaseDocument(
   continuation: Position | null,
   properties: Readonly<Record<string, string>>,
   epoch = 0,
+  owner: string | null = null,
 ): NewLease {
   return {
     id: naming.prefix + token,
     leaseToken: token,
     feedRange: range,
-    owner: null,
+    owner,
     continuation,
     timestampMs: naming.now(),
     epoch,
