@@ -28,8 +28,10 @@ export interface EachBatchOptions<T = unknown> extends ConcurrencyOptions, Failu
  * change alone as a batch of one (in order, under the retry policy; the batch run counts as the first
  * attempt, so changes that work alone are processed at least once more: make `fn` idempotent). A change
  * that still fails after its last attempt is dead-lettered and left out of the batch passed on, or halts its
- * partition (changes after it are not run). A batch of one change is simply retried. Batches of an
- * ownership that already ended are not processed (they are handed back to the reader).
+ * partition (changes after it are not run). A batch of one change is simply retried.
+ *
+ * A batch whose lease this host no longer owns when its turn comes is not run (with or without
+ * `onFailure`): it goes back to its reader, and the lease's next owner reads it again.
  *
  * @example
  * ```ts

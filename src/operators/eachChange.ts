@@ -30,7 +30,8 @@ export interface EachChangeOptions<T = unknown> extends ConcurrencyOptions, Fail
  * change alone through the chain under the retry policy (the batch run counts as the first attempt, so a
  * change that works when run again is processed at least once more; make the work idempotent). A change
  * that still fails after its last attempt is dead-lettered and left out of the batch, or halts its
- * partition (changes after it are not run). Batches of an ownership that already ended are not processed.
+ * partition (changes after it are not run). With or without `onFailure`, a batch whose lease this host no
+ * longer owns when its turn comes is not run: the lease's next owner reads it again.
  *
  * @example
  * ```ts

@@ -122,6 +122,30 @@ describe('eachBatch', () => {
     expect((tracker.errors[0] as HandlerError).change).toBeUndefined();
   });
 
+  it('does not run batches whose ownership ended while they waited: they go back to the reader', async () => {
+    const tracker = recordingTracker('B');
+    const first = batch('B', [1], { tracker, position: 'B1' });
+    const waiting = batch('B', [2], { tracker, position: 'B2' });
+    const gate = deferred();
+    const ran: string[] = [];
+    const done = lastValueFrom(
+      from([first, waiting]).pipe(
+        eachBatch(async (x) => {
+          ran.push(x.position);
+          await gate.promise;
+        }),
+        toArray(),
+      ),
+    );
+    await settle();
+    tracker.end(); // the lease was lost while B1 ran and B2 waited behind it
+    gate.resolve();
+    const out = await done;
+    expect(ran).toEqual(['B1']);
+    expect(out.map((x) => x.position)).toEqual(['B1']);
+    expect(tracker.dropped).toEqual([[1, undefined]]);
+  });
+
   it("fails the stream with a HandlerError when onError is 'throw'", () => {
     scheduler.run(({ cold, expectObservable }) => {
       const strict = eachBatch<ChangeBatch<Doc>>(() => { throw new Error('down'); }, { onError: 'throw' });

@@ -154,7 +154,16 @@ export function mapPerPartition<T, R>(
         const batch = job.unit.batches[job.index] as ChangeBatch<T>;
         let result: ChangeBatch<R> | typeof DROPPED | undefined;
         let finished = false;
-        const subscription = defer(() => from(project(batch, abort.signal))).subscribe({
+        // A batch whose ownership ended while it waited is not run: the next owner reads it again, so running
+        // it here would only do its work twice. It goes back to its reader (credit returned, not checkpointed).
+        const origin = batch.origin;
+        const work = origin?.tracker.signal.aborted
+          ? defer(() => {
+              origin.tracker.drop(origin.sequence);
+              return of(DROPPED);
+            })
+          : defer(() => from(project(batch, abort.signal)));
+        const subscription = work.subscribe({
           next: (value) => {
             result = value;
           },
