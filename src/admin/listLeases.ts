@@ -6,7 +6,7 @@ import { isOwnedAndLive, type LeaseAdminOptions, resolveAdminOptions, selectLeas
 export interface LeaseStatus {
   /** The lease token (partition id). */
   readonly leaseToken: string;
-  /** The lease document id (`<prefix><leaseToken>`). */
+  /** The lease document id: `<prefix><leaseToken>`, or `<prefix>..<leaseToken>` in the .NET lease scheme. */
   readonly id: string;
   /** The host that owns it, or `null` when free. */
   readonly owner: string | null;

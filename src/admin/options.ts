@@ -1,13 +1,16 @@
 import { type CorruptLeaseError, InvalidOptionsError } from '../errors/index.js';
+import type { LeaseIds } from '../leases/coordinator/leaseDocuments.js';
 import type { Lease } from '../leases/Lease.js';
+import { listProcessorLeases, type LeaseNamingOptions, resolveLeaseIds } from '../leases/leaseNaming.js';
 import type { LeaseStore } from '../leases/LeaseStore.js';
 
-/** Options shared by the lease administration functions ({@link listLeases}, {@link rewindLeases}, ...). */
-export interface LeaseAdminOptions {
+/**
+ * Options shared by the lease administration functions ({@link listLeases}, {@link rewindLeases}, ...). Give
+ * `leasePrefix` and `leaseScheme` as the processor does ({@link LeaseNamingOptions}).
+ */
+export interface LeaseAdminOptions extends LeaseNamingOptions {
   /** The processor's lease store. */
   readonly leases: LeaseStore;
-  /** The processor's lease prefix. Default `'rxfeed.'` (the feed's default). */
-  readonly leasePrefix?: string;
   /**
    * How long a lease stays owned after its owner's last renewal, in milliseconds; decides whether an owner is
    * live. Use the processor's own value. Default `60000`.
@@ -24,7 +27,8 @@ export interface LeaseAdminOptions {
 /** Resolved {@link LeaseAdminOptions}. @internal */
 export interface ResolvedAdminOptions {
   readonly leases: LeaseStore;
-  readonly prefix: string;
+  /** Where the processor's leases and markers are. */
+  readonly ids: LeaseIds;
   readonly expirationMs: number;
   readonly tokens: ReadonlySet<string> | undefined;
   readonly now: () => number;
@@ -36,27 +40,19 @@ export function resolveAdminOptions(options: LeaseAdminOptions): ResolvedAdminOp
   if (!options || typeof options.leases?.list !== 'function') {
     throw new InvalidOptionsError('leases', 'expected a LeaseStore (e.g. new CosmosLeaseStore(container))');
   }
-  const prefix = options.leasePrefix ?? 'rxfeed.';
-  if (typeof prefix !== 'string' || prefix === '') {
-    throw new InvalidOptionsError('leasePrefix', "must be a non-empty string such as 'orders-view.' (an empty prefix matches every processor's leases)");
-  }
+  const ids = resolveLeaseIds(options);
   const expirationMs = options.leaseExpirationMs ?? 60_000;
   if (!Number.isFinite(expirationMs) || expirationMs <= 0) {
     throw new InvalidOptionsError('leaseExpirationMs', `must be a positive number of milliseconds, got ${String(expirationMs)}`);
   }
   return {
     leases: options.leases,
-    prefix,
+    ids,
     expirationMs,
     tokens: options.leaseTokens ? new Set(options.leaseTokens) : undefined,
     now: options.now ?? Date.now,
     progress: options.onProgress ?? (() => undefined),
   };
-}
-
-/** True for the ids of bootstrap marker documents (`<prefix>.info`, `<prefix>.lock`), which are not leases. @internal */
-export function isMarkerId(id: string, prefix: string): boolean {
-  return id.slice(prefix.length).startsWith('.');
 }
 
 /** True while `lease` has an owner whose last renewal is younger than the expiration. @internal */
@@ -69,18 +65,15 @@ export function isOwnedAndLive(lease: Lease, o: ResolvedAdminOptions): boolean {
  * markers left out of both). @internal
  */
 export async function selectLeases(o: ResolvedAdminOptions): Promise<{ leases: Lease[]; corrupt: CorruptLeaseError[] }> {
-  const listing = await o.leases.list(o.prefix);
-  const selected = listing.leases.filter((l) => !isMarkerId(l.id, o.prefix) && (!o.tokens || o.tokens.has(l.leaseToken)));
+  const listing = await listProcessorLeases(o.leases, o.ids);
+  const selected = listing.leases.filter((l) => !o.tokens || o.tokens.has(l.leaseToken));
   if (o.tokens) {
     const missing = [...o.tokens].filter((t) => !selected.some((l) => l.leaseToken === t));
     if (missing.length > 0) {
-      throw new InvalidOptionsError('leaseTokens', `no lease under prefix '${o.prefix}' for ${missing.join(', ')}`);
+      throw new InvalidOptionsError('leaseTokens', `no lease under prefix '${o.ids.prefix}' for ${missing.join(', ')}`);
     }
   }
-  return {
-    leases: selected.sort((a, b) => compareTokens(a.leaseToken, b.leaseToken)),
-    corrupt: listing.corrupt.filter((c) => !isMarkerId(c.documentId, o.prefix)),
-  };
+  return { leases: selected.sort((a, b) => compareTokens(a.leaseToken, b.leaseToken)), corrupt: listing.corrupt };
 }
 
 function compareTokens(a: string, b: string): number {

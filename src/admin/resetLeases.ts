@@ -1,7 +1,8 @@
 import { InvalidOptionsError } from '../errors/index.js';
 import { LeaseConflictError } from '../errors/LeaseConflictError.js';
+import { markerIdsOf } from '../leases/coordinator/leaseDocuments.js';
 import { changeLeases, type LeaseChange } from './changeLeases.js';
-import { isMarkerId, type LeaseAdminOptions, resolveAdminOptions, selectLeases } from './options.js';
+import { type LeaseAdminOptions, resolveAdminOptions, selectLeases } from './options.js';
 
 /** Options of {@link resetLeases}. */
 export interface ResetLeasesOptions extends Omit<LeaseAdminOptions, 'leaseTokens'> {
@@ -13,9 +14,10 @@ export interface ResetLeasesOptions extends Omit<LeaseAdminOptions, 'leaseTokens
 }
 
 /**
- * Deletes every lease of a processor and its bootstrap markers, so its next start bootstraps again from its
- * `startFrom`. Positions and epochs start over: rebuild views fed by this processor (or use
- * {@link rewindLeases}, which keeps epochs, to replay into an existing view).
+ * Deletes every lease of a processor and its bootstrap markers (`<prefix>.info`, `<prefix>.lock`, in either
+ * lease scheme), so its next start bootstraps again from its `startFrom`. Positions and epochs start over:
+ * rebuild views fed by this processor (or use {@link rewindLeases}, which keeps epochs, to replay into an
+ * existing view).
  *
  * @example
  * ```ts
@@ -30,9 +32,11 @@ export async function resetLeases(options: ResetLeasesOptions): Promise<LeaseCha
   const o = resolveAdminOptions(options);
   const { leases } = await selectLeases(o);
   const changes = await changeLeases(o, leases, options.force ?? false, async () => 'delete');
-  // Markers last: a host starting meanwhile must not find `.info` gone while leases still exist.
-  const { leases: all } = await o.leases.list(o.prefix);
-  for (const marker of all.filter((l) => isMarkerId(l.id, o.prefix))) {
+  // Markers last: a host starting meanwhile must not find `.info` gone while leases still exist. They are read
+  // by id: in the .NET scheme they are not under the leases' prefix.
+  for (const id of markerIdsOf(o.ids)) {
+    const marker = await o.leases.read(id);
+    if (!marker) continue;
     await o.leases.delete(marker).catch((error: unknown) => {
       if (!(error instanceof LeaseConflictError && error.kind === 'missing')) throw error;
     });

@@ -1,5 +1,7 @@
 import type { CosmosClient, Container } from '@azure/cosmos';
 import { CosmosLeaseStore } from '../leases/CosmosLeaseStore.js';
+import { dotnetLeasePrefix } from '../leases/dotnetLeasePrefix.js';
+import type { LeaseNamingOptions } from '../leases/leaseNaming.js';
 import { CosmosSource } from '../sources/CosmosSource.js';
 import type { FeedMode } from '../core/Partition.js';
 import { type CosmosTarget, UsageError } from './cosmosArgs.js';
@@ -9,6 +11,11 @@ export interface CosmosConnection {
   readonly leases: CosmosLeaseStore;
   /** The monitored container as a source; needs `--container`. */
   source(mode?: FeedMode): CosmosSource<unknown>;
+  /**
+   * The processor's lease prefix and scheme as the library takes them; with `--processor-name`, the .NET
+   * prefix computed from the monitored container (two reads).
+   */
+  leaseNaming(): Promise<LeaseNamingOptions>;
   /** Closes the client's connections. */
   close(): void;
 }
@@ -24,6 +31,13 @@ export async function connect(target: CosmosTarget): Promise<CosmosConnection> {
     source(mode = 'latestVersion') {
       if (!target.container) throw new UsageError('--container (the monitored container) is required for this command');
       return new CosmosSource(database.container(target.container), { mode });
+    },
+    async leaseNaming() {
+      const { leasePrefix, leaseScheme, processorName } = target.naming;
+      if (processorName === undefined) return { ...(leasePrefix !== undefined ? { leasePrefix } : {}), leaseScheme };
+      // parseCosmosArgs only lets --processor-name through with --container.
+      const container = database.container(target.container!);
+      return { leasePrefix: await dotnetLeasePrefix({ container, endpoint: target.endpoint, processorName }), leaseScheme };
     },
     close: () => client.dispose(),
   };

@@ -31,6 +31,8 @@ export const COSMOS_FLAGS = {
   container: { type: 'string' },
   'lease-container': { type: 'string' },
   prefix: { type: 'string' },
+  'lease-scheme': { type: 'string' },
+  'processor-name': { type: 'string' },
   'lease-expiration-ms': { type: 'string' },
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
@@ -44,9 +46,41 @@ export interface CosmosTarget {
   readonly database: string;
   readonly container: string | undefined;
   readonly leaseContainer: string;
-  readonly prefix: string;
+  /** How the processor names its leases: `--prefix` (or, with `processorName`, computed when connected) and `--lease-scheme`. */
+  readonly naming: CliLeaseNaming;
   readonly leaseExpirationMs: number;
   readonly json: boolean;
+}
+
+/**
+ * The lease naming flags: `--prefix` as given (`undefined`: the library's default `rxfeed.`), `--lease-scheme`,
+ * and `--processor-name`, from which the .NET prefix is computed once connected (it needs the monitored
+ * container's `_rid`).
+ */
+export interface CliLeaseNaming {
+  readonly leasePrefix: string | undefined;
+  readonly leaseScheme: 'rxfeed' | 'dotnet';
+  /** The .NET processor name (a Functions trigger's `LeaseContainerPrefix`); only with the `dotnet` scheme. */
+  readonly processorName: string | undefined;
+}
+
+/** Checks the lease naming flags together; throws a {@link UsageError} naming what to fix. */
+function leaseNaming(prefix: string | undefined, scheme: string | undefined, processorName: string | undefined, container: string | undefined): CliLeaseNaming {
+  const leaseScheme = scheme ?? 'rxfeed';
+  if (leaseScheme !== 'rxfeed' && leaseScheme !== 'dotnet') throw new UsageError(`--lease-scheme must be rxfeed or dotnet, got ${leaseScheme}`);
+  if (processorName !== undefined) {
+    if (leaseScheme !== 'dotnet') {
+      throw new UsageError("--processor-name names a .NET processor (or a Functions trigger's LeaseContainerPrefix): add --lease-scheme dotnet");
+    }
+    if (prefix !== undefined) throw new UsageError('pass either --prefix or --processor-name, not both (--processor-name computes the prefix)');
+    if (!container) throw new UsageError("--processor-name needs --container (the monitored container: its _rid is part of the .NET lease prefix)");
+  } else if (leaseScheme === 'dotnet' && prefix === undefined) {
+    throw new UsageError(
+      "--lease-scheme dotnet needs the .NET lease prefix: pass --processor-name <name> ('' for a Functions trigger without " +
+        "LeaseContainerPrefix) with --container, or --prefix <the part of a lease id before '..'>",
+    );
+  }
+  return { leasePrefix: prefix, leaseScheme, processorName };
 }
 
 /** Parses `argv` with the common Cosmos flags plus `extra`; throws a {@link UsageError} naming what to fix. */
@@ -74,7 +108,7 @@ export function parseCosmosArgs<E extends NonNullable<ParseArgsConfig['options']
       database,
       container: text('container'),
       leaseContainer: text('lease-container') ?? 'leases',
-      prefix: text('prefix') ?? 'rxfeed.',
+      naming: leaseNaming(text('prefix'), text('lease-scheme'), text('processor-name'), text('container')),
       leaseExpirationMs: expiration,
       json: values.json === true,
     };

@@ -6,10 +6,16 @@ import { duration, table } from './table.js';
 
 /** Usage of `rxfeed lag`. */
 export const LAG_USAGE = `usage: rxfeed lag --database <id> --container <monitored> [--lease-container leases] [--prefix rxfeed.]
+                 [--lease-scheme rxfeed|dotnet] [--processor-name <name>]
                  [--mode latestVersion|allVersionsAndDeletes] [--json]
 
 Prints, per lease, how many changes wait after its checkpoint and how old the oldest one is (as the .NET
-estimator counts them). Endpoint and key from --endpoint/--key or COSMOS_ENDPOINT/COSMOS_KEY.`;
+estimator counts them). Endpoint and key from --endpoint/--key or COSMOS_ENDPOINT/COSMOS_KEY.
+
+  --lease-scheme dotnet   leases in the .NET change feed processor / Azure Functions layout (<prefix>..<token>);
+                          give the .NET prefix with --prefix (the part of a lease id before '..') or
+                          --processor-name (a Functions trigger's LeaseContainerPrefix, '' when unset), from
+                          which it is computed with the --endpoint host and --container`;
 
 /**
  * The `rxfeed lag` command: the backlog of every lease of a processor.
@@ -17,6 +23,7 @@ estimator counts them). Endpoint and key from --endpoint/--key or COSMOS_ENDPOIN
  * @example
  * ```sh
  * rxfeed lag --database shop --container orders --prefix orders-view. --json
+ * rxfeed lag --database shop --container orders --lease-scheme dotnet --processor-name orders-view
  * ```
  * @returns the exit code: 0 done, 1 failed, 2 usage error.
  */
@@ -31,7 +38,7 @@ export async function runLagCli(argv: string[], io: CliIO): Promise<number> {
   if (mode !== 'latestVersion' && mode !== 'allVersionsAndDeletes') throw new UsageError(`--mode must be latestVersion or allVersionsAndDeletes, got ${mode}`);
   const connection = await connect(target);
   try {
-    const lags = await estimateLag({ source: connection.source(mode as FeedMode), leases: connection.leases, leasePrefix: target.prefix });
+    const lags = await estimateLag({ source: connection.source(mode as FeedMode), leases: connection.leases, ...(await connection.leaseNaming()) });
     if (target.json) {
       io.out(JSON.stringify({ leases: lags, total: lags.reduce((sum, l) => sum + l.estimatedLag, 0) }, null, 2));
       return 0;

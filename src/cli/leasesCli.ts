@@ -1,4 +1,5 @@
 import { listLeases, releaseLeases, resetLeases, rewindLeases, type LeaseChange, type RewindTarget } from '../admin/index.js';
+import { DEFAULT_LEASE_PREFIX } from '../leases/coordinator/timings.js';
 import { type CliIO, parseCosmosArgs, progressLine, UsageError } from './cosmosArgs.js';
 import { connect } from './connect.js';
 import { duration, table } from './table.js';
@@ -18,7 +19,13 @@ options:
   --database <id>         database of the containers
   --container <id>        the monitored container
   --lease-container <id>  the lease container (default: leases)
-  --prefix <prefix>       the processor's lease prefix (default: rxfeed.)
+  --prefix <prefix>       the processor's lease prefix (default: rxfeed.); with --lease-scheme dotnet, the .NET
+                          prefix: the part of a lease id before '..'
+  --lease-scheme <scheme> how the processor names its leases: rxfeed (<prefix><token>, the default) or dotnet
+                          (<prefix>..<token>: the .NET change feed processor and Azure Functions Cosmos DB trigger)
+  --processor-name <name> with --lease-scheme dotnet, instead of --prefix: the .NET processor name (a Functions
+                          trigger's LeaseContainerPrefix, '' when unset); the prefix is computed from it, the
+                          --endpoint host and --container (the monitored container)
   --lease <token>         only this lease (repeatable; rewind and release)
   --lease-expiration-ms   the processor's lease expiration, decides whether an owner is live (default: 60000)
   --force                 also change leases owned by a live host: fences it (raises the epoch)
@@ -30,6 +37,7 @@ options:
  * @example
  * ```sh
  * COSMOS_ENDPOINT=https://acct.documents.azure.com COSMOS_KEY=... rxfeed leases ls --database shop --prefix orders-view.
+ * rxfeed leases ls --database shop --container orders --lease-scheme dotnet --processor-name orders-view
  * ```
  * @returns the exit code: 0 done, 1 refused or failed, 2 usage error.
  */
@@ -50,13 +58,14 @@ export async function runLeasesCli(argv: string[], io: CliIO): Promise<number> {
   const force = args.values.force === true;
   const to = sub === 'rewind' ? rewindTarget(args.values.to as string | undefined) : undefined;
   const connection = await connect(target);
-  const admin = {
-    leases: connection.leases,
-    leasePrefix: target.prefix,
-    leaseExpirationMs: target.leaseExpirationMs,
-    ...(tokens ? { leaseTokens: tokens } : {}),
-  };
   try {
+    const naming = await connection.leaseNaming();
+    const admin = {
+      leases: connection.leases,
+      ...naming,
+      leaseExpirationMs: target.leaseExpirationMs,
+      ...(tokens ? { leaseTokens: tokens } : {}),
+    };
     if (sub === 'ls') {
       const { leases, corrupt } = await listLeases(admin);
       if (target.json) io.out(JSON.stringify({ leases, corrupt: corrupt.map((c) => ({ id: c.documentId, problem: c.problem })) }, null, 2));
@@ -67,7 +76,7 @@ export async function runLeasesCli(argv: string[], io: CliIO): Promise<number> {
         )) {
           io.out(line);
         }
-        if (leases.length === 0) io.out(`no leases under prefix '${target.prefix}'`);
+        if (leases.length === 0) io.out(`no leases under prefix '${naming.leasePrefix ?? DEFAULT_LEASE_PREFIX}'${naming.leaseScheme === 'dotnet' ? ' (lease scheme dotnet)' : ''}`);
         for (const c of corrupt) io.err(`unreadable lease document ${c.documentId}: ${c.problem}`);
       }
       return 0;

@@ -3,6 +3,8 @@ import type { LeaseStore } from '../leases/LeaseStore.js';
 import type { Partition, Position, StartFrom } from '../core/Partition.js';
 import { InvalidOptionsError, PartitionGoneError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
+import type { LeaseIds } from '../leases/coordinator/leaseDocuments.js';
+import { listProcessorLeases, type LeaseNamingOptions, resolveLeaseIds } from '../leases/leaseNaming.js';
 import type { Source } from '../sources/Source.js';
 
 /**
@@ -13,14 +15,15 @@ import type { Source } from '../sources/Source.js';
  */
 export const UNKNOWN_LAG = 1;
 
-/** Options of {@link estimateLag}. */
-export interface EstimateLagOptions {
+/**
+ * Options of {@link estimateLag}. Give `leasePrefix` and `leaseScheme` as the processor does
+ * ({@link LeaseNamingOptions}); its `.info` / `.lock` markers are never counted as leases.
+ */
+export interface EstimateLagOptions extends LeaseNamingOptions {
   /** The monitored feed (e.g. a `CosmosSource`; use its own instance so the processor's iterators stay warm). */
   readonly source: Source<unknown>;
   /** The processor's lease store; read only, through `list`. */
   readonly leases: LeaseStore;
-  /** The processor's lease prefix. Default `'rxfeed.'` (the feed's default). */
-  readonly leasePrefix?: string;
   /** Clock for the time lag, in ms since the epoch. Default `Date.now`. */
   readonly now?: () => number;
   /** Leases probed at once. Default `8` (reads). */
@@ -59,18 +62,15 @@ export interface LeaseLag {
   readonly lastCheckpoint: Position | null;
 }
 
-const DEFAULT_PREFIX = 'rxfeed.';
-
 /** Checks estimator options; throws an `InvalidOptionsError` naming what to fix. @internal */
-export function checkEstimateOptions(options: EstimateLagOptions): void {
+export function checkEstimateOptions(options: EstimateLagOptions): LeaseIds {
   if (!options || typeof options.source?.read !== 'function') throw new InvalidOptionsError('source', 'expected a Source (e.g. new CosmosSource(container))');
   if (typeof options.leases?.list !== 'function') throw new InvalidOptionsError('leases', 'expected a LeaseStore');
-  if (options.leasePrefix !== undefined && typeof options.leasePrefix !== 'string') {
-    throw new InvalidOptionsError('leasePrefix', 'expected a string, such as the processor\'s leasePrefix');
-  }
+  const ids = resolveLeaseIds(options);
   if (options.now !== undefined && typeof options.now !== 'function') throw new InvalidOptionsError('now', 'expected a function returning ms since the epoch');
   const c = options.concurrency;
   if (c !== undefined && (!Number.isInteger(c) || c < 1)) throw new InvalidOptionsError('concurrency', `expected a positive integer, got ${String(c)}`);
+  return ids;
 }
 
 /**
@@ -91,15 +91,12 @@ export function checkEstimateOptions(options: EstimateLagOptions): void {
  * @returns one entry per lease, in lease token order.
  */
 export async function estimateLag(options: EstimateLagOptions): Promise<LeaseLag[]> {
-  checkEstimateOptions(options);
+  const ids = checkEstimateOptions(options);
   const { source, leases, signal } = options;
   const startFrom = options.startFrom ?? 'beginning';
-  const prefix = options.leasePrefix ?? DEFAULT_PREFIX;
   const now = options.now ?? Date.now;
   const log = logger('estimator');
-  const markers = new Set([`${prefix}.info`, `${prefix}.lock`]);
-  // The coordinator keeps its bootstrap markers (`<prefix>.info`, `<prefix>.lock`) under the same prefix.
-  const found = (await leases.list(prefix)).leases.filter((l) => !markers.has(l.id));
+  const { leases: found } = await listProcessorLeases(leases, ids);
   let partitions: Promise<readonly Partition[]> | undefined;
   const partitionOf = async (lease: Lease): Promise<Partition | undefined> => {
     if (lease.feedRange) return { id: lease.leaseToken, range: lease.feedRange };

@@ -204,7 +204,7 @@ export function resolveOptions<T>(options: ChangeFeedOptions<T>): ResolvedOption
     throw new InvalidOptionsError('instanceName', 'pass a non-empty name unique to this host, e.g. os.hostname()');
   }
   checkLeasePrefix('leasePrefix', options.leasePrefix);
-  checkLeaseScheme('leaseScheme', options.leaseScheme, options.leasePrefix);
+  checkLeaseScheme('leaseScheme', options.leaseScheme, options.leasePrefix, 'leasePrefix');
   checkBalanceBy('balanceBy', options.balanceBy);
   const startFrom = options.startFrom;
   if (startFrom !== undefined && typeof startFrom !== 'function' && !isStartFrom(startFrom)) {

@@ -15,13 +15,13 @@ export interface PrometheusMetricsOptions {
    * Export the lag of every lease this host owns (`<prefix>lease_lag_changes{lease}` and
    * `<prefix>lease_lag_seconds{lease}`), estimated like the .NET estimator when Prometheus scrapes: one read of
    * one change per owned lease, at most once per `intervalMs`. Give the processor's own source (or a second
-   * instance over the same container), lease store and prefix. Default: no lag metrics.
+   * instance over the same container), lease store, prefix and lease scheme. Default: no lag metrics.
    */
   readonly lag?: PrometheusLagOptions;
 }
 
 /** Where {@link prometheusMetrics} estimates lag from. */
-export interface PrometheusLagOptions extends Pick<EstimateLagOptions, 'source' | 'leases' | 'leasePrefix' | 'concurrency'> {
+export interface PrometheusLagOptions extends Pick<EstimateLagOptions, 'source' | 'leases' | 'leasePrefix' | 'leaseScheme' | 'concurrency'> {
   /** Reuse an estimate younger than this, in milliseconds, so frequent scrapes cost no extra reads. Default `10000`. */
   readonly intervalMs?: number;
   /** Clock, in ms since the epoch. Default `Date.now`. */

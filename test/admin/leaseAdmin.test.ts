@@ -119,6 +119,84 @@ describe('lease administration on a lease store', () => {
   });
 });
 
+describe('lease administration in the .NET lease layout (leaseScheme: dotnet)', () => {
+  const now = () => T0 + 5_000;
+  // A .NET prefix: processor name, account host, database and container _rid (dotnetLeasePrefix).
+  const NET = 'orders-viewshop.documents.azure.com_AbCdAA==_AbCdAKl9dQA=';
+  const naming = { leasePrefix: NET, leaseScheme: 'dotnet' as const };
+  const dotnetLease = (token: string, fields: Partial<Lease> = {}) => lease(token, { id: `${NET}..${token}`, epoch: 0, ...fields });
+  // .NET's `{ id }` store marker and `{ id, ttl }` lock read as leases with an empty token; rxfeed's have an owner.
+  const marker = (id: string, fields: Partial<Lease> = {}) => lease('', { id, feedRange: undefined, epoch: 0, ...fields });
+
+  async function dotnetStore(...leases: Omit<Lease, 'etag'>[]): Promise<MemoryLeaseStore> {
+    const store = new MemoryLeaseStore();
+    for (const l of [
+      ...leases,
+      marker(`${NET}.info`),
+      marker(`${NET}.lock`, { owner: 'host-x' }),
+      // neighbours that must stay untouched: another .NET processor, and an rxfeed processor
+      lease('0', { id: `other${NET.slice(11)}..0` }),
+      marker(`other${NET.slice(11)}.info`),
+      lease('0'),
+    ]) {
+      await store.createIfAbsent(l);
+    }
+    return store;
+  }
+  const idsIn = (store: MemoryLeaseStore) => store.snapshot().map((l) => l.id).sort();
+
+  it('lists exactly the leases under <prefix>.., with owners and checkpoints, never the .info / .lock markers', async () => {
+    const store = await dotnetStore(
+      dotnetLease('0', { owner: 'dotnet-host', continuation: '"12"' }),
+      dotnetLease('1', { owner: 'dead', timestampMs: T0 - 600_000, continuation: '"40"' }),
+      dotnetLease('2'),
+    );
+    const { leases, corrupt } = await listLeases({ leases: store, ...naming, now });
+    expect(leases.map((l) => [l.id, l.leaseToken, l.owner, l.state, l.continuation])).toEqual([
+      [`${NET}..0`, '0', 'dotnet-host', 'owned', '"12"'],
+      [`${NET}..1`, '1', 'dead', 'expired', '"40"'],
+      [`${NET}..2`, '2', null, 'free', null],
+    ]);
+    expect(corrupt).toEqual([]);
+  });
+
+  it('rewinds and releases only the selected .NET leases, refusing while a live host owns one unless forced', async () => {
+    const store = await dotnetStore(dotnetLease('0', { owner: 'dotnet-host', continuation: '"12"' }), dotnetLease('1', { owner: 'dead', timestampMs: T0 - 600_000 }));
+    const before = JSON.stringify(store.snapshot());
+    const etags = new Map(store.snapshot().map((l) => [l.id, l.etag]));
+    await expect(releaseLeases({ leases: store, ...naming, now })).rejects.toThrow(/owned by a live host: 0 \(owner dotnet-host\)/);
+    await expect(rewindLeases({ leases: store, ...naming, now, to: { position: '"1"' }, leaseTokens: ['0'] })).rejects.toThrow(LeaseInUseError);
+    expect(JSON.stringify(store.snapshot())).toBe(before);
+
+    const [rewound] = await rewindLeases({ leases: store, ...naming, now, to: { position: '"1"' }, leaseTokens: ['1'] });
+    expect(rewound).toMatchObject({ leaseToken: '1', previousOwner: 'dead', fenced: false, continuation: '"1"' });
+    const released = await releaseLeases({ leases: store, ...naming, now, force: true });
+    expect(released.map((c) => [c.leaseToken, c.fenced])).toEqual([['0', true]]);
+    const changed = store.snapshot().filter((l) => etags.get(l.id) !== l.etag);
+    expect(changed.map((l) => l.id).sort()).toEqual([`${NET}..0`, `${NET}..1`]);
+  });
+
+  it('reset deletes the .NET leases and both markers (not under <prefix>..) and nothing of the neighbours', async () => {
+    const store = await dotnetStore(dotnetLease('0', { owner: 'dotnet-host' }), dotnetLease('1'));
+    await expect(resetLeases({ leases: store, ...naming, now })).rejects.toThrow(LeaseInUseError);
+    expect(idsIn(store)).toContain(`${NET}.info`);
+    const deleted = await resetLeases({ leases: store, ...naming, now, force: true });
+    expect(deleted.map((c) => [c.leaseToken, c.fenced, c.continuation])).toEqual([
+      ['0', true, undefined],
+      ['1', false, undefined],
+    ]);
+    expect(idsIn(store)).toEqual([`${PREFIX}0`, `other${NET.slice(11)}..0`, `other${NET.slice(11)}.info`].sort());
+  });
+
+  it('explains a .NET scheme without its prefix, with the separator in it, or an unknown scheme', async () => {
+    const store = await dotnetStore();
+    await expect(listLeases({ leases: store, leaseScheme: 'dotnet' })).rejects.toThrow(/leaseScheme: 'dotnet' needs the prefix .* pass leasePrefix: await dotnetLeasePrefix/);
+    await expect(resetLeases({ leases: store, leasePrefix: `${NET}..`, leaseScheme: 'dotnet', force: true })).rejects.toThrow(/without the '\.\.' separator/);
+    await expect(releaseLeases({ leases: store, leasePrefix: NET, leaseScheme: 'java' as never })).rejects.toThrow(/must be 'rxfeed' or 'dotnet'/);
+    expect(store.snapshot()).toHaveLength(5);
+  });
+});
+
 describe('MemorySource.positionAt', () => {
   it('gives positions from which a read returns exactly the changes at or after the target', async () => {
     let clock = T0;

@@ -7,7 +7,9 @@ import { CosmosLeaseStore } from '../../src/leases/CosmosLeaseStore.js';
 import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
 import { CosmosSource } from '../../src/sources/CosmosSource.js';
 import { startTestCosmos, type TestCosmos } from '../support/cosmos.js';
-import { freshContainer, writeDocs } from '../cosmos/helpers.js';
+import { dotnetLeasePrefix } from '../../src/leases/dotnetLeasePrefix.js';
+import { seedDotnetLeases } from '../support/dotnetLeases.js';
+import { drainPartition, freshContainer, writeDocs, type Doc } from '../cosmos/helpers.js';
 
 // The `rxfeed leases` and `rxfeed lag` commands through the real @azure/cosmos client, against the emulator
 // (or COSMOS_ENDPOINT/COSMOS_KEY), next to a running processor.
@@ -151,6 +153,148 @@ describe('rxfeed leases / rxfeed lag', () => {
     const unknown = await rxfeed(['leases', 'frobnicate']);
     expect(unknown.code).toBe(2);
     expect((await rxfeed(['leases', '--help'])).out).toContain('usage: rxfeed leases');
+  });
+});
+
+describe('rxfeed leases / rxfeed lag on a lease container in the .NET layout (--lease-scheme dotnet)', () => {
+  const PROCESSOR = 'orders-view';
+  let monitored: Container;
+  let leaseContainer: Container;
+  let prefix: string;
+  let flags: string[];
+  let byName: string[];
+  const docs = async () => (await leaseContainer.items.readAll<Record<string, unknown>>().fetchAll()).resources;
+  const ids = async () => (await docs()).map((d) => d.id as string).sort();
+
+  beforeAll(async () => {
+    monitored = await freshContainer(cosmos.client, 'cli-dotnet');
+    const { database } = await cosmos.client.databases.createIfNotExists({ id: 'db' });
+    ({ container: leaseContainer } = await database.containers.createIfNotExists({ id: `${monitored.id}-leases`, partitionKey: { paths: ['/id'] } }));
+    // What `--processor-name` computes from the --endpoint host and --container's _rid.
+    prefix = await dotnetLeasePrefix({ container: monitored, endpoint: cosmos.endpoint, processorName: PROCESSOR });
+    const common = ['--database', 'db', '--container', monitored.id, '--lease-container', leaseContainer.id, '--lease-scheme', 'dotnet'];
+    flags = [...common, '--prefix', prefix];
+    byName = [...common, '--processor-name', PROCESSOR];
+
+    const source = new CosmosSource<Doc>(monitored);
+    const [p0, p1, p2] = await source.listPartitions();
+    await writeDocs(monitored, 30, 'a');
+    const checkpoint0 = (await drainPartition(source, p0!, 'beginning')).position;
+    const checkpoint1 = (await drainPartition(source, p1!, 'beginning')).position;
+    await writeDocs(monitored, 30, 'b');
+    // Left by .NET hosts: lease 0 held by a live one, lease 1 by one that died, lease 2 never checkpointed.
+    await seedDotnetLeases(
+      leaseContainer,
+      prefix,
+      [
+        { partition: p0!, owner: 'dotnet-live', continuation: checkpoint0, timestampMs: Date.now() },
+        { partition: p1!, owner: 'dotnet-dead', continuation: checkpoint1, timestampMs: Date.now() - 3_600_000 },
+        { partition: p2!, owner: null, continuation: null, timestampMs: Date.now() - 3_600_000 },
+      ],
+      { info: true, lock: true },
+    );
+    // Neighbours no command may touch: another .NET processor on the same container, and an rxfeed processor.
+    const other = await dotnetLeasePrefix({ container: monitored, endpoint: cosmos.endpoint, processorName: 'billing' });
+    await seedDotnetLeases(leaseContainer, other, [{ partition: p0!, owner: null, continuation: checkpoint0, timestampMs: Date.now() }]);
+    await new CosmosLeaseStore({ container: leaseContainer }).createIfAbsent({
+      id: 'cli-other.0',
+      leaseToken: '0',
+      feedRange: p0!.range,
+      owner: null,
+      continuation: null,
+      timestampMs: Date.now(),
+      epoch: 0,
+      mode: 'latestVersion',
+      properties: {},
+    });
+  });
+
+  type Listed = { leases: { id: string; leaseToken: string; owner: string | null; state: string; continuation: string | null; epoch: number }[] };
+  const listed = async (by = flags) => JSON.parse((await rxfeed(['leases', 'ls', '--json', ...by])).out) as Listed;
+
+  it('ls shows the .NET leases with their owners and checkpoints, by --prefix or --processor-name, never the markers', async () => {
+    const { leases } = await listed();
+    expect(leases.map((l) => [l.id, l.owner, l.state])).toEqual([
+      [`${prefix}..0`, 'dotnet-live', 'owned'],
+      [`${prefix}..1`, 'dotnet-dead', 'expired'],
+      [`${prefix}..2`, null, 'free'],
+    ]);
+    expect(leases[0]!.continuation).toMatch(/^"\d+"$/);
+    expect(leases[2]!.continuation).toBeNull();
+    const named = await listed(byName);
+    expect(named.leases.map((l) => [l.id, l.owner, l.continuation])).toEqual(leases.map((l) => [l.id, l.owner, l.continuation]));
+    const table = await rxfeed(['leases', 'ls', ...byName]);
+    expect(table.out.split('\n')).toHaveLength(4); // header and three leases
+    expect(table.out).toMatch(/^0\s+dotnet-live\s+owned/m);
+  });
+
+  it('lag counts the changes after each .NET checkpoint (the whole partition for one never checkpointed)', async () => {
+    const source = new CosmosSource<Doc>(monitored);
+    const expected = new Map<string, number>();
+    for (const l of (await listed()).leases) {
+      const partition = (await source.listPartitions()).find((p) => p.id === l.leaseToken)!;
+      expected.set(l.leaseToken, (await drainPartition(source, partition, l.continuation === null ? 'beginning' : { position: l.continuation })).changes.length);
+    }
+    const { leases, total } = JSON.parse((await rxfeed(['lag', '--json', ...byName])).out) as { leases: { leaseToken: string; estimatedLag: number }[]; total: number };
+    expect(leases.map((l) => [l.leaseToken, l.estimatedLag])).toEqual([...expected]);
+    expect(total).toBe([...expected.values()].reduce((a, b) => a + b, 0));
+    expect(total).toBeGreaterThan(30); // the 30 later writes, and lease 2's whole partition
+    expect((await rxfeed(['lag', ...flags])).out).toContain(`total: ${total} change(s) behind`);
+  });
+
+  it('rewind and release act only on the selected .NET leases, refusing while the live one is held unless --force', async () => {
+    const before = new Map((await docs()).map((d) => [d.id as string, d._etag]));
+    const refused = await rxfeed(['leases', 'rewind', '--to', 'beginning', ...byName]);
+    expect(refused.code).toBe(1);
+    expect(refused.err).toMatch(/owned by a live host: 0 \(owner dotnet-live\)/);
+    expect((await rxfeed(['leases', 'release', ...flags])).code).toBe(1);
+
+    const rewound = await rxfeed(['leases', 'rewind', '--to', 'beginning', '--lease', '1', '--json', ...byName]);
+    expect(rewound.code).toBe(0);
+    expect(JSON.parse(rewound.out)).toMatchObject({ rewind: [{ leaseToken: '1', previousOwner: 'dotnet-dead', fenced: false }] });
+    const released = await rxfeed(['leases', 'release', '--force', '--json', ...flags]);
+    expect(JSON.parse(released.out)).toMatchObject({ release: [{ leaseToken: '0', previousOwner: 'dotnet-live', fenced: true }] });
+
+    const after = await docs();
+    const changed = after.filter((d) => before.get(d.id as string) !== d._etag).map((d) => d.id);
+    expect(changed.sort()).toEqual([`${prefix}..0`, `${prefix}..1`]);
+    // still .NET documents: same id, LeaseToken and version, the owner cleared
+    for (const token of ['0', '1']) expect(after.find((d) => d.id === `${prefix}..${token}`)).toMatchObject({ LeaseToken: token, version: 0, Owner: null });
+  });
+
+  it('reset deletes exactly the .NET leases and their .info / .lock markers', async () => {
+    const neighbours = (await ids()).filter((id) => !id.startsWith(prefix));
+    expect(neighbours).toHaveLength(3);
+    expect(await ids()).toEqual(expect.arrayContaining([`${prefix}.info`, `${prefix}.lock`]));
+    const reset = await rxfeed(['leases', 'reset', '--json', ...byName]);
+    expect(reset.code).toBe(0);
+    expect((JSON.parse(reset.out) as { reset: { leaseToken: string }[] }).reset.map((c) => c.leaseToken)).toEqual(['0', '1', '2']);
+    expect(await ids()).toEqual(neighbours);
+    expect((await rxfeed(['leases', 'ls', ...flags])).out).toContain(`no leases under prefix '${prefix}' (lease scheme dotnet)`);
+  });
+
+  it('says how to name .NET leases: exit 2 for a missing or contradicting flag, 1 for a prefix with the separator', async () => {
+    const base = ['leases', 'ls', '--database', 'db', '--container', monitored.id, '--lease-container', leaseContainer.id];
+    const cases: [string[], RegExp][] = [
+      [['--lease-scheme', 'dotnet'], /--lease-scheme dotnet needs the \.NET lease prefix: pass --processor-name <name>.* or --prefix/],
+      [['--processor-name', PROCESSOR], /--processor-name names a \.NET processor .*: add --lease-scheme dotnet/],
+      [['--lease-scheme', 'dotnet', '--processor-name', PROCESSOR, '--prefix', prefix], /either --prefix or --processor-name, not both/],
+      [['--lease-scheme', 'java'], /--lease-scheme must be rxfeed or dotnet, got java/],
+    ];
+    for (const [extra, message] of cases) {
+      const run = await rxfeed([...base, ...extra]);
+      expect(run.code).toBe(2);
+      expect(run.err).toMatch(message);
+    }
+    const noContainer = await rxfeed(['leases', 'ls', '--database', 'db', '--lease-scheme', 'dotnet', '--processor-name', PROCESSOR]);
+    expect(noContainer).toMatchObject({ code: 2 });
+    expect(noContainer.err).toContain('--processor-name needs --container');
+    const separator = await rxfeed([...base, '--lease-scheme', 'dotnet', '--prefix', `${prefix}..`]);
+    expect(separator.code).toBe(1);
+    expect(separator.err).toMatch(/leasePrefix: .* ends with '\.': with leaseScheme 'dotnet' pass the \.NET prefix without the '\.\.' separator/);
+    for (const command of [['leases', '--help'], ['lag', '--help']]) {
+      expect((await rxfeed(command)).out).toMatch(/--lease-scheme[\s\S]*--processor-name/);
+    }
   });
 });
 

@@ -83,6 +83,26 @@ describe('estimateLag (memory source)', () => {
     expect(lag).toMatchObject({ leaseToken: p0!.id, estimatedLag: UNKNOWN_LAG, timeLagMs: undefined });
   });
 
+  it('reads leases in the .NET layout (leaseScheme: dotnet) and never counts its .info / .lock markers', async () => {
+    const source = new MemorySource<{ id: string }>({ partitions: 3 });
+    for (let i = 0; i < 90; i++) source.write({ id: `d${i}` });
+    const partitions = source.partitions() as Partition[];
+    const NET = 'orders-viewshop.documents.azure.com_AbCdAA==_AbCdAKl9dQA=';
+    const store = new MemoryLeaseStore();
+    const base = { owner: null, timestampMs: 0, epoch: 0, mode: 'latestVersion' as const, properties: {} };
+    for (const p of partitions) {
+      await store.createIfAbsent({ ...base, id: `${NET}..${p.id}`, leaseToken: p.id, feedRange: p.range, continuation: await positionAfter(source, p, 2) });
+    }
+    // .NET's `{ id }` marker and `{ id, ttl }` lock read as documents with an empty token
+    for (const id of [`${NET}.info`, `${NET}.lock`]) await store.createIfAbsent({ ...base, id, leaseToken: '', feedRange: undefined, continuation: null });
+    const lags = await estimateLag({ source, leases: store, leasePrefix: NET, leaseScheme: 'dotnet' });
+    expect(lags.map((l) => [l.leaseToken, l.estimatedLag])).toEqual(partitions.map((p) => [p.id, source.latestLsn(p.id) - 2]));
+
+    await expect(estimateLag({ source, leases: store, leaseScheme: 'dotnet' })).rejects.toThrow(/pass leasePrefix: await dotnetLeasePrefix/);
+    await expect(estimateLag({ source, leases: store, leasePrefix: `${NET}..`, leaseScheme: 'dotnet' })).rejects.toThrow(/without the '\.\.' separator/);
+    expect(() => lag$({ source, leases: store, leasePrefix: NET, leaseScheme: 'DotNet' as never })).toThrow(/must be 'rxfeed' or 'dotnet'/);
+  });
+
   it('refuses bad options with a message that names them', async () => {
     const source = new MemorySource({ partitions: 1 });
     const leases = new MemoryLeaseStore();

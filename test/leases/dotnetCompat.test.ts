@@ -18,6 +18,7 @@ import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
 import { CosmosSource } from '../../src/sources/CosmosSource.js';
 import { drainPartition, freshContainer, sleep, writeDocs, type Doc } from '../cosmos/helpers.js';
 import { startTestCosmos, type TestCosmos } from '../support/cosmos.js';
+import { seedDotnetLeases } from '../support/dotnetLeases.js';
 
 /** The account endpoint the .NET client would use; only its host enters the prefix. */
 const ACCOUNT_ENDPOINT = 'https://shop.documents.azure.com:443/';
@@ -110,29 +111,19 @@ describe('leaseScheme: dotnet', () => {
     for (const etag of checkpoints.values()) expect(etag).toMatch(/^"\d+"$/);
     const after = await writeDocs(monitored, 40, 'new-');
 
-    // Documents exactly as the .NET v3 processor writes them:
-    // DocumentServiceLeaseManagerCosmos.CreateLeaseIfNotExistAsync(PartitionKeyRange): id = GetDocumentId(token)
-    //   = ContainerNamePrefix + ".." + token (DocumentServiceLeaseStoreManagerOptions), LeaseToken = range id,
-    //   FeedRange = FeedRangeEpk (FeedRangeInternalConverter "Range" + RangeJsonConverter: min/max only for
-    //   [min, max)), Mode = HttpConstants.A_IMHeaderValues.IncrementalFeed;
-    // DocumentServiceLeaseCore: "version" 0, "Owner", "ContinuationToken", "timestamp" (Newtonsoft DateTime,
-    //   7 fractional digits), "properties"; the store marker DocumentServiceLeaseStoreCosmos: { id: prefix + ".info" }.
-    const longAgo = new Date(Date.now() - 3_600_000).toISOString().replace('Z', '1234Z');
-    if (withInfo) await leases.items.create({ id: `${prefix}.info` });
-    for (const [i, p] of partitions.entries()) {
-      await leases.items.create({
-        id: `${prefix}..${p.id}`,
-        version: 0,
-        LeaseToken: p.id,
-        FeedRange: { Range: { min: p.range.minInclusive, max: p.range.maxExclusive } },
-        // one released on StopAsync (Owner null), the others left by a host that died (expired)
-        Owner: i === 0 ? null : 'a7c2f3e0-0d6b-4b7e-9d55-2f2f8f4d1c11',
-        ContinuationToken: checkpoints.get(p.id),
-        timestamp: longAgo,
-        properties: {},
-        Mode: 'Incremental Feed',
-      });
-    }
+    // Documents exactly as the .NET v3 processor writes them (test/support/dotnetLeases.ts names the sources):
+    // one released on StopAsync (Owner null), the others left by a host that died an hour ago (expired).
+    await seedDotnetLeases(
+      leases,
+      prefix,
+      partitions.map((p, i) => ({
+        partition: p,
+        owner: i === 0 ? null : 'a7c2f3e0-0d6b-4b7e-9d55-2f2f8f4d1c11',
+        continuation: checkpoints.get(p.id)!,
+        timestampMs: Date.now() - 3_600_000,
+      })),
+      { info: withInfo },
+    );
 
     const seen: Change<Doc>[] = [];
     const run = runFeed(monitored, leases, prefix, seen);
@@ -220,9 +211,9 @@ describe('leaseScheme: dotnet', () => {
       return n;
     };
     expect(await fromCheckpoint()).toBe(0);
-    // rxfeed's own estimator reads the .NET layout under `<prefix>..`
+    // rxfeed's own estimator reads the .NET layout with the same naming options as the processor
     const lagOf = async () =>
-      (await estimateLag({ source, leases: new CosmosLeaseStore({ container: leases }), leasePrefix: partitionLeasePrefix })).map((l) => [l.leaseToken, l.estimatedLag]);
+      (await estimateLag({ source, leases: new CosmosLeaseStore({ container: leases }), leasePrefix: prefix, leaseScheme: 'dotnet' })).map((l) => [l.leaseToken, l.estimatedLag]);
     expect((await lagOf()).sort()).toEqual(partitions.map((p) => [p.id, 0]).sort());
     await writeDocs(monitored, 1, 'late-');
     expect(await fromCheckpoint()).toBe(1);
@@ -233,6 +224,10 @@ describe('leaseScheme: dotnet', () => {
     expect(() =>
       createChangeFeed({ source: new CosmosSource(cosmos.client.database('db').container('x')), leases: new CosmosLeaseStore(cosmos.client.database('db').container('y')), instanceName: 'h', leaseScheme: 'dotnet' }),
     ).toThrow(/dotnetLeasePrefix/);
+    // a prefix written with the separator would make ids `<prefix>....<token>`
+    expect(() =>
+      createChangeFeed({ source: new CosmosSource(cosmos.client.database('db').container('x')), leases: new CosmosLeaseStore(cosmos.client.database('db').container('y')), instanceName: 'h', leaseScheme: 'dotnet', leasePrefix: 'p..' }),
+    ).toThrow(/leasePrefix: 'p\.\.' ends with '\.': with leaseScheme 'dotnet' pass the \.NET prefix without the '\.\.' separator/);
   });
 });
 

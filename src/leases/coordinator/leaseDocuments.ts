@@ -9,13 +9,20 @@ import type { NewLease } from '../Lease.js';
  */
 export type LeaseScheme = 'rxfeed' | 'dotnet';
 
-/** @internal How one processor names and shapes its documents in the lease store. */
-export interface LeaseNaming {
+/**
+ * @internal Where one processor's documents are in the lease store: what the coordinator, the estimator and the
+ * lease administration all list and skip.
+ */
+export interface LeaseIds {
   /** Prefix of every lease id (listing uses it). */
   readonly prefix: string;
   /** Prefix of the `.info` / `.lock` markers (equal to `prefix` in the rxfeed scheme). */
   readonly markerPrefix: string;
   readonly scheme: LeaseScheme;
+}
+
+/** @internal How one processor names and shapes its documents in the lease store. */
+export interface LeaseNaming extends LeaseIds {
   readonly owner: string;
   readonly mode: FeedMode;
   readonly now: () => number;
@@ -31,13 +38,23 @@ export function isMarkerId(prefix: string, id: string): boolean {
   return id === infoId(prefix) || id === lockId(prefix);
 }
 
+/** @internal The ids of one processor's two markers, `.info` then `.lock`. */
+export function markerIdsOf(ids: LeaseIds): readonly [info: string, lock: string] {
+  return [infoId(ids.markerPrefix), lockId(ids.markerPrefix)];
+}
+
 /**
- * @internal The names of one processor's documents: in the .NET scheme leases sit under `<prefix>..`, the
- * markers next to them (DocumentServiceLeaseStoreManagerOptions.GetPartitionLeasePrefix and
+ * @internal Where one processor's documents are: in the .NET scheme leases sit under `<prefix>..`, the markers
+ * next to them (DocumentServiceLeaseStoreManagerOptions.GetPartitionLeasePrefix and
  * DocumentServiceLeaseStoreCosmos in Azure/azure-cosmos-dotnet-v3).
  */
+export function leaseIdsOf(prefix: string, scheme: LeaseScheme): LeaseIds {
+  return { prefix: scheme === 'dotnet' ? `${prefix}..` : prefix, markerPrefix: prefix, scheme };
+}
+
+/** @internal The names of one processor's documents ({@link leaseIdsOf}) and how this host writes them. */
 export function namingOf(prefix: string, scheme: LeaseScheme, owner: string, mode: FeedMode, now: () => number): LeaseNaming {
-  return { prefix: scheme === 'dotnet' ? `${prefix}..` : prefix, markerPrefix: prefix, scheme, owner, mode, now };
+  return { ...leaseIdsOf(prefix, scheme), owner, mode, now };
 }
 
 /**

@@ -111,14 +111,26 @@ export function fatalReason(error: unknown): CloseReason | undefined {
 }
 
 
-/** @internal Checks a lease scheme and that the .NET scheme comes with its prefix. */
-export function checkLeaseScheme(name: string, scheme: unknown, prefix: unknown): void {
+/**
+ * @internal Checks a lease scheme and that the .NET scheme comes with the prefix .NET computes: given, and
+ * without the `..` separator (which the scheme adds). `prefixName` is the prefix option's name in the caller's
+ * options, for the message.
+ */
+export function checkLeaseScheme(name: string, scheme: unknown, prefix: unknown, prefixName = 'prefix'): void {
   if (scheme === undefined || scheme === 'rxfeed') return;
   if (scheme !== 'dotnet') throw new InvalidOptionsError(name, `must be 'rxfeed' or 'dotnet', got ${String(scheme)}`);
   if (prefix === undefined) {
     throw new InvalidOptionsError(
       name,
-      "'dotnet' needs the prefix the .NET processor computes: pass prefix: await dotnetLeasePrefix({ container, endpoint, processorName })",
+      `'dotnet' needs the prefix the .NET processor computes: pass ${prefixName}: await dotnetLeasePrefix({ container, endpoint, processorName })`,
+    );
+  }
+  // A .NET prefix ends with the monitored container's _rid; one ending with '.' was written with the separator.
+  if (typeof prefix === 'string' && prefix.endsWith('.')) {
+    throw new InvalidOptionsError(
+      prefixName,
+      `'${prefix}' ends with '.': with leaseScheme 'dotnet' pass the .NET prefix without the '..' separator ` +
+        `(rxfeed adds it), i.e. the part of a lease id before '..', or await dotnetLeasePrefix({ container, endpoint, processorName })`,
     );
   }
 }
