@@ -521,7 +521,10 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
 
   /**
    * Voluntary end: drain (bounded), then release the lease so another host can take it at once: to the
-   * host that asked for it, if one did recently, else to nobody.
+   * host that asked for it, if one did recently, else to nobody. A lease given up to rebalance and released
+   * to nobody (the request went stale while this host got round to it, or a `maxLeases` release) is left to
+   * others for two acquire intervals: the host that asked for it, still without a lease, is invisible to
+   * this host's count, which would otherwise take the lease straight back at its next scan.
    */
   #close(owned: Ownership, reason: CloseReason): Promise<void> {
     if (owned.ended) return Promise.resolve();
@@ -546,6 +549,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       } catch (error) {
         if (!(error instanceof LeaseConflictError)) this.#failures.failed(`release:${owned.lease.id}`, error, owned.leaseToken);
       }
+      if (to === null && reason === 'Rebalanced') this.#cooldown.set(owned.lease.id, this.#scheduler.now() + 2 * this.#t.acquireMs);
       owned.log('released (%s)%s', reason, to ? ` to ${to}` : '');
       this.#events.next({ type: 'leaseReleased', owner: this.owner, lease: owned.leaseToken, reason });
     })();

@@ -103,6 +103,28 @@ describe('balancing across hosts (virtual time)', () => {
     await a.coordinator.stop();
   });
 
+  it.each(['count', 'load'] as const)(
+    'balanceBy %s: a lease handed over to nobody (the request went stale) is left to the host that asked, not taken back',
+    async (balanceBy) => {
+      // a scans every expiry/2 once settled and honours a request only while it is 2 acquire intervals old:
+      // depending on when b joins, a gets to b's request too late and releases the lease to nobody. b, still
+      // holding nothing, does not count for a, which used to take the lease straight back (another epoch, a
+      // second drain, and b's turn an expiration later). No load is published here, so 'load' follows the count
+      // rules too. Every phase of b's start over one idle scan period:
+      for (let offset = 0; offset < EXPIRY / 2; offset += 1_000) {
+        const w = world(2);
+        const a = w.start('a', { balanceBy });
+        a.coordinator.acquired$.subscribe((o) => o.onDrain(() => new Promise<void>((resolve) => w.clock.schedule(() => resolve(), 5_000))));
+        await w.clock.advance(EXPIRY + offset);
+        const b = w.start('b', { balanceBy });
+        const took = await w.clock.advanceUntil(() => b.coordinator.owned().length === 1, 2 * EXPIRY, 500);
+        expect(b.coordinator.owned(), `b joining ${offset} ms into a's idle period`).toHaveLength(1);
+        expect(took).toBeLessThanOrEqual(EXPIRY / 2 + 2 * ACQUIRE);
+        expect(a.events.filter((e) => e.type === 'leaseAcquired'), `b joining ${offset} ms into a's idle period`).toHaveLength(2);
+      }
+    },
+  );
+
   it('host crash: survivors take its leases from its last checkpoint within about one expiration', async () => {
     const w = world(12);
     const hosts = ['a', 'b', 'c'].map((n) => w.start(n));
