@@ -302,11 +302,12 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
    * using the lease a margin before that (as before its own expiry), even while a drain for the handover is
    * still running, so it never writes once the requester may own the lease.
    */
-  #watchHandoff(owned: Ownership, lease: Lease): void {
+  #watchHandoff(owned: Ownership, lease: Lease): boolean {
     const to = lease.properties[HANDOFF_TO];
     const at = Number(lease.properties[HANDOFF_AT]);
-    if (!to || to === this.owner || !Number.isFinite(at)) return;
+    if (!to || to === this.owner || !Number.isFinite(at)) return false;
     owned.handoffRequested(to, at + this.#t.expirationMs - this.#t.deadlineMarginMs - this.#now());
+    return true;
   }
 
   /**
@@ -392,7 +393,9 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
           const fresh = error.kind === 'missing' ? undefined : await this.#store.read(owned.lease.id);
           if (fresh && fresh.owner === this.owner && fresh.epoch === owned.epoch) {
             owned.current = fresh;
-            this.#watchHandoff(owned, fresh);
+            // A host asked for this lease (that is what changed it): balance now, so the request is honoured
+            // while it is fresh instead of at the next round (half an expiration away once settled).
+            if (this.#watchHandoff(owned, fresh)) this.#scanSoon(0);
             continue;
           }
           const newOwner = fresh ? fresh.owner : undefined;

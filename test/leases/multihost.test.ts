@@ -203,6 +203,24 @@ describe('balancing across hosts (virtual time)', () => {
     expect(w.leases().filter((l) => l.owner === null)).toHaveLength(1);
   });
 
+  it('a busy owner honours a handoff request at its next checkpoint, not at its next balancing round', async () => {
+    const w = world(2);
+    const a = w.start('a');
+    await w.clock.advance(ACQUIRE + 1_000); // a holds both and is settled: its next round is half an expiration away
+    expect(a.coordinator.owned()).toHaveLength(2);
+    const joined = w.clock.now();
+    const b = w.start('b');
+    // a checkpoints every second (a busy partition); b asks for one of a's leases at its first round.
+    while (b.coordinator.owned().length === 0 && w.clock.now() - joined < EXPIRY) {
+      for (const owned of a.coordinator.owned()) await owned.checkpoint(`at-${w.clock.now()}`).catch(() => undefined);
+      await w.clock.advance(1_000);
+    }
+    // a hands over as soon as a checkpoint shows the request; b takes the lease at its next round.
+    expect(w.clock.now() - joined).toBeLessThanOrEqual(ACQUIRE + 2_000);
+    expect(a.events.filter((e) => e.type === 'leaseReleased').map((e) => (e as { reason: string }).reason)).toEqual(['Rebalanced']);
+    expect(b.events.some((e) => e.type === 'leaseTakenOver')).toBe(false); // handed over, not taken by force
+  });
+
   it('an owner that ignores handoff requests loses the lease by force after one expiration', async () => {
     const w = world(2);
     // A foreign owner (say a .NET host) that keeps renewing, carrying properties over, but never hands over.
