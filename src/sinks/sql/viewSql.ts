@@ -124,7 +124,11 @@ export function viewSql(spec: ViewTableSpec): ViewSql {
   const extractedUpdates = extracted.map(([name]) => `, ${quote(name)} = excluded.${quote(name)}`).join('');
 
   // Each piece of a write reads its input from the parameter `input`; `gate` is the condition the write adds
-  // (none for the pieces run on their own).
+  // (none for the pieces run on their own). Rows and tombstones are reached through their key index whatever
+  // the plan: a prepared statement keeps the plan made while the tables were small (a view filling up from
+  // the start of a feed), where a join on the input could scan them whole on every write. Hence the
+  // tombstone check as a per-row subquery (NOT EXISTS would become such a join) and the deletes' redundant
+  // `key = ANY (…)` (an index condition on the rows whatever the join).
   const where = (...conditions: string[]) => {
     const all = conditions.filter((c) => c !== '');
     return all.length > 0 ? `WHERE ${all.join(' AND ')}` : '';
@@ -134,7 +138,7 @@ export function viewSql(spec: ViewTableSpec): ViewSql {
     `INSERT INTO ${rows} AS t (key, doc, lsn, ts_ms, partition_id${extractedNames})
      SELECT r.key, r.doc, r.lsn, r.ts_ms, r.partition_id${extractedValues}
      FROM jsonb_to_recordset(${input}::jsonb) AS r(key text, doc jsonb, lsn bigint, ts_ms bigint, partition_id text)
-     ${where(guarded ? `NOT EXISTS (SELECT 1 FROM ${tombstones} d WHERE d.key = r.key AND d.lsn >= r.lsn)` : '', gate)}
+     ${where(guarded ? `NOT coalesce((SELECT d.lsn >= r.lsn FROM ${tombstones} d WHERE d.key = r.key), false)` : '', gate)}
      ORDER BY r.key
      ON CONFLICT (key) DO UPDATE SET doc = excluded.doc, lsn = excluded.lsn, ts_ms = excluded.ts_ms,
        partition_id = excluded.partition_id${extractedUpdates}
@@ -144,10 +148,9 @@ export function viewSql(spec: ViewTableSpec): ViewSql {
        SELECT r.key, r.lsn, r.ts_ms FROM jsonb_to_recordset(${input}::jsonb) AS r(key text, lsn bigint, ts_ms bigint)${gate ? ` WHERE ${gate}` : ''} ORDER BY r.key
        ON CONFLICT (key) DO UPDATE SET lsn = excluded.lsn, ts_ms = excluded.ts_ms WHERE excluded.lsn > d.lsn`;
   const deleteRows = (guarded: boolean, input = '$1', gate = '') =>
-    guarded
-      ? `DELETE FROM ${rows} AS t USING jsonb_to_recordset(${input}::jsonb) AS r(key text, lsn bigint)
-       WHERE t.key = r.key AND t.lsn < r.lsn${and(gate)}`
-      : `DELETE FROM ${rows} AS t USING jsonb_to_recordset(${input}::jsonb) AS r(key text) WHERE t.key = r.key${and(gate)}`;
+    `DELETE FROM ${rows} AS t USING jsonb_to_recordset(${input}::jsonb) AS r(key text, lsn bigint)
+       WHERE t.key = r.key${guarded ? ' AND t.lsn < r.lsn' : ''}
+         AND t.key = ANY (ARRAY(SELECT k.key FROM jsonb_to_recordset(${input}::jsonb) AS k(key text)))${and(gate)}`;
   // A replay (no position) keeps the stored position but still raises the epoch.
   const commitPositions = (input: string, gate: string) =>
     `UPDATE ${positions} AS p SET position = COALESCE(r.position, p.position),
