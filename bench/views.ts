@@ -4,7 +4,8 @@
  * Run: npx tsx bench/views.ts [changes=20000]
  * PostgreSQL is also measured against a hand-written `pg` loop running the same set-based statements
  * (guarded mode: upsert, tombstones, delete, one transaction per batch, one worker per partition on a pool of
- * 4), alternating rounds in one run; the ratio is rxfeed's throughput over the loop's (target ≥ 0.9).
+ * 4), alternating rounds in one run; the ratio is rxfeed's throughput over the loop's (target ≥ 0.9). In those
+ * rounds both run on the same pool, opened and warmed before the first round, so neither pays for connecting.
  * PostgreSQL: RXFEED_BENCH_PG_URL, default postgresql://postgres@127.0.0.1:5432/test (skipped with a note when unreachable).
  * Each run writes into a fresh table of a schema of its own, dropped at the end.
  */
@@ -176,7 +177,7 @@ async function main(): Promise<void> {
           const hand: number[] = [];
           for (let round = 0; round < 3; round++) {
             hand.push(await handLoop(pool, `h${++table}`, batchSize));
-            const store = await PostgresViewStore.create<Row>({ connection: PG_URL, table: `t${++table}`, schema });
+            const store = await PostgresViewStore.create<Row>({ connection: pool, table: `t${++table}`, schema });
             ours.push(await run(store, batchSize, 'guarded'));
             await store.close();
           }

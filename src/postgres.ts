@@ -15,5 +15,5 @@ export { PGliteViewStore, type PGliteViewStoreOptions } from './sinks/PGliteView
 export { PostgresSearchIndex, type PostgresSearchIndexOptions } from './sinks/PostgresSearchIndex.js';
 export type { SqlViewStore } from './sinks/sql/SqlViewStore.js';
 export type { SqlDeadLetterStore } from './deadletter/SqlDeadLetterStore.js';
-export type { SqlRunner, SqlSession, SqlResult, PgQueryResultLike, PgPoolLike, PgPoolClientLike, PgClientLike, PGliteLike, PostgresConnection } from './sinks/sql/SqlRunner.js';
+export type { SqlRunner, SqlSession, SqlResult, PgQueryResultLike, PgNamedQuery, PgPoolLike, PgPoolClientLike, PgClientLike, PGliteLike, PostgresConnection } from './sinks/sql/SqlRunner.js';
 export * from './deadletter/postgres.js';

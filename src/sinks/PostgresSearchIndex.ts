@@ -51,6 +51,8 @@ export interface PostgresSearchIndexOptions {
   readonly schema?: string;
   /** PostgreSQL text search configuration (stemming, stop words): `'english'`, `'simple'`, `'german'`… Default `'english'`. */
   readonly language?: string;
+  /** As `PostgresViewStoreOptions.prepare` (ignored by PGlite). Default `true`. */
+  readonly prepare?: boolean;
 }
 
 /**
@@ -71,13 +73,14 @@ export class PostgresSearchIndex extends SqlViewStore<SearchDocument> implements
   readonly #search: string;
 
   constructor(options: PostgresSearchIndexOptions) {
-    const { connection, table, schema = 'public', language = 'english' } = options ?? ({} as PostgresSearchIndexOptions);
+    const { connection, table, schema = 'public', language = 'english', prepare = true } = options ?? ({} as PostgresSearchIndexOptions);
     if (connection === undefined || connection === null || (typeof connection !== 'string' && typeof connection !== 'object')) {
       throw new InvalidOptionsError('connection', 'give a PostgreSQL connection string, a pg Pool or Client, or a PGlite instance');
     }
     if (typeof language !== 'string' || !/^[a-z_]+$/.test(language)) {
       throw new InvalidOptionsError('language', `${JSON.stringify(language)} must be a text search configuration name such as 'english' or 'simple'`);
     }
+    if (typeof prepare !== 'boolean') throw new InvalidOptionsError('prepare', `${String(prepare)} must be true or false`);
     const config = `'${language}'::regconfig`;
     const pglite = typeof connection === 'object' && (connection instanceof Promise || isPGlite(connection));
     const where = typeof connection === 'string' ? describeConnectionString(connection) : pglite ? 'pglite' : 'pg';
@@ -101,7 +104,7 @@ export class PostgresSearchIndex extends SqlViewStore<SearchDocument> implements
       () =>
         pglite
           ? openPGlite(connection as PGliteLike | Promise<PGliteLike>, undefined, description)
-          : pgRunner(connection as PostgresConnection, description, 4),
+          : pgRunner(connection as PostgresConnection, description, 4, prepare),
     );
     this.#search = `SELECT key, doc, ts_rank(t.tsv, q) AS rank
       FROM ${this.tableName} AS t, websearch_to_tsquery(${config}, $1) AS q

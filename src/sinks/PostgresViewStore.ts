@@ -22,12 +22,19 @@ export interface PostgresViewStoreOptions {
   readonly columns?: Readonly<Record<string, string>>;
   /** Pool size when `connection` is a string. Default 4 (connections). */
   readonly poolMax?: number;
+  /**
+   * Whether the statement most writes come down to is a named prepared statement, parsed and planned once per
+   * connection instead of once per write. Set `false` behind a connection pooler that does not keep prepared
+   * statements across transactions (PgBouncer in transaction mode before 1.21). Default `true`.
+   */
+  readonly prepare?: boolean;
 }
 
 /**
  * A `ViewStore` (see `rxfeed`) in PostgreSQL through `pg` (an optional peer dependency, loaded on first use). Rows
  * live in `<schema>.<table>` (`key`, `doc` jsonb, `lsn`, `ts_ms`, `partition_id`, plus your `columns`);
- * tables are created on first use. Each write is one transaction of set-based statements.
+ * tables are created on first use. Each write is atomic: one statement once the store has written the
+ * partition before, else one transaction of a few set-based statements.
  *
  * @example
  * ```ts
@@ -41,16 +48,17 @@ export interface PostgresViewStoreOptions {
  */
 export class PostgresViewStore<R> extends SqlViewStore<R> {
   constructor(options: PostgresViewStoreOptions) {
-    const { connection, table, schema = 'public', columns, poolMax = 4 } = options ?? ({} as PostgresViewStoreOptions);
+    const { connection, table, schema = 'public', columns, poolMax = 4, prepare = true } = options ?? ({} as PostgresViewStoreOptions);
     if (connection === undefined || connection === null || (typeof connection !== 'string' && typeof connection !== 'object')) {
       throw new InvalidOptionsError('connection', 'give a PostgreSQL connection string, a pg Pool or a connected pg Client');
     }
     if (!Number.isInteger(poolMax) || poolMax < 1) {
       throw new InvalidOptionsError('poolMax', `${poolMax} must be a whole number of connections, at least 1`);
     }
+    if (typeof prepare !== 'boolean') throw new InvalidOptionsError('prepare', `${String(prepare)} must be true or false`);
     const where = typeof connection === 'string' ? describeConnectionString(connection) : 'pg';
     const description = `postgres view ${schema}.${table} (${where})`;
-    super({ schema, table, columns }, description, () => pgRunner(connection, description, poolMax));
+    super({ schema, table, columns }, description, () => pgRunner(connection, description, poolMax, prepare));
   }
 
   /** Creates the store and its tables; rejects when PostgreSQL cannot be reached or `pg` is missing. */

@@ -14,7 +14,7 @@ export { PostgresViewStore } from './PostgresViewStore.js';
 export type { PostgresViewStoreOptions } from './PostgresViewStore.js';
 export { PGliteViewStore } from './PGliteViewStore.js';
 export type { PGliteViewStoreOptions } from './PGliteViewStore.js';
-export type { PgPoolLike, PgPoolClientLike, PgClientLike, PGliteLike, PostgresConnection } from './sql/SqlRunner.js';
+export type { PgNamedQuery, PgPoolLike, PgPoolClientLike, PgClientLike, PGliteLike, PostgresConnection } from './sql/SqlRunner.js';
 export { PostgresSearchIndex } from './PostgresSearchIndex.js';
 export type { PostgresSearchIndexOptions, SearchDocument, SearchHit, SearchIndex, SearchOptions } from './PostgresSearchIndex.js';
 export { materializeToView } from './materializeToView.js';

@@ -5,8 +5,8 @@ import { InvalidOptionsError, RxfeedError } from '../../src/errors/index.js';
 import { MemoryViewStore } from '../../src/sinks/MemoryViewStore.js';
 import { PGliteViewStore } from '../../src/sinks/PGliteViewStore.js';
 import { PostgresViewStore } from '../../src/sinks/PostgresViewStore.js';
-import { importOptional } from '../../src/sinks/sql/SqlRunner.js';
-import type { SqlSession } from '../../src/sinks/sql/SqlRunner.js';
+import { importOptional, pgPoolRunner } from '../../src/sinks/sql/SqlRunner.js';
+import type { PgPoolLike, SqlSession } from '../../src/sinks/sql/SqlRunner.js';
 import { SqlViewStore } from '../../src/sinks/sql/SqlViewStore.js';
 import { openPGlite } from '../../src/sinks/PGliteViewStore.js';
 import { PostgresSearchIndex } from '../../src/sinks/PostgresSearchIndex.js';
@@ -15,7 +15,7 @@ import { syncToIndex } from '../../src/sinks/syncToIndex.js';
 import { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import type { Change } from '../../src/core/Change.js';
 import { lastValueFrom, of } from 'rxjs';
-import { viewStoreConformance } from '../support/viewStoreConformance.js';
+import { change, viewStoreConformance, writeOf } from '../support/viewStoreConformance.js';
 import type { ConformanceRow } from '../support/viewStoreConformance.js';
 import { PG_URL, postgresUnavailable, uniqueSchema } from './postgres.js';
 
@@ -55,12 +55,14 @@ describe.skipIf(pgSkip !== undefined)('PostgreSQL', () => {
     await pool.end();
   });
 
-  // Alternate between a pool we own and a connection string (rxfeed's own pool) across tests.
+  // Alternate between a pool we own and a connection string (rxfeed's own pool), and between prepared and
+  // unnamed statements, across tests.
   viewStoreConformance('PostgresViewStore', async () => {
     const table = nextTable();
     const connection = tables % 2 === 0 ? pool : PG_URL;
-    const store = await PostgresViewStore.create<ConformanceRow>({ connection, table, schema });
-    return { store, reopen: () => PostgresViewStore.create<ConformanceRow>({ connection: PG_URL, table, schema }) };
+    const prepare = tables % 3 !== 0;
+    const store = await PostgresViewStore.create<ConformanceRow>({ connection, table, schema, prepare });
+    return { store, reopen: () => PostgresViewStore.create<ConformanceRow>({ connection: PG_URL, table, schema, prepare }) };
   });
 
   it('runs over a single pg Client, one transaction at a time', async () => {
@@ -108,6 +110,34 @@ describe.skipIf(pgSkip !== undefined)('PostgreSQL', () => {
       partitions: [],
     });
     expect((await pool.query(`SELECT total::float8 AS total FROM ${store.tableName}`)).rows).toEqual([{ total: 20 }]);
+    await store.close();
+  });
+
+  it('never writes through a snapshot taken before a concurrent write of the partition committed', async () => {
+    const table = nextTable();
+    const store = await PostgresViewStore.create<ConformanceRow>({ connection: pool, table, schema });
+    await store.write(writeOf([change('p0', 'a', 1, 1)])); // from now on the store plans p0's writes on what it wrote
+    // Another writer of p0 deletes `a` at LSN 10, leaving p0's epoch and LSN mark as they were, and holds p0's row.
+    const other = await pool.connect();
+    try {
+      await other.query('BEGIN');
+      const { rows } = await other.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      await other.query(`INSERT INTO "${schema}"."${table}_tombstones" VALUES ('a', 10, 0)`);
+      await other.query(`DELETE FROM ${store.tableName} WHERE key = 'a'`);
+      await other.query(`UPDATE "${schema}"."${table}_positions" SET updated_at = now() WHERE partition_id = 'p0'`);
+      // An older change of `a`: its write starts (and takes its snapshot) before the delete commits.
+      const write = store.write(writeOf([change('p0', 'a', 5, 5)]));
+      let waiting = 0;
+      while (waiting === 0) {
+        const blocked = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))', [rows[0]!.pid]);
+        waiting = blocked.rows[0]!.n;
+      }
+      await other.query('COMMIT');
+      expect(await write).toEqual({ written: 0, deleted: 0, skipped: 1 });
+    } finally {
+      other.release();
+    }
+    expect(await store.get('a')).toBeUndefined();
     await store.close();
   });
 
@@ -180,7 +210,24 @@ describe('view store options and drivers', () => {
     expect(() => new PGliteViewStore({ table: 'orders', columns: { total: 'numeric; drop table x' } })).toThrow(/SQL type/);
     expect(() => new PGliteViewStore({ table: 'orders', columns: { lsn: 'bigint' } })).toThrow(/not one of/);
     expect(() => new PostgresViewStore({ connection: PG_URL, table: 'orders', poolMax: 0 })).toThrow(/poolMax/);
+    expect(() => new PostgresViewStore({ connection: PG_URL, table: 'orders', prepare: 'no' as unknown as boolean })).toThrow(/prepare/);
     expect(() => new PostgresViewStore({ connection: undefined as unknown as string, table: 'orders' })).toThrow(/connection/);
+  });
+
+  it('runs the statements a store names as prepared statements, unless told not to', async () => {
+    const sent: unknown[] = [];
+    const pool: PgPoolLike = {
+      query: async (query: unknown) => {
+        sent.push(query);
+        return { rows: [], rowCount: 0 };
+      },
+      connect: () => Promise.reject(new Error('not used')),
+      end: async () => undefined,
+      totalCount: 0,
+    };
+    await pgPoolRunner(pool, 'fake', false).query('SELECT $1', [1], 'rxfeed_s');
+    await pgPoolRunner(pool, 'fake', false, false).query('SELECT $1', [2], 'rxfeed_s');
+    expect(sent).toEqual([{ name: 'rxfeed_s', text: 'SELECT $1', values: [1] }, 'SELECT $1']);
   });
 
   it('says which package to install when an optional driver is missing', async () => {

@@ -317,6 +317,25 @@ export function viewStoreConformance(name: string, factory: StoreFactory): void 
       expect(fresh2).toEqual({ written: 1, deleted: 0, skipped: 0 });
     });
 
+    for (const mode of ['guarded', 'exactlyOnce'] as const) {
+      it(`${mode}: two store instances over the same data (two hosts) each go by what is stored, not by what they wrote last`, async () => {
+        const { store, reopen } = await fresh();
+        const other = await reopen();
+        // Host A wrote p0 up to LSN 2 under epoch 1; host B took the lease over (epoch 2) and wrote up to LSN 4.
+        await store.write(writeOf([change('p0', 'a', 1, 1), change('p0', 'b', 2, 2)], { mode, epoch: 1 }));
+        await other.write(writeOf([change('p0', 'a', 3, 3), change('p0', 'b', 4, 4)], { mode, epoch: 2 }));
+        // A owns the lease again (epoch 3) and resumes from its own last checkpoint: B's changes come again (here
+        // with other content) and are not applied, nor does the position move back to them.
+        expect(await store.write(writeOf([change('p0', 'a', 3, 30)], { mode, epoch: 3 }))).toEqual({ written: 0, deleted: 0, skipped: 1 });
+        expect((await store.positions()).get('p0')).toEqual({ position: 'pos:p0:4', epoch: 3, lsn: 4 });
+        // B, deposed, is refused, although as far as B knows it wrote p0 last.
+        await expect(other.write(writeOf([change('p0', 'd', 6, 6)], { mode, epoch: 2 }))).rejects.toBeInstanceOf(ViewFencedError);
+        expect(await store.write(writeOf([change('p0', 'c', 5, 5)], { mode, epoch: 3 }))).toEqual({ written: 1, deleted: 0, skipped: 0 });
+        expect(content(await other.rows())).toEqual({ a: 3, b: 4, c: 5 });
+        expect((await other.positions()).get('p0')).toEqual({ position: 'pos:p0:5', epoch: 3, lsn: 5 });
+      });
+    }
+
     it('forgets positions and epochs on clearPositions, keeping rows and tombstones', async () => {
       const { store } = await fresh();
       await store.write(writeOf([change('p0', 'a', 5, 5), change('p0', 'b', 6, undefined)], { epoch: 9 }));

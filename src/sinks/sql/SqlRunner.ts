@@ -9,8 +9,12 @@ export interface SqlResult<Row> {
 
 /** Something that runs one statement with `$1`-style parameters. */
 export interface SqlSession {
-  /** Runs one statement; `params` fill `$1`, `$2`, … */
-  query<Row = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<SqlResult<Row>>;
+  /**
+   * Runs one statement; `params` fill `$1`, `$2`, … With `name`, the statement is prepared under that name on
+   * each connection the first time it runs there, then only bound and executed (`name` must always come with
+   * the same text). Runners that do not prepare statements ignore it.
+   */
+  query<Row = Record<string, unknown>>(text: string, params?: readonly unknown[], name?: string): Promise<SqlResult<Row>>;
 }
 
 /**
@@ -41,10 +45,22 @@ export interface PgQueryResultLike {
   rowCount: number | null;
 }
 
+/** A statement `pg` prepares under `name` on a connection the first time it runs there. */
+export interface PgNamedQuery {
+  /** Name of the prepared statement, the same for the same text. */
+  readonly name: string;
+  /** The statement. */
+  readonly text: string;
+  /** Values of `$1`, `$2`, … */
+  readonly values?: unknown[];
+}
+
 /** The part of a `pg` `Pool` rxfeed uses (structural, so rxfeed's types do not need `@types/pg`). */
 export interface PgPoolLike {
   /** Runs one statement on a pooled connection. */
   query(text: string, values?: unknown[]): Promise<PgQueryResultLike>;
+  /** Runs a named (prepared) statement on a pooled connection. */
+  query(query: PgNamedQuery): Promise<PgQueryResultLike>;
   /** Checks a client out of the pool (for transactions). */
   connect(): Promise<PgPoolClientLike>;
   /** Closes every connection of the pool. */
@@ -57,6 +73,8 @@ export interface PgPoolLike {
 export interface PgPoolClientLike {
   /** Runs one statement on this client. */
   query(text: string, values?: unknown[]): Promise<PgQueryResultLike>;
+  /** Runs a named (prepared) statement on this client. */
+  query(query: PgNamedQuery): Promise<PgQueryResultLike>;
   /** Returns the client to the pool (an error, or `true`, discards it). */
   release(err?: Error | boolean): void;
 }
@@ -65,6 +83,8 @@ export interface PgPoolClientLike {
 export interface PgClientLike {
   /** Runs one statement. */
   query(text: string, values?: unknown[]): Promise<PgQueryResultLike>;
+  /** Runs a named (prepared) statement. */
+  query(query: PgNamedQuery): Promise<PgQueryResultLike>;
 }
 
 /** The part of a PGlite instance rxfeed uses. */
@@ -96,18 +116,27 @@ function pgResult<Row>(result: PgQueryResultLike): SqlResult<Row> {
   return { rows: result.rows as Row[], rowCount: result.rowCount ?? 0 };
 }
 
-/** A runner over a `pg` pool; `ownsPool` ends the pool on close. */
-export function pgPoolRunner(pool: PgPoolLike, description: string, ownsPool: boolean): SqlRunner {
+/** Runs `text` on a pg pool or client, as a named prepared statement when `name` is given. */
+function pgQuery(target: Pick<PgClientLike, 'query'>, text: string, params: readonly unknown[] | undefined, name: string | undefined) {
+  const values = params ? [...params] : undefined;
+  return name ? target.query({ name, text, values }) : target.query(text, values);
+}
+
+/**
+ * A runner over a `pg` pool; `ownsPool` ends the pool on close. With `prepare` (default), statements the
+ * store names are prepared once per connection.
+ */
+export function pgPoolRunner(pool: PgPoolLike, description: string, ownsPool: boolean, prepare = true): SqlRunner {
   return {
     description,
-    async query<Row>(text: string, params?: readonly unknown[]) {
-      return pgResult<Row>(await pool.query(text, params ? [...params] : undefined));
+    async query<Row>(text: string, params?: readonly unknown[], name?: string) {
+      return pgResult<Row>(await pgQuery(pool, text, params, prepare ? name : undefined));
     },
     async transaction<T>(fn: (session: SqlSession) => Promise<T>): Promise<T> {
       const client = await pool.connect();
       const session: SqlSession = {
-        query: async <Row>(text: string, params?: readonly unknown[]) =>
-          pgResult<Row>(await client.query(text, params ? [...params] : undefined)),
+        query: async <Row>(text: string, params?: readonly unknown[], name?: string) =>
+          pgResult<Row>(await pgQuery(client, text, params, prepare ? name : undefined)),
       };
       try {
         await client.query('BEGIN');
@@ -134,9 +163,9 @@ export function pgPoolRunner(pool: PgPoolLike, description: string, ownsPool: bo
 
 /**
  * A runner over one connected `pg` client. A client runs one transaction at a time, so transactions (and
- * statements outside them) are queued.
+ * statements outside them) are queued. With `prepare` (default), statements the store names are prepared once.
  */
-export function pgClientRunner(client: PgClientLike, description: string): SqlRunner {
+export function pgClientRunner(client: PgClientLike, description: string, prepare = true): SqlRunner {
   let tail: Promise<unknown> = Promise.resolve();
   const serial = <T>(fn: () => Promise<T>): Promise<T> => {
     const run = tail.then(fn, fn);
@@ -144,12 +173,12 @@ export function pgClientRunner(client: PgClientLike, description: string): SqlRu
     return run;
   };
   const session: SqlSession = {
-    query: async <Row>(text: string, params?: readonly unknown[]) =>
-      pgResult<Row>(await client.query(text, params ? [...params] : undefined)),
+    query: async <Row>(text: string, params?: readonly unknown[], name?: string) =>
+      pgResult<Row>(await pgQuery(client, text, params, prepare ? name : undefined)),
   };
   return {
     description,
-    query: (text, params) => serial(() => session.query(text, params)),
+    query: (text, params, name) => serial(() => session.query(text, params, name)),
     transaction: <T>(fn: (s: SqlSession) => Promise<T>) =>
       serial(async () => {
         await client.query('BEGIN');
@@ -199,8 +228,11 @@ export function isPgPool(value: unknown): value is PgPoolLike {
 /** A PostgreSQL connection rxfeed can write through. */
 export type PostgresConnection = string | PgPoolLike | PgClientLike;
 
-/** Opens a runner for a pg connection string, pool or client (loading `pg` only for a string). */
-export async function pgRunner(connection: PostgresConnection, description: string, poolMax: number): Promise<SqlRunner> {
+/**
+ * Opens a runner for a pg connection string, pool or client (loading `pg` only for a string). `prepare`: see
+ * {@link pgPoolRunner}.
+ */
+export async function pgRunner(connection: PostgresConnection, description: string, poolMax: number, prepare = true): Promise<SqlRunner> {
   if (typeof connection === 'string') {
     type PoolConstructor = new (config: { connectionString: string; max: number }) => PgPoolLike;
     // pg is CommonJS: its exports sit on `default` when imported from ESM.
@@ -210,12 +242,12 @@ export async function pgRunner(connection: PostgresConnection, description: stri
     };
     const Pool = mod.default?.Pool ?? mod.Pool;
     if (!Pool) throw new Error('the installed pg package has no Pool export');
-    return pgPoolRunner(new Pool({ connectionString: connection, max: poolMax }), description, true);
+    return pgPoolRunner(new Pool({ connectionString: connection, max: poolMax }), description, true, prepare);
   }
-  if (isPgPool(connection)) return pgPoolRunner(connection, description, false);
+  if (isPgPool(connection)) return pgPoolRunner(connection, description, false, prepare);
   // A PGlite instance also looks like a client (it has `query`), but reports row counts differently.
   if (isPGlite(connection)) return pgliteRunner(connection, description, false);
-  return pgClientRunner(connection, description);
+  return pgClientRunner(connection, description, prepare);
 }
 
 /** Error codes worth retrying a whole transaction for: deadlock and serialization failure. */

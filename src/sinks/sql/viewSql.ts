@@ -1,4 +1,5 @@
 import { InvalidOptionsError } from '../../errors/index.js';
+import { hashString } from '../../internal/random.js';
 
 const IDENTIFIER = /^[a-z_][a-z0-9_]*$/;
 // Type names users may give for extracted columns: words, optional (precision[, scale]), optional [].
@@ -52,18 +53,44 @@ export function validateTableSpec(spec: ViewTableSpec): void {
   }
 }
 
+/** A statement worth preparing once per connection: its text and a name derived from the text. */
+export interface PreparedSql {
+  /** `rxfeed_` and a 64-bit hash of `text`: the same text gets the same name in every process. */
+  readonly name: string;
+  readonly text: string;
+}
+
+/** Names `text` after its hash, for a prepared statement. */
+export function prepared(text: string): PreparedSql {
+  return { name: `rxfeed_${hashString(text).toString(36)}_${hashString(`rxfeed:${text}`).toString(36)}`, text };
+}
+
 /** Every statement a SQL view store runs, built once per table. */
 export interface ViewSql {
   readonly qualified: string;
   readonly ddl: readonly string[];
   readonly lockName: string;
+  /** Locks the rows of the partitions in `$1` (a JSON array), inserting missing ones; returns their epoch and LSN. */
   readonly lockPartitions: string;
+  /**
+   * A whole guarded write in one statement, planned on a state of its partitions: `$1` that state (JSON
+   * `partition_id`, `epoch`, `lsn` per partition), `$2` the upserts (`key`, `doc`, `lsn`, `ts_ms`,
+   * `partition_id`), `$3` the deletes (`key`, `lsn`, `ts_ms`), `$4` the commits (`partition_id`, `position`,
+   * `epoch`, `lsn`, `range_min`, `range_max`). It locks the partitions' rows and writes only if each still holds
+   * that epoch and LSN and no transaction changed it after the statement's snapshot was taken (the rows
+   * would then be read through a stale snapshot). Returns one row: `ok` (whether it wrote), `written`
+   * (rows inserted or updated), `deleted` (rows removed).
+   */
+  readonly writeGuarded: PreparedSql;
+  /** {@link ViewSql.writeGuarded} with unguarded upserts and deletes, and no tombstones. */
+  readonly writeUnguarded: PreparedSql;
+  /**
+   * The row statements of {@link ViewSql.writeGuarded} on their own, each taking its JSON input in `$1`: the
+   * hand-written loop that `bench/views.ts` compares rxfeed with runs exactly these.
+   */
   readonly upsertGuarded: string;
-  readonly upsertUnguarded: string;
   readonly tombstone: string;
   readonly deleteGuarded: string;
-  readonly deleteUnguarded: string;
-  readonly commitPositions: string;
   /** Ranges and marks of the partitions other than `$3` whose ranges overlap [`$1`, `$2`). */
   readonly selectMarks: string;
   readonly selectOne: string;
@@ -73,7 +100,7 @@ export interface ViewSql {
   readonly clearPositions: string;
 }
 
-/** Builds the SQL for one view. Each statement takes its input as one JSON array in `$1`. */
+/** Builds the SQL for one view; inputs are JSON arrays in parameters. */
 export function viewSql(spec: ViewTableSpec): ViewSql {
   validateTableSpec(spec);
   const schema = quote(spec.schema);
@@ -96,15 +123,64 @@ export function viewSql(spec: ViewTableSpec): ViewSql {
     .join('');
   const extractedUpdates = extracted.map(([name]) => `, ${quote(name)} = excluded.${quote(name)}`).join('');
 
-  const upsert = (guarded: boolean) =>
+  // Each piece of a write reads its input from the parameter `input`; `gate` is the condition the write adds
+  // (none for the pieces run on their own). Rows and tombstones are reached through their key index whatever
+  // the plan: a prepared statement keeps the plan made while the tables were small (a view filling up from
+  // the start of a feed), where a join on the input could scan them whole on every write. Hence the
+  // tombstone check as a per-row subquery (NOT EXISTS would become such a join) and the deletes' redundant
+  // `key = ANY (…)` (an index condition on the rows whatever the join).
+  const where = (...conditions: string[]) => {
+    const all = conditions.filter((c) => c !== '');
+    return all.length > 0 ? `WHERE ${all.join(' AND ')}` : '';
+  };
+  const and = (gate: string) => (gate ? ` AND ${gate}` : '');
+  const upsert = (guarded: boolean, input = '$1', gate = '') =>
     `INSERT INTO ${rows} AS t (key, doc, lsn, ts_ms, partition_id${extractedNames})
      SELECT r.key, r.doc, r.lsn, r.ts_ms, r.partition_id${extractedValues}
-     FROM jsonb_to_recordset($1::jsonb) AS r(key text, doc jsonb, lsn bigint, ts_ms bigint, partition_id text)
-     ${guarded ? `WHERE NOT EXISTS (SELECT 1 FROM ${tombstones} d WHERE d.key = r.key AND d.lsn >= r.lsn)` : ''}
+     FROM jsonb_to_recordset(${input}::jsonb) AS r(key text, doc jsonb, lsn bigint, ts_ms bigint, partition_id text)
+     ${where(guarded ? `NOT coalesce((SELECT d.lsn >= r.lsn FROM ${tombstones} d WHERE d.key = r.key), false)` : '', gate)}
      ORDER BY r.key
      ON CONFLICT (key) DO UPDATE SET doc = excluded.doc, lsn = excluded.lsn, ts_ms = excluded.ts_ms,
        partition_id = excluded.partition_id${extractedUpdates}
      ${guarded ? 'WHERE excluded.lsn > t.lsn' : ''}`;
+  const tombstone = (input = '$1', gate = '') =>
+    `INSERT INTO ${tombstones} AS d (key, lsn, ts_ms)
+       SELECT r.key, r.lsn, r.ts_ms FROM jsonb_to_recordset(${input}::jsonb) AS r(key text, lsn bigint, ts_ms bigint)${gate ? ` WHERE ${gate}` : ''} ORDER BY r.key
+       ON CONFLICT (key) DO UPDATE SET lsn = excluded.lsn, ts_ms = excluded.ts_ms WHERE excluded.lsn > d.lsn`;
+  const deleteRows = (guarded: boolean, input = '$1', gate = '') =>
+    `DELETE FROM ${rows} AS t USING jsonb_to_recordset(${input}::jsonb) AS r(key text, lsn bigint)
+       WHERE t.key = r.key${guarded ? ' AND t.lsn < r.lsn' : ''}
+         AND t.key = ANY (ARRAY(SELECT k.key FROM jsonb_to_recordset(${input}::jsonb) AS k(key text)))${and(gate)}`;
+  // A replay (no position) keeps the stored position but still raises the epoch.
+  const commitPositions = (input: string, gate: string) =>
+    `UPDATE ${positions} AS p SET position = COALESCE(r.position, p.position),
+         epoch = GREATEST(p.epoch, r.epoch), lsn = GREATEST(p.lsn, r.lsn),
+         range_min = COALESCE(r.range_min, p.range_min), range_max = COALESCE(r.range_max, p.range_max), updated_at = now()
+       FROM jsonb_to_recordset(${input}::jsonb) AS r(partition_id text, position text, epoch bigint, lsn bigint, range_min text, range_max text)
+       WHERE p.partition_id = r.partition_id${and(gate)}`;
+  // One snapshot serves the whole statement, taken before the partitions' row locks are granted: a partition
+  // row whose locked version (xmin) differs from the one in the snapshot was written by a transaction that
+  // committed in between, and the statement writes nothing (the caller falls back to a transaction that
+  // locks first, so that the write's snapshot is taken after the lock). `verdict` reads all of `locked`
+  // before any piece writes, so partition rows are always locked first, in partition order.
+  const write = (guarded: boolean) => {
+    const gate = '(SELECT ok FROM verdict)';
+    return `WITH expected AS (
+         SELECT * FROM jsonb_to_recordset($1::jsonb) AS e(partition_id text, epoch bigint, lsn bigint)
+       ), seen AS (
+         SELECT p.partition_id, p.xmin AS version FROM ${positions} p WHERE p.partition_id IN (SELECT partition_id FROM expected)
+       ), locked AS (
+         SELECT p.partition_id, p.epoch, p.lsn, p.xmin AS version FROM ${positions} p
+         WHERE p.partition_id IN (SELECT partition_id FROM expected) ORDER BY p.partition_id FOR UPDATE OF p
+       ), verdict AS (
+         SELECT count(*) = (SELECT count(*) FROM expected)
+           AND coalesce(bool_and(l.epoch = e.epoch AND l.lsn IS NOT DISTINCT FROM e.lsn AND l.version = s.version), true) AS ok
+         FROM expected e JOIN locked l USING (partition_id) JOIN seen s USING (partition_id)
+       ), upserted AS (${upsert(guarded, '$2', gate)} RETURNING 1
+       )${guarded ? `, tombstoned AS (${tombstone('$3', gate)})` : ''}, deleted AS (${deleteRows(guarded, '$3', gate)} RETURNING 1
+       ), committed AS (${commitPositions('$4', gate)})
+       SELECT (SELECT ok FROM verdict) AS ok, (SELECT count(*) FROM upserted)::int AS written, (SELECT count(*) FROM deleted)::int AS deleted`;
+  };
 
   return {
     qualified: rows,
@@ -129,20 +205,11 @@ export function viewSql(spec: ViewTableSpec): ViewSql {
        SELECT value FROM jsonb_array_elements_text($1::jsonb) ORDER BY 1
        ON CONFLICT (partition_id) DO UPDATE SET partition_id = p.partition_id
        RETURNING partition_id, epoch, lsn`,
+    writeGuarded: prepared(write(true)),
+    writeUnguarded: prepared(write(false)),
     upsertGuarded: upsert(true),
-    upsertUnguarded: upsert(false),
-    tombstone: `INSERT INTO ${tombstones} AS d (key, lsn, ts_ms)
-       SELECT r.key, r.lsn, r.ts_ms FROM jsonb_to_recordset($1::jsonb) AS r(key text, lsn bigint, ts_ms bigint) ORDER BY r.key
-       ON CONFLICT (key) DO UPDATE SET lsn = excluded.lsn, ts_ms = excluded.ts_ms WHERE excluded.lsn > d.lsn`,
-    deleteGuarded: `DELETE FROM ${rows} AS t USING jsonb_to_recordset($1::jsonb) AS r(key text, lsn bigint)
-       WHERE t.key = r.key AND t.lsn < r.lsn`,
-    deleteUnguarded: `DELETE FROM ${rows} AS t USING jsonb_to_recordset($1::jsonb) AS r(key text) WHERE t.key = r.key`,
-    // A replay (no position) keeps the stored position but still raises the epoch.
-    commitPositions: `UPDATE ${positions} AS p SET position = COALESCE(r.position, p.position),
-         epoch = GREATEST(p.epoch, r.epoch), lsn = GREATEST(p.lsn, r.lsn),
-         range_min = COALESCE(r.range_min, p.range_min), range_max = COALESCE(r.range_max, p.range_max), updated_at = now()
-       FROM jsonb_to_recordset($1::jsonb) AS r(partition_id text, position text, epoch bigint, lsn bigint, range_min text, range_max text)
-       WHERE p.partition_id = r.partition_id`,
+    tombstone: tombstone(),
+    deleteGuarded: deleteRows(true),
     selectMarks: `SELECT range_min, range_max, lsn FROM ${positions}
        WHERE lsn IS NOT NULL AND range_min IS NOT NULL AND range_max IS NOT NULL AND partition_id <> $3
          AND range_min < $2 COLLATE "C" AND $1 COLLATE "C" < range_max`,
