@@ -3,8 +3,8 @@
  * dead-lettered (the partition moves on, the checkpoint passes the change only after the letter is
  * written) or halting only their partition (the checkpoint never passes the change).
  */
-import { concatMap, type Subscription } from 'rxjs';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { concatMap } from 'rxjs';
+import { describe, expect, it, vi } from 'vitest';
 import type { Change } from '../../src/core/Change.js';
 import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import type { FeedEvent } from '../../src/core/events.js';
@@ -22,6 +22,7 @@ import { MemoryViewStore } from '../../src/sinks/MemoryViewStore.js';
 import { materializeToView } from '../../src/sinks/materializeToView.js';
 import { MemorySource } from '../../src/sources/MemorySource.js';
 import { batch as testBatch, recordingTracker } from '../operators/batches.js';
+import { withFakeTimers } from '../support/fakeTimers.js';
 
 interface Doc {
   id: string;
@@ -31,14 +32,7 @@ interface Doc {
 const FAST = { pollIntervalMs: 50, leaseAcquireIntervalMs: 100, leaseRenewIntervalMs: 300, leaseExpirationMs: 1_000, leasePrefix: 'p.' } as const;
 const RETRY = { attempts: 3, initialBackoffMs: 10, jitter: 0 } as const;
 
-const subscriptions: Subscription[] = [];
-beforeEach(() => {
-  vi.useFakeTimers();
-});
-afterEach(() => {
-  for (const s of subscriptions.splice(0)) s.unsubscribe();
-  vi.useRealTimers();
-});
+const subscriptions = withFakeTimers();
 
 /** A processor over two partitions with `docs` written; `poison` is the id that fails. */
 function setup(docs = 20) {

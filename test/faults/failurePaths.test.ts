@@ -4,8 +4,8 @@
  */
 import v8 from 'node:v8';
 import vm from 'node:vm';
-import { filter, map, retry, type Subscription } from 'rxjs';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { filter, map, retry } from 'rxjs';
+import { describe, expect, it, vi } from 'vitest';
 import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import type { FeedEvent } from '../../src/core/events.js';
 import type { Partition } from '../../src/core/Partition.js';
@@ -18,6 +18,7 @@ import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
 import { MemorySource } from '../../src/sources/MemorySource.js';
 import type { ReadRequest, Page } from '../../src/sources/Source.js';
 import { idsOf } from '../support/memory.js';
+import { withFakeTimers } from '../support/fakeTimers.js';
 
 interface Doc {
   id: string;
@@ -60,14 +61,7 @@ function feedOf(source: MemorySource<Doc>, leases: MemoryLeaseStore, name: strin
   return createChangeFeed<Doc>({ source, leases, instanceName: name, leasePrefix: 'f.', ...FAST, events: (e) => events.push(e), ...options });
 }
 
-const subscriptions: Subscription[] = [];
-beforeEach(() => {
-  vi.useFakeTimers();
-});
-afterEach(() => {
-  for (const s of subscriptions.splice(0)) s.unsubscribe();
-  vi.useRealTimers();
-});
+const subscriptions = withFakeTimers();
 
 describe('split handling under faults', () => {
   it('a listing that fails while a split is handled is retried: children are created and read, nothing is lost', async () => {

@@ -3,8 +3,8 @@
  * checkpoint keeps conflicting, a requester dies after asking for a lease, a foreign bootstrap lock never
  * goes away, or a drain outlasts the lease expiration.
  */
-import { concatMap, timer, type Subscription } from 'rxjs';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { concatMap, timer } from 'rxjs';
+import { describe, expect, it, vi } from 'vitest';
 import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import type { FeedEvent } from '../../src/core/events.js';
 import { createChangeFeed } from '../../src/feed/index.js';
@@ -16,6 +16,7 @@ import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
 import { MemorySource } from '../../src/sources/MemorySource.js';
 import { idsOf, lsnOfPosition } from '../support/memory.js';
+import { withFakeTimers } from '../support/fakeTimers.js';
 
 interface Doc {
   id: string;
@@ -62,12 +63,7 @@ class ForeignLockStore extends MemoryLeaseStore {
   }
 }
 
-const subscriptions: Subscription[] = [];
-beforeEach(() => vi.useFakeTimers());
-afterEach(() => {
-  for (const s of subscriptions.splice(0)) s.unsubscribe();
-  vi.useRealTimers();
-});
+const subscriptions = withFakeTimers();
 
 describe('suspicions, settled', () => {
   it('a checkpoint that conflicts again and again while this host still owns the lease is retried until it lands', async () => {

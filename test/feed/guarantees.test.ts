@@ -1,11 +1,12 @@
-import { concatMap, map, timer, type Subscription } from 'rxjs';
-import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { concatMap, map, timer } from 'rxjs';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import { createChangeFeed } from '../../src/feed/index.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
 import { MemorySource } from '../../src/sources/MemorySource.js';
 import { advanceUntil, CountingSource, CrashableLeaseStore, lsnOfPosition, seededRandom } from '../support/memory.js';
+import { withFakeTimers } from '../support/fakeTimers.js';
 
 interface Doc {
   id: string;
@@ -16,14 +17,7 @@ const PREFIX = 'g.';
 const timings = { pollIntervalMs: 50, leaseAcquireIntervalMs: 100, leaseRenewIntervalMs: 300, leaseExpirationMs: 1_000 };
 
 describe('guarantees', () => {
-  const subscriptions: Subscription[] = [];
-  beforeEach(() => {
-    vi.useFakeTimers();
-  });
-  afterEach(() => {
-    for (const s of subscriptions.splice(0)) s.unsubscribe();
-    vi.useRealTimers();
-  });
+  const subscriptions = withFakeTimers();
 
   it('a slow sink on a 200k backlog never holds more than maxInFlightChanges read but unacknowledged', async () => {
     const memory = new MemorySource<Doc>({ partitions: 4 });

@@ -1,6 +1,5 @@
 /** Per-partition start positions (`startFrom` as a function) and idle batches (`maxWaitTimeMs`). */
-import type { Subscription } from 'rxjs';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import type { Partition, StartFrom } from '../../src/core/Partition.js';
 import { InvalidOptionsError } from '../../src/errors/index.js';
@@ -10,6 +9,7 @@ import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
 import { MemorySource } from '../../src/sources/MemorySource.js';
 import { idsOf } from '../support/memory.js';
+import { withFakeTimers } from '../support/fakeTimers.js';
 
 interface Doc {
   id: string;
@@ -18,14 +18,7 @@ interface Doc {
 
 const FAST = { pollIntervalMs: 50, leaseAcquireIntervalMs: 100, leaseRenewIntervalMs: 300, leaseExpirationMs: 1_000, leasePrefix: 's.' } as const;
 
-const subscriptions: Subscription[] = [];
-beforeEach(() => {
-  vi.useFakeTimers();
-});
-afterEach(() => {
-  for (const s of subscriptions.splice(0)) s.unsubscribe();
-  vi.useRealTimers();
-});
+const subscriptions = withFakeTimers();
 
 function run(source: MemorySource<Doc>, leases: MemoryLeaseStore, options: Partial<ChangeFeedOptions<Doc>>) {
   const feed = createChangeFeed<Doc>({ source, leases, instanceName: 'a', ...FAST, ...options });

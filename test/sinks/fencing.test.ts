@@ -1,5 +1,4 @@
-import type { Subscription } from 'rxjs';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { FeedEvent } from '../../src/core/events.js';
 import { createChangeFeed } from '../../src/feed/index.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
@@ -11,6 +10,7 @@ import { alignLeasesWithView } from '../../src/sinks/alignLeasesWithView.js';
 import { materializeToView } from '../../src/sinks/materializeToView.js';
 import { MemorySource } from '../../src/sources/MemorySource.js';
 import { CrashableLeaseStore, advanceUntil } from '../support/memory.js';
+import { withFakeTimers } from '../support/fakeTimers.js';
 
 /*
  * Fencing and exactly-once through a running processor (MemorySource, MemoryLeaseStore, fake time): what a
@@ -59,14 +59,7 @@ function heldView(inner: MemoryViewStore<Row>) {
 }
 
 describe('fencing through a running processor', () => {
-  const subscriptions: Subscription[] = [];
-  beforeEach(() => {
-    vi.useFakeTimers();
-  });
-  afterEach(() => {
-    for (const s of subscriptions.splice(0)) s.unsubscribe();
-    vi.useRealTimers();
-  });
+  const subscriptions = withFakeTimers();
 
   function host(source: MemorySource<Doc>, leases: LeaseStore, view: ViewStore<Row>, name: string, options: { maxInFlightChanges?: number } = {}) {
     const events: FeedEvent[] = [];

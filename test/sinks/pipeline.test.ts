@@ -1,5 +1,5 @@
-import { bufferTime, type Subscription } from 'rxjs';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { bufferTime } from 'rxjs';
+import { describe, expect, it, vi } from 'vitest';
 import { createChangeFeed } from '../../src/feed/index.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
@@ -10,6 +10,7 @@ import { alignLeasesWithView } from '../../src/sinks/alignLeasesWithView.js';
 import { materializeToView } from '../../src/sinks/materializeToView.js';
 import { MemorySource } from '../../src/sources/MemorySource.js';
 import { CrashableLeaseStore, seededRandom } from '../support/memory.js';
+import { withFakeTimers } from '../support/fakeTimers.js';
 
 interface Doc {
   readonly id: string;
@@ -46,14 +47,7 @@ function workload(seed: number) {
 }
 
 describe('materializeToView in a running processor (MemorySource, fake time)', () => {
-  const subscriptions: Subscription[] = [];
-  beforeEach(() => {
-    vi.useFakeTimers();
-  });
-  afterEach(() => {
-    for (const s of subscriptions.splice(0)) s.unsubscribe();
-    vi.useRealTimers();
-  });
+  const subscriptions = withFakeTimers();
 
   function run(source: MemorySource<Doc>, leases: LeaseStore, view: MemoryViewStore<{ n: number }>, instanceName: string, mode: ViewMode) {
     const feed = createChangeFeed<Doc>({ source, leases, instanceName, leasePrefix: PREFIX, maxItemCount: 7, ...timings });
