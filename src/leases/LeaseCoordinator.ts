@@ -79,7 +79,10 @@ export interface LeaseCoordinator {
   readonly acquired$: Observable<OwnedLease>;
   /** Ownership events: acquired, released, lost, taken over, split, errors (e.g. corrupt lease documents). */
   readonly events$: Observable<FeedEvent>;
-  /** Stops acquiring, drains and releases every owned lease; resolves when done. Idempotent. */
+  /**
+   * Stops acquiring, drains and releases every owned lease, and tells the other live hosts (a notice they meet
+   * at their next write) so they take the leases at once; resolves when done. Idempotent.
+   */
   stop(): Promise<void>;
   /** Leases currently owned by this host. */
   owned(): readonly OwnedLease[];

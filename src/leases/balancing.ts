@@ -174,17 +174,23 @@ export function handoffRequest(lease: Lease, nowMs: number, expirationMs: number
   return to;
 }
 
+/** Lease property: a host that released leases (a graceful stop) told this lease's owner so. @internal */
+export const RELEASED_BY = 'rxfeed.releasedBy';
+/** Lease property: when (ms since the epoch, as a string) the release notice was written. @internal */
+export const RELEASED_AT = 'rxfeed.releasedAt';
+
 /**
- * `properties` without the handoff request.
+ * `properties` without the signals hosts leave each other in a lease (a handoff request, a release
+ * notice): what a lease keeps when it changes hands or is copied to a child.
  *
  * @example
  * ```ts
- * const childProperties = withoutHandoff(parent.properties);
+ * const childProperties = withoutSignals(parent.properties);
  * ```
  * @internal
  */
-export function withoutHandoff(properties: Readonly<Record<string, string>>): Record<string, string> {
-  const { [HANDOFF_TO]: _to, [HANDOFF_AT]: _at, ...rest } = properties;
+export function withoutSignals(properties: Readonly<Record<string, string>>): Record<string, string> {
+  const { [HANDOFF_TO]: _to, [HANDOFF_AT]: _at, [RELEASED_BY]: _by, [RELEASED_AT]: _when, ...rest } = properties;
   return rest;
 }
 

@@ -6,10 +6,10 @@ import type { FeedRange, Partition, Position } from '../core/Partition.js';
 import { LeaseLostError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import type { Logger } from '../internal/log.js';
-import { HANDOFF_AT, HANDOFF_TO, planBalance, withoutHandoff } from './balancing.js';
+import { HANDOFF_AT, HANDOFF_TO, planBalance, withoutSignals } from './balancing.js';
 import { LOAD_PROPERTY, planLoadBalance } from './loadBalancing.js';
 import { bootstrapLeases } from './coordinator/bootstrap.js';
-import { askForLease, handBack } from './coordinator/handover.js';
+import { announceRelease, askForLease, handBack, releaseNotice, withoutNotice } from './coordinator/handover.js';
 import { isMarkerId, namingOf, type LeaseNaming } from './coordinator/leaseDocuments.js';
 import { Ownership, type OwnershipHost } from './coordinator/Ownership.js';
 import { FailureCounter } from './coordinator/FailureCounter.js';
@@ -27,13 +27,15 @@ export type { LeaseCoordinatorOptions } from './coordinator/options.js';
 const FULL_RANGE: FeedRange = { minInclusive: '', maxExclusive: 'FF' };
 /** Replacing a gone partition's lease is retried with this first delay (ms), doubling up to the acquire interval. */
 const SPLIT_RETRY_MS = 500;
+/** The golden ratio's fractional part: successive multiples of it spread evenly over [0, 1). */
+const GOLDEN = (Math.sqrt(5) - 1) / 2;
 
 /**
  * Creates the lease coordinator of one host: it bootstraps one lease per partition under `prefix`
  * (exactly once, however many hosts start together), acquires free and expired leases, renews the ones
  * it owns, balances them evenly with the other hosts (taking over from the most loaded), fences every
  * write with the lease etag and an epoch, replaces leases of split/merged partitions, and drains then
- * releases its leases on {@link LeaseCoordinator.stop}. One coordinator runs once: after `stop()` create
+ * releases its leases on {@link LeaseCoordinator.stop}, telling the other hosts so they take them at once. One coordinator runs once: after `stop()` create
  * another.
  *
  * Nothing runs until `acquired$` is subscribed.
@@ -82,6 +84,10 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   #scanning: Promise<void> | undefined;
   #rescanRequested = false;
   #failedFatally = false;
+  /** Leases released to nobody by this host's shutdown (the other hosts are told, see `#announceRelease`). */
+  #releasedOnStop = 0;
+  /** Phase of the next lease's first renewal, as a fraction of the renew interval. */
+  #renewPhase = 0;
   /** Voluntary closes and split replacements in progress. */
   readonly #pending = new Set<Promise<unknown>>();
 
@@ -137,6 +143,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       this.#scanTimer?.unsubscribe();
       await this.#scanning;
       await Promise.all([...this.#owned.values()].map((owned) => this.#close(owned, 'Shutdown')));
+      if (this.#releasedOnStop > 0 && !this.#failedFatally) await this.#announceRelease();
       while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
       this.#log('stopped');
       this.#acquired.complete();
@@ -339,7 +346,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
         owner: this.owner,
         epoch: lease.epoch + 1,
         timestampMs: this.#now(),
-        properties: withoutHandoff(lease.properties),
+        properties: withoutSignals(lease.properties),
       });
     } catch (error) {
       if (error instanceof LeaseConflictError) {
@@ -364,7 +371,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     const usableMs = this.#t.expirationMs - this.#t.deadlineMarginMs;
     const owned = new Ownership(stored, partition, log, this, this.#scheduler, sentAt, usableMs);
     this.#owned.set(stored.id, owned);
-    this.#scheduleRenew(owned, this.#t.renewMs);
+    this.#scheduleRenew(owned, this.#firstRenewalMs());
     log('acquired (epoch %d%s)', stored.epoch, takenFrom !== undefined ? `, taken over from ${takenFrom}` : '');
     if (takenFrom !== undefined) this.#events.next({ type: 'leaseTakenOver', owner: this.owner, lease: stored.leaseToken, from: takenFrom });
     this.#events.next({ type: 'leaseAcquired', owner: this.owner, lease: stored.leaseToken, epoch: stored.epoch });
@@ -392,10 +399,13 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
           if (!(error instanceof LeaseConflictError)) throw error;
           const fresh = error.kind === 'missing' ? undefined : await this.#store.read(owned.lease.id);
           if (fresh && fresh.owner === this.owner && fresh.epoch === owned.epoch) {
-            owned.current = fresh;
-            // A host asked for this lease (that is what changed it): balance now, so the request is honoured
-            // while it is fresh instead of at the next round (half an expiration away once settled).
-            if (this.#watchHandoff(owned, fresh)) this.#scanSoon(0);
+            // Another host left a signal in this lease (that is what changed it): a handoff request, honoured
+            // while it is fresh instead of at the next round (half an expiration away once settled), or a
+            // release notice, whose leases are free now. Either way: balance now. A notice is read once.
+            const from = releaseNotice(fresh);
+            owned.current = from === undefined ? fresh : { ...fresh, properties: withoutNotice(fresh.properties) };
+            if (from !== undefined) owned.log('%s released leases: balancing now', from);
+            if (this.#watchHandoff(owned, fresh) || from !== undefined) this.#scanSoon(0);
             continue;
           }
           const newOwner = fresh ? fresh.owner : undefined;
@@ -534,7 +544,11 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     owned.closing ??= (async () => {
       if (owned.drain) {
         try {
-          await this.#withTimeout(owned.drain(), this.#t.drainBoundMs);
+          await this.#withTimeout(
+            owned.drain(),
+            this.#t.drainBoundMs,
+            'drain did not finish within %d ms; releasing anyway (batches still in the pipeline will be read again by the next owner)',
+          );
         } catch (error) {
           this.#events.next({ type: 'stall', owner: this.owner, lease: owned.leaseToken, message: (error as Error).message });
         }
@@ -552,12 +566,45 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       } catch (error) {
         if (!(error instanceof LeaseConflictError)) this.#failures.failed(`release:${owned.lease.id}`, error, owned.leaseToken);
       }
+      if (to === null && reason === 'Shutdown') this.#releasedOnStop++;
       if (to === null && reason === 'Rebalanced') this.#cooldown.set(owned.lease.id, this.#scheduler.now() + 2 * this.#t.acquireMs);
       owned.log('released (%s)%s', reason, to ? ` to ${to}` : '');
       this.#events.next({ type: 'leaseReleased', owner: this.owner, lease: owned.leaseToken, reason });
     })();
     this.#track(owned.closing);
     return owned.closing;
+  }
+
+  /**
+   * After a shutdown released leases to nobody: tells the live hosts (a notice in a few of their leases,
+   * which they meet at their next write), so one of them takes the leases within about a checkpoint or a
+   * renewal instead of at its next round. Best effort: without it, the next rounds find the leases.
+   */
+  async #announceRelease(): Promise<void> {
+    const announce = async () => {
+      const { leases } = await this.#store.list(this.#naming.prefix);
+      const live = leases.filter((l) => !isMarkerId(this.#naming.markerPrefix, l.id));
+      const notices = await announceRelease(this.#store, live, this.owner, this.#now(), this.#t.expirationMs);
+      this.#log('released %d leases; left a notice in %d leases of the other hosts', this.#releasedOnStop, notices);
+    };
+    try {
+      // Bounded: past an acquire interval the other hosts' own rounds are as quick.
+      await this.#withTimeout(announce(), this.#t.acquireMs, 'telling the other hosts of the released leases took over %d ms; gave up');
+    } catch (error) {
+      this.#failures.failed('announce', error);
+    }
+  }
+
+  /**
+   * When a lease just acquired first renews: at a spread fraction of the renew interval (successive
+   * golden-ratio steps), so the leases a host takes together do not all renew in the same instant. Their
+   * renewals stay spread over the interval afterwards, which keeps the request rate even and gives a release
+   * notice a lease that its owner writes soon. Costs at most one early renewal per acquisition.
+   */
+  #firstRenewalMs(): number {
+    const phase = this.#renewPhase;
+    this.#renewPhase = (phase + GOLDEN) % 1;
+    return Math.max(this.#t.renewMs / 10, this.#t.renewMs * (1 - phase));
   }
 
   // ---- helpers -------------------------------------------------------------------------------------------
@@ -591,13 +638,11 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     });
   }
 
-  #withTimeout(work: Promise<void>, ms: number): Promise<void> {
+  /** `work`, or a rejection with `message` (its `%d` replaced by `ms`) if it takes longer than `ms`. */
+  #withTimeout(work: Promise<void>, ms: number, message: string): Promise<void> {
     let timer: Subscription | undefined;
     const timeout = new Promise<void>((_, reject) => {
-      timer = this.#scheduler.schedule(
-        () => reject(new Error(`drain did not finish within ${ms} ms; releasing anyway (batches still in the pipeline will be read again by the next owner)`)),
-        ms,
-      );
+      timer = this.#scheduler.schedule(() => reject(new Error(message.replace('%d', String(ms)))), ms);
     });
     return Promise.race([work, timeout]).finally(() => timer?.unsubscribe());
   }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { HANDOFF_AT, HANDOFF_TO, handoffRequest, isLeaseExpired, planBalance, withoutHandoff } from '../../src/leases/balancing.js';
+import { HANDOFF_AT, HANDOFF_TO, handoffRequest, isLeaseExpired, planBalance, withoutSignals } from '../../src/leases/balancing.js';
 import type { Lease } from '../../src/leases/Lease.js';
 
 const NOW = 1_000_000;
@@ -115,7 +115,7 @@ describe('planBalance', () => {
       expect(handoffRequest(stale, NOW, EXP)).toBeUndefined();
       const plan = planBalance([first!, stale], 'b', NOW, { expirationMs: EXP });
       expect(plan.steal.map((l) => l.properties[HANDOFF_TO])).toEqual(['b']);
-      expect(withoutHandoff(stale.properties)).toEqual({});
+      expect(withoutSignals(stale.properties)).toEqual({});
     });
   });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CorruptLeaseError, LeaseLostError } from '../../src/errors/index.js';
+import { CorruptLeaseError, LeaseLostError, TransientError } from '../../src/errors/index.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import type { SimHost } from './hosts.js';
 import { countByOwner, FakePartitions, spreadOf, startHost } from './hosts.js';
@@ -124,6 +124,77 @@ describe('balancing across hosts (virtual time)', () => {
       }
     },
   );
+
+  describe('graceful scale-in: a stopping host tells the others, who take its leases at their next write', () => {
+    /** 3 hosts settle on `n` leases; returns them with the time each lease of `leaving` took to reach a survivor. */
+    async function scaleIn(n: number, opts: { busy: boolean; breakNotices?: boolean }) {
+      const w = world(n);
+      const hosts = ['a', 'b', 'c'].map((name) => w.start(name));
+      // The leaving host's writes to leases it does not own fail (a lease store that went away).
+      const noticeFailures: unknown[] = [];
+      if (opts.breakNotices) {
+        const replace = w.store.replace.bind(w.store);
+        w.store.replace = async (lease) => {
+          const stored = await w.store.read(lease.id);
+          if (stored?.owner && stored.owner !== 'c' && lease.owner === stored.owner && lease.properties['rxfeed.releasedBy'] === 'c') {
+            const error = new TransientError('service unavailable (injected)');
+            noticeFailures.push(error);
+            throw error;
+          }
+          return replace(lease);
+        };
+      }
+      const tick = async (ms: number) => {
+        for (let t = 0; t < ms; t += 100) {
+          if (opts.busy && w.clock.now() % 1_000 === 0) {
+            for (const h of hosts) for (const o of h.coordinator.owned()) void o.checkpoint(`at-${w.clock.now()}`).catch(() => undefined);
+          }
+          await w.clock.advance(100);
+        }
+      };
+      await tick(3 * EXPIRY + 17_000);
+      expect([...w.counts().values()].sort()).toEqual([n / 3, n / 3, n / 3]);
+      const leaving = hosts[2]!;
+      const ids = leaving.coordinator.owned().map((o) => o.lease.id);
+      const stoppedAt = w.clock.now();
+      const took = new Map<string, number>();
+      for (const s of hosts.slice(0, 2)) {
+        s.coordinator.acquired$.subscribe((o) => {
+          if (ids.includes(o.lease.id) && !took.has(o.lease.id)) took.set(o.lease.id, w.clock.now() - stoppedAt);
+        });
+      }
+      let stopped = false;
+      void leaving.coordinator.stop().then(() => (stopped = true));
+      for (let t = 0; took.size < ids.length && t < 2 * EXPIRY; t += 100) await tick(100);
+      expect(stopped).toBe(true);
+      expect(took.size).toBe(ids.length);
+      expect(w.consistent(['a', 'b'])).toBe(true);
+      return { w, hosts, leaving, slowest: Math.max(...took.values()), noticeFailures };
+    }
+
+    it('busy survivors (a checkpoint a second) take every lease within a tenth of the acquire interval', async () => {
+      const { slowest, leaving } = await scaleIn(12, { busy: true });
+      expect(slowest).toBeLessThanOrEqual(0.1 * ACQUIRE);
+      expect(leaving.events.filter((e) => e.type === 'leaseReleased').map((e) => (e as { reason: string }).reason)).toEqual(Array(4).fill('Shutdown'));
+    });
+
+    it('idle survivors take them at their next renewal: a host renews its leases at moments spread over the interval', async () => {
+      const { w, hosts, slowest } = await scaleIn(63, { busy: false });
+      expect(slowest).toBeLessThanOrEqual(0.25 * ACQUIRE); // 21 leases each renewing once in 40 s: about one every 2 s
+      // The notices were read: none is left behind in a lease.
+      await w.clock.advance(EXPIRY);
+      expect(w.leases().filter((l) => l.properties['rxfeed.releasedBy'])).toEqual([]);
+      for (const h of hosts.slice(0, 2)) expect(h.events.filter((e) => e.type === 'leaseLost' || e.type === 'error')).toEqual([]);
+    });
+
+    it('notices are best effort: when none can be written, stop() still ends and the next rounds take the leases', async () => {
+      const { slowest, leaving, noticeFailures } = await scaleIn(12, { busy: true, breakNotices: true });
+      expect(noticeFailures.length).toBeGreaterThan(0);
+      expect(slowest).toBeGreaterThan(0.1 * ACQUIRE);
+      expect(slowest).toBeLessThanOrEqual(EXPIRY / 2 + ACQUIRE);
+      expect(leaving.events.filter((e) => e.type === 'error')).toHaveLength(1); // the failure is visible
+    });
+  });
 
   it('host crash: survivors take its leases from its last checkpoint within about one expiration', async () => {
     const w = world(12);

@@ -1,5 +1,5 @@
 import { LeaseConflictError } from '../../errors/LeaseConflictError.js';
-import { HANDOFF_AT, HANDOFF_TO, handoffRequest, withoutHandoff } from '../balancing.js';
+import { HANDOFF_AT, HANDOFF_TO, handoffRequest, isLeaseExpired, RELEASED_AT, RELEASED_BY, withoutSignals } from '../balancing.js';
 import type { Lease } from '../Lease.js';
 import type { LeaseStore } from '../LeaseStore.js';
 
@@ -46,7 +46,7 @@ export async function handBack(ctx: HandBackContext, current: Lease): Promise<st
     const now = ctx.now();
     const to = handoffRequest(current, now, ctx.freshRequestMs) ?? null;
     try {
-      await ctx.store.replace({ ...current, owner: to, properties: withoutHandoff(current.properties), timestampMs: now });
+      await ctx.store.replace({ ...current, owner: to, properties: withoutSignals(current.properties), timestampMs: now });
       return to;
     } catch (error) {
       if (!(error instanceof LeaseConflictError) || error.kind === 'missing' || attempt >= 5) throw error;
@@ -55,4 +55,62 @@ export async function handBack(ctx: HandBackContext, current: Lease): Promise<st
       current = fresh;
     }
   }
+}
+
+/** How many leases of each live host a release notice is written to: the ones it will write soonest. */
+const NOTICES_PER_HOST = 2;
+
+/**
+ * Tells the other live hosts that `from` released leases, without any of them polling for it: writes a
+ * release notice into a few leases of each (properties only: owner, epoch and checkpoint stay). The owner
+ * meets the notice at its next write of such a lease (a checkpoint or renewal conflicts, it re-reads) and
+ * balances at once instead of at its next round. The leases chosen are the ones their owner writes first:
+ * the least recently written (its renewal is due first) and the most recently written (a busy partition
+ * checkpoints again soon). A notice that meets a concurrent write is dropped: that owner is writing now.
+ * Returns how many notices landed.
+ *
+ * @internal
+ */
+export async function announceRelease(store: LeaseStore, leases: readonly Lease[], from: string, nowMs: number, expirationMs: number): Promise<number> {
+  const byOwner = new Map<string, Lease[]>();
+  for (const lease of leases) {
+    if (lease.owner === null || lease.owner === from || isLeaseExpired(lease, nowMs, expirationMs)) continue;
+    byOwner.set(lease.owner, [...(byOwner.get(lease.owner) ?? []), lease]);
+  }
+  const targets = [...byOwner.values()].flatMap((owned) => {
+    const byAge = owned.sort((a, b) => a.timestampMs - b.timestampMs);
+    return [...new Set([...byAge.slice(0, NOTICES_PER_HOST), ...byAge.slice(-NOTICES_PER_HOST)])];
+  });
+  const notice = { [RELEASED_BY]: from, [RELEASED_AT]: String(nowMs) };
+  const written = await Promise.all(
+    targets.map((lease) =>
+      store.replace({ ...lease, properties: { ...lease.properties, ...notice } }).then(
+        () => 1,
+        (error: unknown) => {
+          if (error instanceof LeaseConflictError) return 0;
+          throw error;
+        },
+      ),
+    ),
+  );
+  return written.reduce((sum, n) => sum + n, 0);
+}
+
+/**
+ * The host that left a release notice in this lease, if there is one.
+ *
+ * @internal
+ */
+export function releaseNotice(lease: Lease): string | undefined {
+  return lease.properties[RELEASED_BY] || undefined;
+}
+
+/**
+ * `properties` without a release notice (its owner has read it).
+ *
+ * @internal
+ */
+export function withoutNotice(properties: Readonly<Record<string, string>>): Record<string, string> {
+  const { [RELEASED_BY]: _by, [RELEASED_AT]: _at, ...rest } = properties;
+  return rest;
 }

@@ -1,5 +1,5 @@
 import type { Partition, Position } from '../../core/Partition.js';
-import { withoutHandoff } from '../balancing.js';
+import { withoutSignals } from '../balancing.js';
 import type { Lease } from '../Lease.js';
 import { LeaseConflictError } from '../../errors/LeaseConflictError.js';
 import type { LeaseStore } from '../LeaseStore.js';
@@ -43,7 +43,7 @@ export async function replaceGoneLease(
   const children = childLeases(owned.leaseToken, parent.feedRange ?? owned.partition.range, await ctx.listPartitions());
   if (!children) throw new Error(`partition ${owned.leaseToken} reported gone, but the source still lists it; retrying`);
   for (const c of children) {
-    const child = leaseDocument(ctx.naming, c.token, c.range, from, withoutHandoff(parent.properties), parent.epoch);
+    const child = leaseDocument(ctx.naming, c.token, c.range, from, withoutSignals(parent.properties), parent.epoch);
     if (await ctx.store.createIfAbsent(child)) continue;
     // It exists: an earlier attempt (this host's, or a deposed owner's) created it from an older checkpoint of
     // the parent. While nobody has acquired it (no owner, epoch not above the parent's), it starts where the
