@@ -31,6 +31,8 @@ export interface BalancePlan {
   readonly release: readonly Lease[];
   /** Leases this host holds that another host asked for (lease property `rxfeed.handoffTo`): drain, then hand over. */
   readonly handoff: readonly Lease[];
+  /** Leases this host asked for that their owners have not handed over yet (fresh handoff requests). */
+  readonly awaiting: number;
   /** Leases this host aims to hold. */
   readonly target: number;
   /** Hosts holding at least one unexpired lease, this one included. */
@@ -128,7 +130,7 @@ export function planBalance(
   let target = Math.ceil(leases.length / liveOwners);
   if (maxLeases > 0) target = Math.min(target, maxLeases);
   if (minLeases > 0) target = Math.max(target, Math.min(minLeases, leases.length));
-  const base = { target, liveOwners, nextExpiryMs, handoff };
+  const base = { target, liveOwners, nextExpiryMs, handoff, awaiting: incoming.length };
   const myCount = mine.length + incoming.length;
 
   if (maxLeases > 0 && mine.length > maxLeases) {

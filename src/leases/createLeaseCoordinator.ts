@@ -27,6 +27,8 @@ export type { LeaseCoordinatorOptions } from './coordinator/options.js';
 const FULL_RANGE: FeedRange = { minInclusive: '', maxExclusive: 'FF' };
 /** Replacing a gone partition's lease is retried with this first delay (ms), doubling up to the acquire interval. */
 const SPLIT_RETRY_MS = 500;
+/** First delay (ms) of the quick rounds a host makes while leases it asked for are being handed over; doubles up to the acquire interval. */
+const HANDOVER_LOOK_MS = 1_000;
 /** The golden ratio's fractional part: successive multiples of it spread evenly over [0, 1). */
 const GOLDEN = (Math.sqrt(5) - 1) / 2;
 
@@ -86,6 +88,8 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   #failedFatally = false;
   /** Leases released to nobody by this host's shutdown (the other hosts are told, see `#announceRelease`). */
   #releasedOnStop = 0;
+  /** Delay of the next quick round while waiting for leases asked for (0 when not waiting). */
+  #handoverLookMs = 0;
   /** Phase of the next lease's first renewal, as a fraction of the renew interval. */
   #renewPhase = 0;
   /** Voluntary closes and split replacements in progress. */
@@ -277,8 +281,14 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     // are taken over one expiration after its last write. Otherwise: every acquire interval while the
     // share is moving; once settled, at least every half expiration (to pick up released leases). A host
     // that just created the leases took them all: it looks again soon for hosts that ask for their share.
+    // While leases this host asked for are being handed over, it looks again after 1 s, 2 s, 4 s, … (up to
+    // the acquire interval): a busy owner hands over at its next checkpoint, and the lease is read as soon as
+    // this host sees it is its own. A few extra rounds per join; none once settled.
     const untilExpiry = plan.nextExpiryMs === undefined ? Infinity : Math.max(1, plan.nextExpiryMs - now + 1);
-    return Math.min(plan.settled && !known ? this.#t.expirationMs / 2 : this.#t.acquireMs, untilExpiry);
+    const awaiting = plan.awaiting > 0 || plan.steal.length > 0;
+    this.#handoverLookMs = awaiting ? Math.min(this.#t.acquireMs, this.#handoverLookMs * 2 || HANDOVER_LOOK_MS) : 0;
+    const next = awaiting ? this.#handoverLookMs : plan.settled && !known ? this.#t.expirationMs / 2 : this.#t.acquireMs;
+    return Math.min(next, untilExpiry);
   }
 
   #coolingDown(id: string): boolean {

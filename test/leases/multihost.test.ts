@@ -274,7 +274,7 @@ describe('balancing across hosts (virtual time)', () => {
     expect(w.leases().filter((l) => l.owner === null)).toHaveLength(1);
   });
 
-  it('a busy owner honours a handoff request at its next checkpoint, not at its next balancing round', async () => {
+  it('a busy owner honours a handoff request at its next checkpoint, and the asker takes the lease seconds later', async () => {
     const w = world(2);
     const a = w.start('a');
     await w.clock.advance(ACQUIRE + 1_000); // a holds both and is settled: its next round is half an expiration away
@@ -286,8 +286,9 @@ describe('balancing across hosts (virtual time)', () => {
       for (const owned of a.coordinator.owned()) await owned.checkpoint(`at-${w.clock.now()}`).catch(() => undefined);
       await w.clock.advance(1_000);
     }
-    // a hands over as soon as a checkpoint shows the request; b takes the lease at its next round.
-    expect(w.clock.now() - joined).toBeLessThanOrEqual(ACQUIRE + 2_000);
+    // a hands over as soon as a checkpoint shows the request; b, looking again 1 s, 2 s, 4 s … after asking,
+    // takes the lease a few seconds after joining instead of at its next acquire round.
+    expect(w.clock.now() - joined).toBeLessThanOrEqual(4_000);
     expect(a.events.filter((e) => e.type === 'leaseReleased').map((e) => (e as { reason: string }).reason)).toEqual(['Rebalanced']);
     expect(b.events.some((e) => e.type === 'leaseTakenOver')).toBe(false); // handed over, not taken by force
   });
