@@ -37,8 +37,8 @@ const GOLDEN = (Math.sqrt(5) - 1) / 2;
  * (exactly once, however many hosts start together), acquires free and expired leases, renews the ones
  * it owns, balances them evenly with the other hosts (taking over from the most loaded), fences every
  * write with the lease etag and an epoch, replaces leases of split/merged partitions, and drains then
- * releases its leases on {@link LeaseCoordinator.stop}, telling the other hosts so they take them at once. One coordinator runs once: after `stop()` create
- * another.
+ * releases its leases on {@link LeaseCoordinator.stop}, telling the other hosts so they take them at once.
+ * One coordinator runs once: after `stop()` create another.
  *
  * Nothing runs until `acquired$` is subscribed.
  *
