@@ -164,8 +164,11 @@ export class CosmosEmulator {
         res.destroy();
       });
     });
-    // The SDK keeps connections alive; idle ones must not linger long after a test.
-    this.#server.keepAliveTimeout = 5_000;
+    // The SDK keeps connections alive and so does the service, for minutes. Node's 5 s default equals the
+    // default poll interval: the server closed sockets just as a poll reused them (ECONNRESET, then the SDK's
+    // 1 s retry). stop() closes every connection, so none lingers after a test.
+    this.#server.keepAliveTimeout = 120_000;
+    this.#server.headersTimeout = 130_000;
   }
 
   /** Base URL the client should use, e.g. `http://127.0.0.1:8081/`. */
