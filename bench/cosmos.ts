@@ -11,7 +11,7 @@
  * BENCH_PROFILE=path writes CPU profiles of the last run's windows: path.loops.cpuprofile, path.rxfeed.cpuprofile)
  */
 import { ChangeFeedStartFrom, CosmosClient, StatusCodes, type ChangeFeedPullModelIterator, type Container, type OperationInput } from '@azure/cosmos';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { firstValueFrom, filter, scan } from 'rxjs';
 import type { Change } from '../src/core/Change.js';
@@ -220,23 +220,42 @@ async function restart(container: Container, leaseContainer: Container, prefix: 
   return ms;
 }
 
-/** Wall time and this process's CPU time (user + system) of `fn`; with `profileAs`, its CPU profile too. */
-async function timed<R>(fn: () => Promise<R>, profileAs?: string): Promise<{ ms: number; cpuMs: number; result: R }> {
+/**
+ * CPU time (user + system, ms) the emulator process has used so far, from /proc (10 ms ticks); undefined
+ * when it runs elsewhere (BENCH_ENDPOINT) or /proc is not there.
+ */
+function emulatorCpuMs(): number | undefined {
+  const pid = emulator.child?.pid;
+  if (pid === undefined) return undefined;
+  try {
+    // Fields after the command name (which is in parentheses): utime and stime are the 12th and 13th.
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Wall time and this process's CPU time (user + system) of `fn`, and the emulator's; with `profileAs`, its CPU profile too. */
+async function timed<R>(fn: () => Promise<R>, profileAs?: string): Promise<{ ms: number; cpuMs: number; emulatorMs: number | undefined; result: R }> {
   const profiler = profileAs ? new Session() : undefined;
   profiler?.connect();
   await profiler?.post('Profiler.enable');
   await profiler?.post('Profiler.start');
   const started = performance.now();
   const cpu = process.cpuUsage();
+  const emulatorBefore = emulatorCpuMs();
   const result = await fn();
   const used = process.cpuUsage(cpu);
+  const emulatorAfter = emulatorCpuMs();
   const ms = performance.now() - started;
   if (profiler) {
     const { profile } = await profiler.post('Profiler.stop');
     writeFileSync(`${PROFILE}.${profileAs}.cpuprofile`, JSON.stringify(profile));
     profiler.disconnect();
   }
-  return { ms, cpuMs: (used.user + used.system) / 1000, result };
+  const emulatorMs = emulatorBefore === undefined || emulatorAfter === undefined ? undefined : emulatorAfter - emulatorBefore;
+  return { ms, cpuMs: (used.user + used.system) / 1000, emulatorMs, result };
 }
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -258,6 +277,9 @@ try {
 
   const times = { bare: [] as number[], ranges: [] as number[], source: [] as number[], pipeline: [] as number[], steady: [] as number[], startup: [] as number[], restart: [] as number[], sparse: [] as number[] };
   const cpu = { bare: [] as number[], ranges: [] as number[], source: [] as number[], pipeline: [] as number[], sparse: [] as number[] };
+  /** The emulator's CPU in each window: near the wall time, the emulator (not the client) sets the pace. */
+  const server = { ranges: [] as number[], pipeline: [] as number[], sparse: [] as number[] };
+  const serverOf = (list: number[], t: { emulatorMs: number | undefined }) => t.emulatorMs !== undefined && list.push(t.emulatorMs);
   const leaseWrites: number[] = [];
   const checkpointCounts: number[] = [];
   // One untimed pass of each warms the JIT and the emulator's caches.
@@ -274,6 +296,7 @@ try {
     if (r.result !== CHANGES) throw new Error(`per-range loops read ${r.result} changes, expected ${CHANGES}`);
     times.ranges.push(r.ms);
     cpu.ranges.push(r.cpuMs);
+    serverOf(server.ranges, r);
     const s = await timed(() => sourceLoop(container));
     if (s.result !== CHANGES) throw new Error(`source loop read ${s.result} changes, expected ${CHANGES}`);
     times.source.push(s.ms);
@@ -281,6 +304,7 @@ try {
     const p = await timed(() => pipeline(container, leaseContainer), profileAs('rxfeed'));
     times.pipeline.push(p.ms);
     cpu.pipeline.push(p.cpuMs);
+    serverOf(server.pipeline, p);
     times.steady.push(p.ms - p.result.startupMs);
     times.startup.push(p.result.startupMs);
     times.restart.push(await restart(container, leaseContainer, p.result.prefix));
@@ -288,6 +312,7 @@ try {
     const q = await timed(() => pipeline(container, leaseContainer, PAGE * 10));
     times.sparse.push(q.ms);
     cpu.sparse.push(q.cpuMs);
+    serverOf(server.sparse, q);
     leaseWrites.push(p.result.writes);
     checkpointCounts.push(p.result.checkpoints);
   }
@@ -316,6 +341,14 @@ try {
       `start-up: subscribe → first batch on fresh leases ${median(times.startup).toFixed(0)} ms; on existing leases, subscribe → every partition read once ${median(times.restart).toFixed(0)} ms (medians)`,
   );
   console.log(`(runs, ms: loops ${times.ranges.map((t) => t.toFixed(0)).join(' ')}; bare ${times.bare.map((t) => t.toFixed(0)).join(' ')}; source ${times.source.map((t) => t.toFixed(0)).join(' ')}; pipeline ${times.pipeline.map((t) => t.toFixed(0)).join(' ')})`);
+  if (server.ranges.length > 0) {
+    const busy = (name: keyof typeof server, wall: number[]): string =>
+      `${median(server[name]).toFixed(0)} ms (${((100 * median(server[name])) / median(wall)).toFixed(0)}% of its wall time)`;
+    console.log(
+      `emulator CPU per window (medians): loops ${busy('ranges', times.ranges)}; rxfeed ${busy('pipeline', times.pipeline)}; ` +
+        `rxfeed checkpointing every 10 pages ${busy('sparse', times.sparse)}`,
+    );
+  }
   const per100k = (n: number): string => ((n * 100_000) / CHANGES).toFixed(1);
   console.log(
     `\nlease-store writes per 100k changes (pipeline, bootstrap + acquire + checkpoints + renewals, before stop): ` +
