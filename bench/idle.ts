@@ -3,12 +3,20 @@
  * on CosmosSource and CosmosLeaseStore, lease renewals included) against bare SDK polls of the same ranges
  * (one change feed iterator per range, `readNext` then a wait of the same poll interval). Both in one run,
  * alternating rounds, on the same emulator in its own process; the CPU counted is this process's only.
- * Prints the CPU per poll of each, their ratio (target ≤ 1.1) and rxfeed's heap after a GC at the start and
- * the end of each window (target ≤ 64 MB and flat). No assertions (figures vary by machine).
+ * Prints the CPU per poll of each, their ratio (target ≤ 1.1) and the heap after a GC at the start and the
+ * end of each window (rxfeed's target: ≤ 64 MB and flat). No assertions (figures vary by machine).
  *
- * Run: npx tsx bench/idle.ts   (env: BENCH_RANGES=1024 BENCH_POLL_MS=5000 BENCH_WINDOW_MS=10000 BENCH_RUNS=3;
- * BENCH_IDLE_POLL_MS=60000 sets rxfeed's idlePollIntervalMs (compare % of a core then, not CPU per poll);
- * BENCH_PROFILE=path writes CPU profiles of the windows only: path.rxfeed.cpuprofile, path.bare.cpuprofile)
+ * Both sides are measured alike: each window starts after the same warm-up (`BENCH_WARMUP_MS` once every
+ * lease is owned, so start-up work such as first connections and iterator set-up stays out of it) and the
+ * same full GC. The bare polls are phased evenly across the poll interval, as rxfeed's are (its leases are
+ * acquired one after another): polls that all wake at the same instant share connections, timers and GC
+ * work and cost about half as much each, which flatters the bare side (`BENCH_PHASES=together` for that).
+ *
+ * Run: npx tsx bench/idle.ts   (env: BENCH_RANGES=1024 BENCH_POLL_MS=5000 BENCH_WINDOW_MS=10000 BENCH_RUNS=3
+ * BENCH_WARMUP_MS=2×poll BENCH_PHASES=spread|together; BENCH_IDLE_POLL_MS=60000 sets rxfeed's
+ * idlePollIntervalMs (compare % of a core then, not CPU per poll; warm-up 2×that);
+ * BENCH_PROFILE=path writes CPU profiles of the windows only: path.rxfeed.cpuprofile, path.bare.cpuprofile,
+ * to read with bench/profileTop.ts)
  */
 import { ChangeFeedStartFrom, CosmosClient, type Container } from '@azure/cosmos';
 import { setMaxListeners } from 'node:events';
@@ -37,6 +45,11 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const PROFILE = process.env.BENCH_PROFILE;
 /** rxfeed's `idlePollIntervalMs` (off unless given): the bare polls keep `POLL_MS`. */
 const IDLE_POLL_MS = process.env.BENCH_IDLE_POLL_MS ? Number(process.env.BENCH_IDLE_POLL_MS) : undefined;
+/** Wait before each window, once ready (ms). With idlePollIntervalMs, quiet partitions reach the longest wait after a few doublings. */
+const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 2 * (IDLE_POLL_MS ?? POLL_MS));
+/** `spread` (default): the bare polls are phased evenly across the poll interval; `together`: all at once. */
+const PHASES = process.env.BENCH_PHASES ?? 'spread';
+if (PHASES !== 'spread' && PHASES !== 'together') throw new Error(`BENCH_PHASES: expected spread or together, got ${PHASES}`);
 
 /** Counts reads (one per poll of an idle partition); costs a counter increment. */
 function counting<T>(inner: Source<T>, counter: { polls: number }): Source<T> {
@@ -51,8 +64,8 @@ function counting<T>(inner: Source<T>, counter: { polls: number }): Source<T> {
 interface Window {
   cpuMs: number;
   polls: number;
-  heapStartMb?: number;
-  heapEndMb?: number;
+  heapStartMb: number;
+  heapEndMb: number;
 }
 
 const heapMb = (): number => {
@@ -60,15 +73,17 @@ const heapMb = (): number => {
   return process.memoryUsage().heapUsed / 2 ** 20;
 };
 
-/** Measures `WINDOW_MS` of this process's CPU, once `ready()` and one poll interval of warm-up have passed. */
-async function window(counter: { polls: number }, ready: () => boolean, heap: boolean): Promise<Window> {
+/**
+ * Measures `WINDOW_MS` of this process's CPU, once `ready()` and `WARMUP_MS` have passed, starting and
+ * ending with a full GC (the same for both sides).
+ */
+async function window(counter: { polls: number }, ready: () => boolean, side: 'rxfeed' | 'bare'): Promise<Window> {
   for (let i = 0; !ready(); i++) {
     if (i % 50 === 49) console.log('waiting…', counter.polls);
     await delay(100);
   }
-  // With idlePollIntervalMs, quiet partitions reach the longest wait after a few doublings.
-  await delay((heap && IDLE_POLL_MS !== undefined ? 2 * IDLE_POLL_MS : POLL_MS) + 500);
-  const heapStartMb = heap ? heapMb() : undefined;
+  await delay(WARMUP_MS);
+  const heapStartMb = heapMb();
   const polls = counter.polls;
   const profiler = PROFILE ? new Session() : undefined;
   profiler?.connect();
@@ -79,12 +94,10 @@ async function window(counter: { polls: number }, ready: () => boolean, heap: bo
   const used = process.cpuUsage(cpu);
   if (profiler) {
     const { profile } = await profiler.post('Profiler.stop');
-    writeFileSync(`${PROFILE}.${heap ? 'rxfeed' : 'bare'}.cpuprofile`, JSON.stringify(profile));
+    writeFileSync(`${PROFILE}.${side}.cpuprofile`, JSON.stringify(profile));
     profiler.disconnect();
   }
-  const result: Window = { cpuMs: (used.user + used.system) / 1000, polls: counter.polls - polls };
-  if (heap) return { ...result, heapStartMb, heapEndMb: heapMb() };
-  return result;
+  return { cpuMs: (used.user + used.system) / 1000, polls: counter.polls - polls, heapStartMb, heapEndMb: heapMb() };
 }
 
 let runId = 0;
@@ -108,7 +121,7 @@ async function rxfeedWindow(container: Container, leases: Container): Promise<Wi
   });
   const subscription = feed.changes$.pipe(checkpointEvery(100)).subscribe({ error: (e: unknown) => console.error('rxfeed failed:', e) });
   try {
-    return await window(counter, () => owned >= RANGES, true);
+    return await window(counter, () => owned >= RANGES, 'rxfeed');
   } finally {
     subscription.unsubscribe();
     await feed.stop();
@@ -120,7 +133,8 @@ async function bareWindow(container: Container): Promise<Window> {
   const stop = new AbortController();
   setMaxListeners(Infinity, stop.signal);
   const ranges = await container.getFeedRanges();
-  const loops = ranges.map(async (range) => {
+  const loops = ranges.map(async (range, i) => {
+    if (PHASES === 'spread') await delay((i * POLL_MS) / ranges.length, undefined, { signal: stop.signal }).catch(() => undefined);
     const iterator = container.items.getChangeFeedIterator({ maxItemCount: 100, changeFeedStartFrom: ChangeFeedStartFrom.Now(range) });
     while (!stop.signal.aborted) {
       counter.polls++;
@@ -129,7 +143,7 @@ async function bareWindow(container: Container): Promise<Window> {
     }
   });
   try {
-    return await window(counter, () => true, false);
+    return await window(counter, () => true, 'bare');
   } finally {
     stop.abort();
     await Promise.all(loops);
@@ -145,7 +159,7 @@ try {
   const { database } = await client.databases.createIfNotExists({ id: 'idle' });
   const { container } = await database.containers.createIfNotExists({ id: 'orders', partitionKey: { paths: ['/pk'], version: 2 }, throughput: RANGES * RU_PER_RANGE });
   const { container: leases } = await database.containers.createIfNotExists({ id: 'leases', partitionKey: { paths: ['/id'] } });
-  console.log(`node ${process.version}; emulator (own process) with ${RANGES} ranges; poll ${POLL_MS} ms; windows of ${WINDOW_MS} ms; ${RUNS} rounds, alternating${IDLE_POLL_MS !== undefined ? `; rxfeed idlePollIntervalMs ${IDLE_POLL_MS}` : ''}`);
+  console.log(`node ${process.version}; emulator (own process) with ${RANGES} ranges; poll ${POLL_MS} ms; windows of ${WINDOW_MS} ms after ${WARMUP_MS} ms of warm-up; bare polls ${PHASES === 'spread' ? 'phased across the interval' : 'all at once'}; ${RUNS} rounds, alternating${IDLE_POLL_MS !== undefined ? `; rxfeed idlePollIntervalMs ${IDLE_POLL_MS}` : ''}`);
   const rx: Window[] = [];
   const bare: Window[] = [];
   for (let run = 0; run < RUNS; run++) {
@@ -161,8 +175,10 @@ try {
   console.log(`bare SDK polls (per range)   | ${barePerPoll.toFixed(3).padStart(15)} | ${median(bare.map(core)).toFixed(1).padStart(11)} | ${median(bare.map((w) => w.polls))}`);
   console.log(`${`rxfeed, ${RANGES} owned leases`.padEnd(28)} | ${rxPerPoll.toFixed(3).padStart(15)} | ${median(rx.map(core)).toFixed(1).padStart(11)} | ${median(rx.map((w) => w.polls))}`);
   console.log(`\nCPU per idle poll, rxfeed ÷ bare: ${(rxPerPoll / barePerPoll).toFixed(2)}×`);
-  console.log(`rxfeed heap after GC, window start → end (MB): ${rx.map((w) => `${w.heapStartMb!.toFixed(1)} → ${w.heapEndMb!.toFixed(1)}`).join('; ')}`);
+  const heaps = (ws: Window[]) => ws.map((w) => `${w.heapStartMb.toFixed(1)} → ${w.heapEndMb.toFixed(1)}`).join('; ');
+  console.log(`heap after GC, window start → end (MB): rxfeed ${heaps(rx)}; bare ${heaps(bare)}`);
   console.log(`(per-poll CPU ms, rounds: rxfeed ${rx.map((w) => perPoll(w).toFixed(3)).join(' ')}; bare ${bare.map((w) => perPoll(w).toFixed(3)).join(' ')})`);
+  console.log(`(ratio per round, rxfeed ÷ the bare window after it: ${rx.map((w, i) => (perPoll(w) / perPoll(bare[i]!)).toFixed(2)).join(' ')})`);
 } finally {
   client.dispose();
   emulator.child?.kill('SIGTERM');
