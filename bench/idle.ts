@@ -15,7 +15,7 @@
  * evenly, `together` starts them all at once. The output says how bunched each side's polls were.
  *
  * Run: npx tsx bench/idle.ts   (env: BENCH_RANGES=1024 BENCH_POLL_MS=5000 BENCH_WINDOW_MS=10000 BENCH_RUNS=3
- * BENCH_WARMUP_MS=2×poll BENCH_PHASES=mirror|spread|together; BENCH_IDLE_POLL_MS=60000 sets rxfeed's
+ * BENCH_WARMUP_MS=2×poll BENCH_PHASES=mirror|spread|together BENCH_LEASES=cosmos|memory; BENCH_IDLE_POLL_MS=60000 sets rxfeed's
  * idlePollIntervalMs (compare % of a core then, not CPU per poll; warm-up 2×that);
  * BENCH_PROFILE=path writes CPU profiles of the windows only: path.rxfeed.cpuprofile, path.bare.cpuprofile,
  * to read with bench/profileTop.ts)
@@ -29,6 +29,7 @@ import { runInNewContext } from 'node:vm';
 import { EMULATOR_KEY } from '../src/emulator/CosmosEmulator.js';
 import { createChangeFeed } from '../src/feed/index.js';
 import { CosmosLeaseStore } from '../src/leases/CosmosLeaseStore.js';
+import { MemoryLeaseStore } from '../src/leases/MemoryLeaseStore.js';
 import { checkpointEvery } from '../src/operators/checkpointEvery.js';
 import { CosmosSource } from '../src/sources/CosmosSource.js';
 import type { Page, ReadRequest, Source } from '../src/sources/Source.js';
@@ -48,6 +49,12 @@ const PROFILE = process.env.BENCH_PROFILE;
 const IDLE_POLL_MS = process.env.BENCH_IDLE_POLL_MS ? Number(process.env.BENCH_IDLE_POLL_MS) : undefined;
 /** Wait before each window, once ready (ms). With idlePollIntervalMs, quiet partitions reach the longest wait after a few doublings. */
 const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 2 * (IDLE_POLL_MS ?? POLL_MS));
+/**
+ * rxfeed's lease store: `cosmos` (default; its renewals and acquire scans, 1,024 lease documents every 13 s,
+ * land in some windows and not others, so rounds vary) or `memory` (rxfeed's read path only).
+ */
+const LEASES = process.env.BENCH_LEASES ?? 'cosmos';
+if (LEASES !== 'cosmos' && LEASES !== 'memory') throw new Error(`BENCH_LEASES: expected cosmos or memory, got ${LEASES}`);
 /**
  * How the bare polls are phased across the poll interval: `mirror` (default) as rxfeed's polls were in the
  * window before (same share of polls in each slot of the interval), `spread` evenly, `together` all at once.
@@ -140,7 +147,7 @@ async function rxfeedWindow(container: Container, leases: Container): Promise<Wi
   let owned = 0;
   const feed = createChangeFeed<unknown>({
     source: counting(new CosmosSource<unknown>(container), counter),
-    leases: new CosmosLeaseStore({ container: leases, partitionKeyPath: '/id' }),
+    leases: LEASES === 'memory' ? new MemoryLeaseStore() : new CosmosLeaseStore({ container: leases, partitionKeyPath: '/id' }),
     instanceName: 'idle',
     leasePrefix: `idle-${RUN_STAMP}-${++runId}.`,
     startFrom: 'now',
@@ -217,7 +224,7 @@ try {
   const { database } = await client.databases.createIfNotExists({ id: 'idle' });
   const { container } = await database.containers.createIfNotExists({ id: 'orders', partitionKey: { paths: ['/pk'], version: 2 }, throughput: RANGES * RU_PER_RANGE });
   const { container: leases } = await database.containers.createIfNotExists({ id: 'leases', partitionKey: { paths: ['/id'] } });
-  console.log(`node ${process.version}; emulator (own process) with ${RANGES} ranges; poll ${POLL_MS} ms; windows of ${WINDOW_MS} ms after ${WARMUP_MS} ms of warm-up; bare polls ${PHASES === 'mirror' ? "phased as rxfeed's were" : PHASES === 'spread' ? 'phased evenly across the interval' : 'all at once'}; ${RUNS} rounds, alternating${IDLE_POLL_MS !== undefined ? `; rxfeed idlePollIntervalMs ${IDLE_POLL_MS}` : ''}`);
+  console.log(`node ${process.version}; emulator (own process) with ${RANGES} ranges; poll ${POLL_MS} ms; windows of ${WINDOW_MS} ms after ${WARMUP_MS} ms of warm-up; bare polls ${PHASES === 'mirror' ? "phased as rxfeed's were" : PHASES === 'spread' ? 'phased evenly across the interval' : 'all at once'}; rxfeed's leases in ${LEASES === 'memory' ? 'memory' : 'the Cosmos lease container'}; ${RUNS} rounds, alternating${IDLE_POLL_MS !== undefined ? `; rxfeed idlePollIntervalMs ${IDLE_POLL_MS}` : ''}`);
   const rx: Window[] = [];
   const bare: Window[] = [];
   for (let run = 0; run < RUNS; run++) {
