@@ -22,6 +22,7 @@
  */
 import { ChangeFeedStartFrom, CosmosClient, type Container } from '@azure/cosmos';
 import { writeFileSync } from 'node:fs';
+import { Socket } from 'node:net';
 import { Session } from 'node:inspector/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 import { setFlagsFromString } from 'node:v8';
@@ -62,6 +63,14 @@ if (LEASES !== 'cosmos' && LEASES !== 'memory') throw new Error(`BENCH_LEASES: e
 const PHASES = process.env.BENCH_PHASES ?? 'mirror';
 if (PHASES !== 'mirror' && PHASES !== 'spread' && PHASES !== 'together') throw new Error(`BENCH_PHASES: expected mirror, spread or together, got ${PHASES}`);
 
+/** Connections this process opened (the emulator closes a connection idle for 5 s, the poll interval). */
+let connections = 0;
+const connect = Socket.prototype.connect;
+Socket.prototype.connect = function (this: Socket, ...args: unknown[]) {
+  connections++;
+  return (connect as (...a: unknown[]) => Socket).apply(this, args);
+} as typeof Socket.prototype.connect;
+
 /** Slots of the poll interval that polls are counted in, to see how evenly they are phased. */
 const SLOTS = 100;
 
@@ -99,6 +108,8 @@ interface Window {
   /** Of `cpuMs`, the kernel's (sockets, timers). */
   sysMs: number;
   polls: number;
+  /** Connections opened during the window. */
+  connections: number;
   /** Share of the window's polls in the busiest tenth of the poll interval (see {@link busiestTenth}). */
   bunchedPct: number;
   heapStartMb: number;
@@ -123,6 +134,7 @@ async function window(counter: Counter, ready: () => boolean, side: 'rxfeed' | '
   const heapStartMb = heapMb();
   const polls = counter.polls;
   const slots = counter.slots.slice();
+  const connectionsBefore = connections;
   const profiler = PROFILE ? new Session() : undefined;
   profiler?.connect();
   await profiler?.post('Profiler.enable');
@@ -136,7 +148,7 @@ async function window(counter: Counter, ready: () => boolean, side: 'rxfeed' | '
     profiler.disconnect();
   }
   const profile = counter.slots.map((n, i) => n - slots[i]!);
-  return { profile, cpuMs: (used.user + used.system) / 1000, sysMs: used.system / 1000, polls: counter.polls - polls, bunchedPct: busiestTenth(profile), heapStartMb, heapEndMb: heapMb() };
+  return { profile, connections: connections - connectionsBefore, cpuMs: (used.user + used.system) / 1000, sysMs: used.system / 1000, polls: counter.polls - polls, bunchedPct: busiestTenth(profile), heapStartMb, heapEndMb: heapMb() };
 }
 
 let runId = 0;
@@ -242,6 +254,8 @@ try {
   console.log(`${`rxfeed, ${RANGES} owned leases`.padEnd(28)} | ${rxPerPoll.toFixed(3).padStart(15)} | ${median(rx.map(core)).toFixed(1).padStart(11)} | ${median(rx.map(sysShare)).toFixed(0).padStart(14)} | ${median(rx.map((w) => w.polls))}`);
   const bunched = (ws: Window[]) => ws.map((w) => `${w.bunchedPct.toFixed(0)}%`).join(' ');
   console.log(`\npolls in the busiest tenth of the poll interval (10%: even): rxfeed ${bunched(rx)}; bare ${bunched(bare)}`);
+  const opened = (ws: Window[]) => ws.map((w) => w.connections).join(' ');
+  console.log(`connections opened per window: rxfeed ${opened(rx)}; bare ${opened(bare)}`);
   console.log(`CPU per idle poll, rxfeed ÷ bare: ${(rxPerPoll / barePerPoll).toFixed(2)}×`);
   const heaps = (ws: Window[]) => ws.map((w) => `${w.heapStartMb.toFixed(1)} → ${w.heapEndMb.toFixed(1)}`).join('; ');
   console.log(`heap after GC, window start → end (MB): rxfeed ${heaps(rx)}; bare ${heaps(bare)}`);
