@@ -1,5 +1,6 @@
 import { asyncScheduler, catchError, EMPTY, exhaustMap, Observable, timer, type SchedulerLike } from 'rxjs';
 import { InvalidOptionsError, TransientError } from '../errors/index.js';
+import { onAbort } from '../internal/abortWatch.js';
 import { logger } from '../internal/log.js';
 import { checkEstimateOptions, estimateLag, type EstimateLagOptions, type LeaseLag } from './estimateLag.js';
 
@@ -37,8 +38,7 @@ export function lag$(options: EstimateLagOptions, poll: LagPollOptions = {}): Ob
     new Observable<LeaseLag[]>((subscriber) => {
       const controller = new AbortController();
       const outer = options.signal;
-      const forward = (): void => controller.abort(outer?.reason);
-      outer?.addEventListener('abort', forward, { once: true });
+      const stopWatching = outer ? onAbort(outer, () => controller.abort(outer.reason)) : undefined;
       estimateLag({ ...options, signal: controller.signal }).then(
         (lags) => {
           subscriber.next(lags);
@@ -47,7 +47,7 @@ export function lag$(options: EstimateLagOptions, poll: LagPollOptions = {}): Ob
         (err: unknown) => subscriber.error(err),
       );
       return () => {
-        outer?.removeEventListener('abort', forward);
+        stopWatching?.();
         controller.abort();
       };
     }).pipe(

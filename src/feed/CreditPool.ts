@@ -1,3 +1,12 @@
+import { onAbort } from '../internal/abortWatch.js';
+
+/** An account waiting for credit, in the order it began to wait. */
+interface Waiter {
+  readonly account: CreditAccount;
+  readonly max: number;
+  readonly grant: (n: number) => void;
+}
+
 /**
  * One processor's read budget: changes read but not yet acknowledged by `checkpointEvery`, at most
  * `total`, shared fairly among the partitions being read.
@@ -9,6 +18,18 @@
  * sink is slow cannot starve the rest. Once another partition waits, each may hold at most its fair share.
  * Credit taken by a partition that stopped reading still counts until it is acknowledged.
  *
+ * Every partition that holds nothing is guaranteed one minimal read: credit is reserved for each of them
+ * (`minRead` apiece), and reads by the others (taken up front, when they start) may only use what is free
+ * beyond that reserve. So a poll of an idle partition never waits behind other partitions' reads in flight,
+ * even when hundreds of idle polls, each asking for a full page and giving it all back at once, run together.
+ * The reserve is kept when credit is taken, not when it comes back: a partition that returns its last few
+ * changes counts as holding nothing again before the free credit covers its minimal read, and then waits
+ * for that much to come back, like any other.
+ *
+ * Waiting partitions are served in the order they began to wait: when credit comes back, it is handed to
+ * the first waiters that may read now (each gets what {@link CreditAccount.tryTake} would give it), and no
+ * others are woken.
+ *
  * @internal
  */
 export class CreditPool {
@@ -17,8 +38,10 @@ export class CreditPool {
   lastAckAt = Number.NEGATIVE_INFINITY;
   #inFlight = 0;
   #active = 0;
+  /** Open accounts that hold nothing (each is guaranteed one minimal read). */
+  #empty = 0;
   #waiting = 0;
-  readonly #waiters = new Set<() => void>();
+  readonly #waiters = new Set<Waiter>();
 
   /** Largest read a partition makes (`maxItemCount`). */
   readonly pageSize: number;
@@ -51,17 +74,34 @@ export class CreditPool {
     return Math.max(1, Math.floor(this.total / Math.max(1, this.#active)));
   }
 
+  /** Open accounts holding nothing. */
+  get empty(): number {
+    return this.#empty;
+  }
+
+  /** Accounts waiting for credit. */
+  get waiting(): number {
+    return this.#waiting;
+  }
+
   /** Opens an account for one partition reader. */
   open(): CreditAccount {
     this.#active++;
-    this.#notify();
+    this.#empty++;
+    this.#changed();
     return new CreditAccount(this);
   }
 
   /** An account closed: one partition fewer shares the budget. */
-  accountClosed(): void {
+  accountClosed(heldNothing: boolean): void {
     this.#active--;
-    this.#notify();
+    if (heldNothing) this.#empty--;
+    this.#changed();
+  }
+
+  /** An open account went from holding nothing to holding something (`+1`: the other way). */
+  emptyAccounts(delta: number): void {
+    this.#empty += delta;
   }
 
   /** `n` changes were taken by an account. */
@@ -72,7 +112,7 @@ export class CreditPool {
   /** `n` changes were returned by an account. */
   returned(n: number): void {
     this.#inFlight -= n;
-    if (n > 0) this.#notify();
+    if (n > 0) this.#changed();
   }
 
   /** Changes the number of accounts waiting for credit by `delta`; returns the new number. */
@@ -86,14 +126,29 @@ export class CreditPool {
     return this.total - this.#inFlight;
   }
 
-  /** Calls `fn` whenever credit may have become available, until the returned function is called. */
-  onChange(fn: () => void): () => void {
-    this.#waiters.add(fn);
-    return () => this.#waiters.delete(fn);
+  /** Queues `waiter` (served in order by {@link CreditPool.serve}); returns the function that unqueues it. */
+  enqueue(waiter: Waiter): () => void {
+    this.#waiters.add(waiter);
+    return () => this.#waiters.delete(waiter);
   }
 
-  #notify(): void {
-    if (this.#waiters.size > 0) for (const fn of [...this.#waiters]) fn();
+  /**
+   * Hands credit to the waiters that may read now, first come first served. Stops early once the free
+   * credit cannot cover a minimal read (no waiter could proceed).
+   */
+  serve(): void {
+    for (const waiter of this.#waiters) {
+      if (this.free < 1) break;
+      const n = waiter.account.tryTake(waiter.max);
+      if (n === 0) continue;
+      this.#waiters.delete(waiter);
+      waiter.grant(n);
+    }
+  }
+
+  /** Credit came back or the shares changed: serve the waiters. */
+  #changed(): void {
+    if (this.#waiters.size > 0) this.serve();
   }
 }
 
@@ -112,7 +167,7 @@ export class CreditAccount {
     this.#pool = pool;
   }
 
-  /** Changes this partition holds (read, not acknowledged). */
+  /** Changes this partition holds (read, not acknowledged), including credit taken for a read in flight. */
   get held(): number {
     return this.#held;
   }
@@ -121,11 +176,21 @@ export class CreditAccount {
   get available(): number {
     const pool = this.#pool;
     const free = pool.free;
+    const empty = this.#open && this.#held === 0;
+    // Room kept for one minimal read of every other partition that holds nothing.
+    const spare = free - pool.minRead * (pool.empty - (empty ? 1 : 0));
     const othersWaiting = pool.waitingAccounts(0) - (this.#waiting ? 1 : 0);
-    if (othersWaiting > 0) return Math.max(0, Math.min(pool.share - this.#held, free));
-    const others = pool.active - (this.#open ? 1 : 0);
-    const cap = Math.max(pool.share, pool.total - others * pool.minRead);
-    return Math.max(0, Math.min(cap - this.#held, free));
+    let limit: number;
+    if (othersWaiting > 0) {
+      limit = Math.min(pool.share - this.#held, spare);
+    } else {
+      const others = pool.active - (this.#open ? 1 : 0);
+      const cap = Math.max(pool.share, pool.total - others * pool.minRead);
+      limit = Math.min(cap - this.#held, spare);
+    }
+    // A partition that holds nothing may always make its minimal read while that much is free.
+    if (empty) limit = Math.max(limit, Math.min(pool.minRead, free));
+    return Math.max(0, limit);
   }
 
   /** Marks this partition as waiting for credit (others are then held to their fair share). */
@@ -140,14 +205,59 @@ export class CreditAccount {
     return this.#pool.share;
   }
 
+  /**
+   * Takes credit for a read of at most `max` changes if at least a minimal read is available now, and
+   * returns how much it took (0: none, wait with {@link CreditAccount.acquire}).
+   */
+  tryTake(max: number): number {
+    const available = this.available;
+    if (available < Math.min(this.#pool.minRead, max)) return 0;
+    const n = Math.min(available, max);
+    this.setWaiting(false);
+    this.take(n);
+    return n;
+  }
+
+  /**
+   * Waits until a minimal read is available, then takes credit as {@link CreditAccount.tryTake}; resolves
+   * with the amount taken, or 0 once `signal` aborts. While it waits, other partitions are held to their
+   * fair share, and waiters are served in the order they began to wait.
+   */
+  acquire(max: number, signal: AbortSignal): Promise<number> {
+    if (signal.aborted) return Promise.resolve(0);
+    const now = this.tryTake(max);
+    if (now > 0) return Promise.resolve(now);
+    this.setWaiting(true);
+    return new Promise<number>((resolve) => {
+      let stopWatching = (): void => undefined;
+      const unqueue = this.#pool.enqueue({
+        account: this,
+        max,
+        grant: (n) => {
+          stopWatching();
+          resolve(n);
+        },
+      });
+      stopWatching = onAbort(signal, () => {
+        unqueue();
+        this.setWaiting(false);
+        resolve(0);
+      });
+    });
+  }
+
   take(n: number): void {
+    if (n <= 0) return;
+    if (this.#held === 0 && this.#open) this.#pool.emptyAccounts(-1);
     this.#held += n;
     this.#pool.taken(n);
   }
 
   release(n: number): void {
     const freed = Math.min(n, this.#held);
+    if (freed <= 0) return;
     this.#held -= freed;
+    if (this.#held === 0 && this.#open) this.#pool.emptyAccounts(1);
     this.#pool.returned(freed);
   }
 
@@ -156,10 +266,6 @@ export class CreditAccount {
     this.setWaiting(false);
     if (!this.#open) return;
     this.#open = false;
-    this.#pool.accountClosed();
-  }
-
-  onChange(fn: () => void): () => void {
-    return this.#pool.onChange(fn);
+    this.#pool.accountClosed(this.#held === 0);
   }
 }

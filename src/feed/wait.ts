@@ -1,4 +1,5 @@
 import type { SchedulerLike } from 'rxjs';
+import { onAbort } from '../internal/abortWatch.js';
 
 /**
  * Resolves after `ms` on `scheduler`, or as soon as `signal` aborts (never rejects: callers check the
@@ -10,12 +11,12 @@ export function sleep(ms: number, scheduler: SchedulerLike, signal: AbortSignal)
   return new Promise((resolve) => {
     if (signal.aborted) return resolve();
     const done = () => {
-      signal.removeEventListener('abort', done);
+      stopWatching();
       task.unsubscribe();
       resolve();
     };
+    const stopWatching = onAbort(signal, done);
     const task = scheduler.schedule(done, Math.max(0, ms));
-    signal.addEventListener('abort', done, { once: true });
   });
 }
 
@@ -27,6 +28,6 @@ export function sleep(ms: number, scheduler: SchedulerLike, signal: AbortSignal)
 export function aborted(signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal.aborted) return resolve();
-    signal.addEventListener('abort', () => resolve(), { once: true });
+    onAbort(signal, resolve);
   });
 }

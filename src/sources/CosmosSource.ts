@@ -10,6 +10,7 @@ import {
 import type { Change } from '../core/Change.js';
 import type { FeedMode, Partition, Position, StartFrom } from '../core/Partition.js';
 import { InvalidOptionsError, PartitionGoneError, ResourceGoneError, TransientError } from '../errors/index.js';
+import { onAbort } from '../internal/abortWatch.js';
 import { logger } from '../internal/log.js';
 import { lsnOfPosition, lsnOfSessionToken, parseToken, rangeIdOfSessionToken, rangeToken } from './cosmos/continuation.js';
 import { isAbortError, routingMapError, toSourceError } from './cosmos/errors.js';
@@ -38,8 +39,11 @@ export interface CosmosSourceOptions {
   readonly priorityLevel?: PriorityLevel;
 }
 
-/** Iterators kept for reuse at most (one per partition read recently). */
-const MAX_ITERATORS = 1024;
+/**
+ * Iterators kept for reuse at least (one per partition read recently); the bound grows with the number of
+ * partitions the container was last listed with (see {@link CosmosSource.listPartitions}).
+ */
+const MIN_CACHED_ITERATORS = 1024;
 
 /** A position no partition has: the state of an iterator that has not yet answered. */
 const NO_POSITION = '\u0000';
@@ -51,6 +55,13 @@ interface CachedIterator {
   /** The page size the iterator asks for. */
   maxItemCount: number;
   busy: boolean;
+  /**
+   * The last reply found to belong to this partition: its continuation token and the range that answered.
+   * An idle partition answers the same again and again, so a reply equal to it needs no parsing or checks.
+   */
+  checked?: { readonly token: string; readonly answeredBy: string | undefined; readonly etag: string };
+  /** The last session token seen and the LSN read from it. */
+  session?: { readonly token: string; readonly lsn: number | undefined };
 }
 
 /**
@@ -85,15 +96,14 @@ function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Pro
     return Promise.reject(abortError(signal));
   }
   return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(abortError(signal));
-    signal.addEventListener('abort', onAbort, { once: true });
+    const stopWatching = onAbort(signal, () => reject(abortError(signal)));
     promise.then(
       (value) => {
-        signal.removeEventListener('abort', onAbort);
+        stopWatching();
         resolve(value);
       },
       (err: unknown) => {
-        signal.removeEventListener('abort', onAbort);
+        stopWatching();
         reject(err);
       },
     );
@@ -142,6 +152,10 @@ export class CosmosSource<T = unknown> implements Source<T> {
   readonly #priorityLevel: PriorityLevel | undefined;
   readonly #iterators = new Map<string, CachedIterator>();
   #info: Promise<ContainerInfo> | undefined;
+  /** What `#info` resolved to, for the reads after the first (no await per read). */
+  #infoValue: ContainerInfo | undefined;
+  /** Most iterators kept: never fewer than the partitions last listed, with room for EPK parts and moves. */
+  #maxIterators = MIN_CACHED_ITERATORS;
   readonly #log = logger('cosmos');
 
   /**
@@ -179,6 +193,8 @@ export class CosmosSource<T = unknown> implements Source<T> {
         .fetchAll();
       // A gone parent listed next to its children would overlap them; keep only the live ranges.
       const parents = new Set(resources.flatMap((r) => r.parents ?? []));
+      // One host may read every range (and parts of merged ones): keep an iterator for each of them.
+      this.#maxIterators = Math.max(MIN_CACHED_ITERATORS, 2 * (resources.length - parents.size));
       return resources
         .filter((r) => !parents.has(r.id))
         .sort((a, b) => (a.minInclusive < b.minInclusive ? -1 : a.minInclusive > b.minInclusive ? 1 : 0))
@@ -215,7 +231,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
       entry ??= await raceAbort(this.#newIterator(partition, from, maxItemCount), signal);
       entry.busy = true;
       const response = await raceAbort(entry.iterator.readNext(), signal);
-      const page = await this.#toPage(partition, response);
+      const page = this.#toPage(partition, response, entry, this.#infoValue ?? (await this.#containerInfo()));
       this.#checkForward(partition, from, page.position);
       entry.position = page.position;
       entry.busy = false;
@@ -225,6 +241,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
       // After an abort or a failure the iterator's state is unknown (a request may still land): drop it and
       // start a fresh one from the caller's position next time.
       if (entry && this.#iterators.get(key) === entry) this.#iterators.delete(key);
+      if (entry) entry.checked = undefined;
       if (!isAbortError(err) && !signal?.aborted) {
         const mapped = await this.#readError(err, partition.id);
         this.#log(`[lease=${partition.id}] read failed: %s`, mapped instanceof Error ? mapped.message : String(mapped));
@@ -260,7 +277,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
    * same name. Reading on would silently skip everything up to the old LSN, so stop instead.
    */
   #checkForward(partition: Partition, from: StartFrom, position: Position): void {
-    if (typeof from !== 'object' || from instanceof Date) return;
+    if (typeof from !== 'object' || from instanceof Date || from.position === position) return;
     const before = lsnOfPosition(from.position);
     const after = lsnOfPosition(position);
     if (before === undefined || after === undefined || after >= before) return;
@@ -300,14 +317,16 @@ export class CosmosSource<T = unknown> implements Source<T> {
 
   /**
    * Keeps the iterator for the next read of its partition, most recently used last. Partitions whose leases
-   * moved to another host leave theirs behind; the oldest go once there are more than `MAX_ITERATORS`.
+   * moved to another host leave theirs behind; the oldest go once there are more than twice the partitions
+   * last listed (at least `MIN_CACHED_ITERATORS`), so a host reading every partition never rebuilds them.
    */
   #remember(key: string, entry: CachedIterator): void {
     this.#iterators.delete(key);
     this.#iterators.set(key, entry);
-    if (this.#iterators.size > MAX_ITERATORS) {
+    while (this.#iterators.size > this.#maxIterators) {
       const oldest = this.#iterators.keys().next().value;
-      if (oldest !== undefined) this.#iterators.delete(oldest);
+      if (oldest === undefined) break;
+      this.#iterators.delete(oldest);
     }
   }
 
@@ -328,10 +347,12 @@ export class CosmosSource<T = unknown> implements Source<T> {
       ({ resource }) => {
         if (!resource) throw Object.assign(new Error(`${this.description} not found`), { code: 404 });
         const paths = resource.partitionKey?.paths;
-        return { rid: resource._rid, keyPaths: paths ? partitionKeyPaths(paths) : undefined };
+        this.#infoValue = { rid: resource._rid, keyPaths: paths ? partitionKeyPaths(paths) : undefined };
+        return this.#infoValue;
       },
       (err: unknown) => {
         this.#info = undefined;
+        this.#infoValue = undefined;
         throw err;
       },
     );
@@ -341,6 +362,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
   async #newIterator(partition: Partition, from: StartFrom, maxItemCount: number): Promise<CachedIterator> {
     const info = await this.#containerInfo().catch((err: unknown) => {
       this.#info = undefined;
+      this.#infoValue = undefined;
       throw err;
     });
     // The start location must come from the SDK copy that made the container (it checks with instanceof).
@@ -377,7 +399,12 @@ export class CosmosSource<T = unknown> implements Source<T> {
     return new SdkRange(minInclusive, maxExclusive);
   }
 
-  async #toPage(partition: Partition, response: ChangeFeedIteratorResponse<unknown>): Promise<Page<T>> {
+  /**
+   * The page of a reply, after checking that it still belongs to `partition`. A reply with the same
+   * continuation token, from the same range, as the last one checked for this iterator (an idle partition's
+   * every poll) passes the same checks, so they are not run again; nor is a session token parsed twice.
+   */
+  #toPage(partition: Partition, response: ChangeFeedIteratorResponse<unknown>, entry: CachedIterator, info: ContainerInfo): Page<T> {
     const status = response.statusCode;
     const headers = response.headers as Record<string, unknown>;
     if (status !== 200 && status !== 304) {
@@ -385,9 +412,34 @@ export class CosmosSource<T = unknown> implements Source<T> {
       // the range's position; the caller's position is still right, so this is a retry from a fresh iterator.
       throw new TransientError(`${this.description}: HTTP ${status} reading partition ${partition.id}`, { statusCode: status });
     }
-    const token = parseToken(response.continuationToken);
     const sessionToken = headerText(headers, 'x-ms-session-token');
     const answeredBy = rangeIdOfSessionToken(sessionToken);
+    const tokenText = response.continuationToken;
+    const checked = entry.checked;
+    const etag = checked && checked.token === tokenText && checked.answeredBy === answeredBy ? checked.etag : this.#checkReply(partition, tokenText, answeredBy, status, entry);
+    let latestLsn: number | undefined;
+    if (sessionToken !== undefined && entry.session?.token === sessionToken) latestLsn = entry.session.lsn;
+    else {
+      latestLsn = lsnOfSessionToken(sessionToken);
+      if (sessionToken !== undefined) entry.session = { token: sessionToken, lsn: latestLsn };
+    }
+    latestLsn ??= lsnOfPosition(headerText(headers, 'lsn'));
+    const docs = status === 200 && Array.isArray(response.result) ? (response.result as unknown[]) : [];
+    if (docs.length === 0) return { changes: [], position: etag, ...(latestLsn !== undefined ? { latestLsn } : {}) };
+    const fallbackLsn = lsnOfPosition(etag) ?? 0;
+    const changes: Change<T>[] =
+      this.mode === 'allVersionsAndDeletes'
+        ? docs.map((d) => allVersionsChange<T>(d, info.keyPaths, fallbackLsn))
+        : docs.map((d) => latestVersionChange<T>(d, info.keyPaths, fallbackLsn));
+    return { changes, position: etag, ...(latestLsn !== undefined ? { latestLsn } : {}) };
+  }
+
+  /**
+   * Checks that a reply's continuation token still covers exactly `partition` (else it split or merged) and
+   * carries an etag, remembers it as checked on `entry`, and returns the etag.
+   */
+  #checkReply(partition: Partition, tokenText: string | undefined, answeredBy: string | undefined, status: number, entry: CachedIterator): string {
+    const token = parseToken(tokenText);
     const entries = token?.Continuation ?? [];
     const gone = whyGone(partition, entries, answeredBy);
     if (gone !== undefined) {
@@ -401,14 +453,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
       // No etag: the SDK lost the position (a reply without one). Keep the caller's and rebuild next time.
       throw new TransientError(`${this.description}: reply without an etag for partition ${partition.id}`, { statusCode: status });
     }
-    const fallbackLsn = lsnOfPosition(etag) ?? 0;
-    const latestLsn = lsnOfSessionToken(sessionToken) ?? lsnOfPosition(headerText(headers, 'lsn'));
-    const info = await this.#containerInfo();
-    const docs = status === 200 && Array.isArray(response.result) ? (response.result as unknown[]) : [];
-    const changes: Change<T>[] =
-      this.mode === 'allVersionsAndDeletes'
-        ? docs.map((d) => allVersionsChange<T>(d, info.keyPaths, fallbackLsn))
-        : docs.map((d) => latestVersionChange<T>(d, info.keyPaths, fallbackLsn));
-    return { changes, position: etag, ...(latestLsn !== undefined ? { latestLsn } : {}) };
+    entry.checked = { token: tokenText!, answeredBy, etag };
+    return etag;
   }
 }

@@ -1,3 +1,4 @@
+import { onAbort } from '../internal/abortWatch.js';
 import { hashString } from '../internal/random.js';
 import { asyncScheduler, type SchedulerLike } from 'rxjs';
 import type { Change } from '../core/Change.js';
@@ -465,15 +466,16 @@ export class MemorySource<T = unknown> implements Source<T> {
   #delay(ms: number, signal: AbortSignal | undefined): Promise<void> {
     return new Promise((resolve, reject) => {
       if (signal?.aborted) return reject(abortError(signal));
-      const onAbort = () => {
-        task.unsubscribe();
-        reject(abortError(signal!));
-      };
+      const stopWatching = signal
+        ? onAbort(signal, () => {
+            task.unsubscribe();
+            reject(abortError(signal));
+          })
+        : undefined;
       const task = this.#scheduler.schedule(() => {
-        signal?.removeEventListener('abort', onAbort);
+        stopWatching?.();
         resolve();
       }, ms);
-      signal?.addEventListener('abort', onAbort, { once: true });
     });
   }
 }

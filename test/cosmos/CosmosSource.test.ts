@@ -188,6 +188,41 @@ describe('CosmosSource: partitions and start positions', () => {
     expect(cosmos.emulator!.requests().map((r) => r.kind)).toEqual(Array(5).fill('changeFeed'));
     expect(page.latestLsn).toBeGreaterThanOrEqual(Number(page.position.replace(/"/g, '')));
   });
+
+  it('keeps an iterator for every partition of a container listed with more than 1,024 ranges', async () => {
+    // An emulator of its own, which gives a container one range per 10,000 RU/s.
+    const emulator = await CosmosEmulator.start();
+    const client = new CosmosClient({ endpoint: emulator.endpoint, key: emulator.key });
+    try {
+      const { database } = await client.databases.createIfNotExists({ id: 'db' });
+      const { container } = await database.containers.createIfNotExists({
+        id: 'many',
+        partitionKey: { paths: ['/pk'], version: 2 },
+        throughput: 1_100 * 10_000,
+      });
+      const source = new CosmosSource<Doc>(container);
+      const partitions = await source.listPartitions();
+      expect(partitions).toHaveLength(1_100);
+      const positions = new Map<string, string>();
+      for (const partition of partitions) positions.set(partition.id, (await source.read({ partition, from: 'now', maxItemCount: 10 })).position);
+      // A second round of idle polls over every partition reuses every iterator: change feed requests only
+      // (counted in parts: the emulator logs the last 1,000 requests).
+      for (let from = 0; from < partitions.length; from += 500) {
+        emulator.clearRequests();
+        for (const partition of partitions.slice(from, from + 500)) {
+          const page = await source.read({ partition, from: { position: positions.get(partition.id)! }, maxItemCount: 10 });
+          expect(page.position).toBe(positions.get(partition.id));
+          expect(page.changes).toEqual([]);
+        }
+        const kinds = emulator.requests().map((r) => r.kind);
+        expect(kinds.filter((k) => k !== 'changeFeed')).toEqual([]);
+        expect(kinds).toHaveLength(Math.min(500, partitions.length - from));
+      }
+    } finally {
+      client.dispose();
+      await emulator.stop();
+    }
+  });
 });
 
 describe('CosmosSource: splits', () => {

@@ -1,8 +1,11 @@
 import { bufferCount, type Subscription } from 'rxjs';
+import { getEventListeners } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { FeedEvent } from '../../src/core/events.js';
 import { CreditPool } from '../../src/feed/CreditPool.js';
 import { createChangeFeed } from '../../src/feed/index.js';
+import { abortWatchers } from '../../src/internal/abortWatch.js';
+import { seededRandom } from '../../src/internal/random.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
 import { MemorySource } from '../../src/sources/MemorySource.js';
@@ -41,12 +44,142 @@ describe('CreditPool', () => {
     accounts[3]!.close();
     expect(pool.share).toBe(33);
     expect(accounts[0]!.available).toBe(8);
-    let notified = 0;
-    const off = accounts[0]!.onChange(() => notified++);
     accounts[1]!.release(5);
-    off();
-    accounts[1]!.release(5);
-    expect(notified).toBe(1);
+    expect(accounts[1]!.held).toBe(20);
+    expect(pool.inFlight).toBe(70);
+  });
+
+  it.each([
+    // total, page size, partitions: how many reads start at once, each asking for a page and holding it
+    { total: 10_000, pageSize: 100, partitions: 1_024 },
+    { total: 1_000, pageSize: 100, partitions: 64 },
+    { total: 100, pageSize: 10, partitions: 10 },
+    { total: 100, pageSize: 100, partitions: 3 },
+  ])('keeps a minimal read for every partition holding nothing ($partitions partitions, budget $total, pages of $pageSize)', ({ total, pageSize, partitions }) => {
+    const pool = new CreditPool(total, pageSize);
+    const accounts = Array.from({ length: partitions }, () => pool.open());
+    // Every partition starts a read while all the others' reads are still in flight.
+    const taken = accounts.map((account) => account.tryTake(pageSize));
+    expect(Math.min(...taken)).toBeGreaterThanOrEqual(pool.minRead);
+    expect(pool.inFlight).toBeLessThanOrEqual(total);
+    expect(taken[0]).toBe(Math.min(pageSize, total - (partitions - 1) * pool.minRead));
+    // Idle polls: each gives everything back.
+    accounts.forEach((account, i) => account.release(taken[i]!));
+    expect(pool.inFlight).toBe(0);
+    expect(pool.empty).toBe(partitions);
+  });
+
+  it('counts the partitions that hold nothing as credit is taken, returned, and accounts close', () => {
+    const pool = new CreditPool(100, 10);
+    const [a, b] = [pool.open(), pool.open()];
+    expect(pool.empty).toBe(2);
+    a.take(10);
+    expect(pool.empty).toBe(1);
+    a.release(4);
+    expect(pool.empty).toBe(1);
+    a.release(6);
+    expect(pool.empty).toBe(2);
+    b.take(3);
+    b.close(); // still holds 3: no longer counted anywhere
+    expect(pool.empty).toBe(1);
+    b.release(3);
+    expect(pool.empty).toBe(1);
+    a.close();
+    expect(pool.empty).toBe(0);
+  });
+
+  it('serves waiters in the order they began to wait, waking only those that may read', async () => {
+    const pool = new CreditPool(100, 10);
+    const hog = pool.open();
+    const [first, second] = [pool.open(), pool.open()];
+    expect(pool.minRead).toBe(5);
+    hog.take(96); // a slow sink holds nearly everything
+    first.take(2); // neither holds nothing any more, so neither has a minimal read kept for it
+    second.take(2);
+    const stop = new AbortController();
+    const grants: string[] = [];
+    const firstGets = first.acquire(10, stop.signal).then((n) => grants.push(`first ${n}`));
+    const secondGets = second.acquire(10, stop.signal).then((n) => grants.push(`second ${n}`));
+    expect(pool.waiting).toBe(2);
+    hog.release(4); // 0 free before: not enough for a minimal read
+    await Promise.resolve();
+    expect(grants).toEqual([]);
+    hog.release(3); // 7 free: one minimal read, for the first waiter only
+    await firstGets;
+    expect(grants).toEqual(['first 7']);
+    expect(pool.waiting).toBe(1);
+    hog.release(20);
+    await secondGets;
+    expect(grants).toEqual(['first 7', 'second 10']); // a page at most
+    expect(pool.waiting).toBe(0);
+    expect(pool.inFlight).toBe(100 - 4 - 3 + 7 - 20 + 10);
+  });
+
+  it('ends a wait for credit when its signal aborts, leaving nothing queued or watched', async () => {
+    const pool = new CreditPool(10, 10);
+    const hog = pool.open();
+    const waiter = pool.open();
+    hog.take(9);
+    waiter.take(1); // holds something, and nothing is free: it must wait
+    const stop = new AbortController();
+    const got = waiter.acquire(10, stop.signal);
+    expect(pool.waiting).toBe(1);
+    expect(abortWatchers(stop.signal)).toBe(1);
+    stop.abort();
+    await expect(got).resolves.toBe(0);
+    expect(pool.waiting).toBe(0);
+    expect(abortWatchers(stop.signal)).toBe(0);
+    hog.release(9); // nobody is served after the abort
+    expect(waiter.held).toBe(1);
+    expect(pool.inFlight).toBe(1);
+  });
+
+  it('removes the abort watch of a wait that was served', async () => {
+    const pool = new CreditPool(10, 10);
+    const hog = pool.open();
+    const waiter = pool.open();
+    hog.take(10);
+    const stop = new AbortController();
+    const got = waiter.acquire(10, stop.signal);
+    expect(abortWatchers(stop.signal)).toBe(1);
+    hog.release(10);
+    await expect(got).resolves.toBe(8); // all but the minimal read kept for the hog, which holds nothing now
+    expect(abortWatchers(stop.signal)).toBe(0);
+    expect(getEventListeners(stop.signal, 'abort')).toHaveLength(0);
+  });
+
+  it('never hands out more than the total and serves every waiter, over random reads, acknowledgements and closes', async () => {
+    for (let seed = 1; seed <= 20; seed++) {
+      const random = seededRandom(seed);
+      const pool = new CreditPool(200, 20);
+      const stop = new AbortController();
+      const accounts = Array.from({ length: 12 }, () => ({ account: pool.open(), waiting: false, open: true }));
+      for (let step = 0; step < 2_000; step++) {
+        const entry = accounts[Math.floor(random() * accounts.length)]!;
+        const { account } = entry;
+        const roll = random();
+        if (roll < 0.45 && entry.open && !entry.waiting) {
+          entry.waiting = true;
+          void account.acquire(20, stop.signal).then(() => (entry.waiting = false));
+        } else if (roll < 0.97) {
+          account.release(Math.ceil(random() * account.held));
+        } else if (entry.open && !entry.waiting) {
+          account.close();
+          entry.open = false;
+          account.release(account.held);
+          accounts.push({ account: pool.open(), waiting: false, open: true });
+        }
+        await Promise.resolve();
+        expect(pool.inFlight).toBeLessThanOrEqual(pool.total);
+      }
+      // Once every partition acknowledges what it holds, every waiter gets its read.
+      for (let round = 0; round < 50 && accounts.some((e) => e.waiting); round++) {
+        for (const { account } of accounts) account.release(account.held);
+        await Promise.resolve();
+      }
+      expect(accounts.filter((e) => e.waiting)).toEqual([]);
+      stop.abort();
+    }
   });
 });
 

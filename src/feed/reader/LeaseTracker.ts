@@ -94,38 +94,26 @@ export class LeaseTracker implements PartitionTracker {
    * Every reservation ends with {@link LeaseTracker.settle}.
    */
   tryCredit(): number {
-    const available = this.#account.available;
-    if (available < this.#ctx.pool.minRead) return 0;
-    if (this.#waitingForCredit) {
-      this.#waitingForCredit = false;
-      this.#account.setWaiting(false);
-    }
-    const credit = Math.min(available, this.#ctx.maxItemCount);
-    this.#account.take(credit);
+    const credit = this.#account.tryTake(this.#ctx.maxItemCount);
     this.#reserved = credit;
     return credit;
   }
 
-  /** Waits until this partition may read, then reserves credit as {@link LeaseTracker.tryCredit} (0 when aborted). */
+  /**
+   * Waits until this partition may read, then reserves credit as {@link LeaseTracker.tryCredit} (0 when
+   * aborted). Waiting partitions are served in turn as credit comes back (see {@link CreditPool}).
+   */
   async awaitCredit(signal: AbortSignal): Promise<number> {
-    for (;;) {
-      if (signal.aborted) return 0;
-      const credit = this.tryCredit();
-      if (credit > 0) return credit;
-      if (!this.#waitingForCredit) {
-        this.#waitingForCredit = true;
-        this.#account.setWaiting(true);
-        this.#log('read budget used up (%d held); waiting for acknowledgements', this.#account.held);
-      }
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          off();
-          signal.removeEventListener('abort', done);
-          resolve();
-        };
-        const off = this.#account.onChange(done);
-        signal.addEventListener('abort', done, { once: true });
-      });
+    const now = this.tryCredit();
+    if (now > 0 || signal.aborted) return now;
+    this.#log('read budget used up (%d held); waiting for acknowledgements', this.#account.held);
+    this.#waitingForCredit = true;
+    try {
+      const credit = await this.#account.acquire(this.#ctx.maxItemCount, signal);
+      this.#reserved = credit;
+      return credit;
+    } finally {
+      this.#waitingForCredit = false;
     }
   }
 
@@ -244,7 +232,6 @@ export class LeaseTracker implements PartitionTracker {
     if (subscriberLeft) this.unsubscribed = true;
     this.#ledger.releaseAll();
     this.#stall.stop();
-    if (this.#waitingForCredit) this.#account.setWaiting(false);
     this.#account.close();
   }
 

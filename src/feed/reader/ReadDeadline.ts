@@ -1,5 +1,6 @@
 import type { SchedulerLike, Subscription } from 'rxjs';
 import { TransientError } from '../../errors/index.js';
+import { onAbort } from '../../internal/abortWatch.js';
 
 /**
  * Gives every read of one partition reader a deadline `timeoutMs` after it starts: a read still unanswered
@@ -16,7 +17,8 @@ import { TransientError } from '../../errors/index.js';
  */
 export class ReadDeadline {
   #controller!: AbortController;
-  #stopOnOuterAbort: (() => void) | undefined;
+  /** Ends the watch of `outer` for the current controller. */
+  #stopWatchingOuter: (() => void) | undefined;
   #timer: Subscription | undefined;
   /** Start time of the read in flight; `undefined` between reads. */
   #startedAt: number | undefined;
@@ -66,17 +68,16 @@ export class ReadDeadline {
   dispose(): void {
     this.#timer?.unsubscribe();
     this.#timer = undefined;
-    if (this.#stopOnOuterAbort) this.outer.removeEventListener('abort', this.#stopOnOuterAbort);
-    this.#stopOnOuterAbort = undefined;
+    this.#stopWatchingOuter?.();
+    this.#stopWatchingOuter = undefined;
   }
 
   #renew(): void {
-    if (this.#stopOnOuterAbort) this.outer.removeEventListener('abort', this.#stopOnOuterAbort);
+    this.#stopWatchingOuter?.();
     const controller = new AbortController();
     this.#controller = controller;
-    this.#stopOnOuterAbort = () => controller.abort(this.outer.reason);
     if (this.outer.aborted) controller.abort(this.outer.reason);
-    else this.outer.addEventListener('abort', this.#stopOnOuterAbort, { once: true });
+    else this.#stopWatchingOuter = onAbort(this.outer, () => controller.abort(this.outer.reason));
   }
 
   #arm(due: number): void {
