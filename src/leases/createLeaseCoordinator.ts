@@ -4,6 +4,7 @@ import { errorEvent } from '../core/errorEvent.js';
 import type { CloseReason, FeedEvent } from '../core/events.js';
 import type { FeedRange, Partition, Position } from '../core/Partition.js';
 import { LeaseLostError } from '../errors/index.js';
+import { onAbort } from '../internal/abortWatch.js';
 import { logger } from '../internal/log.js';
 import type { Logger } from '../internal/log.js';
 import { HANDOFF_AT, HANDOFF_TO, planBalance, withoutSignals } from './balancing.js';
@@ -641,10 +642,14 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     return true;
   }
 
+  /** Waits `ms` (scheduler time), or until the coordinator stops. */
   #delay(ms: number): Promise<void> {
+    const signal = this.#stopSignal.signal;
+    if (signal.aborted) return Promise.resolve();
     return new Promise((resolve) => {
-      const task = this.#scheduler.schedule(() => resolve(), ms);
-      this.#stopSignal.signal.addEventListener('abort', () => (task.unsubscribe(), resolve()), { once: true });
+      let task: Subscription | undefined;
+      const stopWatching = onAbort(signal, () => (task?.unsubscribe(), resolve()));
+      task = this.#scheduler.schedule(() => (stopWatching(), resolve()), ms);
     });
   }
 
