@@ -17,13 +17,10 @@ import { firstValueFrom, filter, scan } from 'rxjs';
 import type { Change } from '../src/core/Change.js';
 import type { Partition, StartFrom } from '../src/core/Partition.js';
 import { EMULATOR_KEY } from '../src/emulator/CosmosEmulator.js';
-import { createChangeFeed } from '../src/feed/index.js';
-import { CosmosLeaseStore } from '../src/leases/CosmosLeaseStore.js';
+import { CosmosLeaseStore, CosmosSource, checkpointEvery, createChangeFeed, mapChanges } from './built.js';
 import type { Lease, NewLease } from '../src/leases/Lease.js';
 import type { LeaseStore } from '../src/leases/LeaseStore.js';
-import { checkpointEvery } from '../src/operators/checkpointEvery.js';
-import { mapChanges } from '../src/operators/mapChanges.js';
-import { CosmosSource } from '../src/sources/CosmosSource.js';
+import type { Source } from '../src/sources/Source.js';
 import { spawnEmulator } from './spawnEmulator.js';
 
 const CHANGES = Number(process.env.BENCH_CHANGES ?? 200_000);
@@ -131,7 +128,7 @@ async function sourceLoop(container: Container): Promise<number> {
   return count;
 }
 
-async function drain(source: CosmosSource<Doc>, partition: Partition): Promise<number> {
+async function drain(source: Source<Doc>, partition: Partition): Promise<number> {
   let from: StartFrom = 'beginning';
   let count = 0;
   for (;;) {

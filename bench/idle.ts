@@ -28,11 +28,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { EMULATOR_KEY } from '../src/emulator/CosmosEmulator.js';
-import { createChangeFeed } from '../src/feed/index.js';
-import { CosmosLeaseStore } from '../src/leases/CosmosLeaseStore.js';
-import { MemoryLeaseStore } from '../src/leases/MemoryLeaseStore.js';
-import { checkpointEvery } from '../src/operators/checkpointEvery.js';
-import { CosmosSource } from '../src/sources/CosmosSource.js';
+import { CosmosLeaseStore, CosmosSource, MemoryLeaseStore, checkpointEvery, createChangeFeed } from './built.js';
 import type { Page, ReadRequest, Source } from '../src/sources/Source.js';
 import { spawnEmulator } from './spawnEmulator.js';
 

@@ -647,9 +647,9 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     const signal = this.#stopSignal.signal;
     if (signal.aborted) return Promise.resolve();
     return new Promise((resolve) => {
-      let task: Subscription | undefined;
-      const stopWatching = onAbort(signal, () => (task?.unsubscribe(), resolve()));
-      task = this.#scheduler.schedule(() => (stopWatching(), resolve()), ms);
+      // The signal is not aborted yet, so its callback runs after both are set.
+      const stopWatching = onAbort(signal, () => (task.unsubscribe(), resolve()));
+      const task = this.#scheduler.schedule(() => (stopWatching(), resolve()), ms);
     });
   }
 
