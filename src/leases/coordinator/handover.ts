@@ -75,7 +75,9 @@ export async function announceRelease(store: LeaseStore, leases: readonly Lease[
   const byOwner = new Map<string, Lease[]>();
   for (const lease of leases) {
     if (lease.owner === null || lease.owner === from || isLeaseExpired(lease, nowMs, expirationMs)) continue;
-    byOwner.set(lease.owner, [...(byOwner.get(lease.owner) ?? []), lease]);
+    const owned = byOwner.get(lease.owner);
+    if (owned) owned.push(lease);
+    else byOwner.set(lease.owner, [lease]);
   }
   const targets = [...byOwner.values()].flatMap((owned) => {
     const byAge = owned.sort((a, b) => a.timestampMs - b.timestampMs);
