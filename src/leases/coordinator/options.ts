@@ -47,13 +47,18 @@ export interface LeaseCoordinatorOptions {
   /**
    * How often (ms) a host scans the leases while the share is still moving (free leases, imbalance, or it
    * just acquired something). Once settled it scans when the next lease owned by another host would
-   * expire, and at least every `leaseExpirationMs / 2`. Default 13 000 (as .NET).
+   * expire, and at least every `leaseExpirationMs / 2`. While leases it asked for are being handed over it
+   * looks again after 1 s, 2 s, 4 s … up to this interval; a release notice (another host stopped) makes it
+   * scan at once. Default 13 000 (as .NET).
    */
   readonly leaseAcquireIntervalMs?: number;
   /**
    * How long (ms) after its last write an owned lease is renewed. A checkpoint counts as a renewal, so busy
-   * leases cost nothing extra. A failed renewal is retried every `(expiration − renew) / 4`. Default 40 000
-   * (.NET: 17 000 with a read before each write; see bench/leaseCost.ts).
+   * leases cost nothing extra. The first renewal after acquiring comes earlier, at a point spread over the
+   * interval, so leases taken together do not renew together. A failed renewal is retried five times
+   * before the owner's local deadline (every `(expiration − margin − renew) / 5`, the margin a tenth of the
+   * expiration at most). Default 40 000 (.NET: 17 000 with a read before each write; see
+   * bench/leaseCost.ts).
    */
   readonly leaseRenewIntervalMs?: number;
   /**
