@@ -3,7 +3,7 @@ import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { worthReporting } from '../core/errorEvent.js';
 import { HandlerError, InvalidOptionsError, LeaseLostError } from '../errors/index.js';
-import { sleep } from '../feed/wait.js';
+import { sleep } from '../internal/wait.js';
 import { logger } from '../internal/log.js';
 import { deadLetterId, errorData, type DeadLetter } from './DeadLetter.js';
 import type { DeadLetterSink } from './DeadLetterSink.js';

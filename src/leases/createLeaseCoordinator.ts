@@ -4,7 +4,7 @@ import { errorEvent } from '../core/errorEvent.js';
 import type { CloseReason, FeedEvent } from '../core/events.js';
 import type { FeedRange, Partition, Position } from '../core/Partition.js';
 import { LeaseLostError } from '../errors/index.js';
-import { onAbort } from '../internal/abortWatch.js';
+import { sleep } from '../internal/wait.js';
 import { logger } from '../internal/log.js';
 import type { Logger } from '../internal/log.js';
 import { HANDOFF_AT, HANDOFF_TO, planBalance, withoutSignals } from './balancing.js';
@@ -644,13 +644,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
 
   /** Waits `ms` (scheduler time), or until the coordinator stops. */
   #delay(ms: number): Promise<void> {
-    const signal = this.#stopSignal.signal;
-    if (signal.aborted) return Promise.resolve();
-    return new Promise((resolve) => {
-      // The signal is not aborted yet, so its callback runs after both are set.
-      const stopWatching = onAbort(signal, () => (task.unsubscribe(), resolve()));
-      const task = this.#scheduler.schedule(() => (stopWatching(), resolve()), ms);
-    });
+    return sleep(ms, this.#scheduler, this.#stopSignal.signal);
   }
 
   /** `work`, or a rejection with `message` (its `%d` replaced by `ms`) if it takes longer than `ms`. */

@@ -1,7 +1,7 @@
 import { getEventListeners } from 'node:events';
 import { asyncScheduler } from 'rxjs';
 import { describe, expect, it, vi } from 'vitest';
-import { aborted, sleep } from '../../src/feed/wait.js';
+import { aborted, sleep } from '../../src/internal/wait.js';
 import { abortWatchers, onAbort } from '../../src/internal/abortWatch.js';
 import { withFakeTimers } from '../support/fakeTimers.js';
 

@@ -9,7 +9,7 @@ import type { Logger } from '../../internal/log.js';
 import type { OwnedLease } from '../../leases/LeaseCoordinator.js';
 import type { Page } from '../../sources/Source.js';
 import type { CreditAccount, CreditPool } from '../CreditPool.js';
-import { sleep } from '../wait.js';
+import { sleep } from '../../internal/wait.js';
 import { AckLedger } from './AckLedger.js';
 import { CheckpointWriter } from './CheckpointWriter.js';
 import { StallMonitor } from './StallMonitor.js';

@@ -1,5 +1,5 @@
 import type { SchedulerLike } from 'rxjs';
-import { sleep } from '../wait.js';
+import { sleep } from '../../internal/wait.js';
 
 /** @internal The timings a {@link PollSchedule} follows, in ms. */
 export interface PollTimings {

@@ -13,7 +13,7 @@ import {
 import { logger, type Logger } from '../../internal/log.js';
 import type { OwnedLease } from '../../leases/LeaseCoordinator.js';
 import type { Page, Source } from '../../sources/Source.js';
-import { aborted, sleep } from '../wait.js';
+import { aborted, sleep } from '../../internal/wait.js';
 import { LeaseTracker, type TrackerContext } from './LeaseTracker.js';
 import { isStartFrom } from '../options.js';
 import { RateMeter } from './RateMeter.js';

@@ -1,5 +1,5 @@
 import type { SchedulerLike } from 'rxjs';
-import { onAbort } from '../internal/abortWatch.js';
+import { onAbort } from './abortWatch.js';
 
 /**
  * Resolves after `ms` on `scheduler`, or as soon as `signal` aborts (never rejects: callers check the
