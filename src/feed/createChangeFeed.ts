@@ -1,6 +1,7 @@
-import { map, merge, mergeAll, Observable, share, Subject, takeUntil } from 'rxjs';
+import { map, merge, mergeAll, Observable, share, Subject, takeUntil, type Subscriber, type Subscription } from 'rxjs';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
-import type { FeedEvent } from '../core/events.js';
+import type { CloseReason, FeedEvent } from '../core/events.js';
+import type { Partition } from '../core/Partition.js';
 import { logger, type Logger } from '../internal/log.js';
 import { LEASE_DEFAULTS } from '../leases/coordinator/timings.js';
 import { createLeaseCoordinator } from '../leases/createLeaseCoordinator.js';
@@ -171,11 +172,43 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
 
 /** A partition feed whose subscribers share one reader (a second subscription never reads the lease again). */
 function shareFeed<T>(feed: PartitionFeed<T>): PartitionFeed<T> {
+  return new SharedFeed(feed);
+}
+
+/** Subscribes each subscriber to one shared subscription of `feed`. */
+function sharing<T>(feed: PartitionFeed<T>): (subscriber: Subscriber<ChangeBatch<T>>) => Subscription {
   const shared = feed.pipe(share());
-  for (const key of ['leaseToken', 'epoch', 'partition', 'signal', 'closeReason'] as const) {
-    Object.defineProperty(shared, key, { get: () => feed[key], enumerable: true });
+  return (subscriber) => shared.subscribe(subscriber);
+}
+
+/** {@link shareFeed}'s feed: one class, so every lease's feed has the same shape. */
+class SharedFeed<T> extends Observable<ChangeBatch<T>> implements PartitionFeed<T> {
+  readonly #feed: PartitionFeed<T>;
+
+  constructor(feed: PartitionFeed<T>) {
+    super(sharing(feed));
+    this.#feed = feed;
   }
-  return shared as PartitionFeed<T>;
+
+  get leaseToken(): string {
+    return this.#feed.leaseToken;
+  }
+
+  get epoch(): number {
+    return this.#feed.epoch;
+  }
+
+  get partition(): Partition {
+    return this.#feed.partition;
+  }
+
+  get signal(): AbortSignal {
+    return this.#feed.signal;
+  }
+
+  get closeReason(): CloseReason | undefined {
+    return this.#feed.closeReason;
+  }
 }
 
 /**

@@ -1,24 +1,32 @@
-import createDebug from 'debug';
+import createDebug, { type Debugger } from 'debug';
 
 /** A namespaced logger whose lines are tagged with owner and lease. */
-export interface Logger {
-  (message: string, ...args: unknown[]): void;
-  readonly enabled: boolean;
-}
+export type Logger = (message: string, ...args: unknown[]) => void;
+
+/**
+ * One `debug` instance per area, shared by every logger of it: a host holds a logger per lease, and a
+ * `debug` instance is a function with a dozen properties of its own (and works out whether its namespace is
+ * enabled when created).
+ */
+const areas = new Map<string, Debugger>();
 
 /**
  * A `debug` logger under `rxfeed:<area>` that prefixes every line with `[owner=… lease=…]`, so logs of many
  * hosts can be read side by side. Never pass keys or tokens.
  */
 export function logger(area: string, tags: { owner?: string; lease?: string } = {}): Logger {
-  const debug = createDebug(`rxfeed:${area}`);
+  let debug = areas.get(area);
+  if (debug === undefined) {
+    debug = createDebug(`rxfeed:${area}`);
+    areas.set(area, debug);
+  }
   const parts: string[] = [];
   if (tags.owner !== undefined) parts.push(`owner=${tags.owner}`);
   if (tags.lease !== undefined) parts.push(`lease=${tags.lease}`);
   const prefix = parts.length ? `[${parts.join(' ')}] ` : '';
-  const log = ((message: string, ...args: unknown[]) => {
-    if (debug.enabled) debug(prefix + message, ...args);
-  }) as Logger;
-  Object.defineProperty(log, 'enabled', { get: () => debug.enabled });
-  return log;
+  const out = debug;
+  return (message, ...args) => {
+    // `enabled` follows `debug.enable()` calls made after the logger was created.
+    if (out.enabled) out(prefix + message, ...args);
+  };
 }

@@ -1,4 +1,4 @@
-import { Observable, type SchedulerLike } from 'rxjs';
+import { Observable, type SchedulerLike, type Subscriber, type TeardownLogic } from 'rxjs';
 import type { ChangeBatch } from '../../core/ChangeBatch.js';
 import { worthReporting } from '../../core/errorEvent.js';
 import type { CloseReason } from '../../core/events.js';
@@ -229,11 +229,14 @@ async function readLoop<T>(
  * @internal
  */
 export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): PartitionFeed<T> {
-  let closeReason: CloseReason | undefined;
-  const feed = new Observable<ChangeBatch<T>>((subscriber) => {
+  const state: { closeReason: CloseReason | undefined } = { closeReason: undefined };
+  return new ReaderFeed<T>(owned, state, (subscriber) => {
+    const setReason = (reason: CloseReason) => {
+      state.closeReason = reason;
+    };
     const log = logger('partition', { owner: ctx.owner, lease: owned.leaseToken });
     if (owned.signal.aborted) {
-      closeReason = owned.closeReason ?? 'Shutdown';
+      setReason(owned.closeReason ?? 'Shutdown');
       subscriber.complete();
       return;
     }
@@ -255,13 +258,13 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
     });
 
     const close = (reason: CloseReason) => {
-      closeReason = reason;
+      setReason(reason);
       log('closed (%s)', reason);
       tracker.close(false);
       subscriber.complete();
     };
     const fail = (error: Error) => {
-      closeReason = closeReasonOf(error);
+      setReason(closeReasonOf(error));
       log('stopping: %s', error.message);
       tracker.reportError(error);
       tracker.close(false);
@@ -306,15 +309,33 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
       stopReading();
       // Whether closed or unsubscribed: nothing of this ownership is read any more; batches still downstream
       // may be acknowledged (no-ops), and their credit is returned now.
-      tracker.close(closeReason === undefined);
+      tracker.close(state.closeReason === undefined);
       detached.abort();
     };
   });
-  return Object.defineProperties(feed, {
-    leaseToken: { value: owned.leaseToken, enumerable: true },
-    epoch: { value: owned.epoch, enumerable: true },
-    partition: { value: owned.partition, enumerable: true },
-    signal: { value: owned.signal, enumerable: true },
-    closeReason: { get: () => closeReason, enumerable: true },
-  }) as PartitionFeed<T>;
+}
+
+/**
+ * The Observable of one reader with the lease's details: one class, so a host with a thousand leases holds a
+ * thousand objects of one shape (not an object with its own properties and getters each).
+ */
+class ReaderFeed<T> extends Observable<ChangeBatch<T>> implements PartitionFeed<T> {
+  readonly leaseToken: string;
+  readonly epoch: number;
+  readonly partition: Partition;
+  readonly signal: AbortSignal;
+  readonly #state: { readonly closeReason: CloseReason | undefined };
+
+  constructor(owned: OwnedLease, state: { readonly closeReason: CloseReason | undefined }, subscribe: (subscriber: Subscriber<ChangeBatch<T>>) => TeardownLogic) {
+    super(subscribe);
+    this.leaseToken = owned.leaseToken;
+    this.epoch = owned.epoch;
+    this.partition = owned.partition;
+    this.signal = owned.signal;
+    this.#state = state;
+  }
+
+  get closeReason(): CloseReason | undefined {
+    return this.#state.closeReason;
+  }
 }
