@@ -147,7 +147,7 @@ async function pipeline(
   container: Container,
   leaseContainer: Container,
   checkpointCount = 1000,
-): Promise<{ count: number; writes: number; checkpoints: number; startupMs: number; prefix: string }> {
+): Promise<{ count: number; writes: number; checkpoints: number; startupMs: number; prefix: string; stop: () => Promise<void> }> {
   const started = performance.now();
   const prefix = `bench-${RUN_STAMP}-${++runId}.`;
   let firstBatchAt: number | undefined;
@@ -180,9 +180,9 @@ async function pipeline(
     ),
   );
   // Counted before stop(): the final checkpoints and releases on shutdown are not part of the steady state.
+  // stop() (the last checkpoints, then the releases) is timed apart: a processor pays it once, not per 100k changes.
   const writes = store.writes;
-  await feed.stop();
-  return { count, writes, checkpoints, startupMs: (firstBatchAt ?? started) - started, prefix };
+  return { count, writes, checkpoints, startupMs: (firstBatchAt ?? started) - started, prefix, stop: () => feed.stop() };
 }
 
 /**
@@ -272,10 +272,10 @@ try {
   else if (existing === 0) console.log(`loading ${CHANGES} changes … ${((await load(container)) / 1000).toFixed(1)} s`);
   else throw new Error(`the container holds ${existing} documents, expected 0 or ${CHANGES}`);
 
-  const times = { bare: [] as number[], ranges: [] as number[], source: [] as number[], pipeline: [] as number[], steady: [] as number[], startup: [] as number[], restart: [] as number[], sparse: [] as number[] };
-  const cpu = { bare: [] as number[], ranges: [] as number[], source: [] as number[], pipeline: [] as number[], sparse: [] as number[] };
+  const times = { bare: [] as number[], ranges: [] as number[], source: [] as number[], pipeline: [] as number[], steady: [] as number[], startup: [] as number[], restart: [] as number[], sparse: [] as number[], stop: [] as number[] };
+  const cpu = { bare: [] as number[], ranges: [] as number[], source: [] as number[], pipeline: [] as number[], sparse: [] as number[], stop: [] as number[] };
   /** The emulator's CPU in each window: near the wall time, the emulator (not the client) sets the pace. */
-  const server = { ranges: [] as number[], pipeline: [] as number[], sparse: [] as number[] };
+  const server = { ranges: [] as number[], pipeline: [] as number[], sparse: [] as number[], stop: [] as number[] };
   const serverOf = (list: number[], t: { emulatorMs: number | undefined }) => t.emulatorMs !== undefined && list.push(t.emulatorMs);
   const leaseWrites: number[] = [];
   const checkpointCounts: number[] = [];
@@ -299,6 +299,9 @@ try {
     times.source.push(s.ms);
     cpu.source.push(s.cpuMs);
     const p = await timed(() => pipeline(container, leaseContainer), profileAs('rxfeed'));
+    const stopped = await timed(() => p.result.stop());
+    times.stop.push(stopped.ms);
+    cpu.stop.push(stopped.cpuMs);
     times.pipeline.push(p.ms);
     cpu.pipeline.push(p.cpuMs);
     serverOf(server.pipeline, p);
@@ -307,6 +310,7 @@ try {
     times.restart.push(await restart(container, leaseContainer, p.result.prefix));
     // The same pipeline checkpointing every 10 pages: what the lease writes of checkpointEvery(1000) cost.
     const q = await timed(() => pipeline(container, leaseContainer, PAGE * 10));
+    await q.result.stop();
     times.sparse.push(q.ms);
     cpu.sparse.push(q.cpuMs);
     serverOf(server.sparse, q);
@@ -337,6 +341,15 @@ try {
       `(${(median(cpu.sparse) / median(cpu.ranges)).toFixed(2)}× checkpointing every 10 pages); ` +
       `start-up: subscribe → first batch on fresh leases ${median(times.startup).toFixed(0)} ms; on existing leases, subscribe → every partition read once ${median(times.restart).toFixed(0)} ms (medians)`,
   );
+  // Each run measures the loops and then rxfeed back to back, so a ratio per run cancels what drifts between runs.
+  const perRun = (a: number[], b: number[]): string => {
+    const ratios = a.map((x, i) => x / b[i]!);
+    return `${median(ratios).toFixed(2)}× (runs ${ratios.map((r) => r.toFixed(2)).join(' ')})`;
+  };
+  console.log(
+    `paired in each run, medians: throughput rxfeed ÷ loops ${perRun(times.ranges, times.pipeline)}; ` +
+      `client CPU rxfeed ÷ loops ${perRun(cpu.pipeline, cpu.ranges)}; checkpointing every 10 pages ${perRun(cpu.sparse, cpu.ranges)}`,
+  );
   console.log(`(runs, ms: loops ${times.ranges.map((t) => t.toFixed(0)).join(' ')}; bare ${times.bare.map((t) => t.toFixed(0)).join(' ')}; source ${times.source.map((t) => t.toFixed(0)).join(' ')}; pipeline ${times.pipeline.map((t) => t.toFixed(0)).join(' ')})`);
   if (server.ranges.length > 0) {
     const busy = (name: keyof typeof server, wall: number[]): string =>
@@ -346,6 +359,10 @@ try {
         `rxfeed checkpointing every 10 pages ${busy('sparse', times.sparse)}`,
     );
   }
+  console.log(
+    `rxfeed's stop() after the run (last checkpoints, then ${RANGES} releases; timed apart from the rows above): ` +
+      `${median(times.stop).toFixed(0)} ms, client CPU ${median(cpu.stop).toFixed(0)} ms (medians)`,
+  );
   const per100k = (n: number): string => ((n * 100_000) / CHANGES).toFixed(1);
   console.log(
     `\nlease-store writes per 100k changes (pipeline, bootstrap + acquire + checkpoints + renewals, before stop): ` +
