@@ -15,18 +15,19 @@ const areas = new Map<string, Debugger>();
  * hosts can be read side by side. Never pass keys or tokens.
  */
 export function logger(area: string, tags: { owner?: string; lease?: string } = {}): Logger {
-  let debug = areas.get(area);
-  if (debug === undefined) {
-    debug = createDebug(`rxfeed:${area}`);
-    areas.set(area, debug);
-  }
+  const debug = areas.get(area) ?? createArea(area);
   const parts: string[] = [];
   if (tags.owner !== undefined) parts.push(`owner=${tags.owner}`);
   if (tags.lease !== undefined) parts.push(`lease=${tags.lease}`);
   const prefix = parts.length ? `[${parts.join(' ')}] ` : '';
-  const out = debug;
   return (message, ...args) => {
     // `enabled` follows `debug.enable()` calls made after the logger was created.
-    if (out.enabled) out(prefix + message, ...args);
+    if (debug.enabled) debug(prefix + message, ...args);
   };
+}
+
+function createArea(area: string): Debugger {
+  const debug = createDebug(`rxfeed:${area}`);
+  areas.set(area, debug);
+  return debug;
 }

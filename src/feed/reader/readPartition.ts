@@ -231,12 +231,9 @@ async function readLoop<T>(
 export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): PartitionFeed<T> {
   const state: { closeReason: CloseReason | undefined } = { closeReason: undefined };
   return new ReaderFeed<T>(owned, state, (subscriber) => {
-    const setReason = (reason: CloseReason) => {
-      state.closeReason = reason;
-    };
     const log = logger('partition', { owner: ctx.owner, lease: owned.leaseToken });
     if (owned.signal.aborted) {
-      setReason(owned.closeReason ?? 'Shutdown');
+      state.closeReason = owned.closeReason ?? 'Shutdown';
       subscriber.complete();
       return;
     }
@@ -258,13 +255,13 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
     });
 
     const close = (reason: CloseReason) => {
-      setReason(reason);
+      state.closeReason = reason;
       log('closed (%s)', reason);
       tracker.close(false);
       subscriber.complete();
     };
     const fail = (error: Error) => {
-      setReason(closeReasonOf(error));
+      state.closeReason = closeReasonOf(error);
       log('stopping: %s', error.message);
       tracker.reportError(error);
       tracker.close(false);
