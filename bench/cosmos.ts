@@ -11,7 +11,7 @@
  * BENCH_PROFILE=path writes CPU profiles of the last run's windows: path.loops.cpuprofile, path.rxfeed.cpuprofile)
  */
 import { ChangeFeedStartFrom, CosmosClient, StatusCodes, type ChangeFeedPullModelIterator, type Container, type OperationInput } from '@azure/cosmos';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { firstValueFrom, filter, scan } from 'rxjs';
 import type { Change } from '../src/core/Change.js';
@@ -21,7 +21,7 @@ import { CosmosLeaseStore, CosmosSource, checkpointEvery, createChangeFeed, mapC
 import type { Lease, NewLease } from '../src/leases/Lease.js';
 import type { LeaseStore } from '../src/leases/LeaseStore.js';
 import type { Source } from '../src/sources/Source.js';
-import { spawnEmulator } from './spawnEmulator.js';
+import { processCpuMs, spawnEmulator } from './spawnEmulator.js';
 
 const CHANGES = Number(process.env.BENCH_CHANGES ?? 200_000);
 const PAGE = Number(process.env.BENCH_PAGE ?? 1_000);
@@ -217,21 +217,8 @@ async function restart(container: Container, leaseContainer: Container, prefix: 
   return ms;
 }
 
-/**
- * CPU time (user + system, ms) the emulator process has used so far, from /proc (10 ms ticks); undefined
- * when it runs elsewhere (BENCH_ENDPOINT) or /proc is not there.
- */
-function emulatorCpuMs(): number | undefined {
-  const pid = emulator.child?.pid;
-  if (pid === undefined) return undefined;
-  try {
-    // Fields after the command name (which is in parentheses): utime and stime are the 12th and 13th.
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
-  } catch {
-    return undefined;
-  }
-}
+/** The emulator process's CPU so far (ms); `undefined` when it runs elsewhere (BENCH_ENDPOINT). */
+const emulatorCpuMs = (): number | undefined => processCpuMs(emulator.child?.pid);
 
 /** Wall time and this process's CPU time (user + system) of `fn`, and the emulator's; with `profileAs`, its CPU profile too. */
 async function timed<R>(fn: () => Promise<R>, profileAs?: string): Promise<{ ms: number; cpuMs: number; emulatorMs: number | undefined; result: R }> {
@@ -275,7 +262,7 @@ try {
   const times = { bare: [] as number[], ranges: [] as number[], source: [] as number[], pipeline: [] as number[], steady: [] as number[], startup: [] as number[], restart: [] as number[], sparse: [] as number[], stop: [] as number[] };
   const cpu = { bare: [] as number[], ranges: [] as number[], source: [] as number[], pipeline: [] as number[], sparse: [] as number[], stop: [] as number[] };
   /** The emulator's CPU in each window: near the wall time, the emulator (not the client) sets the pace. */
-  const server = { ranges: [] as number[], pipeline: [] as number[], sparse: [] as number[], stop: [] as number[] };
+  const server = { ranges: [] as number[], pipeline: [] as number[], sparse: [] as number[] };
   const serverOf = (list: number[], t: { emulatorMs: number | undefined }) => t.emulatorMs !== undefined && list.push(t.emulatorMs);
   const leaseWrites: number[] = [];
   const checkpointCounts: number[] = [];

@@ -7,19 +7,14 @@
  * Run: npx tsx bench/leaseWriteCost.ts   (env: BENCH_LEASES=100 BENCH_ROUNDS=20)
  */
 import { BulkOperationType, CosmosClient, type OperationInput } from '@azure/cosmos';
-import { readFileSync } from 'node:fs';
 import { EMULATOR_KEY } from '../src/emulator/CosmosEmulator.js';
-import { spawnEmulator } from './spawnEmulator.js';
+import { processCpuMs, spawnEmulator } from './spawnEmulator.js';
 
 const LEASES = Number(process.env.BENCH_LEASES ?? 100);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 20);
 
 const emulator = await spawnEmulator();
-/** The emulator process's CPU so far (ms), from /proc (10 ms ticks). */
-const emulatorCpuMs = (): number => {
-  const fields = readFileSync(`/proc/${emulator.child.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10;
-};
+const emulatorCpuMs = (): number => processCpuMs(emulator.child.pid) ?? NaN;
 const client = new CosmosClient({ endpoint: emulator.endpoint, key: EMULATOR_KEY });
 try {
   const { database } = await client.databases.createIfNotExists({ id: 'bench' });

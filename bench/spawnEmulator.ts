@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 /**
@@ -18,4 +19,19 @@ export async function spawnEmulator(): Promise<{ endpoint: string; child: ChildP
     child.once('exit', (code) => reject(new Error(`emulator exited with ${code}: ${out}`)));
   });
   return { endpoint, child };
+}
+
+/**
+ * The CPU time (user + system, ms, in 10 ms ticks) process `pid` has used so far, from /proc; `undefined`
+ * without a pid or without /proc.
+ */
+export function processCpuMs(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    // Fields after the command name (which is in parentheses): utime and stime are the 12th and 13th.
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+  } catch {
+    return undefined;
+  }
 }
