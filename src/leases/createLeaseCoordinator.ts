@@ -10,7 +10,7 @@ import type { Logger } from '../internal/log.js';
 import { HANDOFF_AT, HANDOFF_TO, planBalance, withoutSignals } from './balancing.js';
 import { LOAD_PROPERTY, planLoadBalance } from './loadBalancing.js';
 import { bootstrapLeases } from './coordinator/bootstrap.js';
-import { announceRelease, askForLease, handBack, releaseNotice, withoutNotice } from './coordinator/handover.js';
+import { announceRelease, askForLease, handBack, onlyNoticeChanged, releaseNotice, withoutNotice } from './coordinator/handover.js';
 import { isMarkerId, namingOf, type LeaseNaming } from './coordinator/leaseDocuments.js';
 import { Ownership, type OwnershipHost } from './coordinator/Ownership.js';
 import { FailureCounter } from './coordinator/FailureCounter.js';
@@ -347,28 +347,41 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     }
   }
 
+  /**
+   * Takes `lease` as listed (epoch + 1). A conflict is another host's write: usually a host that took it
+   * first. When the lease changed only by a release notice (a stopping host wrote it into the leases of the
+   * hosts it saw, this one's included, e.g. a lease just handed to this host), it is taken as it is now.
+   */
   async #acquire(lease: Lease, takeOver: boolean): Promise<void> {
-    if (this.#stopped) return;
-    const sentAt = this.#scheduler.now();
-    let stored: Lease;
-    try {
-      stored = await this.#store.replace({
-        ...lease,
-        owner: this.owner,
-        epoch: lease.epoch + 1,
-        timestampMs: this.#now(),
-        properties: withoutSignals(lease.properties),
-      });
-    } catch (error) {
-      if (error instanceof LeaseConflictError) {
-        this.#log('lease %s taken by another host first', lease.leaseToken);
-      } else if (!this.#fatal(error)) {
-        this.#failures.failed(`acquire:${lease.id}`, error, lease.leaseToken);
+    for (let attempt = 1; ; attempt++) {
+      if (this.#stopped) return;
+      const sentAt = this.#scheduler.now();
+      let stored: Lease;
+      try {
+        stored = await this.#store.replace({
+          ...lease,
+          owner: this.owner,
+          epoch: lease.epoch + 1,
+          timestampMs: this.#now(),
+          properties: withoutSignals(lease.properties),
+        });
+      } catch (error) {
+        if (error instanceof LeaseConflictError) {
+          const fresh = error.kind === 'missing' || attempt >= 3 ? undefined : await this.#store.read(lease.id).catch(() => undefined);
+          if (fresh && onlyNoticeChanged(lease, fresh)) {
+            lease = fresh;
+            continue;
+          }
+          this.#log('lease %s taken by another host first', lease.leaseToken);
+        } else if (!this.#fatal(error)) {
+          this.#failures.failed(`acquire:${lease.id}`, error, lease.leaseToken);
+        }
+        return;
       }
+      this.#failures.succeeded(`acquire:${lease.id}`);
+      await this.#own(stored, sentAt, takeOver ? lease.owner : undefined);
       return;
     }
-    this.#failures.succeeded(`acquire:${lease.id}`);
-    await this.#own(stored, sentAt, takeOver ? lease.owner : undefined);
   }
 
   /** Starts owning `stored`, written as ours by a request sent at `sentAt` (scheduler time). */

@@ -4,6 +4,7 @@ import { MemorySource } from '../../src/sources/MemorySource.js';
 import { createLeaseCoordinator } from '../../src/leases/createLeaseCoordinator.js';
 import type { LeaseListing, LeaseStore } from '../../src/leases/LeaseStore.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
+import { RELEASED_AT, RELEASED_BY } from '../../src/leases/balancing.js';
 import { FakePartitions, startHost } from './hosts.js';
 import { VirtualScheduler } from './virtualScheduler.js';
 
@@ -130,6 +131,40 @@ describe('one host', () => {
     await clock.advance(100);
     expect(second.acquired.map((o) => o.epoch)).toEqual([2, 2, 2]);
     await second.coordinator.stop();
+  });
+
+  it('takes a lease whose only change since its listing is a release notice (another host stopped meanwhile)', async () => {
+    // Regression: a stopping host writes a notice into leases it sees owned by live hosts, e.g. one just
+    // handed to this host, which this host is about to take. The take conflicted and the lease was left
+    // owned in the store by a host that did not read it until it expired.
+    const clock = new VirtualScheduler();
+    const inner = new MemoryLeaseStore();
+    const parts = new FakePartitions(3);
+    const first = startHost('a', inner, clock, parts.listPartitions, timings);
+    await clock.advance(100);
+    first.gate.pause(); // dies without releasing: its leases show owner 'a', which the next 'a' takes at once
+    let noticed = 0;
+    const store: LeaseStore = {
+      list: (prefix) => inner.list(prefix),
+      read: (id) => inner.read(id),
+      createIfAbsent: (lease) => inner.createIfAbsent(lease),
+      delete: (lease) => inner.delete(lease),
+      async replace(lease) {
+        if (lease.id === 'p.0' && lease.owner === 'a' && lease.epoch === 2 && noticed === 0) {
+          noticed++;
+          const listed = (await inner.read('p.0'))!;
+          await inner.replace({ ...listed, properties: { ...listed.properties, [RELEASED_BY]: 'c', [RELEASED_AT]: String(clock.now()) } });
+        }
+        return inner.replace(lease);
+      },
+    };
+    const second = startHost('a', store, clock, parts.listPartitions, timings);
+    await clock.advance(100);
+    expect(noticed).toBe(1);
+    expect(second.acquired.map((o) => [o.leaseToken, o.epoch]).sort()).toEqual([['0', 2], ['1', 2], ['2', 2]]);
+    expect((await inner.read('p.0'))!.properties).toEqual({});
+    await second.coordinator.stop();
+    expect((await inner.list('p.')).leases.filter((l) => !l.id.startsWith('p..') && l.owner !== null).map((l) => l.id)).toEqual([]);
   });
 });
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { TransientError } from '../../src/errors/index.js';
 import { RELEASED_AT, RELEASED_BY, withoutSignals } from '../../src/leases/balancing.js';
-import { announceRelease, releaseNotice, withoutNotice } from '../../src/leases/coordinator/handover.js';
+import { announceRelease, onlyNoticeChanged, releaseNotice, withoutNotice } from '../../src/leases/coordinator/handover.js';
 import type { Lease } from '../../src/leases/Lease.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 
@@ -64,5 +64,38 @@ describe('announceRelease', () => {
     const properties = { keep: 'x', [RELEASED_BY]: 'c', [RELEASED_AT]: '1' };
     expect(withoutNotice(properties)).toEqual({ keep: 'x' });
     expect(withoutSignals(properties)).toEqual({ keep: 'x' });
+  });
+});
+
+describe('onlyNoticeChanged', () => {
+  const listed: Lease = {
+    id: 'p.0',
+    leaseToken: '0',
+    feedRange: undefined,
+    owner: 'a',
+    continuation: '"5"',
+    timestampMs: NOW,
+    epoch: 3,
+    mode: undefined,
+    properties: { 'rxfeed.load': '2' },
+    etag: '"1"',
+  };
+  const notice = { [RELEASED_BY]: 'c', [RELEASED_AT]: String(NOW) };
+
+  it('is true when only a release notice was added or changed', () => {
+    expect(onlyNoticeChanged(listed, { ...listed, etag: '"2"', properties: { ...listed.properties, ...notice } })).toBe(true);
+    const noticed = { ...listed, properties: { ...listed.properties, ...notice } };
+    expect(onlyNoticeChanged(noticed, { ...noticed, etag: '"3"', properties: { ...listed.properties, [RELEASED_BY]: 'd', [RELEASED_AT]: '1' } })).toBe(true);
+  });
+
+  it.each([
+    ['renewed', { timestampMs: NOW + 1 }],
+    ['taken (new owner and epoch)', { owner: 'b', epoch: 4 }],
+    ['released', { owner: null }],
+    ['checkpointed', { continuation: '"6"' }],
+    ['asked for (a handoff request)', { properties: { ...listed.properties, 'rxfeed.handoffTo': 'b', 'rxfeed.handoffAt': String(NOW) } }],
+    ['with its load changed', { properties: { 'rxfeed.load': '9' } }],
+  ])('is false when the lease was %s', (_what, change) => {
+    expect(onlyNoticeChanged(listed, { ...listed, etag: '"2"', ...change })).toBe(false);
   });
 });

@@ -116,3 +116,20 @@ export function withoutNotice(properties: Readonly<Record<string, string>>): Rec
   const { [RELEASED_BY]: _by, [RELEASED_AT]: _at, ...rest } = properties;
   return rest;
 }
+
+/**
+ * Whether `fresh` is `listed` with at most a release notice added or changed: the same owner, epoch, write
+ * time and checkpoint, and the same properties but for the notice. A host that planned to take `listed`
+ * may take `fresh` for the same reasons.
+ *
+ * @internal
+ */
+export function onlyNoticeChanged(listed: Lease, fresh: Lease): boolean {
+  if (fresh.owner !== listed.owner || fresh.epoch !== listed.epoch || fresh.timestampMs !== listed.timestampMs || fresh.continuation !== listed.continuation) {
+    return false;
+  }
+  const a = withoutNotice(listed.properties);
+  const b = withoutNotice(fresh.properties);
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((key) => a[key] === b[key]);
+}
