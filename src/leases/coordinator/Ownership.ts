@@ -38,6 +38,8 @@ export class Ownership implements OwnedLease {
   drain: (() => Promise<void>) | undefined;
   renewTimer: Subscription | undefined;
   closing: Promise<void> | undefined;
+  /** The lease of its gone partition was deleted by this ownership (its reply may have been lost): a retry finds it gone. */
+  parentDeleteSent = false;
   readonly #controller = new AbortController();
   /** Writes to one lease run one after the other, so renewals never race our own checkpoints. */
   #queue: Promise<unknown> = Promise.resolve();

@@ -18,7 +18,7 @@ export interface ReplaceContext {
 export type Replacement =
   | { readonly kind: 'replaced'; readonly children: readonly string[]; readonly from: Position | null }
   /** Another host owns the lease now: it will replace it, from its own (newer) position. */
-  | { readonly kind: 'fenced'; readonly owner: string | null };
+  | { readonly kind: 'fenced'; readonly owner: string | null | undefined };
 
 /**
  * Replaces the lease of a gone partition (split or merged) by leases for the partitions covering its range
@@ -31,11 +31,14 @@ export type Replacement =
  */
 export async function replaceGoneLease(
   ctx: ReplaceContext,
-  owned: { readonly current: Lease; readonly epoch: number; readonly leaseToken: string; readonly partition: Partition },
+  owned: { readonly current: Lease; readonly epoch: number; readonly leaseToken: string; readonly partition: Partition; parentDeleteSent: boolean },
   position: Position | null,
 ): Promise<Replacement> {
   const fresh = await ctx.store.read(owned.current.id);
   if (fresh && (fresh.owner !== ctx.naming.owner || fresh.epoch !== owned.epoch)) return { kind: 'fenced', owner: fresh.owner };
+  // Gone without this host having sent its delete: another owner (a later epoch) replaced the lease, and its
+  // children may have moved on since. Creating children from this host's older view would start them behind.
+  if (!fresh && !owned.parentDeleteSent) return { kind: 'fenced', owner: undefined };
   const parent = fresh ?? owned.current;
   // The parent's stored checkpoint wins: batches acknowledged after the reader's drain gave up may have
   // checkpointed past `position` since, and a child must never start behind its parent's checkpoint.
@@ -54,6 +57,7 @@ export async function replaceGoneLease(
     }
   }
   if (fresh) {
+    owned.parentDeleteSent = true;
     await ctx.store.delete(fresh).catch((error: unknown) => {
       if (!(error instanceof LeaseConflictError)) throw error;
     });
