@@ -5,11 +5,11 @@ import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import { InvalidOptionsError, LeaseInUseError } from '../../src/errors/index.js';
 import { createChangeFeed } from '../../src/feed/index.js';
 import type { Lease } from '../../src/leases/Lease.js';
-import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
 import { MemorySource } from '../../src/sources/MemorySource.js';
 import { advanceUntil, idsOf, lsnOfPosition } from '../support/memory.js';
+import { withReplace } from '../support/replacing.js';
 
 interface Doc {
   id: string;
@@ -82,21 +82,15 @@ describe('lease administration on a lease store', () => {
   it('re-checks a lease whose etag changed under it and refuses when a host acquired it meanwhile', async () => {
     const store = await storeWith(lease('0', { timestampMs: T0 - 600_000 }));
     let raced = false;
-    const racing: LeaseStore = {
-      list: (prefix) => store.list(prefix),
-      read: (id) => store.read(id),
-      createIfAbsent: (l) => store.createIfAbsent(l),
-      delete: (l) => store.delete(l),
-      async replace(l) {
-        if (!raced) {
-          // Another host takes the lease between our read and our write.
-          raced = true;
-          const current = (await store.read(l.id))!;
-          await store.replace({ ...current, owner: 'host-z', timestampMs: now(), epoch: current.epoch + 1 });
-        }
-        return store.replace(l);
-      },
-    };
+    const racing = withReplace(store, async (l, replace) => {
+      if (!raced) {
+        // Another host takes the lease between our read and our write.
+        raced = true;
+        const current = (await store.read(l.id))!;
+        await store.replace({ ...current, owner: 'host-z', timestampMs: now(), epoch: current.epoch + 1 });
+      }
+      return replace(l);
+    });
     await expect(rewindLeases({ leases: racing, leasePrefix: PREFIX, now, to: { position: 'p' }, leaseTokens: ['0'] })).rejects.toThrow(
       /0 \(owner host-z\)/,
     );

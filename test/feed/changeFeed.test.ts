@@ -5,13 +5,13 @@ import type { FeedEvent } from '../../src/core/events.js';
 import { HandlerError, InvalidOptionsError } from '../../src/errors/index.js';
 import { changeFeed, createChangeFeed, partitionFeeds } from '../../src/feed/index.js';
 import type { ChangeFeedOptions } from '../../src/feed/options.js';
-import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
 import { eachBatch } from '../../src/operators/eachBatch.js';
 import { mapChanges } from '../../src/operators/mapChanges.js';
 import { MemorySource } from '../../src/sources/MemorySource.js';
 import { advanceUntil, idsOf, lsnOfPosition } from '../support/memory.js';
+import { withReplace } from '../support/replacing.js';
 
 interface Doc {
   id: string;
@@ -230,16 +230,10 @@ describe('createChangeFeed', () => {
     const inner = new MemoryLeaseStore();
     let slow = false;
     // Lease writes take 2 s once `slow` is set: stop() must wait for them.
-    const store: LeaseStore = {
-      list: (prefix) => inner.list(prefix),
-      read: (id) => inner.read(id),
-      createIfAbsent: (lease) => inner.createIfAbsent(lease),
-      delete: (lease) => inner.delete(lease),
-      replace: async (lease) => {
-        if (slow) await new Promise((r) => setTimeout(r, 2_000));
-        return inner.replace(lease);
-      },
-    };
+    const store = withReplace(inner, async (lease, replace) => {
+      if (slow) await new Promise((r) => setTimeout(r, 2_000));
+      return replace(lease);
+    });
     const feed = createChangeFeed<Doc>({ source, leases: store, instanceName: 'a', leasePrefix: PREFIX, pollIntervalMs: 100 });
     let seen = 0;
     subscription = feed.changes$.pipe(checkpointEvery(1_000)).subscribe((b) => (seen += b.size));

@@ -7,6 +7,7 @@ import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { RELEASED_AT, RELEASED_BY } from '../../src/leases/balancing.js';
 import { FakePartitions, startHost } from './hosts.js';
 import { VirtualScheduler } from './virtualScheduler.js';
+import { withReplace } from '../support/replacing.js';
 
 const timings = { leaseAcquireIntervalMs: 13_000, leaseRenewIntervalMs: 40_000, leaseExpirationMs: 60_000 };
 
@@ -144,20 +145,14 @@ describe('one host', () => {
     await clock.advance(100);
     first.gate.pause(); // dies without releasing: its leases show owner 'a', which the next 'a' takes at once
     let noticed = 0;
-    const store: LeaseStore = {
-      list: (prefix) => inner.list(prefix),
-      read: (id) => inner.read(id),
-      createIfAbsent: (lease) => inner.createIfAbsent(lease),
-      delete: (lease) => inner.delete(lease),
-      async replace(lease) {
-        if (lease.id === 'p.0' && lease.owner === 'a' && lease.epoch === 2 && noticed === 0) {
-          noticed++;
-          const listed = (await inner.read('p.0'))!;
-          await inner.replace({ ...listed, properties: { ...listed.properties, [RELEASED_BY]: 'c', [RELEASED_AT]: String(clock.now()) } });
-        }
-        return inner.replace(lease);
-      },
-    };
+    const store = withReplace(inner, async (lease, replace) => {
+      if (lease.id === 'p.0' && lease.owner === 'a' && lease.epoch === 2 && noticed === 0) {
+        noticed++;
+        const listed = (await inner.read('p.0'))!;
+        await inner.replace({ ...listed, properties: { ...listed.properties, [RELEASED_BY]: 'c', [RELEASED_AT]: String(clock.now()) } });
+      }
+      return replace(lease);
+    });
     const second = startHost('a', store, clock, parts.listPartitions, timings);
     await clock.advance(100);
     expect(noticed).toBe(1);

@@ -1,11 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidOptionsError } from '../../src/errors/index.js';
 import { LeaseConflictError } from '../../src/errors/LeaseConflictError.js';
-import type { Lease, NewLease } from '../../src/leases/Lease.js';
+import type { NewLease } from '../../src/leases/Lease.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { MemoryViewStore } from '../../src/sinks/MemoryViewStore.js';
 import { alignLeasesWithView } from '../../src/sinks/alignLeasesWithView.js';
+import { withReplace } from '../support/replacing.js';
 
 const newLease = (token: string, continuation: string | null): NewLease => ({
   id: `view.${token}`,
@@ -87,16 +88,11 @@ describe('alignLeasesWithView', () => {
   it('re-reads a lease another host replaced meanwhile, and gives up after the attempts', async () => {
     const { leases, view } = await setup();
     let conflicts = 1;
-    const racing = (store: LeaseStore): LeaseStore => ({
-      list: (prefix) => store.list(prefix),
-      read: (id) => store.read(id),
-      createIfAbsent: (lease) => store.createIfAbsent(lease),
-      delete: (lease) => store.delete(lease),
-      replace: async (lease: Lease) => {
+    const racing = (store: LeaseStore): LeaseStore =>
+      withReplace(store, async (lease, replace) => {
         if (conflicts-- > 0) throw new LeaseConflictError(lease.id, 'changed');
-        return store.replace(lease);
-      },
-    });
+        return replace(lease);
+      });
     expect((await alignLeasesWithView(view, racing(leases), { prefix: 'view.' })).map((m) => m.leaseToken)).toEqual(['0', '1']);
 
     conflicts = 10;
