@@ -87,7 +87,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   #scanning: Promise<void> | undefined;
   #rescanRequested = false;
   #failedFatally = false;
-  /** Leases released to nobody by this host's shutdown (the other hosts are told, see `#afterRelease`). */
+  /** Leases released to nobody by this host's shutdown (the other hosts are told, see `#announceRelease`). */
   #releasedOnStop = 0;
   /** Delay of the next quick round while waiting for leases asked for (0 when not waiting). */
   #handoverLookMs = 0;
@@ -148,7 +148,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       this.#scanTimer?.unsubscribe();
       await this.#scanning;
       await Promise.all([...this.#owned.values()].map((owned) => this.#close(owned, 'Shutdown')));
-      if (!this.#failedFatally) await this.#afterRelease();
+      if (this.#releasedOnStop > 0 && !this.#failedFatally) await this.#announceRelease();
       while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
       this.#log('stopped');
       this.#acquired.complete();
@@ -600,41 +600,22 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   }
 
   /**
-   * After a shutdown released what it held: lists the leases once and releases those still written as this
-   * host's that it does not hold (handed to it by a host that gave them up for it, not taken yet; or a
-   * release that failed), which would otherwise wait for their expiration. Then, if it released any to
-   * nobody, tells the live hosts (a notice in a few of their leases, which they meet at their next write),
-   * so one of them takes the leases within about a checkpoint or a renewal instead of at its next round.
-   * Best effort and bounded: without it, the next rounds find the leases.
+   * After a shutdown released leases to nobody: tells the live hosts (a notice in a few of their leases,
+   * which they meet at their next write), so one of them takes the leases within about a checkpoint or a
+   * renewal instead of at its next round. Best effort: without it, the next rounds find the leases.
    */
-  async #afterRelease(): Promise<void> {
-    const finish = async () => {
+  async #announceRelease(): Promise<void> {
+    const announce = async () => {
       const { leases } = await this.#store.list(this.#naming.prefix);
       const live = leases.filter((l) => !isMarkerId(this.#naming.markerPrefix, l.id));
-      const unheld = live.filter((l) => l.owner === this.owner && !this.#owned.has(l.id));
-      await Promise.all(unheld.map((lease) => this.#releaseUnheld(lease)));
-      if (this.#releasedOnStop === 0) return;
       const notices = await announceRelease(this.#store, live, this.owner, this.#now(), this.#t.expirationMs);
       this.#log('released %d leases; left a notice in %d leases of the other hosts', this.#releasedOnStop, notices);
     };
     try {
       // Bounded: past an acquire interval the other hosts' own rounds are as quick.
-      await this.#withTimeout(finish(), this.#t.acquireMs, 'releasing the last leases and telling the other hosts took over %d ms; gave up');
+      await this.#withTimeout(announce(), this.#t.acquireMs, 'telling the other hosts of the released leases took over %d ms; gave up');
     } catch (error) {
       this.#failures.failed('announce', error);
-    }
-  }
-
-  /** Releases a lease written as this host's that it never took (or failed to release): as a held one would be. */
-  async #releaseUnheld(lease: Lease): Promise<void> {
-    try {
-      const ctx = { store: this.#store, owner: this.owner, epoch: lease.epoch, now: this.#now, freshRequestMs: 2 * this.#t.acquireMs };
-      const to = await handBack(ctx, lease);
-      if (to === undefined) return;
-      if (to === null) this.#releasedOnStop++;
-      this.#log('released lease %s, written as ours but not held%s', lease.leaseToken, to ? `, to ${to}` : '');
-    } catch (error) {
-      if (!(error instanceof LeaseConflictError)) this.#failures.failed(`release:${lease.id}`, error, lease.leaseToken);
     }
   }
 
