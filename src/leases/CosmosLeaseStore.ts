@@ -1,9 +1,11 @@
 import type { Container, ItemDefinition } from '@azure/cosmos';
+import { asyncScheduler, type SchedulerLike } from 'rxjs';
 import type { FeedMode, FeedRange } from '../core/Partition.js';
 import { CorruptLeaseError, CredentialsError, InvalidOptionsError, ResourceGoneError, TransientError } from '../errors/index.js';
 import type { Lease, NewLease } from './Lease.js';
 import { LeaseConflictError } from '../errors/LeaseConflictError.js';
 import type { LeaseListing, LeaseStore } from './LeaseStore.js';
+import { ReplaceGroups } from './cosmos/ReplaceGroups.js';
 
 /** Options of {@link CosmosLeaseStore}. */
 export interface CosmosLeaseStoreOptions {
@@ -23,6 +25,18 @@ export interface CosmosLeaseStoreOptions {
    * an `InvalidOptionsError`. Default: whichever of the two the container has.
    */
   readonly partitionKeyPath?: '/id' | '/partitionKey';
+  /**
+   * Lease replaces (checkpoints, renewals, takes) are sent in groups, one bulk request each (up to 100
+   * writes), each write still conditional on its own etag and answered on its own: writes issued together
+   * leave at once as one group; after a group, the next leaves at most this many ms later with what was
+   * issued meanwhile. A write waits at most this long, and only while others are being written. Through the
+   * SDK a request costs about the same client and server CPU for one write as for forty, so a processor
+   * checkpointing many busy partitions pays far less. A group of one is sent as a plain replace. 0 sends
+   * every write on its own at once. Default 10.
+   */
+  readonly groupWritesMs?: number;
+  /** Scheduler of the `groupWritesMs` window. Default `asyncScheduler`. */
+  readonly scheduler?: SchedulerLike;
 }
 
 /**
@@ -85,6 +99,7 @@ export class CosmosLeaseStore implements LeaseStore {
   readonly #container: Container;
   readonly #createIfMissing: boolean;
   readonly #statedPath: '/id' | '/partitionKey' | undefined;
+  readonly #groups: ReplaceGroups<Lease> | undefined;
   #ready: Promise<'/id' | '/partitionKey'> | undefined;
 
   /**
@@ -103,9 +118,24 @@ export class CosmosLeaseStore implements LeaseStore {
     if (path !== undefined && path !== '/id' && path !== '/partitionKey') {
       throw new InvalidOptionsError('partitionKeyPath', "must be '/id' or '/partitionKey'");
     }
+    const windowMs = options.groupWritesMs ?? 10;
+    if (typeof windowMs !== 'number' || !Number.isFinite(windowMs) || windowMs < 0) {
+      throw new InvalidOptionsError('groupWritesMs', `must be a non-negative number of milliseconds (0: no grouping), got ${String(windowMs)}`);
+    }
     this.#container = options.container;
     this.#createIfMissing = options.createIfMissing ?? false;
     this.#statedPath = path;
+    this.#groups =
+      windowMs > 0 && typeof options.container.items.bulk === 'function'
+        ? new ReplaceGroups(
+            options.container,
+            windowMs,
+            options.scheduler ?? asyncScheduler,
+            (doc) => this.#parsed(doc),
+            (id, etag, doc) => this.#replaceOne(id, etag, doc),
+            (id) => this.#readDocument(id),
+          )
+        : undefined;
   }
 
   async list(prefix: string): Promise<LeaseListing> {
@@ -135,10 +165,7 @@ export class CosmosLeaseStore implements LeaseStore {
 
   async read(id: string): Promise<Lease | undefined> {
     await this.#init();
-    const resource = await this.#call(id, async () => {
-      const response = await this.#container.item(id, id).read<Record<string, unknown>>();
-      return response.resource;
-    });
+    const resource = await this.#readDocument(id);
     if (!resource) return undefined;
     const parsed = fromDocument(resource);
     if (parsed instanceof CorruptLeaseError) throw parsed;
@@ -157,11 +184,17 @@ export class CosmosLeaseStore implements LeaseStore {
   }
 
   async replace(lease: Lease): Promise<Lease> {
-    const path = await this.#init();
-    return this.#call(lease.id, async () => {
-      const { resource } = await this.#container
-        .item(lease.id, lease.id)
-        .replace(toDocument(lease, path), { accessCondition: { type: 'IfMatch', condition: lease.etag } });
+    const doc = toDocument(lease, await this.#init());
+    return this.#groups ? this.#groups.replace(lease.id, lease.etag, doc) : this.#replaceOne(lease.id, lease.etag, doc);
+  }
+
+  #readDocument(id: string): Promise<Record<string, unknown> | undefined> {
+    return this.#call(id, async () => (await this.#container.item(id, id).read<Record<string, unknown>>()).resource);
+  }
+
+  #replaceOne(id: string, etag: string, doc: ItemDefinition): Promise<Lease> {
+    return this.#call(id, async () => {
+      const { resource } = await this.#container.item(id, id).replace(doc, { accessCondition: { type: 'IfMatch', condition: etag } });
       return this.#parsed(resource);
     });
   }

@@ -11,6 +11,9 @@ import { FakePartitions } from './hosts.js';
 import { leaseStoreConformance } from '../support/leaseStoreConformance.js';
 import type { TestCosmos } from '../support/cosmos.js';
 import { needsEmulator, startTestCosmos } from '../support/cosmos.js';
+import { VirtualScheduler } from './virtualScheduler.js';
+import { LeaseConflictError } from '../../src/errors/LeaseConflictError.js';
+import type { Lease } from '../../src/leases/Lease.js';
 
 let cosmos: TestCosmos;
 
@@ -266,5 +269,105 @@ describe('lease documents', () => {
     const doc = { ...toDocument({ id: 'p.0', leaseToken: '0', feedRange: undefined, owner: null, continuation: null, timestampMs: 0, epoch: 0, mode: undefined, properties: {} }), _etag: '"1"', ...patch };
     const result = fromDocument(doc as Record<string, unknown>);
     expect(result).toMatchObject({ documentId: 'p.0', problem: expect.stringMatching(problem) });
+  });
+});
+
+describe('CosmosLeaseStore grouped writes', () => {
+  /** `n` fresh leases under their own prefix, as stored. */
+  const created = async (store: CosmosLeaseStore, prefix: string, n: number): Promise<Lease[]> =>
+    Promise.all(Array.from({ length: n }, async (_, i) => (await store.createIfAbsent(newLease(`${prefix}.${i}`)))!));
+  const sent = (emulator: { requests(): readonly { kind: string }[] }, kind: string) => emulator.requests().filter((r) => r.kind === kind).length;
+
+  it('sends replaces issued together as one bulk request, each answered as a replace of its own would be', async (ctx) => {
+    const emulator = needsEmulator(cosmos, 'counting requests', ctx);
+    const store = new CosmosLeaseStore({ container: byId });
+    const [a, b, c, d, e] = await created(store, `grouped-${Date.now()}`, 5);
+    const changedBehind = await new CosmosLeaseStore({ container: byId, groupWritesMs: 0 }).replace({ ...d!, owner: 'other' });
+    await byId.item(e!.id, e!.id).delete();
+    emulator.clearRequests();
+
+    const outcomes = await Promise.allSettled([a, b, c, d, e].map((l) => store.replace({ ...l!, owner: 'me', continuation: `at-${l!.id}` })));
+
+    // One bulk request per physical partition of the lease container (this one has several).
+    expect(sent(emulator, 'batch')).toBeLessThanOrEqual((await byId.getFeedRanges()).length);
+    expect(sent(emulator, 'replace')).toBe(0);
+    for (const [i, l] of [a, b, c].entries()) {
+      const outcome = outcomes[i]!;
+      expect(outcome.status).toBe('fulfilled');
+      const written = (outcome as PromiseFulfilledResult<Lease>).value;
+      expect(written).toMatchObject({ id: l!.id, owner: 'me', continuation: `at-${l!.id}` });
+      expect(written.etag).not.toBe(l!.etag);
+      expect(await store.read(l!.id)).toEqual(written);
+    }
+    expect(outcomes[3]).toMatchObject({ status: 'rejected', reason: expect.objectContaining({ kind: 'changed' }) });
+    expect((outcomes[3] as PromiseRejectedResult).reason).toBeInstanceOf(LeaseConflictError);
+    expect(outcomes[4]).toMatchObject({ status: 'rejected', reason: expect.objectContaining({ kind: 'missing' }) });
+    expect(await store.read(d!.id)).toEqual(changedBehind);
+  });
+
+  it('sends a group again write by write when its bulk request fails, and takes a write that had landed as written', async (ctx) => {
+    const emulator = needsEmulator(cosmos, 'injecting a fault', ctx);
+    const store = new CosmosLeaseStore({ container: byId });
+    // Enough leases that the SDK splits the bulk over the container's physical partitions: one of those
+    // requests fails, the others land, and the whole call fails.
+    const leases = await created(store, `regroup-${Date.now()}`, 12);
+    const ranges = (await byId.getFeedRanges()).length;
+    expect(ranges).toBeGreaterThan(1);
+    const fault = emulator.injectFault({ match: { kind: 'batch' }, action: { status: 500 }, times: 1 });
+    try {
+      emulator.clearRequests();
+      const written = await Promise.all(leases.map((l) => store.replace({ ...l, continuation: `moved-${l.id}` })));
+      expect(written.map((l) => l.continuation)).toEqual(leases.map((l) => `moved-${l.id}`));
+      for (const l of written) expect(await store.read(l.id)).toEqual(l);
+      expect(sent(emulator, 'batch')).toBeGreaterThan(1); // one failed, the others landed
+      expect(sent(emulator, 'replace')).toBe(leases.length);
+    } finally {
+      fault.remove();
+    }
+    // A conflict met when sending again is still a conflict when the stored lease is not this write.
+    const [lease] = await created(store, `regroup-conflict-${Date.now()}`, 1);
+    const [other] = await created(store, `regroup-other-${Date.now()}`, 1);
+    await new CosmosLeaseStore({ container: byId, groupWritesMs: 0 }).replace({ ...lease!, owner: 'someone' });
+    const again = emulator.injectFault({ match: { kind: 'batch' }, action: { status: 500 }, times: 1 });
+    try {
+      const outcomes = await Promise.allSettled([store.replace({ ...lease!, owner: 'me' }), store.replace({ ...other!, owner: 'me' })]);
+      expect(outcomes[0]).toMatchObject({ status: 'rejected', reason: expect.objectContaining({ kind: 'changed' }) });
+      expect(outcomes[1]).toMatchObject({ status: 'fulfilled', value: expect.objectContaining({ owner: 'me' }) });
+    } finally {
+      again.remove();
+    }
+  });
+
+  it('sends a write alone when nothing else is written with it, and every write alone with groupWritesMs 0', async (ctx) => {
+    const emulator = needsEmulator(cosmos, 'counting requests', ctx);
+    const prefix = `alone-${Date.now()}`;
+    const [one, ...rest] = await created(new CosmosLeaseStore({ container: byId }), prefix, 4);
+    emulator.clearRequests();
+    await new CosmosLeaseStore({ container: byId }).replace({ ...one!, owner: 'me' });
+    await Promise.all(rest.map((l) => new CosmosLeaseStore({ container: byId, groupWritesMs: 0 }).replace({ ...l!, owner: 'me' })));
+    expect(sent(emulator, 'replace')).toBe(4);
+    expect(sent(emulator, 'batch')).toBe(0);
+  });
+
+  it('holds a write issued just after a group until groupWritesMs after it, on the given scheduler', async (ctx) => {
+    const emulator = needsEmulator(cosmos, 'counting requests', ctx);
+    const clock = new VirtualScheduler();
+    const store = new CosmosLeaseStore({ container: byId, groupWritesMs: 1_000, scheduler: clock });
+    const [a, b] = await created(store, `window-${Date.now()}`, 2);
+    emulator.clearRequests();
+    const first = store.replace({ ...a!, owner: 'me' });
+    await clock.advance(0);
+    await first;
+    const second = store.replace({ ...b!, owner: 'me' });
+    await clock.advance(999);
+    await store.read(a!.id); // a round trip: the second write, had it been sent, would be in the log by now
+    expect(sent(emulator, 'replace')).toBe(1);
+    await clock.advance(1);
+    expect((await second).owner).toBe('me');
+    expect(sent(emulator, 'replace')).toBe(2);
+  });
+
+  it.each([-1, Number.NaN, Infinity, '5'])('rejects groupWritesMs %s at construction', (groupWritesMs) => {
+    expect(() => new CosmosLeaseStore({ container: byId, groupWritesMs: groupWritesMs as number })).toThrow(InvalidOptionsError);
   });
 });
