@@ -8,6 +8,7 @@
  * reader's, and its garbage collector does not pause the reader.
  *
  * Run: npx tsx bench/cosmos.ts   (env: BENCH_CHANGES=200000 BENCH_PAGE=1000 BENCH_RUNS=3 BENCH_RANGES=4;
+ * BENCH_GROUP_MS=n sets the lease store's groupWritesMs (default: the store's own; 0 sends every write alone);
  * BENCH_PROFILE=path writes CPU profiles of the last run's windows: path.loops.cpuprofile, path.rxfeed.cpuprofile)
  */
 import { ChangeFeedStartFrom, CosmosClient, StatusCodes, type ChangeFeedPullModelIterator, type Container, type OperationInput } from '@azure/cosmos';
@@ -30,6 +31,7 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const RU_PER_RANGE = 10_000;
 const RANGES = Number(process.env.BENCH_RANGES ?? 4);
 const PROFILE = process.env.BENCH_PROFILE;
+const GROUP_MS = process.env.BENCH_GROUP_MS === undefined ? {} : { groupWritesMs: Number(process.env.BENCH_GROUP_MS) };
 
 interface Doc {
   id: string;
@@ -151,7 +153,7 @@ async function pipeline(
   const started = performance.now();
   const prefix = `bench-${RUN_STAMP}-${++runId}.`;
   let firstBatchAt: number | undefined;
-  const store = new CountingStore(new CosmosLeaseStore({ container: leaseContainer, partitionKeyPath: '/id' }));
+  const store = new CountingStore(new CosmosLeaseStore({ container: leaseContainer, partitionKeyPath: '/id', ...GROUP_MS }));
   let checkpoints = 0;
   const feed = createChangeFeed<Doc>({
     source: new CosmosSource<Doc>(container),
@@ -203,7 +205,7 @@ async function restart(container: Container, leaseContainer: Container, prefix: 
   };
   const feed = createChangeFeed<Doc>({
     source,
-    leases: new CosmosLeaseStore({ container: leaseContainer, partitionKeyPath: '/id' }),
+    leases: new CosmosLeaseStore({ container: leaseContainer, partitionKeyPath: '/id', ...GROUP_MS }),
     instanceName: 'bench',
     leasePrefix: prefix,
     maxItemCount: PAGE,
@@ -253,7 +255,7 @@ try {
   const { database } = await client.databases.createIfNotExists({ id: 'bench' });
   const { container } = await database.containers.createIfNotExists({ id: 'orders', partitionKey: { paths: ['/pk'], version: 2 }, throughput: RANGES * RU_PER_RANGE });
   const { container: leaseContainer } = await database.containers.createIfNotExists({ id: 'leases', partitionKey: { paths: ['/id'] } });
-  console.log(`node ${process.version}, ${process.platform}/${process.arch}; emulator (own process) with ${RANGES} ranges; page ${PAGE}; ${RUNS} runs each, interleaved`);
+  console.log(`node ${process.version}, ${process.platform}/${process.arch}; emulator (own process) with ${RANGES} ranges; page ${PAGE}; ${RUNS} runs each, interleaved; lease store groupWritesMs ${GROUP_MS.groupWritesMs ?? "default"}`);
   const { resources: [existing] } = await container.items.query<number>('SELECT VALUE COUNT(1) FROM c').fetchAll();
   if (existing === CHANGES) console.log(`the container already holds ${CHANGES} changes`);
   else if (existing === 0) console.log(`loading ${CHANGES} changes … ${((await load(container)) / 1000).toFixed(1)} s`);
