@@ -88,6 +88,31 @@ describe('one host', () => {
     await host.coordinator.stop();
   });
 
+  it('renews on a one-second grid: renewals due within the same second go out together, none later than the interval', async () => {
+    const clock = new VirtualScheduler();
+    const writes: { id: string; at: number }[] = [];
+    const store = withReplace(new MemoryLeaseStore(), (lease, inner) => {
+      writes.push({ id: lease.id, at: clock.now() });
+      return inner(lease);
+    });
+    const host = startHost('a', store, clock, new FakePartitions(200).listPartitions, { ...timings, maxLeases: 200 });
+    await clock.advance(2 * 60_000);
+    expect(host.coordinator.owned()).toHaveLength(200);
+    const renewals = writes.filter((w) => w.at >= 1_000);
+    expect(renewals.length).toBeGreaterThan(400);
+    for (const w of renewals) expect(w.at % 1_000).toBe(0);
+    const instants = new Set(renewals.map((w) => w.at));
+    expect(instants.size).toBeLessThan(renewals.length / 3); // grouped …
+    expect(instants.size).toBeGreaterThan(10); // … and still spread over the interval
+    const last = new Map<string, number>();
+    for (const w of writes) {
+      const before = last.get(w.id);
+      if (before !== undefined) expect(w.at - before).toBeLessThanOrEqual(40_000);
+      last.set(w.id, w.at);
+    }
+    await host.coordinator.stop();
+  });
+
   it('a drain that hangs is cut off after drainTimeoutMs (plus room for the final write) and the lease released anyway', async () => {
     const clock = new VirtualScheduler();
     const store = new MemoryLeaseStore();

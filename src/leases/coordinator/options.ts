@@ -55,7 +55,9 @@ export interface LeaseCoordinatorOptions {
   /**
    * How long (ms) after its last write an owned lease is renewed. A checkpoint counts as a renewal, so busy
    * leases cost nothing extra. The first renewal after acquiring comes earlier, at a point spread over the
-   * interval, so leases taken together do not renew together. A failed renewal is retried up to five times
+   * interval, so leases taken together do not renew together. Renewals due within the same second (a
+   * twentieth of the interval, if less) are sent together, up to that much early, so a lease store that
+   * groups writes (`CosmosLeaseStore`) renews many idle leases in one request. A failed renewal is retried up to five times
    * before the owner's local deadline (every `(expiration − margin − renew) / 5`, the margin a tenth of the
    * expiration at most). Default 40 000 (.NET: 17 000 with a read before each write; see
    * bench/leaseCost.ts).

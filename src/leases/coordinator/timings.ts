@@ -36,6 +36,11 @@ export interface Timings {
   /** Delay between renewal attempts after one failed. */
   readonly renewRetryMs: number;
   /**
+   * Renewals are due on multiples of this (scheduler time), each at most this much early, so those due
+   * close together are written together: 1 000, or a twentieth of `renewMs` if less.
+   */
+  readonly renewGridMs: number;
+  /**
    * How long before the lease would expire (as another host sees it) this host stops using it when it
    * could not confirm a renewal: processing stops before anyone else may take the lease.
    */
@@ -85,6 +90,7 @@ export function resolveTimings(options: TimingOptions): Timings {
     drainTimeoutMs,
     drainBoundMs: drainTimeoutMs + DRAIN_WRITE_MARGIN_MS,
     renewRetryMs,
+    renewGridMs: Math.min(1_000, renewMs / 20),
     deadlineMarginMs,
   };
 }
