@@ -115,6 +115,11 @@ interface SimHost {
   readonly feed: ChangeFeedProcessor<Doc>;
   readonly subscription: Subscription;
   readonly reads: Map<string, ReadActivity>;
+  /**
+   * When this incarnation of the name started: a lease its name owns from an earlier incarnation (restarted
+   * or crashed and rejoined) counts as unread only from then.
+   */
+  readonly joinedAt: number;
   everPaused: boolean;
   /** Set once `stop()` was called; `stopped` once it resolved. */
   stopCalledAt: number | undefined;
@@ -413,7 +418,7 @@ export async function runSimulation(config: SimConfig): Promise<SimResult> {
           join(name);
         },
       });
-    const host: SimHost = { name, clock: hostClock, feed, subscription, reads, everPaused: false, stopCalledAt: undefined, stopped: false };
+    const host: SimHost = { name, clock: hostClock, feed, subscription, reads, joinedAt: clock.now(), everPaused: false, stopCalledAt: undefined, stopped: false };
     ref.host = host;
     hosts.push(host);
     return host;
@@ -450,7 +455,7 @@ export async function runSimulation(config: SimConfig): Promise<SimResult> {
       ownedSince.set(key, since);
       const activity = h.reads.get(lease.leaseToken);
       const lastRead = activity ? (activity.inFlight.length > 0 ? Math.min(...activity.inFlight) : activity.last) : -Infinity;
-      const quietFor = now - Math.max(since, lastRead);
+      const quietFor = now - Math.max(since, h.joinedAt, lastRead);
       if (quietFor > UNREAD_BOUND_MS) {
         const how = activity?.inFlight.length ? 'a read in flight that never returned' : 'no read';
         const gone = memory.partitions().some((p) => p.id === lease.leaseToken) ? '' : ' (its partition is gone: split)';
