@@ -5,7 +5,7 @@ import { CorruptLeaseError, CredentialsError, InvalidOptionsError, ResourceGoneE
 import type { Lease, NewLease } from './Lease.js';
 import { LeaseConflictError } from '../errors/LeaseConflictError.js';
 import type { LeaseListing, LeaseStore } from './LeaseStore.js';
-import { ReplaceGroups } from './cosmos/ReplaceGroups.js';
+import { WriteGroups } from './cosmos/WriteGroups.js';
 
 /** Options of {@link CosmosLeaseStore}. */
 export interface CosmosLeaseStoreOptions {
@@ -26,12 +26,13 @@ export interface CosmosLeaseStoreOptions {
    */
   readonly partitionKeyPath?: '/id' | '/partitionKey';
   /**
-   * Lease replaces (checkpoints, renewals, takes) are sent in groups, one bulk request each (up to 100
-   * writes), each write still conditional on its own etag and answered on its own: writes issued together
+   * Lease writes (checkpoints, renewals, takes, releases, a bootstrap's creates) are sent in groups, one
+   * bulk request each (up to 100 writes), each write still conditional on its own etag (or on absence, for a
+   * create) and answered on its own: writes issued together
    * leave at once as one group; after a group, the next leaves at most this many ms later with what was
    * issued meanwhile. A write waits at most this long, and only while others are being written. Through the
    * SDK a request costs about the same client and server CPU for one write as for forty, so a processor
-   * checkpointing many busy partitions pays far less. A group of one is sent as a plain replace. 0 sends
+   * checkpointing many busy partitions pays far less. A group of one is sent as a plain request. 0 sends
    * every write on its own at once. Default 10.
    */
   readonly groupWritesMs?: number;
@@ -99,7 +100,7 @@ export class CosmosLeaseStore implements LeaseStore {
   readonly #container: Container;
   readonly #createIfMissing: boolean;
   readonly #statedPath: '/id' | '/partitionKey' | undefined;
-  readonly #groups: ReplaceGroups<Lease> | undefined;
+  readonly #groups: WriteGroups<Lease> | undefined;
   #ready: Promise<'/id' | '/partitionKey'> | undefined;
 
   /**
@@ -127,14 +128,12 @@ export class CosmosLeaseStore implements LeaseStore {
     this.#statedPath = path;
     this.#groups =
       windowMs > 0 && typeof options.container.items.bulk === 'function'
-        ? new ReplaceGroups(
-            options.container,
-            windowMs,
-            options.scheduler ?? asyncScheduler,
-            (doc) => this.#parsed(doc),
-            (id, etag, doc) => this.#replaceOne(id, etag, doc),
-            (id) => this.#readDocument(id),
-          )
+        ? new WriteGroups(options.container, windowMs, options.scheduler ?? asyncScheduler, {
+            replace: (id, etag, doc) => this.#replaceOne(id, etag, doc),
+            create: (doc) => this.#createOne(doc),
+            read: (id) => this.#readDocument(id),
+            parse: (doc) => this.#parsed(doc),
+          })
         : undefined;
   }
 
@@ -173,13 +172,17 @@ export class CosmosLeaseStore implements LeaseStore {
   }
 
   async createIfAbsent(lease: NewLease): Promise<Lease | undefined> {
-    const path = await this.#init();
+    const doc = toDocument(lease, await this.#init());
+    return this.#groups ? this.#groups.create(doc) : this.#createOne(doc);
+  }
+
+  async #createOne(doc: ItemDefinition): Promise<Lease | undefined> {
     try {
-      const { resource } = await this.#container.items.create(toDocument(lease, path));
+      const { resource } = await this.#container.items.create(doc);
       return this.#parsed(resource);
     } catch (error) {
       if (statusOf(error) === 409) return undefined;
-      throw mapError(error, lease.id);
+      throw mapError(error, String(doc.id));
     }
   }
 

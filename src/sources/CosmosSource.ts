@@ -187,6 +187,9 @@ export class CosmosSource<T = unknown> implements Source<T> {
    * ```
    */
   async listPartitions(signal?: AbortSignal): Promise<readonly Partition[]> {
+    // Reads of these partitions follow: fetch what the first read needs (the container's rid and key
+    // paths) now, alongside, instead of a round trip later. A failure here is met again by that read.
+    this.#containerInfo().catch(() => undefined);
     try {
       const { resources } = await this.#container
         .readPartitionKeyRanges(signal ? { abortSignal: signal } : {})

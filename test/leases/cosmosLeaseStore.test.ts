@@ -305,6 +305,44 @@ describe('CosmosLeaseStore grouped writes', () => {
     expect(await store.read(d!.id)).toEqual(changedBehind);
   });
 
+  it('sends creates issued together as one bulk request: each created lease, or undefined where the id exists', async (ctx) => {
+    const emulator = needsEmulator(cosmos, 'counting requests', ctx);
+    const store = new CosmosLeaseStore({ container: byId });
+    const prefix = `create-${Date.now()}`;
+    const [existing] = await created(store, prefix, 1);
+    emulator.clearRequests();
+    const results = await Promise.all([0, 1, 2, 3].map((i) => store.createIfAbsent({ ...newLease(`${prefix}.${i}`), owner: 'me' })));
+    expect(sent(emulator, 'batch')).toBeLessThanOrEqual((await byId.getFeedRanges()).length);
+    expect(sent(emulator, 'create')).toBe(0);
+    expect(results[0]).toBeUndefined();
+    expect(await store.read(existing!.id)).toEqual(existing);
+    for (const i of [1, 2, 3]) {
+      expect(results[i]).toMatchObject({ id: `${prefix}.${i}`, owner: 'me' });
+      expect(await store.read(`${prefix}.${i}`)).toEqual(results[i]);
+    }
+  });
+
+  it('sends creates again one by one when their bulk request fails, answering a create that had landed with its lease', async (ctx) => {
+    const emulator = needsEmulator(cosmos, 'injecting a fault', ctx);
+    const store = new CosmosLeaseStore({ container: byId });
+    const prefix = `recreate-${Date.now()}`;
+    const ranges = (await byId.getFeedRanges()).length;
+    expect(ranges).toBeGreaterThan(1);
+    const fault = emulator.injectFault({ match: { kind: 'batch' }, action: { status: 500 }, times: 1 });
+    try {
+      emulator.clearRequests();
+      const results = await Promise.all(Array.from({ length: 12 }, (_, i) => store.createIfAbsent(newLease(`${prefix}.${i}`))));
+      for (const [i, lease] of results.entries()) {
+        expect(lease).toMatchObject({ id: `${prefix}.${i}` });
+        expect(await store.read(`${prefix}.${i}`)).toEqual(lease);
+      }
+      expect(sent(emulator, 'batch')).toBeGreaterThan(1); // one failed, the others landed
+      expect(sent(emulator, 'create')).toBe(12);
+    } finally {
+      fault.remove();
+    }
+  });
+
   it('sends a group again write by write when its bulk request fails, and takes a write that had landed as written', async (ctx) => {
     const emulator = needsEmulator(cosmos, 'injecting a fault', ctx);
     const store = new CosmosLeaseStore({ container: byId });
@@ -353,7 +391,8 @@ describe('CosmosLeaseStore grouped writes', () => {
     const emulator = needsEmulator(cosmos, 'counting requests', ctx);
     const clock = new VirtualScheduler();
     const store = new CosmosLeaseStore({ container: byId, groupWritesMs: 1_000, scheduler: clock });
-    const [a, b] = await created(store, `window-${Date.now()}`, 2);
+    const [a, b] = await created(new CosmosLeaseStore({ container: byId }), `window-${Date.now()}`, 2);
+    await store.read(a!.id); // the store's first call reads the container definition, over the network
     emulator.clearRequests();
     const first = store.replace({ ...a!, owner: 'me' });
     await clock.advance(0);
