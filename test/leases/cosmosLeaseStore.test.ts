@@ -309,7 +309,7 @@ describe('CosmosLeaseStore grouped writes', () => {
     const emulator = needsEmulator(cosmos, 'counting requests', ctx);
     const store = new CosmosLeaseStore({ container: byId });
     const prefix = `create-${Date.now()}`;
-    const [existing] = await created(store, prefix, 1);
+    const [existing] = await created(new CosmosLeaseStore({ container: byId }), prefix, 1);
     emulator.clearRequests();
     const results = await Promise.all([0, 1, 2, 3].map((i) => store.createIfAbsent({ ...newLease(`${prefix}.${i}`), owner: 'me' })));
     expect(sent(emulator, 'batch')).toBeLessThanOrEqual((await byId.getFeedRanges()).length);
@@ -387,23 +387,37 @@ describe('CosmosLeaseStore grouped writes', () => {
     expect(sent(emulator, 'batch')).toBe(0);
   });
 
-  it('holds a write issued just after a group until groupWritesMs after it, on the given scheduler', async (ctx) => {
+  it('holds a write of a lease written less than groupWritesMs ago until then, and sends what came meanwhile with it', async (ctx) => {
     const emulator = needsEmulator(cosmos, 'counting requests', ctx);
     const clock = new VirtualScheduler();
     const store = new CosmosLeaseStore({ container: byId, groupWritesMs: 1_000, scheduler: clock });
-    const [a, b] = await created(new CosmosLeaseStore({ container: byId }), `window-${Date.now()}`, 2);
+    const [a, b, c] = await created(new CosmosLeaseStore({ container: byId }), `window-${Date.now()}`, 3);
     await store.read(a!.id); // the store's first call reads the container definition, over the network
     emulator.clearRequests();
-    const first = store.replace({ ...a!, owner: 'me' });
+    const first = store.replace({ ...a!, continuation: 'one' });
     await clock.advance(0);
-    await first;
-    const second = store.replace({ ...b!, owner: 'me' });
-    await clock.advance(999);
-    await store.read(a!.id); // a round trip: the second write, had it been sent, would be in the log by now
-    expect(sent(emulator, 'replace')).toBe(1);
-    await clock.advance(1);
-    expect((await second).owner).toBe('me');
+    const written = await first;
+    // Another lease goes at once …
+    const other = store.replace({ ...b!, continuation: 'one' });
+    await clock.advance(0);
+    await other;
     expect(sent(emulator, 'replace')).toBe(2);
+    // … the same lease again waits for the window (while another lease's write goes at once), and leaves
+    // with the writes of other leases due by then.
+    const again = store.replace({ ...written, continuation: 'two' });
+    await clock.advance(500);
+    const otherAgain = store.replace({ ...(await other), continuation: 'two' });
+    const alongside = store.replace({ ...c!, continuation: 'one' });
+    await clock.advance(0);
+    expect((await alongside).continuation).toBe('one');
+    await clock.advance(499);
+    await store.read(a!.id); // a round trip: a write sent by now would be in the log
+    expect(sent(emulator, 'replace')).toBe(3);
+    await clock.advance(500);
+    expect((await again).continuation).toBe('two');
+    expect((await otherAgain).continuation).toBe('two');
+    expect(sent(emulator, 'batch')).toBeGreaterThanOrEqual(1); // one per physical partition of the two
+    expect(sent(emulator, 'replace')).toBe(3);
   });
 
   it.each([-1, Number.NaN, Infinity, '5'])('rejects groupWritesMs %s at construction', (groupWritesMs) => {

@@ -30,9 +30,11 @@ export interface SingleWrites<R> {
  * Lease writes sent together, as one `items.bulk` request (up to 100) instead of a request each: through
  * the SDK a request costs about the same client and server CPU whether it carries one write or forty, and a
  * busy processor writes a checkpoint per page. Writes issued together (a bootstrap's creates and takes, a
- * stop's releases) leave as one group at once, after the current turn of the event loop; after that, a
- * group leaves at most every `windowMs`, carrying what was issued meanwhile, so a write waits at most that
- * long and only while others are being written.
+ * stop's releases) leave as one group at once, after the current turn of the event loop. A write of a lease
+ * written less than `windowMs` ago (the next checkpoint of a busy partition) waits until `windowMs` after
+ * that write, with the writes of other leases due by then: a write waits at most that long, only after its
+ * own lease was just written, and a lease's checkpoints acknowledged meanwhile coalesce into one write
+ * upstream.
  *
  * Each write keeps the outcome it would have had on its own: a replace 200 → the stored document, 412 / 404
  * → {@link LeaseConflictError}; a create 201 → the stored document, 409 → `undefined`. Anything else — an
@@ -48,8 +50,10 @@ export interface SingleWrites<R> {
 export class WriteGroups<R> {
   readonly #queue: Queued<R>[] = [];
   #timer: Subscription | undefined;
-  /** When the last group left (scheduler time). */
-  #sentAt = -Infinity;
+  /** When the armed timer fires (scheduler time). */
+  #timerAt = Infinity;
+  /** When each lease was last sent, for those sent within the last `windowMs` (scheduler time). */
+  readonly #sentAt = new Map<string, number>();
 
   constructor(
     private readonly container: Container,
@@ -70,22 +74,38 @@ export class WriteGroups<R> {
 
   #enqueue(id: string, etag: string | undefined, doc: Doc): Promise<R | undefined> {
     return new Promise<R | undefined>((resolve, reject) => {
-      this.#queue.push({ id, etag, doc, resolve, reject });
+      const write = { id, etag, doc, resolve, reject };
+      this.#queue.push(write);
       if (this.#queue.length >= MAX_GROUP) this.#flush();
-      else this.#arm();
+      else this.#arm(this.#dueAt(write));
     });
   }
 
-  #arm(): void {
-    this.#timer ??= this.scheduler.schedule(() => this.#flush(), Math.max(0, this.#sentAt + this.windowMs - this.scheduler.now()));
+  #dueAt(write: Queued<R>): number {
+    const now = this.scheduler.now();
+    const sentAt = this.#sentAt.get(write.id);
+    return sentAt === undefined ? now : Math.max(now, sentAt + this.windowMs);
+  }
+
+  #arm(at: number): void {
+    if (this.#timer && this.#timerAt <= at) return;
+    this.#timer?.unsubscribe();
+    this.#timerAt = at;
+    this.#timer = this.scheduler.schedule(() => this.#flush(), at - this.scheduler.now());
   }
 
   #flush(): void {
     this.#timer?.unsubscribe();
     this.#timer = undefined;
-    this.#sentAt = this.scheduler.now();
-    const group = this.#queue.splice(0, MAX_GROUP);
-    if (this.#queue.length > 0) this.#arm();
+    this.#timerAt = Infinity;
+    const now = this.scheduler.now();
+    const group: Queued<R>[] = [];
+    const held: Queued<R>[] = [];
+    for (const write of this.#queue) (group.length < MAX_GROUP && this.#dueAt(write) <= now ? group : held).push(write);
+    this.#queue.splice(0, this.#queue.length, ...held);
+    for (const [id, at] of this.#sentAt) if (at + this.windowMs <= now) this.#sentAt.delete(id);
+    for (const write of group) this.#sentAt.set(write.id, now);
+    if (held.length > 0) this.#arm(Math.min(...held.map((w) => this.#dueAt(w))));
     if (group.length === 1) this.#alone(group[0]!).then(group[0]!.resolve, group[0]!.reject);
     else if (group.length > 1) void this.#send(group);
   }
