@@ -7,6 +7,9 @@ import { LeaseConflictError } from '../errors/LeaseConflictError.js';
 import type { LeaseListing, LeaseStore } from './LeaseStore.js';
 import { WriteGroups } from './cosmos/WriteGroups.js';
 
+/** Longest `groupWritesMs`: a renewal that follows a checkpoint closely waits this long at most. */
+const MAX_GROUP_WRITES_MS = 1_000;
+
 /** Options of {@link CosmosLeaseStore}. */
 export interface CosmosLeaseStoreOptions {
   /**
@@ -33,7 +36,7 @@ export interface CosmosLeaseStoreOptions {
    * the writes of other leases due then. Through the SDK a request costs about the same client and server CPU for
    * one write as for forty, so a processor checkpointing many busy partitions pays far less, and a busy
    * partition's checkpoints acknowledged meanwhile coalesce into one write. A group of one is sent as a
-   * plain request. 0 sends every write on its own at once. Default 10.
+   * plain request. 0 sends every write on its own at once. Default 10, at most 1 000.
    */
   readonly groupWritesMs?: number;
   /** Scheduler of the `groupWritesMs` window. Default `asyncScheduler`. */
@@ -120,8 +123,11 @@ export class CosmosLeaseStore implements LeaseStore {
       throw new InvalidOptionsError('partitionKeyPath', "must be '/id' or '/partitionKey'");
     }
     const windowMs = options.groupWritesMs ?? 10;
-    if (typeof windowMs !== 'number' || !Number.isFinite(windowMs) || windowMs < 0) {
-      throw new InvalidOptionsError('groupWritesMs', `must be a non-negative number of milliseconds (0: no grouping), got ${String(windowMs)}`);
+    if (typeof windowMs !== 'number' || !Number.isFinite(windowMs) || windowMs < 0 || windowMs > MAX_GROUP_WRITES_MS) {
+      throw new InvalidOptionsError(
+        'groupWritesMs',
+        `must be a number of milliseconds from 0 (no grouping) to ${MAX_GROUP_WRITES_MS} (a lease's renewal must not wait long), got ${String(windowMs)}`,
+      );
     }
     this.#container = options.container;
     this.#createIfMissing = options.createIfMissing ?? false;

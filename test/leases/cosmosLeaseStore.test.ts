@@ -387,6 +387,18 @@ describe('CosmosLeaseStore grouped writes', () => {
     expect(sent(emulator, 'batch')).toBe(0);
   });
 
+  it('sends writes issued together without waiting for a timer: on the next turn of the event loop, as one group', async (ctx) => {
+    const emulator = needsEmulator(cosmos, 'counting requests', ctx);
+    // A scheduler that is never advanced: a write that waited for one of its timers would never leave.
+    const store = new CosmosLeaseStore({ container: byId, groupWritesMs: 1_000, scheduler: new VirtualScheduler() });
+    const leases = await created(new CosmosLeaseStore({ container: byId }), `turn-${Date.now()}`, 3);
+    emulator.clearRequests();
+    const written = await Promise.all(leases.map((l) => store.replace({ ...l, continuation: 'moved' })));
+    expect(written.map((l) => l.continuation)).toEqual(['moved', 'moved', 'moved']);
+    expect(sent(emulator, 'replace')).toBe(0);
+    expect(sent(emulator, 'batch')).toBeGreaterThanOrEqual(1);
+  });
+
   it('holds a write of a lease written less than groupWritesMs ago until then, and sends what came meanwhile with it', async (ctx) => {
     const emulator = needsEmulator(cosmos, 'counting requests', ctx);
     const clock = new VirtualScheduler();
@@ -420,7 +432,7 @@ describe('CosmosLeaseStore grouped writes', () => {
     expect(sent(emulator, 'replace')).toBe(3);
   });
 
-  it.each([-1, Number.NaN, Infinity, '5'])('rejects groupWritesMs %s at construction', (groupWritesMs) => {
+  it.each([-1, Number.NaN, Infinity, '5', 1_001])('rejects groupWritesMs %s at construction', (groupWritesMs) => {
     expect(() => new CosmosLeaseStore({ container: byId, groupWritesMs: groupWritesMs as number })).toThrow(InvalidOptionsError);
   });
 });

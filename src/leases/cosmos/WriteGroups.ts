@@ -30,7 +30,8 @@ export interface SingleWrites<R> {
  * Lease writes sent together, as one `items.bulk` request (up to 100) instead of a request each: through
  * the SDK a request costs about the same client and server CPU whether it carries one write or forty, and a
  * busy processor writes a checkpoint per page. Writes issued together (a bootstrap's creates and takes, a
- * stop's releases) leave as one group at once, after the current turn of the event loop. A write of a lease
+ * stop's releases, renewals due on the same grid step) leave as one group at once, after the current turn
+ * of the event loop (`setImmediate`, so a lone write waits for no timer). A write of a lease
  * written less than `windowMs` ago (the next checkpoint of a busy partition) waits until `windowMs` after
  * that write, with the writes of other leases due by then: a write waits at most that long, only after its
  * own lease was just written, and a lease's checkpoints acknowledged meanwhile coalesce into one write
@@ -49,7 +50,7 @@ export interface SingleWrites<R> {
  */
 export class WriteGroups<R> {
   readonly #queue: Queued<R>[] = [];
-  #timer: Subscription | undefined;
+  #timer: Pick<Subscription, 'unsubscribe'> | undefined;
   /** When the armed timer fires (scheduler time). */
   #timerAt = Infinity;
   /** When each lease was last sent, for those sent within the last `windowMs` (scheduler time). */
@@ -91,7 +92,10 @@ export class WriteGroups<R> {
     if (this.#timer && this.#timerAt <= at) return;
     this.#timer?.unsubscribe();
     this.#timerAt = at;
-    this.#timer = this.scheduler.schedule(() => this.#flush(), at - this.scheduler.now());
+    const delay = at - this.scheduler.now();
+    // Due now: after the current turn of the event loop (writes issued by timers or replies of the same
+    // turn join the group), not on a timer, which Node rounds up to a millisecond or more.
+    this.#timer = delay > 0 ? this.scheduler.schedule(() => this.#flush(), delay) : nextTurn(() => this.#flush());
   }
 
   #flush(): void {
@@ -164,6 +168,12 @@ export class WriteGroups<R> {
       },
     );
   }
+}
+
+/** Runs `fn` after the current turn of the event loop (`setImmediate`), unless unsubscribed first. */
+function nextTurn(fn: () => void): Pick<Subscription, 'unsubscribe'> {
+  const handle = setImmediate(fn);
+  return { unsubscribe: () => clearImmediate(handle) };
 }
 
 /** Whether the stored document carries every field of `doc` with the same value (system fields aside). */
