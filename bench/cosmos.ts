@@ -12,6 +12,8 @@
  * BENCH_PROFILE=path writes CPU profiles of the last run's windows: path.loops.cpuprofile, path.rxfeed.cpuprofile)
  */
 import { ChangeFeedStartFrom, CosmosClient, StatusCodes, type ChangeFeedPullModelIterator, type Container, type OperationInput } from '@azure/cosmos';
+import { subscribe } from 'node:diagnostics_channel';
+import type { ClientRequest, IncomingMessage } from 'node:http';
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { firstValueFrom, filter, scan } from 'rxjs';
@@ -223,7 +225,10 @@ async function restart(container: Container, leaseContainer: Container, prefix: 
 const emulatorCpuMs = (): number | undefined => processCpuMs(emulator.child?.pid);
 
 /** Wall time and this process's CPU time (user + system) of `fn`, and the emulator's; with `profileAs`, its CPU profile too. */
-async function timed<R>(fn: () => Promise<R>, profileAs?: string): Promise<{ ms: number; cpuMs: number; emulatorMs: number | undefined; result: R }> {
+async function timed<R>(
+  fn: () => Promise<R>,
+  profileAs?: string,
+): Promise<{ ms: number; cpuMs: number; emulatorMs: number | undefined; sent: typeof requests; result: R }> {
   const profiler = profileAs ? new Session() : undefined;
   profiler?.connect();
   await profiler?.post('Profiler.enable');
@@ -231,7 +236,9 @@ async function timed<R>(fn: () => Promise<R>, profileAs?: string): Promise<{ ms:
   const started = performance.now();
   const cpu = process.cpuUsage();
   const emulatorBefore = emulatorCpuMs();
+  const sentBefore = { ...requests };
   const result = await fn();
+  const sent = { changeFeed: requests.changeFeed - sentBefore.changeFeed, other: requests.other - sentBefore.other, bytes: requests.bytes - sentBefore.bytes };
   const used = process.cpuUsage(cpu);
   const emulatorAfter = emulatorCpuMs();
   const ms = performance.now() - started;
@@ -241,10 +248,21 @@ async function timed<R>(fn: () => Promise<R>, profileAs?: string): Promise<{ ms:
     profiler.disconnect();
   }
   const emulatorMs = emulatorBefore === undefined || emulatorAfter === undefined ? undefined : emulatorAfter - emulatorBefore;
-  return { ms, cpuMs: (used.user + used.system) / 1000, emulatorMs, result };
+  return { ms, cpuMs: (used.user + used.system) / 1000, emulatorMs, sent, result };
 }
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+/** This process's HTTP requests so far, by kind, and the response bytes they brought (Content-Length). */
+const requests = { changeFeed: 0, other: 0, bytes: 0 };
+subscribe('http.client.request.start', (message) => {
+  const request = (message as { request: ClientRequest }).request;
+  if (request.method === 'GET' && request.path.endsWith('/docs') && request.getHeader('a-im') !== undefined) requests.changeFeed++;
+  else requests.other++;
+});
+subscribe('http.client.response.finish', (message) => {
+  requests.bytes += Number((message as { response: IncomingMessage }).response.headers['content-length'] ?? 0);
+});
 
 
 // BENCH_ENDPOINT: an emulator already running (e.g. `node --import tsx src/emulator/main.ts`; the container asks for RANGES × 10,000 RU/s);
@@ -266,6 +284,8 @@ try {
   /** The emulator's CPU in each window: near the wall time, the emulator (not the client) sets the pace. */
   const server = { ranges: [] as number[], pipeline: [] as number[], sparse: [] as number[] };
   const serverOf = (list: number[], t: { emulatorMs: number | undefined }) => t.emulatorMs !== undefined && list.push(t.emulatorMs);
+  /** The requests each window sent (change feed reads, everything else) and the bytes their replies brought. */
+  const sent = { ranges: [] as (typeof requests)[], pipeline: [] as (typeof requests)[], sparse: [] as (typeof requests)[] };
   const leaseWrites: number[] = [];
   const checkpointCounts: number[] = [];
   // One untimed pass of each warms the JIT and the emulator's caches.
@@ -283,6 +303,7 @@ try {
     times.ranges.push(r.ms);
     cpu.ranges.push(r.cpuMs);
     serverOf(server.ranges, r);
+    sent.ranges.push(r.sent);
     const s = await timed(() => sourceLoop(container));
     if (s.result !== CHANGES) throw new Error(`source loop read ${s.result} changes, expected ${CHANGES}`);
     times.source.push(s.ms);
@@ -294,6 +315,7 @@ try {
     times.pipeline.push(p.ms);
     cpu.pipeline.push(p.cpuMs);
     serverOf(server.pipeline, p);
+    sent.pipeline.push(p.sent);
     times.steady.push(p.ms - p.result.startupMs);
     times.startup.push(p.result.startupMs);
     times.restart.push(await restart(container, leaseContainer, p.result.prefix));
@@ -303,6 +325,7 @@ try {
     times.sparse.push(q.ms);
     cpu.sparse.push(q.cpuMs);
     serverOf(server.sparse, q);
+    sent.sparse.push(q.sent);
     leaseWrites.push(p.result.writes);
     checkpointCounts.push(p.result.checkpoints);
   }
@@ -356,6 +379,11 @@ try {
     `rxfeed's stop() after the run (last checkpoints, then ${RANGES} releases; timed apart from the rows above): ` +
       `${median(times.stop).toFixed(0)} ms, client CPU ${median(cpu.stop).toFixed(0)} ms (medians)`,
   );
+  const requestsOf = (name: keyof typeof sent): string => {
+    const of = (key: keyof typeof requests) => median(sent[name].map((r) => r[key]));
+    return `${of('changeFeed')} change feed + ${of('other')} other, ${(of('bytes') / 1e6).toFixed(1)} MB`;
+  };
+  console.log(`requests per window (medians): loops ${requestsOf('ranges')}; rxfeed ${requestsOf('pipeline')}; rxfeed checkpointing every 10 pages ${requestsOf('sparse')}`);
   const per100k = (n: number): string => ((n * 100_000) / CHANGES).toFixed(1);
   console.log(
     `\nlease-store writes per 100k changes (pipeline, bootstrap + acquire + checkpoints + renewals, before stop): ` +

@@ -1,16 +1,19 @@
 /**
  * Prints the frames with the most self time in a V8 CPU profile (`.cpuprofile`, as written by
- * `node --cpu-prof` or by `BENCH_PROFILE` in bench/idle.ts), with their share of the profiled time, and the
- * share of the frames under `src/` (rxfeed's own code).
+ * `node --cpu-prof` or by `BENCH_PROFILE` in bench/cosmos.ts and bench/idle.ts), with their share of the
+ * profiled time, and the busy time by where the code lives: rxfeed (its `src/` or built `dist/`, the
+ * emulator aside), `@azure/cosmos`, other packages, Node's own JavaScript, and the rest (native code, GC).
  *
- * Run: npx tsx bench/profileTop.ts file.cpuprofile [top=25]
+ * Given two profiles (say, the per-range loops and rxfeed, or rxfeed before and after a change), it prints
+ * both side by side with the difference, frames ordered by the larger of the two.
+ *
+ * Run: npx tsx bench/profileTop.ts a.cpuprofile [b.cpuprofile] [top=25]
  */
 import { readFileSync } from 'node:fs';
 
 interface ProfileNode {
   id: number;
   callFrame: { functionName: string; url: string; lineNumber: number };
-  children?: number[];
 }
 
 interface Profile {
@@ -19,48 +22,78 @@ interface Profile {
   timeDeltas: number[];
 }
 
-const [file, topArg] = process.argv.slice(2);
-if (!file) {
-  console.error('usage: npx tsx bench/profileTop.ts file.cpuprofile [top]');
-  process.exit(2);
+/** Self time of one profile: per frame, per place the code lives, and in all (µs). */
+interface Summary {
+  readonly file: string;
+  readonly frames: Map<string, number>;
+  readonly places: Map<string, number>;
+  readonly busyUs: number;
+  readonly totalUs: number;
 }
-const top = Number(topArg ?? 25);
-const profile = JSON.parse(readFileSync(file, 'utf8')) as Profile;
-const byId = new Map(profile.nodes.map((n) => [n.id, n]));
 
-/** Self time (µs) per node: each sample's delta goes to the node sampled. */
-const selfUs = new Map<number, number>();
-let totalUs = 0;
-profile.samples.forEach((id, i) => {
-  const dt = profile.timeDeltas[i] ?? 0;
-  selfUs.set(id, (selfUs.get(id) ?? 0) + dt);
-  totalUs += dt;
-});
+const PLACES = ['rxfeed', '@azure/cosmos', 'other packages', 'node', 'native, GC'] as const;
+
+function placeOf(url: string): (typeof PLACES)[number] {
+  if (/\/node_modules\/@azure\/cosmos\//.test(url)) return '@azure/cosmos';
+  if (/\/node_modules\//.test(url)) return 'other packages';
+  if (/\/(src|dist\/(esm|cjs))\//.test(url) && !/\/emulator\//.test(url)) return 'rxfeed';
+  if (url.startsWith('node:')) return 'node';
+  return 'native, GC';
+}
 
 const shortUrl = (url: string): string => {
-  const at = url.search(/\/(src|bench|node_modules)\//);
+  const at = url.search(/\/(src|dist|bench|node_modules)\//);
   return at >= 0 ? url.slice(at + 1) : url.replace(/^file:\/\//, '');
 };
-const nameOf = (n: ProfileNode): string => {
-  const { functionName, url, lineNumber } = n.callFrame;
-  return `${functionName || '(anonymous)'} ${url ? `${shortUrl(url)}:${lineNumber + 1}` : ''}`.trim();
-};
 
-/** Self time per frame (same function, same place), over all the call paths it appears on. */
-const frames = new Map<string, number>();
-let idleUs = 0;
-let ownUs = 0;
-for (const [id, us] of selfUs) {
-  const node = byId.get(id)!;
-  const name = nameOf(node);
-  if (node.callFrame.functionName === '(idle)') idleUs += us;
-  if (/\/src\//.test(node.callFrame.url) && !/\/src\/emulator\//.test(node.callFrame.url)) ownUs += us;
-  frames.set(name, (frames.get(name) ?? 0) + us);
+function summarize(file: string): Summary {
+  const profile = JSON.parse(readFileSync(file, 'utf8')) as Profile;
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const frames = new Map<string, number>();
+  const places = new Map<string, number>();
+  let totalUs = 0;
+  let idleUs = 0;
+  profile.samples.forEach((id, i) => {
+    const us = profile.timeDeltas[i] ?? 0;
+    const { functionName, url, lineNumber } = byId.get(id)!.callFrame;
+    totalUs += us;
+    if (functionName === '(idle)') {
+      idleUs += us;
+      return;
+    }
+    const name = `${functionName || '(anonymous)'} ${url ? `${shortUrl(url)}:${lineNumber + 1}` : ''}`.trim();
+    frames.set(name, (frames.get(name) ?? 0) + us);
+    const place = placeOf(url);
+    places.set(place, (places.get(place) ?? 0) + us);
+  });
+  return { file, frames, places, busyUs: totalUs - idleUs, totalUs };
 }
-const busyUs = totalUs - idleUs;
-const pct = (us: number, of: number) => `${((100 * us) / Math.max(1, of)).toFixed(1)}%`;
-console.log(`${file}: ${(totalUs / 1000).toFixed(0)} ms profiled, ${(busyUs / 1000).toFixed(0)} ms not idle; rxfeed src/ frames ${pct(ownUs, busyUs)} of that`);
-console.log(`self ms   | % busy | frame`);
-for (const [name, us] of [...frames].filter(([n]) => !n.startsWith('(idle)')).sort((a, b) => b[1] - a[1]).slice(0, top)) {
-  console.log(`${(us / 1000).toFixed(1).padStart(9)} | ${pct(us, busyUs).padStart(6)} | ${name}`);
+
+const args = process.argv.slice(2);
+const files = args.filter((a) => a.endsWith('.cpuprofile'));
+const top = Number(args.find((a) => !a.endsWith('.cpuprofile')) ?? 25);
+if (files.length < 1 || files.length > 2) {
+  console.error('usage: npx tsx bench/profileTop.ts a.cpuprofile [b.cpuprofile] [top]');
+  process.exit(2);
+}
+const summaries = files.map(summarize);
+const ms = (us: number | undefined) => ((us ?? 0) / 1000).toFixed(1).padStart(9);
+const pct = (us: number | undefined, of: number) => `${((100 * (us ?? 0)) / Math.max(1, of)).toFixed(1)}%`.padStart(6);
+
+for (const [i, s] of summaries.entries()) {
+  console.log(`${'ab'[i]}: ${s.file}: ${(s.totalUs / 1000).toFixed(0)} ms profiled, ${(s.busyUs / 1000).toFixed(0)} ms not idle`);
+}
+const [a, b] = summaries as [Summary, Summary | undefined];
+const header = b ? `   a ms   |    b ms   |  b − a   |` : `self ms   | % busy |`;
+console.log(`\n${header} where the code lives`);
+for (const place of PLACES) {
+  const x = a.places.get(place);
+  console.log(b ? `${ms(x)} | ${ms(b.places.get(place))} | ${ms((b.places.get(place) ?? 0) - (x ?? 0))} | ${place}` : `${ms(x)} | ${pct(x, a.busyUs)} | ${place}`);
+}
+console.log(`\n${header} frame (self time)`);
+const names = [...new Set([...a.frames.keys(), ...(b?.frames.keys() ?? [])])];
+const weight = (name: string) => Math.max(a.frames.get(name) ?? 0, b?.frames.get(name) ?? 0);
+for (const name of names.sort((x, y) => weight(y) - weight(x)).slice(0, top)) {
+  const x = a.frames.get(name);
+  console.log(b ? `${ms(x)} | ${ms(b.frames.get(name))} | ${ms((b.frames.get(name) ?? 0) - (x ?? 0))} | ${name}` : `${ms(x)} | ${pct(x, a.busyUs)} | ${name}`);
 }
