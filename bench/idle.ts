@@ -6,9 +6,9 @@
  * Prints the CPU per poll of each, their ratio (target ≤ 1.1) and the heap after a GC at the start and the
  * end of each window (rxfeed's target: ≤ 64 MB and flat). No assertions (figures vary by machine).
  *
- * Both sides are measured alike: each window starts after the same warm-up (`BENCH_WARMUP_MS` once every
- * lease is owned, so start-up work such as first connections and iterator set-up stays out of it) and the
- * same full GC. The bare polls are phased across the poll interval as rxfeed's were in the window before
+ * Both sides are measured alike: an unmeasured round of each runs first (the JIT warms the code both
+ * share), and each window starts after the same warm-up (`BENCH_WARMUP_MS` once every lease is owned, so
+ * start-up work such as first connections and iterator set-up stays out of it) and the same full GC. The bare polls are phased across the poll interval as rxfeed's were in the window before
  * (its readers start in bunches, as leases are acquired in rounds): how bunched polls are changes their
  * cost a lot (polls that wake together share wake-ups, connections and GC work; evenly spread ones cost
  * about twice as much each), so both sides must be phased alike. `BENCH_PHASES=spread` phases the bare polls
@@ -18,9 +18,13 @@
  * BENCH_WARMUP_MS=2×poll BENCH_PHASES=mirror|spread|together BENCH_LEASES=cosmos|memory; BENCH_IDLE_POLL_MS=60000 sets rxfeed's
  * idlePollIntervalMs (compare % of a core then, not CPU per poll; warm-up 2×that);
  * BENCH_PROFILE=path writes CPU profiles of the windows only: path.rxfeed.cpuprofile, path.bare.cpuprofile,
- * to read with bench/profileTop.ts)
+ * to read with bench/profileTop.ts; BENCH_BUSY=8 BENCH_BUSY_MS=1000: that many partition keys are written
+ * every that many ms throughout, by a process of their own, and rxfeed's write → processed latency for them
+ * is printed (0 keys: none), to show that `idlePollIntervalMs` slows only partitions that stay quiet)
  */
 import { ChangeFeedStartFrom, CosmosClient, type Container } from '@azure/cosmos';
+import { subscribe } from 'node:diagnostics_channel';
+import type { ClientRequest } from 'node:http';
 import { writeFileSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { Session } from 'node:inspector/promises';
@@ -31,6 +35,10 @@ import { EMULATOR_KEY } from '../src/emulator/CosmosEmulator.js';
 import { CosmosLeaseStore, CosmosSource, MemoryLeaseStore, checkpointEvery, createChangeFeed } from './built.js';
 import type { Page, ReadRequest, Source } from '../src/sources/Source.js';
 import { spawnEmulator } from './spawnEmulator.js';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { tap } from 'rxjs';
+import type { ChangeBatch } from '../src/core/ChangeBatch.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -57,6 +65,9 @@ if (LEASES !== 'cosmos' && LEASES !== 'memory') throw new Error(`BENCH_LEASES: e
  * window before (same share of polls in each slot of the interval), `spread` evenly, `together` all at once.
  */
 const PHASES = process.env.BENCH_PHASES ?? 'mirror';
+/** Partition keys written throughout (each a busy partition among the idle ones), and how often (ms). */
+const BUSY = Number(process.env.BENCH_BUSY ?? 8);
+const BUSY_MS = Number(process.env.BENCH_BUSY_MS ?? 1000);
 if (PHASES !== 'mirror' && PHASES !== 'spread' && PHASES !== 'together') throw new Error(`BENCH_PHASES: expected mirror, spread or together, got ${PHASES}`);
 
 /** Connections this process opened (the emulator closes a connection idle for 5 s, the poll interval). */
@@ -66,6 +77,16 @@ Socket.prototype.connect = function (this: Socket, ...args: unknown[]) {
   connections++;
   return (connect as (...a: unknown[]) => Socket).apply(this, args);
 } as typeof Socket.prototype.connect;
+
+/** This process's HTTP requests so far: change feed reads, and the rest (lease reads, writes, queries). */
+const requests = { changeFeed: 0, other: 0, inFlight: 0, maxInFlight: 0 };
+subscribe('http.client.request.start', (message) => {
+  const request = (message as { request: ClientRequest }).request;
+  if (request.method === 'GET' && request.path.endsWith('/docs') && request.getHeader('a-im') !== undefined) requests.changeFeed++;
+  else requests.other++;
+  requests.maxInFlight = Math.max(requests.maxInFlight, ++requests.inFlight);
+  request.once('close', () => requests.inFlight--);
+});
 
 /** Slots of the poll interval that polls are counted in, to see how evenly they are phased. */
 const SLOTS = 100;
@@ -106,11 +127,20 @@ interface Window {
   polls: number;
   /** Connections opened during the window. */
   connections: number;
+  /** Requests other than change feed reads sent during the window (rxfeed: the lease store's). */
+  otherRequests: number;
+  /** Most requests in flight at once during the window (the SDK's agent keeps at most 256 idle connections). */
+  maxInFlight: number;
   /** Share of the window's polls in the busiest tenth of the poll interval (see {@link busiestTenth}). */
   bunchedPct: number;
   heapStartMb: number;
   heapEndMb: number;
+  /** rxfeed: write → processed latency (ms) of the busy keys' changes processed during the window. */
+  latencies: number[];
 }
+
+/** Write → processed latencies (ms) recorded while a window is measured; `undefined` outside one. */
+let latencies: number[] | undefined;
 
 const heapMb = (): number => {
   gc();
@@ -121,7 +151,7 @@ const heapMb = (): number => {
  * Measures `WINDOW_MS` of this process's CPU, once `ready()` and `WARMUP_MS` have passed, starting and
  * ending with a full GC (the same for both sides).
  */
-async function window(counter: Counter, ready: () => boolean, side: 'rxfeed' | 'bare'): Promise<Window> {
+async function window(counter: Counter, ready: () => boolean, side: 'rxfeed' | 'bare', windowMs = WINDOW_MS): Promise<Window> {
   for (let i = 0; !ready(); i++) {
     if (i % 50 === 49) console.log('waiting…', counter.polls);
     await delay(100);
@@ -131,26 +161,31 @@ async function window(counter: Counter, ready: () => boolean, side: 'rxfeed' | '
   const polls = counter.polls;
   const slots = counter.slots.slice();
   const connectionsBefore = connections;
+  const otherBefore = requests.other;
+  requests.maxInFlight = requests.inFlight;
   const profiler = PROFILE ? new Session() : undefined;
   profiler?.connect();
   await profiler?.post('Profiler.enable');
   await profiler?.post('Profiler.start');
+  latencies = [];
   const cpu = process.cpuUsage();
-  await delay(WINDOW_MS);
+  await delay(windowMs);
   const used = process.cpuUsage(cpu);
+  const measured = latencies;
+  latencies = undefined;
   if (profiler) {
     const { profile } = await profiler.post('Profiler.stop');
     writeFileSync(`${PROFILE}.${side}.cpuprofile`, JSON.stringify(profile));
     profiler.disconnect();
   }
   const profile = counter.slots.map((n, i) => n - slots[i]!);
-  return { profile, connections: connections - connectionsBefore, cpuMs: (used.user + used.system) / 1000, sysMs: used.system / 1000, polls: counter.polls - polls, bunchedPct: busiestTenth(profile), heapStartMb, heapEndMb: heapMb() };
+  return { profile, connections: connections - connectionsBefore, otherRequests: requests.other - otherBefore, maxInFlight: requests.maxInFlight, cpuMs: (used.user + used.system) / 1000, sysMs: used.system / 1000, polls: counter.polls - polls, bunchedPct: busiestTenth(profile), heapStartMb, heapEndMb: heapMb(), latencies: measured };
 }
 
 let runId = 0;
 const RUN_STAMP = Date.now().toString(36);
 
-async function rxfeedWindow(container: Container, leases: Container): Promise<Window> {
+async function rxfeedWindow(container: Container, leases: Container, windowMs?: number): Promise<Window> {
   const counter = new Counter();
   let owned = 0;
   const feed = createChangeFeed<unknown>({
@@ -167,9 +202,16 @@ async function rxfeedWindow(container: Container, leases: Container): Promise<Wi
       if (e.type === 'error') console.error(`rxfeed error event${e.lease !== undefined ? ` (lease ${e.lease})` : ''}: ${e.error.message}`);
     },
   });
-  const subscription = feed.changes$.pipe(checkpointEvery(100)).subscribe({ error: (e: unknown) => console.error('rxfeed failed:', e) });
+  const processed = (batch: ChangeBatch<unknown>) => {
+    const now = Date.now();
+    for (const change of batch.changes) {
+      const writtenAt = (change.document as { writtenAt?: number } | undefined)?.writtenAt;
+      if (writtenAt !== undefined) latencies?.push(now - writtenAt);
+    }
+  };
+  const subscription = feed.changes$.pipe(tap(processed), checkpointEvery(100)).subscribe({ error: (e: unknown) => console.error('rxfeed failed:', e) });
   try {
-    return await window(counter, () => owned >= RANGES, 'rxfeed');
+    return await window(counter, () => owned >= RANGES, 'rxfeed', windowMs);
   } finally {
     subscription.unsubscribe();
     await feed.stop();
@@ -198,7 +240,7 @@ function phaseOf(i: number, n: number, profile: Uint32Array): number {
   return (at - (Date.now() % POLL_MS) + POLL_MS) % POLL_MS;
 }
 
-async function bareWindow(container: Container, profile: Uint32Array): Promise<Window> {
+async function bareWindow(container: Container, profile: Uint32Array, windowMs?: number): Promise<Window> {
   const counter = new Counter();
   let stopped = false;
   const ranges = await container.getFeedRanges();
@@ -216,7 +258,7 @@ async function bareWindow(container: Container, profile: Uint32Array): Promise<W
     }
   });
   try {
-    return await window(counter, () => true, 'bare');
+    return await window(counter, () => true, 'bare', windowMs);
   } finally {
     stopped = true;
     await Promise.all(loops);
@@ -228,13 +270,21 @@ const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floo
 
 const emulator = process.env.BENCH_ENDPOINT ? { endpoint: process.env.BENCH_ENDPOINT, child: undefined } : await spawnEmulator();
 const client = new CosmosClient({ endpoint: emulator.endpoint, key: EMULATOR_KEY });
+let writer: ReturnType<typeof spawn> | undefined;
 try {
   const { database } = await client.databases.createIfNotExists({ id: 'idle' });
   const { container } = await database.containers.createIfNotExists({ id: 'orders', partitionKey: { paths: ['/pk'], version: 2 }, throughput: RANGES * RU_PER_RANGE });
   const { container: leases } = await database.containers.createIfNotExists({ id: 'leases', partitionKey: { paths: ['/id'] } });
-  console.log(`node ${process.version}; emulator (own process) with ${RANGES} ranges; poll ${POLL_MS} ms; windows of ${WINDOW_MS} ms after ${WARMUP_MS} ms of warm-up; bare polls ${PHASES === 'mirror' ? "phased as rxfeed's were" : PHASES === 'spread' ? 'phased evenly across the interval' : 'all at once'}; rxfeed's leases in ${LEASES === 'memory' ? 'memory' : 'the Cosmos lease container'}; ${RUNS} rounds, alternating${IDLE_POLL_MS !== undefined ? `; rxfeed idlePollIntervalMs ${IDLE_POLL_MS}` : ''}`);
+  writer =
+    BUSY > 0
+      ? spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('busyWriter.ts', import.meta.url)), emulator.endpoint, 'idle', 'orders', String(BUSY), String(BUSY_MS)], { stdio: 'inherit' })
+      : undefined;
+  console.log(`node ${process.version}; emulator (own process) with ${RANGES} ranges; poll ${POLL_MS} ms; windows of ${WINDOW_MS} ms after ${WARMUP_MS} ms of warm-up; bare polls ${PHASES === 'mirror' ? "phased as rxfeed's were" : PHASES === 'spread' ? 'phased evenly across the interval' : 'all at once'}; rxfeed's leases in ${LEASES === 'memory' ? 'memory' : 'the Cosmos lease container'}; ${RUNS} rounds, alternating${IDLE_POLL_MS !== undefined ? `; rxfeed idlePollIntervalMs ${IDLE_POLL_MS}` : ''}; ${BUSY > 0 ? `${BUSY} busy partition keys written every ${BUSY_MS} ms` : 'no busy partitions'}`);
   const rx: Window[] = [];
   const bare: Window[] = [];
+  // An unmeasured round of each first (one poll interval long), so neither side's first window pays for the
+  // JIT compiling the code the two share (the SDK's), which whichever side ran first would pay alone.
+  await bareWindow(container, (await rxfeedWindow(container, leases, POLL_MS)).profile, POLL_MS);
   for (let run = 0; run < RUNS; run++) {
     rx.push(await rxfeedWindow(container, leases));
     bare.push(await bareWindow(container, rx.at(-1)!.profile));
@@ -252,12 +302,25 @@ try {
   console.log(`\npolls in the busiest tenth of the poll interval (10%: even): rxfeed ${bunched(rx)}; bare ${bunched(bare)}`);
   const opened = (ws: Window[]) => ws.map((w) => w.connections).join(' ');
   console.log(`connections opened per window: rxfeed ${opened(rx)}; bare ${opened(bare)}`);
+  const most = (ws: Window[]) => ws.map((w) => w.maxInFlight).join(' ');
+  console.log(`most requests in flight at once per window: rxfeed ${most(rx)}; bare ${most(bare)}`);
+  const others = (ws: Window[]) => ws.map((w) => w.otherRequests).join(' ');
+  console.log(`requests other than change feed reads per window: rxfeed ${others(rx)}; bare ${others(bare)}`);
   console.log(`CPU per idle poll, rxfeed ÷ bare: ${(rxPerPoll / barePerPoll).toFixed(2)}×`);
   const heaps = (ws: Window[]) => ws.map((w) => `${w.heapStartMb.toFixed(1)} → ${w.heapEndMb.toFixed(1)}`).join('; ');
   console.log(`heap after GC, window start → end (MB): rxfeed ${heaps(rx)}; bare ${heaps(bare)}`);
   console.log(`(per-poll CPU ms, rounds: rxfeed ${rx.map((w) => perPoll(w).toFixed(3)).join(' ')}; bare ${bare.map((w) => perPoll(w).toFixed(3)).join(' ')})`);
   console.log(`(ratio per round, rxfeed ÷ the bare window after it: ${rx.map((w, i) => (perPoll(w) / perPoll(bare[i]!)).toFixed(2)).join(' ')})`);
+  if (BUSY > 0) {
+    const all = rx.flatMap((w) => w.latencies).sort((a, b) => a - b);
+    const at = (q: number) => all[Math.min(all.length - 1, Math.floor(q * all.length))] ?? NaN;
+    console.log(
+      `rxfeed write → processed latency of the ${BUSY} busy keys (${all.length} changes in the windows): ` +
+        `p50 ${at(0.5).toFixed(0)} ms, p95 ${at(0.95).toFixed(0)} ms, max ${(all.at(-1) ?? NaN).toFixed(0)} ms (poll interval ${POLL_MS} ms)`,
+    );
+  }
 } finally {
+  writer?.kill();
   client.dispose();
   emulator.child?.kill('SIGTERM');
 }
