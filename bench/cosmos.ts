@@ -9,22 +9,34 @@
  *
  * Run: npx tsx bench/cosmos.ts   (env: BENCH_CHANGES=200000 BENCH_PAGE=1000 BENCH_RUNS=3 BENCH_RANGES=4;
  * BENCH_GROUP_MS=n sets the lease store's groupWritesMs (default: the store's own; 0 sends every write alone);
- * BENCH_PROFILE=path writes CPU profiles of the last run's windows: path.loops.cpuprofile, path.rxfeed.cpuprofile)
+ * BENCH_PROFILE=path writes CPU profiles of the last run's windows: path.loops.cpuprofile, path.rxfeed.cpuprofile,
+ * path.sparse.cpuprofile;
+ * BENCH_LEASES=memory gives the pipeline rows an in-memory lease store (no lease requests);
+ * BENCH_PIN=1 runs this process on the first CPU and the emulator on the second, which makes runs steadier)
+ *
+ * Each window starts with a full GC, so none pays for the garbage of the one before, and each run takes the
+ * windows in another order (rotated by one), so none always follows the same one.
  */
 import { ChangeFeedStartFrom, CosmosClient, StatusCodes, type ChangeFeedPullModelIterator, type Container, type OperationInput } from '@azure/cosmos';
 import { subscribe } from 'node:diagnostics_channel';
 import type { ClientRequest, IncomingMessage } from 'node:http';
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { firstValueFrom, filter, scan } from 'rxjs';
 import type { Change } from '../src/core/Change.js';
 import type { Partition, StartFrom } from '../src/core/Partition.js';
 import { EMULATOR_KEY } from '../src/emulator/CosmosEmulator.js';
-import { CosmosLeaseStore, CosmosSource, checkpointEvery, createChangeFeed, mapChanges } from './built.js';
+import { CosmosLeaseStore, CosmosSource, MemoryLeaseStore, checkpointEvery, createChangeFeed, mapChanges } from './built.js';
 import type { Lease, NewLease } from '../src/leases/Lease.js';
 import type { LeaseStore } from '../src/leases/LeaseStore.js';
 import type { Source } from '../src/sources/Source.js';
 import { processCpuMs, spawnEmulator } from './spawnEmulator.js';
+
+setFlagsFromString('--expose-gc');
+/** A full GC: each window starts with none of the previous window's garbage left to collect. */
+const gc = runInNewContext('gc') as () => void;
 
 const CHANGES = Number(process.env.BENCH_CHANGES ?? 200_000);
 const PAGE = Number(process.env.BENCH_PAGE ?? 1_000);
@@ -33,6 +45,9 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const RU_PER_RANGE = 10_000;
 const RANGES = Number(process.env.BENCH_RANGES ?? 4);
 const PROFILE = process.env.BENCH_PROFILE;
+/** rxfeed's lease store in the pipeline rows: `cosmos` (default), or `memory` (what the pipeline costs without lease requests). */
+const LEASES = process.env.BENCH_LEASES ?? 'cosmos';
+if (LEASES !== 'cosmos' && LEASES !== 'memory') throw new Error(`BENCH_LEASES: expected cosmos or memory, got ${LEASES}`);
 const GROUP_MS = process.env.BENCH_GROUP_MS === undefined ? {} : { groupWritesMs: Number(process.env.BENCH_GROUP_MS) };
 
 interface Doc {
@@ -155,7 +170,7 @@ async function pipeline(
   const started = performance.now();
   const prefix = `bench-${RUN_STAMP}-${++runId}.`;
   let firstBatchAt: number | undefined;
-  const store = new CountingStore(new CosmosLeaseStore({ container: leaseContainer, partitionKeyPath: '/id', ...GROUP_MS }));
+  const store = new CountingStore(LEASES === 'memory' ? new MemoryLeaseStore() : new CosmosLeaseStore({ container: leaseContainer, partitionKeyPath: '/id', ...GROUP_MS }));
   let checkpoints = 0;
   const feed = createChangeFeed<Doc>({
     source: new CosmosSource<Doc>(container),
@@ -229,6 +244,7 @@ async function timed<R>(
   fn: () => Promise<R>,
   profileAs?: string,
 ): Promise<{ ms: number; cpuMs: number; emulatorMs: number | undefined; sent: typeof requests; result: R }> {
+  gc();
   const profiler = profileAs ? new Session() : undefined;
   profiler?.connect();
   await profiler?.post('Profiler.enable');
@@ -273,7 +289,7 @@ try {
   const { database } = await client.databases.createIfNotExists({ id: 'bench' });
   const { container } = await database.containers.createIfNotExists({ id: 'orders', partitionKey: { paths: ['/pk'], version: 2 }, throughput: RANGES * RU_PER_RANGE });
   const { container: leaseContainer } = await database.containers.createIfNotExists({ id: 'leases', partitionKey: { paths: ['/id'] } });
-  console.log(`node ${process.version}, ${process.platform}/${process.arch}; emulator (own process) with ${RANGES} ranges; page ${PAGE}; ${RUNS} runs each, interleaved; lease store groupWritesMs ${GROUP_MS.groupWritesMs ?? "default"}`);
+  console.log(`node ${process.version}, ${process.platform}/${process.arch}; emulator (own process) with ${RANGES} ranges; page ${PAGE}; ${RUNS} runs each, interleaved; ${LEASES === 'memory' ? 'leases in memory' : `lease store groupWritesMs ${GROUP_MS.groupWritesMs ?? 'default'}`}`);
   const { resources: [existing] } = await container.items.query<number>('SELECT VALUE COUNT(1) FROM c').fetchAll();
   if (existing === CHANGES) console.log(`the container already holds ${CHANGES} changes`);
   else if (existing === 0) console.log(`loading ${CHANGES} changes … ${((await load(container)) / 1000).toFixed(1)} s`);
@@ -294,40 +310,55 @@ try {
   await sourceLoop(container);
   for (let run = 0; run < RUNS; run++) {
     const profileAs = (name: string): string | undefined => (PROFILE && run === RUNS - 1 ? name : undefined);
-    const b = await timed(() => bare(container));
-    if (b.result !== CHANGES) throw new Error(`bare loop read ${b.result} changes, expected ${CHANGES}`);
-    times.bare.push(b.ms);
-    cpu.bare.push(b.cpuMs);
-    const r = await timed(() => perRange(container), profileAs('loops'));
-    if (r.result !== CHANGES) throw new Error(`per-range loops read ${r.result} changes, expected ${CHANGES}`);
-    times.ranges.push(r.ms);
-    cpu.ranges.push(r.cpuMs);
-    serverOf(server.ranges, r);
-    sent.ranges.push(r.sent);
-    const s = await timed(() => sourceLoop(container));
-    if (s.result !== CHANGES) throw new Error(`source loop read ${s.result} changes, expected ${CHANGES}`);
-    times.source.push(s.ms);
-    cpu.source.push(s.cpuMs);
-    const p = await timed(() => pipeline(container, leaseContainer), profileAs('rxfeed'));
-    const stopped = await timed(() => p.result.stop());
-    times.stop.push(stopped.ms);
-    cpu.stop.push(stopped.cpuMs);
-    times.pipeline.push(p.ms);
-    cpu.pipeline.push(p.cpuMs);
-    serverOf(server.pipeline, p);
-    sent.pipeline.push(p.sent);
-    times.steady.push(p.ms - p.result.startupMs);
-    times.startup.push(p.result.startupMs);
-    times.restart.push(await restart(container, leaseContainer, p.result.prefix));
-    // The same pipeline checkpointing every 10 pages: what the lease writes of checkpointEvery(1000) cost.
-    const q = await timed(() => pipeline(container, leaseContainer, PAGE * 10));
-    await q.result.stop();
-    times.sparse.push(q.ms);
-    cpu.sparse.push(q.cpuMs);
-    serverOf(server.sparse, q);
-    sent.sparse.push(q.sent);
-    leaseWrites.push(p.result.writes);
-    checkpointCounts.push(p.result.checkpoints);
+    const steps: (() => Promise<void>)[] = [
+      async () => {
+        const b = await timed(() => bare(container));
+        if (b.result !== CHANGES) throw new Error(`bare loop read ${b.result} changes, expected ${CHANGES}`);
+        times.bare.push(b.ms);
+        cpu.bare.push(b.cpuMs);
+      },
+      async () => {
+        const r = await timed(() => perRange(container), profileAs('loops'));
+        if (r.result !== CHANGES) throw new Error(`per-range loops read ${r.result} changes, expected ${CHANGES}`);
+        times.ranges.push(r.ms);
+        cpu.ranges.push(r.cpuMs);
+        serverOf(server.ranges, r);
+        sent.ranges.push(r.sent);
+      },
+      async () => {
+        const s = await timed(() => sourceLoop(container));
+        if (s.result !== CHANGES) throw new Error(`source loop read ${s.result} changes, expected ${CHANGES}`);
+        times.source.push(s.ms);
+        cpu.source.push(s.cpuMs);
+      },
+      async () => {
+        const p = await timed(() => pipeline(container, leaseContainer), profileAs('rxfeed'));
+        const stopped = await timed(() => p.result.stop());
+        times.stop.push(stopped.ms);
+        cpu.stop.push(stopped.cpuMs);
+        times.pipeline.push(p.ms);
+        cpu.pipeline.push(p.cpuMs);
+        serverOf(server.pipeline, p);
+        sent.pipeline.push(p.sent);
+        times.steady.push(p.ms - p.result.startupMs);
+        times.startup.push(p.result.startupMs);
+        leaseWrites.push(p.result.writes);
+        checkpointCounts.push(p.result.checkpoints);
+        times.restart.push(await restart(container, leaseContainer, p.result.prefix));
+      },
+      async () => {
+        // The same pipeline checkpointing every 10 pages: what the lease writes of checkpointEvery(1000) cost.
+        const q = await timed(() => pipeline(container, leaseContainer, PAGE * 10), profileAs('sparse'));
+        await q.result.stop();
+        times.sparse.push(q.ms);
+        cpu.sparse.push(q.cpuMs);
+        serverOf(server.sparse, q);
+        sent.sparse.push(q.sent);
+      },
+    ];
+    // Each run starts one step later than the one before: what a window costs depends on the window before
+    // it (by up to ±15% here), so every one comes after every other in turn.
+    for (let i = 0; i < steps.length; i++) await steps[(run + i) % steps.length]!();
   }
 
   const base = median(times.ranges);

@@ -18,7 +18,7 @@
  * BENCH_WARMUP_MS=2×poll BENCH_PHASES=mirror|spread|together BENCH_LEASES=cosmos|memory; BENCH_IDLE_POLL_MS=60000 sets rxfeed's
  * idlePollIntervalMs (compare % of a core then, not CPU per poll; warm-up 2×that);
  * BENCH_PROFILE=path writes CPU profiles of the windows only: path.rxfeed.cpuprofile, path.bare.cpuprofile,
- * to read with bench/profileTop.ts; BENCH_BUSY=8 BENCH_BUSY_MS=1000: that many partition keys are written
+ * to read with bench/profileTop.ts; BENCH_PIN=1 pins this process and the emulator to a CPU each; BENCH_BUSY=8 BENCH_BUSY_MS=1000: that many partition keys are written
  * every that many ms throughout, by a process of their own, and rxfeed's write → processed latency for them
  * is printed (0 keys: none), to show that `idlePollIntervalMs` slows only partitions that stay quiet)
  */

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
@@ -8,7 +8,14 @@ import { fileURLToPath } from 'node:url';
  */
 export async function spawnEmulator(): Promise<{ endpoint: string; child: ChildProcess }> {
   const main = fileURLToPath(new URL('../src/emulator/main.ts', import.meta.url));
-  const child = spawn(process.execPath, ['--import', 'tsx', main, '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const args = ['--import', 'tsx', main, '--port', '0'];
+  // BENCH_PIN=1: the emulator on the second CPU, this process on the first (Linux `taskset`), so neither
+  // process's CPU time depends on where the scheduler happens to put the other.
+  const pinned = process.env.BENCH_PIN === '1';
+  if (pinned) execFileSync('taskset', ['-cp', '0', String(process.pid)], { stdio: 'ignore' });
+  const child = pinned
+    ? spawn('taskset', ['-c', '1', process.execPath, ...args], { stdio: ['ignore', 'pipe', 'inherit'] })
+    : spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
   const endpoint = await new Promise<string>((resolve, reject) => {
     let out = '';
     child.stdout!.on('data', (chunk: Buffer) => {
