@@ -82,7 +82,8 @@ export interface ChangeFeedOptions<T> {
    * Polls a quiet partition less often: each read in a row that finds nothing doubles the wait after it,
    * from `pollIntervalMs` up to this (ms); a read that finds changes goes back to `pollIntervalMs`. A busy
    * partition is read as before (at once after a full page); only the first change after a quiet spell may
-   * wait up to this long. Default: `pollIntervalMs` (no backoff).
+   * wait up to this long. Each partition's doubled waits are up to a quarter shorter (a share of its own), so
+   * partitions that fell quiet together do not poll in one burst. Default: `pollIntervalMs` (no backoff).
    *
    * @example
    * ```ts

@@ -138,8 +138,15 @@ describe('idlePollIntervalMs', () => {
       const at = reads.get(id) ?? [];
       return at.slice(1).map((t, i) => t - at[i]!);
     };
-    // Quiet: 100, 200, 400, then 800 from there on.
-    expect(gaps('0').slice(0, 6)).toEqual([100, 200, 400, 800, 800, 800]);
+    // Quiet: 100, then 200, 400, 800 (each up to a quarter shorter, by the partition's own share), then the
+    // same from there on.
+    const quiet = gaps('0').slice(0, 6);
+    expect(quiet[0]).toBe(100);
+    [200, 400, 800, 800, 800].forEach((nominal, i) => {
+      expect(quiet[i + 1]).toBeGreaterThanOrEqual(0.75 * nominal);
+      expect(quiet[i + 1]).toBeLessThanOrEqual(nominal);
+    });
+    expect(new Set(quiet.slice(3)).size).toBe(1);
     // Busy: never more than pollIntervalMs between reads.
     expect(Math.max(...gaps('1'))).toBeLessThanOrEqual(100);
     expect(seen.filter((b) => b.partition === '1').reduce((n, b) => n + b.size, 0)).toBe(40);
@@ -156,6 +163,29 @@ describe('idlePollIntervalMs', () => {
     const after = (reads.get('0') ?? []).filter((t) => t >= Date.now() - 1_600);
     const found = after.findIndex((t, i) => i > 0 && t - after[i - 1]! === 100);
     expect(found).toBeGreaterThan(0);
+  });
+
+  it('spreads the polls of partitions that fell quiet together over the interval, instead of one burst', async () => {
+    const partitions = 32;
+    const source = new MemorySource<Doc>({ partitions });
+    const reads = countingReads(source);
+    run(source, new MemoryLeaseStore(), { pollIntervalMs: 100, idlePollIntervalMs: 1_600 });
+    // Every reader starts in the same round and finds nothing, so without a share of their own they would
+    // all poll at the same instants forever.
+    await vi.advanceTimersByTimeAsync(30_000);
+    const lastRound = [...reads.values()].map((at) => at.at(-1)!);
+    expect(lastRound).toHaveLength(partitions);
+    expect(new Set(lastRound).size).toBeGreaterThanOrEqual(partitions * 0.75);
+    // No tenth of the interval holds more than a quarter of them.
+    const slots = new Map<number, number>();
+    for (const t of lastRound) slots.set(Math.floor((t % 1_600) / 160), (slots.get(Math.floor((t % 1_600) / 160)) ?? 0) + 1);
+    expect(Math.max(...slots.values())).toBeLessThanOrEqual(partitions / 4);
+    // Never more often than pollIntervalMs, never less often than idlePollIntervalMs.
+    for (const at of reads.values()) {
+      const gaps = at.slice(1).map((t, i) => t - at[i]!);
+      expect(Math.min(...gaps)).toBeGreaterThanOrEqual(100);
+      expect(Math.max(...gaps)).toBeLessThanOrEqual(1_600);
+    }
   });
 
   it('must not be smaller than pollIntervalMs', () => {

@@ -1,5 +1,9 @@
 import type { SchedulerLike } from 'rxjs';
+import { hashString } from '../../internal/random.js';
 import { sleep } from '../../internal/wait.js';
+
+/** A backed-off wait is shortened by up to this share, differently for each partition. */
+const BACKOFF_JITTER = 0.25;
 
 /** @internal The timings a {@link PollSchedule} follows, in ms. */
 export interface PollTimings {
@@ -15,21 +19,29 @@ export interface PollTimings {
  *
  * Adaptive polling: a full page is followed by another read at once; a partial page by `pollIntervalMs`;
  * an empty one by a wait that doubles with every empty read in a row, up to `idlePollIntervalMs`, and is back
- * to `pollIntervalMs` once a read finds changes. While it waits, `idle()` is called whenever `maxWaitTimeMs`
+ * to `pollIntervalMs` once a read finds changes. Each partition shortens its doubled waits by its own share
+ * (0–25%, from a hash of its id; never below `pollIntervalMs`): partitions that fell quiet together (a host
+ * starts all its readers at once) would otherwise poll together, in one burst of requests per
+ * `idlePollIntervalMs`; with periods of their own their polls spread over the interval. While it waits, `idle()` is called whenever `maxWaitTimeMs`
  * passed with nothing emitted (time-driven work downstream runs on quiet partitions too).
  *
  * @internal
  */
 export class PollSchedule {
   readonly #idlePollMs: number;
+  /** How much shorter than nominal this partition's doubled waits are (a share of them). */
+  readonly #jitter: number;
   #emptyWaitMs: number;
   #lastEmitAt: number;
 
+  /** @param partitionId - the partition polled: its doubled waits are shortened by a share of their own. */
   constructor(
     private readonly scheduler: SchedulerLike,
     private readonly timings: PollTimings,
+    partitionId: string,
   ) {
     this.#idlePollMs = Math.max(timings.pollIntervalMs, timings.idlePollIntervalMs ?? timings.pollIntervalMs);
+    this.#jitter = (BACKOFF_JITTER * hashString(partitionId)) / 2 ** 32;
     this.#emptyWaitMs = timings.pollIntervalMs;
     this.#lastEmitAt = scheduler.now();
   }
@@ -48,7 +60,8 @@ export class PollSchedule {
     }
     const ms = this.#emptyWaitMs;
     this.#emptyWaitMs = Math.min(this.#idlePollMs, Math.max(1, ms * 2));
-    await this.#wait(ms, signal, idle);
+    const pollMs = this.timings.pollIntervalMs;
+    await this.#wait(ms > pollMs ? Math.max(pollMs, Math.round(ms * (1 - this.#jitter))) : ms, signal, idle);
   }
 
   async #wait(ms: number, signal: AbortSignal, idle: (() => void) | undefined): Promise<void> {

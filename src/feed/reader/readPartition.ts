@@ -144,7 +144,7 @@ async function readLoop<T>(
   if (stored !== null && ctx.startFromGiven) {
     log('startFrom %s is ignored: the lease already has a checkpoint (use a new leasePrefix, or delete the leases, to start over)', String(start));
   }
-  const polls = new PollSchedule(ctx.scheduler, ctx);
+  const polls = new PollSchedule(ctx.scheduler, ctx, owned.partition.id);
   const emitBatch = (batch: ChangeBatch<T>) => {
     polls.emitted();
     emit(batch);
