@@ -32,11 +32,11 @@ export interface CosmosLeaseStoreOptions {
    * Lease writes (checkpoints, renewals, takes, releases, a bootstrap's creates) are sent in groups, one
    * bulk request each (up to 100 writes), each write still conditional on its own etag (or on absence, for a
    * create) and answered on its own. Writes issued together leave at once as one group; a write of a lease
-   * written less than this many ms ago waits until this long after that write, and leaves together with
-   * the writes of other leases due then. Through the SDK a request costs about the same client and server CPU for
-   * one write as for forty, so a processor checkpointing many busy partitions pays far less, and a busy
-   * partition's checkpoints acknowledged meanwhile coalesce into one write. A group of one is sent as a
-   * plain request. 0 sends every write on its own at once. Default 10, at most 1 000.
+   * written less than this many ms ago waits until this long after that write, and leaves together with the
+   * writes of other leases due then. Through the SDK a request costs about the same client and server CPU
+   * for one write as for forty, so a processor checkpointing many busy partitions pays far less, and a busy
+   * partition's checkpoints acknowledged meanwhile coalesce into one write. A group of one is sent as a plain
+   * request. 0 sends every write on its own at once. Default 10, at most 1 000.
    */
   readonly groupWritesMs?: number;
   /** Scheduler of the `groupWritesMs` window. Default `asyncScheduler`. */

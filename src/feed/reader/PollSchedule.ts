@@ -22,8 +22,9 @@ export interface PollTimings {
  * to `pollIntervalMs` once a read finds changes. Each partition shortens its doubled waits by its own share
  * (0–25%, from a hash of its id; never below `pollIntervalMs`): partitions that fell quiet together (a host
  * starts all its readers at once) would otherwise poll together, in one burst of requests per
- * `idlePollIntervalMs`; with periods of their own their polls spread over the interval. While it waits, `idle()` is called whenever `maxWaitTimeMs`
- * passed with nothing emitted (time-driven work downstream runs on quiet partitions too).
+ * `idlePollIntervalMs`; with periods of their own their polls spread over the interval. While it waits,
+ * `idle()` is called whenever `maxWaitTimeMs` passed with nothing emitted (time-driven work downstream runs
+ * on quiet partitions too).
  *
  * @internal
  */

@@ -31,11 +31,10 @@ export interface SingleWrites<R> {
  * the SDK a request costs about the same client and server CPU whether it carries one write or forty, and a
  * busy processor writes a checkpoint per page. Writes issued together (a bootstrap's creates and takes, a
  * stop's releases, renewals due on the same grid step) leave as one group at once, after the current turn
- * of the event loop (`setImmediate`, so a lone write waits for no timer). A write of a lease
- * written less than `windowMs` ago (the next checkpoint of a busy partition) waits until `windowMs` after
- * that write, with the writes of other leases due by then: a write waits at most that long, only after its
- * own lease was just written, and a lease's checkpoints acknowledged meanwhile coalesce into one write
- * upstream.
+ * of the event loop (`setImmediate`, so a lone write waits for no timer). A write of a lease written less
+ * than `windowMs` ago (the next checkpoint of a busy partition) waits until `windowMs` after that write,
+ * with the writes of other leases due by then: a write waits at most that long, only after its own lease
+ * was just written, and a lease's checkpoints acknowledged meanwhile coalesce into one write upstream.
  *
  * Each write keeps the outcome it would have had on its own: a replace 200 → the stored document, 412 / 404
  * → {@link LeaseConflictError}; a create 201 → the stored document, 409 → `undefined`. Anything else — an
