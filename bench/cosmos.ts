@@ -18,8 +18,6 @@
  * windows in another order (rotated by one), so none always follows the same one.
  */
 import { ChangeFeedStartFrom, CosmosClient, StatusCodes, type ChangeFeedPullModelIterator, type Container, type OperationInput } from '@azure/cosmos';
-import { subscribe } from 'node:diagnostics_channel';
-import type { ClientRequest, IncomingMessage } from 'node:http';
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { setFlagsFromString } from 'node:v8';
@@ -32,6 +30,7 @@ import { CosmosLeaseStore, CosmosSource, MemoryLeaseStore, checkpointEvery, crea
 import type { Lease, NewLease } from '../src/leases/Lease.js';
 import type { LeaseStore } from '../src/leases/LeaseStore.js';
 import type { Source } from '../src/sources/Source.js';
+import { requests } from './requests.js';
 import { processCpuMs, spawnEmulator } from './spawnEmulator.js';
 
 setFlagsFromString('--expose-gc');
@@ -243,7 +242,7 @@ const emulatorCpuMs = (): number | undefined => processCpuMs(emulator.child?.pid
 async function timed<R>(
   fn: () => Promise<R>,
   profileAs?: string,
-): Promise<{ ms: number; cpuMs: number; emulatorMs: number | undefined; sent: typeof requests; result: R }> {
+): Promise<{ ms: number; cpuMs: number; emulatorMs: number | undefined; sent: Sent; result: R }> {
   gc();
   const profiler = profileAs ? new Session() : undefined;
   profiler?.connect();
@@ -267,19 +266,10 @@ async function timed<R>(
   return { ms, cpuMs: (used.user + used.system) / 1000, emulatorMs, sent, result };
 }
 
+/** The requests a window sent: change feed reads, the rest, and the bytes of their replies. */
+type Sent = Pick<typeof requests, 'changeFeed' | 'other' | 'bytes'>;
+
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-
-/** This process's HTTP requests so far, by kind, and the response bytes they brought (Content-Length). */
-const requests = { changeFeed: 0, other: 0, bytes: 0 };
-subscribe('http.client.request.start', (message) => {
-  const request = (message as { request: ClientRequest }).request;
-  if (request.method === 'GET' && request.path.endsWith('/docs') && request.getHeader('a-im') !== undefined) requests.changeFeed++;
-  else requests.other++;
-});
-subscribe('http.client.response.finish', (message) => {
-  requests.bytes += Number((message as { response: IncomingMessage }).response.headers['content-length'] ?? 0);
-});
-
 
 // BENCH_ENDPOINT: an emulator already running (e.g. `node --import tsx src/emulator/main.ts`; the container asks for RANGES × 10,000 RU/s);
 // the changes are loaded only when the container does not hold them yet, so repeated runs start at once.
@@ -301,7 +291,7 @@ try {
   const server = { ranges: [] as number[], pipeline: [] as number[], sparse: [] as number[] };
   const serverOf = (list: number[], t: { emulatorMs: number | undefined }) => t.emulatorMs !== undefined && list.push(t.emulatorMs);
   /** The requests each window sent (change feed reads, everything else) and the bytes their replies brought. */
-  const sent = { ranges: [] as (typeof requests)[], pipeline: [] as (typeof requests)[], sparse: [] as (typeof requests)[] };
+  const sent = { ranges: [] as Sent[], pipeline: [] as Sent[], sparse: [] as Sent[] };
   const leaseWrites: number[] = [];
   const checkpointCounts: number[] = [];
   // One untimed pass of each warms the JIT and the emulator's caches.
@@ -411,7 +401,7 @@ try {
       `${median(times.stop).toFixed(0)} ms, client CPU ${median(cpu.stop).toFixed(0)} ms (medians)`,
   );
   const requestsOf = (name: keyof typeof sent): string => {
-    const of = (key: keyof typeof requests) => median(sent[name].map((r) => r[key]));
+    const of = (key: keyof Sent) => median(sent[name].map((r) => r[key]));
     return `${of('changeFeed')} change feed + ${of('other')} other, ${(of('bytes') / 1e6).toFixed(1)} MB`;
   };
   console.log(`requests per window (medians): loops ${requestsOf('ranges')}; rxfeed ${requestsOf('pipeline')}; rxfeed checkpointing every 10 pages ${requestsOf('sparse')}`);

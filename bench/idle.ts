@@ -23,8 +23,6 @@
  * is printed (0 keys: none), to show that `idlePollIntervalMs` slows only partitions that stay quiet)
  */
 import { ChangeFeedStartFrom, CosmosClient, type Container } from '@azure/cosmos';
-import { subscribe } from 'node:diagnostics_channel';
-import type { ClientRequest } from 'node:http';
 import { writeFileSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { Session } from 'node:inspector/promises';
@@ -34,6 +32,7 @@ import { runInNewContext } from 'node:vm';
 import { EMULATOR_KEY } from '../src/emulator/CosmosEmulator.js';
 import { CosmosLeaseStore, CosmosSource, MemoryLeaseStore, checkpointEvery, createChangeFeed } from './built.js';
 import type { Page, ReadRequest, Source } from '../src/sources/Source.js';
+import { requests } from './requests.js';
 import { spawnEmulator } from './spawnEmulator.js';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -77,16 +76,6 @@ Socket.prototype.connect = function (this: Socket, ...args: unknown[]) {
   connections++;
   return (connect as (...a: unknown[]) => Socket).apply(this, args);
 } as typeof Socket.prototype.connect;
-
-/** This process's HTTP requests so far: change feed reads, and the rest (lease reads, writes, queries). */
-const requests = { changeFeed: 0, other: 0, inFlight: 0, maxInFlight: 0 };
-subscribe('http.client.request.start', (message) => {
-  const request = (message as { request: ClientRequest }).request;
-  if (request.method === 'GET' && request.path.endsWith('/docs') && request.getHeader('a-im') !== undefined) requests.changeFeed++;
-  else requests.other++;
-  requests.maxInFlight = Math.max(requests.maxInFlight, ++requests.inFlight);
-  request.once('close', () => requests.inFlight--);
-});
 
 /** Slots of the poll interval that polls are counted in, to see how evenly they are phased. */
 const SLOTS = 100;
