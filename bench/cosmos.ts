@@ -300,27 +300,22 @@ try {
   await sourceLoop(container);
   for (let run = 0; run < RUNS; run++) {
     const profileAs = (name: string): string | undefined => (PROFILE && run === RUNS - 1 ? name : undefined);
+    /** Times one of the loops, checks it read every change, and records its wall time and CPU under `key`. */
+    const loop = async (key: 'bare' | 'ranges' | 'source', what: string, read: () => Promise<number>, profile?: string) => {
+      const t = await timed(read, profile);
+      if (t.result !== CHANGES) throw new Error(`${what} read ${t.result} changes, expected ${CHANGES}`);
+      times[key].push(t.ms);
+      cpu[key].push(t.cpuMs);
+      return t;
+    };
     const steps: (() => Promise<void>)[] = [
+      async () => void (await loop('bare', 'bare loop', () => bare(container))),
       async () => {
-        const b = await timed(() => bare(container));
-        if (b.result !== CHANGES) throw new Error(`bare loop read ${b.result} changes, expected ${CHANGES}`);
-        times.bare.push(b.ms);
-        cpu.bare.push(b.cpuMs);
-      },
-      async () => {
-        const r = await timed(() => perRange(container), profileAs('loops'));
-        if (r.result !== CHANGES) throw new Error(`per-range loops read ${r.result} changes, expected ${CHANGES}`);
-        times.ranges.push(r.ms);
-        cpu.ranges.push(r.cpuMs);
+        const r = await loop('ranges', 'per-range loops', () => perRange(container), profileAs('loops'));
         serverOf(server.ranges, r);
         sent.ranges.push(r.sent);
       },
-      async () => {
-        const s = await timed(() => sourceLoop(container));
-        if (s.result !== CHANGES) throw new Error(`source loop read ${s.result} changes, expected ${CHANGES}`);
-        times.source.push(s.ms);
-        cpu.source.push(s.cpuMs);
-      },
+      async () => void (await loop('source', 'source loop', () => sourceLoop(container))),
       async () => {
         const p = await timed(() => pipeline(container, leaseContainer), profileAs('rxfeed'));
         const stopped = await timed(() => p.result.stop());
