@@ -20,7 +20,7 @@
 import { ChangeFeedStartFrom, CosmosClient, StatusCodes, type ChangeFeedPullModelIterator, type Container, type OperationInput } from '@azure/cosmos';
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
-import { setFlagsFromString } from 'node:v8';
+import { GCProfiler, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { firstValueFrom, filter, scan } from 'rxjs';
 import type { Change } from '../src/core/Change.js';
@@ -242,7 +242,7 @@ const emulatorCpuMs = (): number | undefined => processCpuMs(emulator.child?.pid
 async function timed<R>(
   fn: () => Promise<R>,
   profileAs?: string,
-): Promise<{ ms: number; cpuMs: number; emulatorMs: number | undefined; sent: Sent; result: R }> {
+): Promise<{ ms: number; cpuMs: number; overheads: Overheads; emulatorMs: number | undefined; sent: Sent; result: R }> {
   gc();
   const profiler = profileAs ? new Session() : undefined;
   profiler?.connect();
@@ -250,11 +250,16 @@ async function timed<R>(
   await profiler?.post('Profiler.start');
   const started = performance.now();
   const cpu = process.cpuUsage();
+  const usage = process.resourceUsage();
+  const gcProfiler = new GCProfiler();
+  gcProfiler.start();
   const emulatorBefore = emulatorCpuMs();
   const sentBefore = { ...requests };
   const result = await fn();
-  const sent = { changeFeed: requests.changeFeed - sentBefore.changeFeed, other: requests.other - sentBefore.other, bytes: requests.bytes - sentBefore.bytes };
+  const sent = { changeFeed: requests.changeFeed - sentBefore.changeFeed, other: requests.other - sentBefore.other, bytes: requests.bytes - sentBefore.bytes, connections: requests.connections - sentBefore.connections };
   const used = process.cpuUsage(cpu);
+  const usageAfter = process.resourceUsage();
+  const gcs = gcCost(gcProfiler.stop());
   const emulatorAfter = emulatorCpuMs();
   const ms = performance.now() - started;
   if (profiler) {
@@ -263,13 +268,51 @@ async function timed<R>(
     profiler.disconnect();
   }
   const emulatorMs = emulatorBefore === undefined || emulatorAfter === undefined ? undefined : emulatorAfter - emulatorBefore;
-  return { ms, cpuMs: (used.user + used.system) / 1000, emulatorMs, sent, result };
+  const overheads = { ...gcs, systemMs: used.system / 1000, pageFaults: usageAfter.minorPageFault - usage.minorPageFault, switches: usageAfter.involuntaryContextSwitches - usage.involuntaryContextSwitches };
+  return { ms, cpuMs: (used.user + used.system) / 1000, overheads, emulatorMs, sent, result };
+}
+
+/** Young-generation collections' time, and full collections and their time (ms), of a GCProfiler's record. */
+function gcCost(record: ReturnType<GCProfiler['stop']>): Pick<Overheads, 'minorGcMs' | 'majorGcs' | 'majorGcMs'> {
+  let minorGcMs = 0;
+  let majorGcs = 0;
+  let majorGcMs = 0;
+  for (const { gcType, cost } of record?.statistics ?? []) {
+    if (gcType === 'Scavenge' || gcType === 'MinorMarkCompact' || gcType === 'MinorMarkSweep') minorGcMs += cost / 1000;
+    else if (gcType === 'MarkSweepCompact') {
+      majorGcs++;
+      majorGcMs += cost / 1000;
+    }
+  }
+  return { minorGcMs, majorGcs, majorGcMs };
+}
+
+/**
+ * What a window's CPU went to besides its own code: garbage collection (main-thread pauses; a reply's text,
+ * some 260 KB per page of 1,000 changes, is a large object of the old generation, whose limit is low after
+ * the full GC that opens each window: the reads cause full collections, which empty the young generation
+ * too, so few young ones run) and the kernel (system CPU, minor page faults, preemptions of this process).
+ */
+interface Overheads {
+  readonly minorGcMs: number;
+  readonly majorGcs: number;
+  readonly majorGcMs: number;
+  readonly systemMs: number;
+  readonly pageFaults: number;
+  readonly switches: number;
 }
 
 /** The requests a window sent: change feed reads, the rest, and the bytes of their replies. */
-type Sent = Pick<typeof requests, 'changeFeed' | 'other' | 'bytes'>;
+type Sent = Pick<typeof requests, 'changeFeed' | 'other' | 'bytes' | 'connections'>;
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+/** The first and third quartiles of `xs` (nearest rank). */
+function middleHalf(xs: number[]): [number, number] {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
+  return [at(0.25), at(0.75)];
+}
 
 // BENCH_ENDPOINT: an emulator already running (e.g. `node --import tsx src/emulator/main.ts`; the container asks for RANGES × 10,000 RU/s);
 // the changes are loaded only when the container does not hold them yet, so repeated runs start at once.
@@ -292,6 +335,8 @@ try {
   const serverOf = (list: number[], t: { emulatorMs: number | undefined }) => t.emulatorMs !== undefined && list.push(t.emulatorMs);
   /** The requests each window sent (change feed reads, everything else) and the bytes their replies brought. */
   const sent = { ranges: [] as Sent[], pipeline: [] as Sent[], sparse: [] as Sent[] };
+  /** What each window's CPU went to besides its code (GC, kernel). */
+  const overheads = { bare: [] as Overheads[], ranges: [] as Overheads[], source: [] as Overheads[], pipeline: [] as Overheads[], sparse: [] as Overheads[] };
   const leaseWrites: number[] = [];
   const checkpointCounts: number[] = [];
   // One untimed pass of each warms the JIT and the emulator's caches.
@@ -306,6 +351,7 @@ try {
       if (t.result !== CHANGES) throw new Error(`${what} read ${t.result} changes, expected ${CHANGES}`);
       times[key].push(t.ms);
       cpu[key].push(t.cpuMs);
+      overheads[key].push(t.overheads);
       return t;
     };
     const steps: (() => Promise<void>)[] = [
@@ -325,6 +371,7 @@ try {
         cpu.pipeline.push(p.cpuMs);
         serverOf(server.pipeline, p);
         sent.pipeline.push(p.sent);
+        overheads.pipeline.push(p.overheads);
         times.steady.push(p.ms - p.result.startupMs);
         times.startup.push(p.result.startupMs);
         leaseWrites.push(p.result.writes);
@@ -339,6 +386,7 @@ try {
         cpu.sparse.push(q.cpuMs);
         serverOf(server.sparse, q);
         sent.sparse.push(q.sent);
+        overheads.sparse.push(q.overheads);
       },
     ];
     // Each run starts one step later than the one before: what a window costs depends on the window before
@@ -370,9 +418,11 @@ try {
       `start-up: subscribe → first batch on fresh leases ${median(times.startup).toFixed(0)} ms; on existing leases, subscribe → every partition read once ${median(times.restart).toFixed(0)} ms (medians)`,
   );
   // Each run measures the loops and then rxfeed back to back, so a ratio per run cancels what drifts between runs.
+  // The middle half of the runs' ratios shows how far one run's figure can be trusted on this machine.
   const perRun = (a: number[], b: number[]): string => {
     const ratios = a.map((x, i) => x / b[i]!);
-    return `${median(ratios).toFixed(2)}× (runs ${ratios.map((r) => r.toFixed(2)).join(' ')})`;
+    const [low, high] = middleHalf(ratios);
+    return `${median(ratios).toFixed(2)}×, middle half ${low.toFixed(2)}–${high.toFixed(2)} (runs ${ratios.map((r) => r.toFixed(2)).join(' ')})`;
   };
   console.log(
     `paired in each run, medians: throughput rxfeed ÷ loops ${perRun(times.ranges, times.pipeline)}; ` +
@@ -397,9 +447,14 @@ try {
   );
   const requestsOf = (name: keyof typeof sent): string => {
     const of = (key: keyof Sent) => median(sent[name].map((r) => r[key]));
-    return `${of('changeFeed')} change feed + ${of('other')} other, ${(of('bytes') / 1e6).toFixed(1)} MB`;
+    return `${of('changeFeed')} change feed + ${of('other')} other, ${(of('bytes') / 1e6).toFixed(1)} MB, ${of('connections')} new connections`;
   };
   console.log(`requests per window (medians): loops ${requestsOf('ranges')}; rxfeed ${requestsOf('pipeline')}; rxfeed checkpointing every 10 pages ${requestsOf('sparse')}`);
+  const overheadsOf = (name: keyof typeof overheads): string => {
+    const of = (key: keyof Overheads) => median(overheads[name].map((k) => k[key])).toFixed(0);
+    return `GC ${of('minorGcMs')} ms young + ${of('majorGcs')} full (${of('majorGcMs')} ms), ${of('systemMs')} ms system CPU, ${of('pageFaults')} page faults, ${of('switches')} preemptions`;
+  };
+  console.log(`GC and kernel per window (medians): loops ${overheadsOf('ranges')}; bare ${overheadsOf('bare')}; source loop ${overheadsOf('source')}; rxfeed ${overheadsOf('pipeline')}; rxfeed checkpointing every 10 pages ${overheadsOf('sparse')}`);
   const per100k = (n: number): string => ((n * 100_000) / CHANGES).toFixed(1);
   console.log(
     `\nlease-store writes per 100k changes (pipeline, bootstrap + acquire + checkpoints + renewals, before stop): ` +

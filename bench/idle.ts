@@ -24,7 +24,6 @@
  */
 import { ChangeFeedStartFrom, CosmosClient, type Container } from '@azure/cosmos';
 import { writeFileSync } from 'node:fs';
-import { Socket } from 'node:net';
 import { Session } from 'node:inspector/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 import { setFlagsFromString } from 'node:v8';
@@ -69,13 +68,6 @@ const BUSY = Number(process.env.BENCH_BUSY ?? 8);
 const BUSY_MS = Number(process.env.BENCH_BUSY_MS ?? 1000);
 if (PHASES !== 'mirror' && PHASES !== 'spread' && PHASES !== 'together') throw new Error(`BENCH_PHASES: expected mirror, spread or together, got ${PHASES}`);
 
-/** Connections this process opened (the emulator closes a connection idle for 5 s, the poll interval). */
-let connections = 0;
-const connect = Socket.prototype.connect;
-Socket.prototype.connect = function (this: Socket, ...args: unknown[]) {
-  connections++;
-  return (connect as (...a: unknown[]) => Socket).apply(this, args);
-} as typeof Socket.prototype.connect;
 
 /** Slots of the poll interval that polls are counted in, to see how evenly they are phased. */
 const SLOTS = 100;
@@ -149,7 +141,7 @@ async function window(counter: Counter, ready: () => boolean, side: 'rxfeed' | '
   const heapStartMb = heapMb();
   const polls = counter.polls;
   const slots = counter.slots.slice();
-  const connectionsBefore = connections;
+  const connectionsBefore = requests.connections;
   const otherBefore = requests.other;
   requests.maxInFlight = requests.inFlight;
   const profiler = PROFILE ? new Session() : undefined;
@@ -168,7 +160,7 @@ async function window(counter: Counter, ready: () => boolean, side: 'rxfeed' | '
     profiler.disconnect();
   }
   const profile = counter.slots.map((n, i) => n - slots[i]!);
-  return { profile, connections: connections - connectionsBefore, otherRequests: requests.other - otherBefore, maxInFlight: requests.maxInFlight, cpuMs: (used.user + used.system) / 1000, sysMs: used.system / 1000, polls: counter.polls - polls, bunchedPct: busiestTenth(profile), heapStartMb, heapEndMb: heapMb(), latencies: measured };
+  return { profile, connections: requests.connections - connectionsBefore, otherRequests: requests.other - otherBefore, maxInFlight: requests.maxInFlight, cpuMs: (used.user + used.system) / 1000, sysMs: used.system / 1000, polls: counter.polls - polls, bunchedPct: busiestTenth(profile), heapStartMb, heapEndMb: heapMb(), latencies: measured };
 }
 
 let runId = 0;
