@@ -8,7 +8,9 @@ import { fileURLToPath } from 'node:url';
  */
 export async function spawnEmulator(): Promise<{ endpoint: string; child: ChildProcess }> {
   const main = fileURLToPath(new URL('../src/emulator/main.ts', import.meta.url));
-  const args = ['--import', 'tsx', main, '--port', '0'];
+  // BENCH_EMULATOR_PROFILE=dir: the emulator writes a CPU profile of its whole run there when it stops.
+  const profile = process.env.BENCH_EMULATOR_PROFILE;
+  const args = [...(profile ? ['--cpu-prof', `--cpu-prof-dir=${profile}`] : []), '--import', 'tsx', main, '--port', '0'];
   // BENCH_PIN=1: the emulator on the second CPU, this process on the first (Linux `taskset`), so neither
   // process's CPU time depends on where the scheduler happens to put the other.
   const pinned = process.env.BENCH_PIN === '1';
