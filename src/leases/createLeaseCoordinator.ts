@@ -11,7 +11,7 @@ import { HANDOFF_AT, HANDOFF_TO, planBalance, withoutSignals } from './balancing
 import { LOAD_PROPERTY, planLoadBalance } from './loadBalancing.js';
 import { bootstrapLeases } from './coordinator/bootstrap.js';
 import { announceRelease, askForLease, handBack, onlyNoticeChanged, releaseNotice, withoutNotice } from './coordinator/handover.js';
-import { isMarkerId, namingOf, type LeaseNaming } from './coordinator/leaseDocuments.js';
+import { isLeaseOf, isMarkerId, namingOf, type LeaseNaming } from './coordinator/leaseDocuments.js';
 import { Ownership, type OwnershipHost } from './coordinator/Ownership.js';
 import { FailureCounter } from './coordinator/FailureCounter.js';
 import { replaceGoneLease } from './coordinator/replaceGoneLease.js';
@@ -247,7 +247,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       this.#log('skipping corrupt lease document %s: %s', corrupt.documentId, corrupt.problem);
       this.#events.next(errorEvent(this.owner, corrupt, { lease: corrupt.documentId }));
     }
-    const leases = listing.leases.filter((l) => !isMarkerId(this.#naming.markerPrefix, l.id));
+    const leases = listing.leases.filter((l) => isLeaseOf(this.#naming, l));
     this.#reconcile(leases);
 
     const now = this.#now();
@@ -619,7 +619,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   async #announceRelease(): Promise<void> {
     const announce = async () => {
       const { leases } = await this.#store.list(this.#naming.prefix);
-      const live = leases.filter((l) => !isMarkerId(this.#naming.markerPrefix, l.id));
+      const live = leases.filter((l) => isLeaseOf(this.#naming, l));
       const notices = await announceRelease(this.#store, live, this.owner, this.#now(), this.#t.expirationMs);
       this.#log('released %d leases; left a notice in %d leases of the other hosts', this.#releasedOnStop, notices);
     };

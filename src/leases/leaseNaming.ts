@@ -1,5 +1,5 @@
 import type { CorruptLeaseError } from '../errors/index.js';
-import { isMarkerId, leaseIdsOf, type LeaseIds, type LeaseScheme } from './coordinator/leaseDocuments.js';
+import { isLeaseOf, isMarkerId, leaseIdsOf, type LeaseIds, type LeaseScheme } from './coordinator/leaseDocuments.js';
 import { checkLeaseScheme } from './coordinator/options.js';
 import { checkLeasePrefix } from './coordinator/timings.js';
 import type { Lease } from './Lease.js';
@@ -39,11 +39,14 @@ export function resolveLeaseIds(options: LeaseNamingOptions): LeaseIds {
   return leaseIdsOf(prefix, options.leaseScheme ?? 'rxfeed');
 }
 
-/** @internal A processor's leases and unreadable lease documents, its markers left out of both. */
+/**
+ * @internal A processor's leases and unreadable lease documents, its markers left out of both, and so are
+ * the leases of processors whose prefix begins with this one's.
+ */
 export async function listProcessorLeases(store: LeaseStore, ids: LeaseIds): Promise<{ leases: Lease[]; corrupt: CorruptLeaseError[] }> {
   const listing = await store.list(ids.prefix);
   return {
-    leases: listing.leases.filter((l) => !isMarkerId(ids.markerPrefix, l.id)),
+    leases: listing.leases.filter((l) => isLeaseOf(ids, l)),
     corrupt: listing.corrupt.filter((c) => !isMarkerId(ids.markerPrefix, c.documentId)),
   };
 }

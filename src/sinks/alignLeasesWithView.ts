@@ -3,12 +3,19 @@ import { InvalidOptionsError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import { LeaseConflictError } from '../errors/LeaseConflictError.js';
 import type { LeaseStore } from '../leases/LeaseStore.js';
+import { isLeaseOf, leaseIdsOf, type LeaseScheme } from '../leases/coordinator/leaseDocuments.js';
+import { checkLeaseScheme } from '../leases/coordinator/options.js';
 import type { ViewPartitionState, ViewStore } from './ViewStore.js';
 
 /** Options of {@link alignLeasesWithView}. */
 export interface AlignLeasesWithViewOptions {
   /** The lease prefix the processors use (the same `leasePrefix` as the feed options). */
   readonly prefix: string;
+  /**
+   * The processors' lease scheme (the same `leaseScheme` as the feed options): `'rxfeed'` (leases
+   * `<prefix><token>`) or `'dotnet'` (leases `<prefix>..<token>`). Default `'rxfeed'`.
+   */
+  readonly leaseScheme?: LeaseScheme;
   /** Attempts per lease when another host replaces it at the same time. Default 3. */
   readonly attempts?: number;
 }
@@ -47,13 +54,16 @@ export async function alignLeasesWithView(
   leases: LeaseStore,
   options: AlignLeasesWithViewOptions,
 ): Promise<AlignedLease[]> {
-  const { prefix, attempts = 3 } = options ?? ({} as AlignLeasesWithViewOptions);
+  const { prefix, leaseScheme = 'rxfeed', attempts = 3 } = options ?? ({} as AlignLeasesWithViewOptions);
   if (typeof prefix !== 'string') throw new InvalidOptionsError('prefix', 'give the lease prefix the processors use');
+  checkLeaseScheme('leaseScheme', leaseScheme, prefix);
   if (!Number.isInteger(attempts) || attempts < 1) throw new InvalidOptionsError('attempts', `${attempts} must be a whole number, at least 1`);
   const log = logger('view');
   const positions = await view.positions();
   const moved: AlignedLease[] = [];
-  for (const listed of (await leases.list(prefix)).leases) {
+  // Only the processor's own leases: not its markers, nor those of a processor whose prefix begins with this one.
+  const ids = leaseIdsOf(prefix, leaseScheme);
+  for (const listed of (await leases.list(ids.prefix)).leases.filter((l) => isLeaseOf(ids, l))) {
     const target = positions.get(listed.leaseToken)?.position ?? (listed.feedRange && parentPosition(listed.feedRange, positions));
     if (target === undefined) continue;
     let lease = listed;

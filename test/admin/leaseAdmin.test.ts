@@ -97,6 +97,17 @@ describe('lease administration on a lease store', () => {
     expect((await store.read(`${PREFIX}0`))!.owner).toBe('host-z');
   });
 
+  it("never touches the leases of a processor whose prefix begins with this one's ('admin.v2.' under 'admin.')", async () => {
+    const store = await storeWith(lease('0'), lease('1', { continuation: 'mine' }));
+    const neighbour = { ...lease('1', { continuation: 'theirs' }), id: `${PREFIX}v2.1` };
+    await store.createIfAbsent(neighbour);
+    const common = { leases: store, leasePrefix: PREFIX, now };
+    expect((await listLeases(common)).leases.map((l) => l.leaseToken)).toEqual(['0', '1']);
+    expect((await rewindLeases({ ...common, to: { position: 'x' }, leaseTokens: ['1'] })).map((c) => c.leaseToken)).toEqual(['1']);
+    await resetLeases(common);
+    expect(store.snapshot().map((l) => [l.id, l.continuation])).toEqual([[`${PREFIX}v2.1`, 'theirs']]);
+  });
+
   it('reset deletes every lease and the markers, so the next start bootstraps again', async () => {
     const store = await storeWith(lease('0'), lease('1', { owner: 'dead', timestampMs: T0 - 600_000 }));
     const changes = await resetLeases({ leases: store, leasePrefix: PREFIX, now });

@@ -76,6 +76,24 @@ describe('one host', () => {
     await expect(lease0.checkpoint('late')).rejects.toBeInstanceOf(LeaseLostError);
   });
 
+  it("takes only its own leases, never those of a processor whose prefix begins with its own ('p.v2.' under 'p.')", async () => {
+    const clock = new VirtualScheduler();
+    const store = new MemoryLeaseStore();
+    const parts = new FakePartitions(4);
+    // Another processor over the same partitions left its leases free in the shared lease container.
+    const other = startHost('b', store, clock, parts.listPartitions, { ...timings, prefix: 'p.v2.' });
+    await clock.advance(100);
+    await other.acquired[0]!.checkpoint('theirs');
+    await other.coordinator.stop();
+    const theirs = JSON.stringify(store.snapshot().filter((l) => l.id.startsWith('p.v2.')));
+
+    const host = startHost('a', store, clock, parts.listPartitions, timings);
+    await clock.advance(3 * timings.leaseAcquireIntervalMs);
+    expect(host.acquired.map((o) => o.lease.id).sort()).toEqual(['p.0', 'p.1', 'p.2', 'p.3']);
+    await host.coordinator.stop();
+    expect(JSON.stringify(store.snapshot().filter((l) => l.id.startsWith('p.v2.')))).toBe(theirs);
+  });
+
   it('renews idle leases so they never expire, one write per lease per renew interval', async () => {
     const clock = new VirtualScheduler();
     const store = new MemoryLeaseStore();

@@ -102,6 +102,27 @@ describe('alignLeasesWithView', () => {
     );
   });
 
+  it("leaves alone the leases of a processor whose prefix begins with this one's", async () => {
+    const { leases, view } = await setup();
+    // Another processor, 'view.v2.', shares the lease container: its lease of partition 0 lists under 'view.'.
+    await leases.createIfAbsent({ ...newLease('0', 'other@1'), id: 'view.v2.0' });
+    await alignLeasesWithView(view, leases, { prefix: 'view.' });
+    expect((await leases.read('view.v2.0'))?.continuation).toBe('other@1');
+    expect((await leases.read('view.0'))?.continuation).toBe('p0@5');
+  });
+
+  it("aligns the leases of a processor in the .NET layout (leaseScheme 'dotnet': <prefix>..<token>)", async () => {
+    const leases = new MemoryLeaseStore();
+    const prefix = 'acct_db_coll';
+    await leases.createIfAbsent({ ...newLease('0', 'p0@2'), id: `${prefix}..0` });
+    await leases.createIfAbsent({ ...newLease('', null), id: `${prefix}.info` });
+    const view = new MemoryViewStore<{ n: number }>();
+    await view.write({ mode: 'exactlyOnce', changes: [], partitions: [{ partition: '0', epoch: 1, position: 'p0@5', lsn: 5 }] });
+    expect(await alignLeasesWithView(view, leases, { prefix, leaseScheme: 'dotnet' })).toEqual([{ leaseToken: '0', from: 'p0@2', to: 'p0@5' }]);
+    expect((await leases.read(`${prefix}..0`))?.continuation).toBe('p0@5');
+    await expect(alignLeasesWithView(view, leases, { prefix: 'view.', leaseScheme: 'dotnet' })).rejects.toThrow(/ends with '\.'/);
+  });
+
   it('rejects a missing prefix', async () => {
     const { leases, view } = await setup();
     await expect(alignLeasesWithView(view, leases, {} as never)).rejects.toBeInstanceOf(InvalidOptionsError);

@@ -38,6 +38,16 @@ export function isMarkerId(prefix: string, id: string): boolean {
   return id === infoId(prefix) || id === lockId(prefix);
 }
 
+/**
+ * @internal Whether a listed document is one of the processor's leases: its id is exactly `<prefix><token>`
+ * and it is not a marker. A listing by prefix also returns the documents of every processor whose prefix
+ * begins with this one's (`orders.v2.` under `orders.`); taking those would read and checkpoint another
+ * processor's partitions.
+ */
+export function isLeaseOf(ids: LeaseIds, lease: { readonly id: string; readonly leaseToken: string }): boolean {
+  return lease.id === ids.prefix + lease.leaseToken && !isMarkerId(ids.markerPrefix, lease.id);
+}
+
 /** @internal The ids of one processor's two markers, `.info` then `.lock`. */
 export function markerIdsOf(ids: LeaseIds): readonly [info: string, lock: string] {
   return [infoId(ids.markerPrefix), lockId(ids.markerPrefix)];
