@@ -43,9 +43,17 @@ export interface ChangeFeedOptions<T> {
   readonly source: Source<T>;
   /** Where leases (ownership and checkpoints) live. Required. */
   readonly leases: LeaseStore;
-  /** This host's name, unique among the hosts sharing the lease store (the lease `Owner`). Required. */
+  /**
+   * This host's name, unique among the hosts sharing the lease store (the lease `Owner`). Required. A host
+   * restarted under its name takes back at once the leases its previous run left; two live hosts under one
+   * name are reported (an `error` event with an `InvalidOptionsError` for `instanceName`) and the one that
+   * lost the leases leaves them to the other.
+   */
   readonly instanceName: string;
-  /** Prefix of this processor's lease ids; processors sharing a store need distinct prefixes. Default `'rxfeed.'`. */
+  /**
+   * Prefix of this processor's lease ids; processors sharing a store need distinct prefixes (they may nest:
+   * `'orders.'` and `'orders.v2.'`). Default `'rxfeed.'`.
+   */
   readonly leasePrefix?: string;
   /**
    * How lease documents are named. `'dotnet'`: the layout of the .NET v3 change feed processor and the

@@ -3,7 +3,7 @@ import type { SchedulerLike, Subscription } from 'rxjs';
 import { errorEvent } from '../core/errorEvent.js';
 import type { CloseReason, FeedEvent } from '../core/events.js';
 import type { FeedRange, Partition, Position } from '../core/Partition.js';
-import { LeaseLostError } from '../errors/index.js';
+import { InvalidOptionsError, LeaseLostError } from '../errors/index.js';
 import { sleep } from '../internal/wait.js';
 import { logger } from '../internal/log.js';
 import type { Logger } from '../internal/log.js';
@@ -12,6 +12,7 @@ import { LOAD_PROPERTY, planLoadBalance } from './loadBalancing.js';
 import { bootstrapLeases } from './coordinator/bootstrap.js';
 import { announceRelease, askForLease, handBack, onlyNoticeChanged, releaseNotice, withoutNotice } from './coordinator/handover.js';
 import { isLeaseOf, isMarkerId, namingOf, type LeaseNaming } from './coordinator/leaseDocuments.js';
+import { NameGuard, type SharedName } from './coordinator/NameGuard.js';
 import { Ownership, type OwnershipHost } from './coordinator/Ownership.js';
 import { FailureCounter } from './coordinator/FailureCounter.js';
 import { replaceGoneLease } from './coordinator/replaceGoneLease.js';
@@ -77,6 +78,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   readonly #owned = new Map<string, Ownership>();
   readonly #partitions = new Map<string, Partition>();
   readonly #reportedCorrupt = new Set<string>();
+  readonly #names: NameGuard;
   readonly #failures: FailureCounter;
   /** Lease ids this host gave back because it could not use them, and until when (scheduler time) it leaves them to others. */
   readonly #cooldown = new Map<string, number>();
@@ -108,6 +110,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     const scheduler = this.#scheduler;
     this.#now = options.now ?? (() => scheduler.now());
     this.#balanceBy = options.balanceBy ?? 'count';
+    this.#names = new NameGuard(this.owner, this.#t.expirationMs);
     this.#naming = namingOf(
       checkLeasePrefix('prefix', options.prefix),
       options.leaseScheme ?? 'rxfeed',
@@ -251,7 +254,9 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     this.#reconcile(leases);
 
     const now = this.#now();
-    const plan = (this.#balanceBy === 'load' ? planLoadBalance : planBalance)(leases, this.owner, now, {
+    const shared = this.#names.review(leases, now);
+    if (shared) this.#reportSharedName(shared);
+    const plan = (this.#balanceBy === 'load' ? planLoadBalance : planBalance)(this.#names.balanced(leases, this.#owned, now), this.owner, now, {
       expirationMs: this.#t.expirationMs,
       minLeases: this.#minLeases,
       maxLeases: this.#maxLeases,
@@ -308,11 +313,30 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       if (!stored) {
         this.lose(owned, undefined, 'lease document deleted');
       } else if (stored.owner !== this.owner || stored.epoch !== owned.epoch) {
+        this.#lostUnderOwnName(owned, stored);
         this.lose(owned, stored.owner, `now owned by ${stored.owner ?? 'nobody'} (epoch ${stored.epoch})`);
       } else {
         this.#watchHandoff(owned, stored);
       }
     }
+  }
+
+  /** A lease this host held turned up as `stored`: under its own name at an epoch it never wrote, it is suspect. */
+  #lostUnderOwnName(owned: Ownership, stored: Lease): void {
+    if (this.#names.lost(stored, owned.epoch)) {
+      owned.log('taken under this host\'s own name at epoch %d (held at %d): left alone until renewed or expired', stored.epoch, owned.epoch);
+    }
+  }
+
+  /** Another live process uses this host's name: reported once, with what to fix. */
+  #reportSharedName(shared: SharedName): void {
+    const problem =
+      `another live processor uses instanceName '${this.owner}' with lease prefix '${this.#naming.prefix}': it took lease ` +
+      `${shared.leaseToken} (epoch ${shared.epoch}) while this one held it (epoch ${shared.heldEpoch}) and keeps renewing it. ` +
+      'Give every process its own instanceName (e.g. host name and process id); until then this one leaves the leases ' +
+      'under that name that it does not hold to the other, until they expire.';
+    this.#log('%s', problem);
+    this.#events.next(errorEvent(this.owner, new InvalidOptionsError('instanceName', problem), { lease: shared.leaseToken }));
   }
 
   /**
@@ -357,6 +381,8 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       if (this.#stopped) return;
       const sentAt = this.#scheduler.now();
       let stored: Lease;
+      // Noted before it is sent: a write of an older ownership of this lease may meet this epoch first.
+      this.#names.wrote(lease.id, lease.epoch + 1);
       try {
         stored = await this.#store.replace({
           ...lease,
@@ -394,6 +420,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     const log = logger('lease', { owner: this.owner, lease: stored.leaseToken });
     const usableMs = this.#t.expirationMs - this.#t.deadlineMarginMs;
     const owned = new Ownership(stored, partition, log, this, this.#scheduler, sentAt, usableMs);
+    this.#names.wrote(stored.id, stored.epoch);
     this.#owned.set(stored.id, owned);
     this.#scheduleRenew(owned, this.#firstRenewalMs());
     log('acquired (epoch %d%s)', stored.epoch, takenFrom !== undefined ? `, taken over from ${takenFrom}` : '');
@@ -433,6 +460,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
             continue;
           }
           const newOwner = fresh ? fresh.owner : undefined;
+          if (fresh && !owned.ended) this.#lostUnderOwnName(owned, fresh);
           this.lose(owned, newOwner, fresh ? `now owned by ${fresh.owner ?? 'nobody'}` : 'lease document deleted');
           throw new LeaseLostError(owned.leaseToken, this.owner, newOwner, { cause: error });
         }

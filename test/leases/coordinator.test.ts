@@ -206,6 +206,48 @@ describe('one host', () => {
   });
 });
 
+describe('two processes under one instanceName', () => {
+  const acquireMs = timings.leaseAcquireIntervalMs;
+
+  it('do not take each other\'s leases round after round: the one that lost them reports what to fix, once', async () => {
+    const clock = new VirtualScheduler();
+    const store = new MemoryLeaseStore();
+    const parts = new FakePartitions(4);
+    const first = startHost('a', store, clock, parts.listPartitions, timings);
+    await clock.advance(1_000);
+    const second = startHost('a', store, clock, parts.listPartitions, timings); // takes them all as "left over"
+    for (let round = 0; round < 20; round++) await clock.advance(acquireMs);
+
+    const leases = store.snapshot().filter((l) => /^p\.\d$/.test(l.id));
+    expect(leases.map((l) => l.epoch)).toEqual([2, 2, 2, 2]); // taken once, never back and forth
+    expect(second.coordinator.owned()).toHaveLength(4);
+    expect(first.coordinator.owned()).toHaveLength(0);
+    const errors = first.events.filter((e) => e.type === 'error');
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatchObject({ error: { option: 'instanceName' } });
+    expect((errors[0] as { error: Error }).error.message).toMatch(/another live processor uses instanceName 'a'.*own instanceName/);
+    expect(second.events.some((e) => e.type === 'error')).toBe(false);
+    await Promise.all([first.coordinator.stop(), second.coordinator.stop()]);
+  });
+
+  it('a dead process\'s late write under the name is no alarm: the lease is taken back once it expires', async () => {
+    const clock = new VirtualScheduler();
+    const store = new MemoryLeaseStore();
+    const parts = new FakePartitions(2);
+    const host = startHost('a', store, clock, parts.listPartitions, timings);
+    await clock.advance(100);
+    // An acquisition a previous process under this name sent before it died lands now (epoch + 1).
+    const late = (await store.read('p.0'))!;
+    await store.replace({ ...late, epoch: late.epoch + 1, timestampMs: clock.now() });
+    await clock.advance(acquireMs);
+    expect(host.coordinator.owned().map((o) => o.leaseToken)).toEqual(['1']); // lost, and left alone meanwhile
+    await clock.advance(timings.leaseExpirationMs + acquireMs);
+    expect(host.coordinator.owned().map((o) => o.leaseToken).sort()).toEqual(['0', '1']);
+    expect(host.events.some((e) => e.type === 'error')).toBe(false);
+    await host.coordinator.stop();
+  });
+});
+
 describe('renewal under store trouble', () => {
   function flakyStore() {
     const inner = new MemoryLeaseStore();

@@ -1,0 +1,90 @@
+import { isLeaseExpired } from '../balancing.js';
+import type { Lease } from '../Lease.js';
+
+/** A lease taken under this host's name at an epoch it never wrote, and how it was stored then. */
+interface Suspect {
+  readonly epoch: number;
+  readonly timestampMs: number;
+  readonly heldEpoch: number;
+}
+
+/** Another live process under this host's name, as shown by one of its leases. */
+export interface SharedName {
+  readonly leaseToken: string;
+  /** The epoch this host held the lease at when it was taken. */
+  readonly heldEpoch: number;
+  /** The epoch the other process took it at (and keeps renewing). */
+  readonly epoch: number;
+}
+
+/**
+ * Tells another live process under this host's name (same `instanceName` and lease prefix) from what a
+ * previous run left. Leases under the name that this host does not hold are a previous run's and are taken
+ * back at once; but two live processes sharing the name would each take back the other's, every round,
+ * each time resuming from the last checkpoint.
+ *
+ * A lease this host held that turns up under its name at an epoch it never wrote is suspect: left alone
+ * (not taken back) until it expires (a dead process's late write: it is never renewed) or is renewed under
+ * the name at that epoch (another live process: reported once, and from then on every lease under the name
+ * that this host does not hold is left alone until it expires).
+ *
+ * @internal
+ */
+export class NameGuard {
+  /** Per lease id, the highest epoch this host wrote or was given. */
+  readonly #epochs = new Map<string, number>();
+  readonly #suspects = new Map<string, Suspect>();
+  #shared = false;
+
+  constructor(
+    private readonly owner: string,
+    private readonly expirationMs: number,
+  ) {}
+
+  /** Notes that this host wrote (or is about to write, or was given) lease `id` at `epoch`. */
+  wrote(id: string, epoch: number): void {
+    if (epoch > (this.#epochs.get(id) ?? 0)) this.#epochs.set(id, epoch);
+  }
+
+  /** A lease this host held at `heldEpoch` is stored as `stored` now; returns whether that makes it suspect. */
+  lost(stored: Lease, heldEpoch: number): boolean {
+    if (stored.owner !== this.owner || stored.epoch <= (this.#epochs.get(stored.id) ?? 0)) return false;
+    this.#suspects.set(stored.id, { epoch: stored.epoch, timestampMs: stored.timestampMs, heldEpoch });
+    return true;
+  }
+
+  /**
+   * Reviews the suspects against a listing: the first renewed under this name shows another live process
+   * (returned, once); those that expired or moved on are dropped.
+   */
+  review(leases: readonly Lease[], nowMs: number): SharedName | undefined {
+    if (this.#suspects.size === 0) return undefined;
+    let found: SharedName | undefined;
+    for (const lease of leases) {
+      const suspect = this.#suspects.get(lease.id);
+      if (!suspect) continue;
+      if (lease.owner !== this.owner || lease.epoch !== suspect.epoch || isLeaseExpired(lease, nowMs, this.expirationMs)) {
+        this.#suspects.delete(lease.id);
+      } else if (lease.timestampMs > suspect.timestampMs && !this.#shared) {
+        this.#shared = true;
+        found = { leaseToken: lease.leaseToken, heldEpoch: suspect.heldEpoch, epoch: lease.epoch };
+      }
+    }
+    return found;
+  }
+
+  /**
+   * The leases to balance: those under this name that this host does not hold are left out while they are
+   * suspect, or, once the name is known to be shared, until they expire.
+   */
+  balanced(leases: readonly Lease[], held: ReadonlyMap<string, unknown>, nowMs: number): readonly Lease[] {
+    if (!this.#shared && this.#suspects.size === 0) return leases;
+    return leases.filter(
+      (l) =>
+        l.owner !== this.owner ||
+        held.has(l.id) ||
+        isLeaseExpired(l, nowMs, this.expirationMs) ||
+        (!this.#shared && !this.#suspects.has(l.id)),
+    );
+  }
+}
