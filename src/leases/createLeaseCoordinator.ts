@@ -281,7 +281,10 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       const owned = this.#owned.get(l.id);
       if (owned) void this.#close(owned, 'Rebalanced');
     }
-    await Promise.all([...take.map((l) => this.#acquire(l, false)), ...plan.steal.map((l) => this.#askFor(l))]);
+    // Under a name another live process shares, asking other hosts for leases only feeds that process (it
+    // takes leases under the name it does not hold as left over): free leases are still taken.
+    const steal = this.#names.shared ? [] : plan.steal;
+    await Promise.all([...take.map((l) => this.#acquire(l, false)), ...steal.map((l) => this.#askFor(l))]);
 
     // Never scan later than the moment a lease owned elsewhere could expire, so a crashed host's leases
     // are taken over one expiration after its last write. Otherwise: every acquire interval while the
@@ -291,7 +294,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     // the acquire interval): a busy owner hands over at its next checkpoint, and the lease is read as soon as
     // this host sees it is its own. A few extra rounds per join; none once settled.
     const untilExpiry = plan.nextExpiryMs === undefined ? Infinity : Math.max(1, plan.nextExpiryMs - now + 1);
-    const awaiting = plan.awaiting > 0 || plan.steal.length > 0;
+    const awaiting = plan.awaiting > 0 || steal.length > 0;
     this.#handoverLookMs = awaiting ? Math.min(this.#t.acquireMs, this.#handoverLookMs * 2 || HANDOVER_LOOK_MS) : 0;
     const next = awaiting ? this.#handoverLookMs : plan.settled && !known ? this.#t.expirationMs / 2 : this.#t.acquireMs;
     return Math.min(next, untilExpiry);

@@ -35,9 +35,10 @@ import {
 
 /**
  * Which faults a run injects: lease store, source (errors, throttling, slow reads, splits, storms), reads
- * that hang until aborted (`hang`), view store, hosts (crash, pause past expiry, graceful stop, join), sink step.
+ * that hang until aborted (`hang`), view store, hosts (crash, pause past expiry, graceful stop, join), sink
+ * step, and a host started under the name of a live one (`twin`: a misconfigured `instanceName`).
  */
-export const FAULT_SETS = ['lease', 'source', 'hang', 'view', 'host', 'sink'] as const;
+export const FAULT_SETS = ['lease', 'source', 'hang', 'view', 'host', 'sink', 'twin'] as const;
 export type FaultSet = (typeof FAULT_SETS)[number];
 
 /** One simulation run; everything else is derived from `seed`. */
@@ -93,6 +94,8 @@ export const TIMINGS = {
 export const UNREAD_BOUND_MS = 20_000;
 /** Most virtual time quiescence may take before what is missing counts as lost. */
 export const QUIESCE_MS = 120_000;
+/** Times a lease may be taken while everything settles after the faults stopped before that counts as churn. */
+export const CHURN_MOVES = 4;
 /** Most virtual time a graceful stop may take (drain + the coordinator's final-checkpoint margin + slack). */
 export const STOP_BOUND_MS = 15_000;
 
@@ -447,15 +450,19 @@ export async function runSimulation(config: SimConfig): Promise<SimResult> {
     }
     const seen = new Set<string>();
     for (const lease of leaseMemory.snapshot()) {
-      const h = hosts.find((x) => x.name === lease.owner);
-      if (!h || h.clock.state !== 'running' || h.stopped || now - lease.timestampMs >= TIMINGS.leaseExpirationMs) continue;
+      // Twins (two live hosts under one name): the lease is read by one of them.
+      const named = hosts.filter((x) => x.name === lease.owner && x.clock.state === 'running' && !x.stopped);
+      if (named.length === 0 || now - lease.timestampMs >= TIMINGS.leaseExpirationMs) continue;
       const key = `${lease.id}|${lease.owner}|${lease.epoch}`;
       seen.add(key);
       const since = ownedSince.get(key) ?? now;
       ownedSince.set(key, since);
-      const activity = h.reads.get(lease.leaseToken);
-      const lastRead = activity ? (activity.inFlight.length > 0 ? Math.min(...activity.inFlight) : activity.last) : -Infinity;
-      const quietFor = now - Math.max(since, h.joinedAt, lastRead);
+      const quiet = named.map((h) => {
+        const activity = h.reads.get(lease.leaseToken);
+        const lastRead = activity ? (activity.inFlight.length > 0 ? Math.min(...activity.inFlight) : activity.last) : -Infinity;
+        return { h, activity, quietFor: now - Math.max(since, h.joinedAt, lastRead) };
+      });
+      const { h, activity, quietFor } = quiet.reduce((a, b) => (b.quietFor < a.quietFor ? b : a));
       if (quietFor > UNREAD_BOUND_MS) {
         const how = activity?.inFlight.length ? 'a read in flight that never returned' : 'no read';
         const gone = memory.partitions().some((p) => p.id === lease.leaseToken) ? '' : ' (its partition is gone: split)';
@@ -504,6 +511,13 @@ export async function runSimulation(config: SimConfig): Promise<SimResult> {
       }
     }
     if (faults.has('host') && alive().length < config.hosts.min && random() < 0.1) join();
+    if (faults.has('twin') && random() < 0.003) {
+      const live = running();
+      if (live.length > 0 && alive().length < config.hosts.max) {
+        count('host.twin');
+        join(live[int(live.length)]!.name);
+      }
+    }
     if (faults.has('source')) {
       if (random() < 0.005) split();
       if (!storm && random() < 0.005) {
@@ -543,8 +557,15 @@ export async function runSimulation(config: SimConfig): Promise<SimResult> {
     await advance(500);
     if (missing().length === 0 && (await viewMatches()) === undefined) break;
   }
-  // Let checkpoint timers and acknowledgements settle.
-  await advance(Math.max(2_000, checkpointMs * 2));
+  // Let checkpoint timers and acknowledgements settle. Faults have stopped: a lease may still move once or
+  // twice (balancing), but one taken again and again is churn (e.g. twins taking each other's leases).
+  const epochsBefore = new Map(leaseMemory.snapshot().map((l) => [l.id, l.epoch]));
+  const settleMs = Math.max(2_000, checkpointMs * 2);
+  await advance(settleMs);
+  for (const lease of leaseMemory.snapshot()) {
+    const moves = lease.epoch - (epochsBefore.get(lease.id) ?? lease.epoch);
+    if (moves >= CHURN_MOVES) violate('lease-churn', `${lease.id} was taken ${moves} times in ${settleMs / 1000} s without faults (now ${lease.owner ?? 'free'})`);
+  }
 
   const lost = missing();
   if (lost.length > 0) {

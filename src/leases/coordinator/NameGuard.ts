@@ -41,6 +41,11 @@ export class NameGuard {
     private readonly expirationMs: number,
   ) {}
 
+  /** Whether another live process was found under this host's name. */
+  get shared(): boolean {
+    return this.#shared;
+  }
+
   /** Notes that this host wrote (or is about to write, or was given) lease `id` at `epoch`. */
   wrote(id: string, epoch: number): void {
     if (epoch > (this.#epochs.get(id) ?? 0)) this.#epochs.set(id, epoch);
