@@ -182,8 +182,14 @@ export const RELEASED_BY = 'rxfeed.releasedBy';
 export const RELEASED_AT = 'rxfeed.releasedAt';
 
 /**
+ * Lease property of a split or merge child no host has taken yet: the epoch it was created (or last moved
+ * forward) at. Taking the lease drops it, so a child found with it, at that epoch, was never read. @internal
+ */
+export const UNTAKEN_AT_EPOCH = 'rxfeed.untakenAtEpoch';
+
+/**
  * `properties` without the signals hosts leave each other in a lease (a handoff request, a release
- * notice): what a lease keeps when it changes hands or is copied to a child.
+ * notice, the mark of a child not taken yet): what a lease keeps when it changes hands or is copied to a child.
  *
  * @example
  * ```ts
@@ -192,7 +198,7 @@ export const RELEASED_AT = 'rxfeed.releasedAt';
  * @internal
  */
 export function withoutSignals(properties: Readonly<Record<string, string>>): Record<string, string> {
-  const { [HANDOFF_TO]: _to, [HANDOFF_AT]: _at, [RELEASED_BY]: _by, [RELEASED_AT]: _when, ...rest } = properties;
+  const { [HANDOFF_TO]: _to, [HANDOFF_AT]: _at, [RELEASED_BY]: _by, [RELEASED_AT]: _when, [UNTAKEN_AT_EPOCH]: _untaken, ...rest } = properties;
   return rest;
 }
 

@@ -1,5 +1,5 @@
 import type { Partition, Position } from '../../core/Partition.js';
-import { withoutSignals } from '../balancing.js';
+import { UNTAKEN_AT_EPOCH, withoutSignals } from '../balancing.js';
 import type { Lease } from '../Lease.js';
 import { LeaseConflictError } from '../../errors/LeaseConflictError.js';
 import type { LeaseStore } from '../LeaseStore.js';
@@ -45,15 +45,18 @@ export async function replaceGoneLease(
   const from = fresh ? (fresh.continuation ?? position) : (position ?? parent.continuation);
   const children = childLeases(owned.leaseToken, parent.feedRange ?? owned.partition.range, await ctx.listPartitions());
   if (!children) throw new Error(`partition ${owned.leaseToken} reported gone, but the source still lists it; retrying`);
+  const untaken = { ...withoutSignals(parent.properties), [UNTAKEN_AT_EPOCH]: String(parent.epoch) };
   for (const c of children) {
-    const child = leaseDocument(ctx.naming, c.token, c.range, from, withoutSignals(parent.properties), parent.epoch);
+    const child = leaseDocument(ctx.naming, c.token, c.range, from, untaken, parent.epoch);
     if (await ctx.store.createIfAbsent(child)) continue;
     // It exists: an earlier attempt (this host's, or a deposed owner's) created it from an older checkpoint of
-    // the parent. While nobody has acquired it (no owner, epoch not above the parent's), it starts where the
-    // parent stands now, so a lineage's checkpoint never moves backwards.
+    // the parent. While no host has taken it (it still carries the mark, at its epoch), it starts where the
+    // parent stands now, so a lineage's checkpoint never moves backwards. A child taken since (and maybe
+    // released: no owner again) has checkpoints of its own, past the parent's: it is left as it is.
     const existing = await ctx.store.read(child.id);
-    if (existing && existing.owner === null && existing.epoch <= parent.epoch && from !== null && existing.continuation !== from) {
-      await ctx.store.replace({ ...existing, continuation: from, epoch: parent.epoch, timestampMs: ctx.naming.now() });
+    const neverTaken = existing?.owner === null && existing.properties[UNTAKEN_AT_EPOCH] === String(existing.epoch);
+    if (existing && neverTaken && existing.epoch <= parent.epoch && from !== null && existing.continuation !== from) {
+      await ctx.store.replace({ ...existing, continuation: from, epoch: parent.epoch, properties: { ...existing.properties, ...untaken }, timestampMs: ctx.naming.now() });
     }
   }
   if (fresh) {
