@@ -51,6 +51,8 @@ describe('simulation: seeds that found issue-9 bugs', () => {
     { bug: 'credit-not-returned after a zombie is fenced (bug 4)', config: { seed: 12, faults: ['host', 'sink', 'view'], hosts: { min: 2, max: 6 }, onError: 'restart' } },
     { bug: 'write-after-takeover-accepted: a forced takeover after an unanswered handoff request', config: { seed: 99, faults: ['lease', 'source', 'view', 'host', 'sink', 'hang'], hosts: { min: 2, max: 6 } } },
     { bug: 'checkpoint-moved-backwards: split children left by an earlier attempt behind the parent\'s newer checkpoint', config: { seed: 478, faults: ['lease', 'source', 'view', 'host', 'sink', 'hang'], hosts: { min: 2, max: 6 } } },
+    { bug: 'checkpoint-moved-backwards: a split child taken and released moved back to the parent\'s position', config: { seed: 346, faults: ['lease', 'source', 'view', 'host', 'sink', 'hang', 'twin'], hosts: { min: 2, max: 6 }, onError: 'restart' } },
+    { bug: 'lease-churn: two hosts under one name taking each other\'s leases', config: { seed: 8, faults: ['lease', 'source', 'view', 'host', 'sink', 'hang', 'twin'], hosts: { min: 2, max: 6 } } },
     { bug: 'all faults', config: { seed: 3, faults: ['lease', 'source', 'view', 'host', 'sink'], hosts: { min: 2, max: 6 } } },
   ];
   for (const { bug, config } of found) {
