@@ -11,7 +11,8 @@ import { HANDOFF_AT, HANDOFF_TO, planBalance, withoutSignals } from './balancing
 import { LOAD_PROPERTY, planLoadBalance } from './loadBalancing.js';
 import { bootstrapLeases } from './coordinator/bootstrap.js';
 import { announceRelease, askForLease, handBack, onlyNoticeChanged, releaseNotice, withoutNotice } from './coordinator/handover.js';
-import { isLeaseOf, isMarkerId, namingOf, type LeaseNaming } from './coordinator/leaseDocuments.js';
+import { namingOf, type LeaseNaming } from './coordinator/leaseDocuments.js';
+import { listProcessorLeases } from './leaseNaming.js';
 import { NameGuard, type SharedName } from './coordinator/NameGuard.js';
 import { Ownership, type OwnershipHost } from './coordinator/Ownership.js';
 import { FailureCounter } from './coordinator/FailureCounter.js';
@@ -241,16 +242,15 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
 
   /** One balancing round; returns the delay until the next one. */
   async #scan(known?: readonly Lease[]): Promise<number> {
-    const listing = known ? { leases: known, corrupt: [] } : await this.#store.list(this.#naming.prefix);
+    const { leases, corrupt: unreadable } = known ? { leases: known, corrupt: [] } : await listProcessorLeases(this.#store, this.#naming);
     if (this.#stopped) return 0;
-    for (const corrupt of listing.corrupt) {
+    for (const corrupt of unreadable) {
       const key = `${corrupt.documentId}\u0000${corrupt.problem}`;
-      if (isMarkerId(this.#naming.markerPrefix, corrupt.documentId) || this.#reportedCorrupt.has(key)) continue;
+      if (this.#reportedCorrupt.has(key)) continue;
       this.#reportedCorrupt.add(key);
       this.#log('skipping corrupt lease document %s: %s', corrupt.documentId, corrupt.problem);
       this.#events.next(errorEvent(this.owner, corrupt, { lease: corrupt.documentId }));
     }
-    const leases = listing.leases.filter((l) => isLeaseOf(this.#naming, l));
     this.#reconcile(leases);
 
     const now = this.#now();
@@ -649,9 +649,8 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
    */
   async #announceRelease(): Promise<void> {
     const announce = async () => {
-      const { leases } = await this.#store.list(this.#naming.prefix);
-      const live = leases.filter((l) => isLeaseOf(this.#naming, l));
-      const notices = await announceRelease(this.#store, live, this.owner, this.#now(), this.#t.expirationMs);
+      const { leases } = await listProcessorLeases(this.#store, this.#naming);
+      const notices = await announceRelease(this.#store, leases, this.owner, this.#now(), this.#t.expirationMs);
       this.#log('released %d leases; left a notice in %d leases of the other hosts', this.#releasedOnStop, notices);
     };
     try {

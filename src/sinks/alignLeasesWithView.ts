@@ -3,7 +3,8 @@ import { InvalidOptionsError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import { LeaseConflictError } from '../errors/LeaseConflictError.js';
 import type { LeaseStore } from '../leases/LeaseStore.js';
-import { isLeaseOf, leaseIdsOf, type LeaseScheme } from '../leases/coordinator/leaseDocuments.js';
+import { leaseIdsOf, type LeaseScheme } from '../leases/coordinator/leaseDocuments.js';
+import { listProcessorLeases } from '../leases/leaseNaming.js';
 import { checkLeaseScheme } from '../leases/coordinator/options.js';
 import type { ViewPartitionState, ViewStore } from './ViewStore.js';
 
@@ -61,9 +62,7 @@ export async function alignLeasesWithView(
   const log = logger('view');
   const positions = await view.positions();
   const moved: AlignedLease[] = [];
-  // Only the processor's own leases: not its markers, nor those of a processor whose prefix begins with this one.
-  const ids = leaseIdsOf(prefix, leaseScheme);
-  for (const listed of (await leases.list(ids.prefix)).leases.filter((l) => isLeaseOf(ids, l))) {
+  for (const listed of (await listProcessorLeases(leases, leaseIdsOf(prefix, leaseScheme))).leases) {
     const target = positions.get(listed.leaseToken)?.position ?? (listed.feedRange && parentPosition(listed.feedRange, positions));
     if (target === undefined) continue;
     let lease = listed;
