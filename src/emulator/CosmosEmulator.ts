@@ -4,6 +4,7 @@ import { InvalidOptionsError } from '../errors/InvalidOptionsError.js';
 import { logger } from '../internal/log.js';
 import { CosmosHttpError } from './errors.js';
 import { FaultSet, seededRandom, type FaultHandle, type FaultRule } from './faults.js';
+import type { CrossPartitionQueries } from './handlers/context.js';
 import { QueryEngine, type SqlEngineChoice } from './query.js';
 import { RequestHandler, type LoggedRequest, type Reply, type ServerContext } from './server.js';
 import { Store, type Doc, type RangeState } from './store.js';
@@ -34,6 +35,14 @@ export interface CosmosEmulatorOptions {
    * does (it only supports "now" and continuations). Default `true`.
    */
   strictAllVersionsStart?: boolean;
+  /**
+   * Who runs a query over the whole of a container with more than one range. `'gateway'`: the emulator,
+   * as the service's gateway runs queries whose ranges' results can be concatenated (no ORDER BY, TOP or
+   * aggregate), with a continuation that survives splits and merges. `'client'`: the SDK, range by range:
+   * every query the emulator can plan is refused with 400 and its plan, as the service refuses ORDER BY or
+   * aggregates, so that tests can drive the SDK's own cross-partition path. Default `'gateway'`.
+   */
+  crossPartitionQueries?: CrossPartitionQueries;
   /** Clock (epoch ms) for `_ts`, change timestamps, `If-Modified-Since` and TTL. Default `Date.now`. */
   now?: () => number;
   /** Seed of the random source behind probabilistic faults, so a run can be repeated. Default `1`. */
@@ -99,6 +108,11 @@ function validKey(key: string | undefined): string | undefined {
   return key;
 }
 
+function crossPartitionQueries(value: CrossPartitionQueries | undefined): CrossPartitionQueries {
+  if (value === undefined || value === 'gateway' || value === 'client') return value ?? 'gateway';
+  throw new InvalidOptionsError('crossPartitionQueries', `must be 'gateway' or 'client', got ${String(value)}`);
+}
+
 function positiveInt(option: string, value: number | undefined, fallback: number): number {
   if (value === undefined) return fallback;
   if (!Number.isInteger(value) || value < 1) throw new InvalidOptionsError(option, `must be a positive integer, got ${value}`);
@@ -138,7 +152,7 @@ export class CosmosEmulator {
     store: Store,
     faultSet: FaultSet,
     requestLogSize: number,
-    settings: Pick<ServerContext, 'changeFeedPageSize' | 'queryPageSize' | 'strictAllVersionsStart' | 'queries'> & {
+    settings: Pick<ServerContext, 'changeFeedPageSize' | 'queryPageSize' | 'strictAllVersionsStart' | 'crossPartitionQueries' | 'queries'> & {
       masterKey: string;
       checkAuth: boolean;
     },
@@ -209,6 +223,7 @@ export class CosmosEmulator {
         changeFeedPageSize: positiveInt('changeFeedPageSize', options.changeFeedPageSize, 100),
         queryPageSize: positiveInt('queryPageSize', options.queryPageSize, 100),
         strictAllVersionsStart: options.strictAllVersionsStart ?? true,
+        crossPartitionQueries: crossPartitionQueries(options.crossPartitionQueries),
         masterKey: validKey(options.masterKey) ?? EMULATOR_KEY,
         checkAuth: options.checkAuth ?? true,
         queries: new QueryEngine({ engine, warn: options.onWarning ?? ((message) => console.warn(message)) }),

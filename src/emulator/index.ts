@@ -10,6 +10,7 @@
 export { CosmosEmulator, EMULATOR_KEY, startEmulator } from './CosmosEmulator.js';
 export type { CosmosEmulatorOptions, EmulatorDump, EmulatorRange } from './CosmosEmulator.js';
 export type { SqlEngineChoice } from './query.js';
+export type { CrossPartitionQueries } from './handlers/context.js';
 export type { Doc as EmulatorDocument } from './store.js';
 export { faults } from './faults.js';
 export { runEmulatorCli } from './main.js';

@@ -1,4 +1,5 @@
 import { CosmosHttpError } from './errors.js';
+import { comparePositions, type PositionedDoc } from './store.js';
 import { parseBuiltinQuery, QuerySyntaxError, UnsupportedQueryError, type BuiltinQuery } from './sql.js';
 
 /** The optional full SQL engine could not be loaded. */
@@ -123,9 +124,35 @@ export interface QueryPage {
 export type SqlEngineChoice = 'auto' | 'builtin';
 
 const BUILTIN_TOKEN = 'b:';
+/** Continuation of a streaming query: after the document at this EPK and key (`r:<epk>:<encoded key>`). */
+const RESUME_TOKEN = 'r:';
 /** Result sets kept for paging (queries in flight at once, roughly). */
 const RESULT_CACHE_SIZE = 32;
 const FULL_ENGINE = '@zeit/cosmosdb-query';
+
+/** The position a streaming query's continuation names; 400 for a token the emulator did not give. */
+function resumePosition(token: string | undefined): { epk: string; key: string } | undefined {
+  if (token === undefined || token === '') return undefined;
+  const sep = token.indexOf(':', RESUME_TOKEN.length);
+  if (!token.startsWith(RESUME_TOKEN) || sep < 0) throw new CosmosHttpError(400, `invalid continuation token for this query: ${token}`);
+  try {
+    return { epk: token.slice(RESUME_TOKEN.length, sep), key: decodeURIComponent(token.slice(sep + 1)) };
+  } catch {
+    throw new CosmosHttpError(400, `invalid continuation token for this query: ${token}`);
+  }
+}
+
+/** Index of the first document after `position` in container order (binary search). */
+function firstAfter(ordered: readonly PositionedDoc[], position: { epk: string; key: string }): number {
+  let lo = 0;
+  let hi = ordered.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (comparePositions(ordered[mid]!, position) <= 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
 
 function specOf(spec: unknown): QuerySpec {
   const s = spec as Partial<QuerySpec> | null;
@@ -145,6 +172,7 @@ export class QueryEngine {
   readonly #warn: (message: string) => void;
   readonly #parsed = new Map<string, BuiltinQuery | UnsupportedQueryError>();
   readonly #results = new Map<string, { rows: unknown[]; scanned: number }>();
+  readonly #ordered = new Map<string, PositionedDoc[]>();
 
   readonly #load: () => Promise<QueryFactory>;
 
@@ -172,6 +200,48 @@ export class QueryEngine {
       }
       if (this.#parsed.size >= CACHE_SIZE) this.#parsed.delete(this.#parsed.keys().next().value as string);
       this.#parsed.set(sql, hit);
+    }
+    return hit;
+  }
+
+  /**
+   * One page of a query over positioned documents. A streaming built-in query (no ORDER BY, TOP or
+   * aggregate) continues after the last document it looked at, by EPK and key, as the service's gateway
+   * continues a cross-partition query range by range: the token stays valid when ranges split or merge
+   * between pages (a child's scope simply starts after it or holds nothing before it), and documents written
+   * meanwhile neither shift nor repeat rows. Other queries page through {@link QueryEngine.run}.
+   *
+   * @param docs - lists the documents in container order (not called when a cached order is still valid).
+   * @param snapshot - names the documents' current state, as for {@link QueryEngine.run}.
+   */
+  async page(rawSpec: unknown, docs: () => PositionedDoc[], maxItemCount: number, continuation: string | undefined, snapshot?: string): Promise<QueryPage> {
+    const spec = specOf(rawSpec);
+    const builtin = this.builtin(spec.query);
+    if (builtin instanceof UnsupportedQueryError || !builtin.streaming) {
+      return this.run(spec, () => docs().map((d) => d.body), maxItemCount, continuation, snapshot);
+    }
+    const ordered = this.#orderedDocs(docs, snapshot);
+    const after = resumePosition(continuation);
+    let i = after === undefined ? 0 : firstAfter(ordered, after);
+    const results: unknown[] = [];
+    const from = i;
+    try {
+      for (; i < ordered.length && results.length < maxItemCount; i++) results.push(...builtin.run([ordered[i]!.body], spec.parameters ?? []));
+    } catch (err) {
+      throw new CosmosHttpError(400, `the query failed: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    const last = ordered[i - 1];
+    const next = i < ordered.length && last ? `${RESUME_TOKEN}${last.epk}:${encodeURIComponent(last.key)}` : undefined;
+    return { results, continuation: next, scanned: i - from };
+  }
+
+  #orderedDocs(docs: () => PositionedDoc[], snapshot: string | undefined): PositionedDoc[] {
+    if (snapshot === undefined) return docs();
+    let hit = this.#ordered.get(snapshot);
+    if (!hit) {
+      hit = docs();
+      if (this.#ordered.size >= RESULT_CACHE_SIZE) this.#ordered.delete(this.#ordered.keys().next().value as string);
+      this.#ordered.set(snapshot, hit);
     }
     return hit;
   }

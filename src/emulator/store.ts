@@ -12,6 +12,26 @@ export type { ContainerState, DatabaseState, Doc, LogEntry, Operation, RangeStat
 export { extractPartitionKey, parsePartitionKeyHeader, partitionKeyMatcher, partitionKeyText } from './store/partitionKeys.js';
 export { inRange } from './store/ranges.js';
 
+/** Which documents a read covers: an EPK interval and/or a partition key (or key prefix). */
+export interface DocumentScope {
+  min?: string;
+  max?: string;
+  pk?: PartitionKeyComponent[];
+}
+
+/** A document and its place in the container: its EPK, then its key (partition key and id). */
+export interface PositionedDoc {
+  epk: string;
+  key: string;
+  body: Doc;
+}
+
+/** Container order: by EPK, then by key. */
+export function comparePositions(a: { epk: string; key: string }, b: { epk: string; key: string }): number {
+  if (a.epk !== b.epk) return a.epk < b.epk ? -1 : 1;
+  return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
+}
+
 /** Settings the store needs from the emulator. */
 export interface StoreSettings {
   now(): number;
@@ -394,16 +414,24 @@ export class Store {
   }
 
   /** Documents of a container, optionally restricted to an EPK interval and a partition key (or key prefix). */
-  documents(c: ContainerState, scope: { min?: string; max?: string; pk?: PartitionKeyComponent[] } = {}): Doc[] {
+  documents(c: ContainerState, scope: DocumentScope = {}): Doc[] {
+    return this.positionedDocuments(c, scope).map((d) => d.body);
+  }
+
+  /**
+   * The same documents, each with the place it holds whatever the ranges are (its EPK, then its key), in the
+   * container's order: a position in this order stays valid across splits and merges.
+   */
+  positionedDocuments(c: ContainerState, scope: DocumentScope = {}): PositionedDoc[] {
     this.expire(c);
     const keyMatches = scope.pk && partitionKeyMatcher(scope.pk);
-    const out: Doc[] = [];
-    for (const d of c.docs.values()) {
+    const out: PositionedDoc[] = [];
+    for (const [key, d] of c.docs) {
       if (scope.min !== undefined && !inRange(d.epk, scope.min, scope.max ?? MAX_EPK)) continue;
       if (keyMatches && !keyMatches(d.pk)) continue;
-      out.push(d.body);
+      out.push({ epk: d.epk, key, body: d.body });
     }
-    return out;
+    return out.sort(comparePositions);
   }
 }
 

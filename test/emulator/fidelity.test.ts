@@ -100,36 +100,56 @@ describe('3: AllVersionsAndDeletes outside the retention period', () => {
   });
 });
 
-describe('4: query plans, so the SDK queries each range itself', () => {
+describe('4: cross-partition queries: the gateway runs streaming ones; plans for the SDK on request', () => {
   beforeEach(() => emulator.clearRequests());
 
-  it('serves the plan and the SDK issues one query per range, with the right results', async () => {
+  it('runs a streaming query over a multi-range container whole, as the service gateway does: no plan, no range ids', async () => {
     const c = await container(40_000);
     await fill(c, 60, 'lease.');
     await fill(c, 10, 'other.');
     emulator.clearRequests();
-    const { resources } = await c.items.query({ query: 'SELECT * FROM c WHERE STARTSWITH(c.id, @p)', parameters: [{ name: '@p', value: 'lease.' }] }).fetchAll();
+    const { resources } = await c.items
+      .query({ query: 'SELECT * FROM c WHERE STARTSWITH(c.id, @p)', parameters: [{ name: '@p', value: 'lease.' }] }, { maxItemCount: 7 })
+      .fetchAll();
     expect(resources.map((d) => d.id as string).sort()).toEqual(Array.from({ length: 60 }, (_, i) => `lease.${i}`).sort());
-    const log = emulator.requests().filter((r) => r.containerId === c.id);
-    expect(log.filter((r) => r.kind === 'queryPlan').map((r) => r.status)).toEqual([200]);
-    const perRange = log.filter((r) => r.kind === 'query' && r.rangeId !== undefined && r.status === 200);
-    expect(new Set(perRange.map((r) => r.rangeId))).toEqual(new Set(['0', '1', '2', '3']));
-    // The one whole-container attempt is refused with the plan, as the gateway refuses what it does not run.
-    expect(log.filter((r) => r.kind === 'query' && r.rangeId === undefined).map((r) => r.status)).toEqual([400]);
+    const queries = emulator.requests().filter((r) => r.containerId === c.id && r.kind === 'query');
+    expect(queries.every((r) => r.status === 200 && r.rangeId === undefined)).toBe(true);
+    expect(queries).toHaveLength(Math.ceil(60 / 7));
   });
 
-  it('routes by the partition key range map it reads: after a split the next query goes to the children', async () => {
-    const c = await container(20_000);
-    await fill(c, 80);
-    const all = Array.from({ length: 80 }, (_, i) => `d${i}`).sort();
-    expect((await c.items.query('SELECT c.id FROM c').fetchAll()).resources.map((d) => d.id as string).sort()).toEqual(all);
-    emulator.split('fidelity', c.id, '1');
+  it('serves the plan when asked (forceQueryPlan) and the SDK then queries each range itself', async () => {
+    const c = await container(40_000);
+    await fill(c, 20);
     emulator.clearRequests();
-    expect((await c.items.query('SELECT c.id FROM c').fetchAll()).resources.map((d) => d.id as string).sort()).toEqual(all);
+    const { resources } = await c.items.query('SELECT c.id FROM c', { forceQueryPlan: true }).fetchAll();
+    expect(resources).toHaveLength(20);
     const log = emulator.requests().filter((r) => r.containerId === c.id);
-    expect(log.some((r) => r.kind === 'pkranges')).toBe(true);
-    const ranges = log.filter((r) => r.kind === 'query' && r.status === 200).map((r) => r.rangeId);
-    expect(new Set(ranges)).toEqual(new Set(['0', '2', '3'])); // 20,000 RU/s: ranges 0 and 1; 1 split into 2 and 3
+    expect(log.filter((r) => r.kind === 'queryPlan').map((r) => r.status)).toEqual([200]);
+    expect(new Set(log.filter((r) => r.kind === 'query').map((r) => r.rangeId))).toEqual(new Set(['0', '1', '2', '3']));
+  });
+
+  it("with crossPartitionQueries 'client', refuses plannable queries with the plan and the SDK routes by the map it reads", async () => {
+    const local = await CosmosEmulator.start({ crossPartitionQueries: 'client', onWarning: () => {} });
+    const sdk = new CosmosClient({ endpoint: local.endpoint, key: local.key });
+    try {
+      const { database } = await sdk.databases.createIfNotExists({ id: 'fidelity' });
+      const { container: c } = await database.containers.createIfNotExists({ id: 'client-side', partitionKey: { paths: ['/pk'] } }, { offerThroughput: 20_000 });
+      await fill(c, 80);
+      const all = Array.from({ length: 80 }, (_, i) => `d${i}`).sort();
+      expect((await c.items.query('SELECT c.id FROM c').fetchAll()).resources.map((d) => d.id as string).sort()).toEqual(all);
+      local.split('fidelity', c.id, '1');
+      local.clearRequests();
+      expect((await c.items.query('SELECT c.id FROM c').fetchAll()).resources.map((d) => d.id as string).sort()).toEqual(all);
+      const log = local.requests().filter((r) => r.containerId === c.id);
+      // The whole-container attempt is refused with the plan, as the gateway refuses what it does not run.
+      expect(log.filter((r) => r.kind === 'query' && r.rangeId === undefined).map((r) => r.status)).toEqual([400]);
+      expect(log.some((r) => r.kind === 'pkranges')).toBe(true);
+      const ranges = log.filter((r) => r.kind === 'query' && r.status === 200).map((r) => r.rangeId);
+      expect(new Set(ranges)).toEqual(new Set(['0', '2', '3'])); // 20,000 RU/s: ranges 0 and 1; 1 split into 2 and 3
+    } finally {
+      sdk.dispose();
+      await local.stop();
+    }
   });
 
   it('runs ORDER BY and aggregates whole (no plan for them) and still answers them right', async () => {

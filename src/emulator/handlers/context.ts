@@ -10,7 +10,11 @@ export interface HandlerContext {
   changeFeedPageSize: number;
   queryPageSize: number;
   strictAllVersionsStart: boolean;
+  crossPartitionQueries: CrossPartitionQueries;
 }
+
+/** Who runs a query over a whole multi-range container: the gateway (as the service does for streaming queries) or the client, range by range. */
+export type CrossPartitionQueries = 'gateway' | 'client';
 
 /** A request matched to a route: its parsed parts and the ids its path names. */
 export interface RoutedRequest {

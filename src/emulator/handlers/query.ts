@@ -3,22 +3,21 @@ import { CosmosHttpError } from '../errors.js';
 import { MAX_EPK, MIN_EPK } from '../hash.js';
 import { header, maxItems, partitionKeyOf, type Headers, type Reply } from '../http.js';
 import { UnsupportedQueryError } from '../sql.js';
-import type { ContainerState, Doc } from '../store.js';
+import type { ContainerState, Doc, DocumentScope } from '../store.js';
 import type { HandlerContext, RoutedRequest } from './context.js';
 
-/** The documents a query or read feed covers: one range (or EPK sub-range) and/or one partition key, or all. */
-export function documentsInScope(ctx: HandlerContext, c: ContainerState, h: Headers): Doc[] {
+/** What a query or read feed covers: one range (or EPK sub-range) and/or one partition key, or all. */
+function scopeOf(ctx: HandlerContext, c: ContainerState, h: Headers): DocumentScope {
   const rangeId = header(h, 'x-ms-documentdb-partitionkeyrangeid');
   const pk = partitionKeyOf(h);
-  if (rangeId !== undefined) {
-    const range = ctx.store.range(c, rangeId);
-    return ctx.store.documents(c, {
-      min: header(h, 'x-ms-start-epk') ?? range.min,
-      max: header(h, 'x-ms-end-epk') ?? range.max,
-      ...(pk ? { pk } : {}),
-    });
-  }
-  return ctx.store.documents(c, pk ? { pk } : {});
+  if (rangeId === undefined) return pk ? { pk } : {};
+  const range = ctx.store.range(c, rangeId);
+  return { min: header(h, 'x-ms-start-epk') ?? range.min, max: header(h, 'x-ms-end-epk') ?? range.max, ...(pk ? { pk } : {}) };
+}
+
+/** The documents a query or read feed covers, in container order. */
+export function documentsInScope(ctx: HandlerContext, c: ContainerState, h: Headers): Doc[] {
+  return ctx.store.documents(c, scopeOf(ctx, c, h));
 }
 
 /**
@@ -83,21 +82,23 @@ export function queryPlan(ctx: HandlerContext, req: RoutedRequest): Reply {
 }
 
 /**
- * `POST …/docs` with a query. A query for the whole of a container with more than one range, that the
- * emulator can plan, is refused the way the service's gateway refuses queries it does not run itself: 400
- * with the plan in `additionalErrorInfo`. The SDK then fetches the plan and queries each range on its own,
- * through its partition key range cache, and follows splits (410) per range.
+ * `POST …/docs` with a query. The service's gateway runs a query over the whole of a container itself when
+ * the results of its ranges can simply be concatenated, and refuses the others (ORDER BY, TOP, aggregates…)
+ * with 400 and the query plan in `additionalErrorInfo`, so that the SDK queries each range itself. The
+ * emulator does the same for the former; it runs the latter whole too, as it can plan only streaming
+ * queries. With `crossPartitionQueries: 'client'`, it refuses every query it can plan instead, so that the
+ * SDK takes its own per-range path (and follows splits, 410, range by range).
  */
 export async function queryDocuments(ctx: HandlerContext, req: RoutedRequest): Promise<Reply> {
   const c = ctx.store.container(req.params['db']!, req.params['coll']!);
   const h = req.headers;
   const wholeContainer = header(h, 'x-ms-documentdb-partitionkeyrangeid') === undefined && partitionKeyOf(h) === undefined;
-  if (wholeContainer && c.ranges.length > 1) {
+  if (ctx.crossPartitionQueries === 'client' && wholeContainer && c.ranges.length > 1) {
     const plan = planFor(ctx, req.body);
     if (plan) {
       throw new CosmosHttpError(
         400,
-        'Cross partition query only supports queries the gateway can run on one partition; run it per partition key range with the query plan.',
+        'The provided cross partition query can not be directly served by the gateway; run it per partition key range with the query plan.',
         undefined,
         {},
         { additionalErrorInfo: JSON.stringify(plan) },
@@ -105,8 +106,11 @@ export async function queryDocuments(ctx: HandlerContext, req: RoutedRequest): P
     }
   }
   ctx.store.expire(c);
+  const scope = scopeOf(ctx, c, h);
   // Any write (or TTL delete) moves some range's LSN, so the LSNs and the scope name what the query sees.
-  const scope = [header(h, 'x-ms-documentdb-partitionkeyrangeid'), header(h, 'x-ms-start-epk'), header(h, 'x-ms-end-epk'), header(h, 'x-ms-documentdb-partitionkey')];
   const snapshot = `${c.rid}|${c.ranges.map((r) => `${r.id}:${r.lsn}`).join(',')}|${JSON.stringify(scope)}`;
-  return feedQuery(ctx, 'Documents', req, () => documentsInScope(ctx, c, h), c.rid, snapshot);
+  const page = await ctx.queries.page(req.body, () => ctx.store.positionedDocuments(c, scope), maxItems(h, ctx.queryPageSize), header(h, 'x-ms-continuation'), snapshot);
+  const headers: Record<string, string> = { 'x-ms-item-count': String(page.results.length) };
+  if (page.continuation !== undefined) headers['x-ms-continuation'] = page.continuation;
+  return { status: 200, body: { _rid: c.rid, Documents: page.results, _count: page.results.length }, headers, charge: (bytes) => queryCharge(page.scanned, bytes) };
 }
