@@ -220,8 +220,10 @@ export function evenBoundaries(count: number, definition: PartitionKeyDefinition
     if (usesV2(definition)) {
       out.push(((V2_SPAN * BigInt(i)) / BigInt(count)).toString(16).padStart(32, '0').toUpperCase());
     } else {
-      // V1 EPKs start with the encoded 32-bit hash, and the encoding keeps numeric order.
-      out.push(toHex(encodeNumber(Math.floor((2 ** 32 * i) / count))));
+      // V1 EPKs start with the encoded 32-bit hash, and the encoding keeps numeric order. The service cuts at
+      // multiples of floor(0xFFFFFFFF / count): its pkranges read 05C1DFFFFFFFFC (2^31 - 1) for two ranges and
+      // 05C1BD3971E3C0, 05C1CD3971E3C0, 05C1D5AB55AB50… (477218588 × i) for nine.
+      out.push(toHex(encodeNumber(i * Math.floor(0xffffffff / count))));
     }
   }
   return out;

@@ -81,6 +81,25 @@ describe('evenBoundaries', () => {
     for (const n of counts) expect(n).toBeGreaterThan(800);
   });
 
+  it("cuts V1 where the service's partition key ranges start (published pkranges of 2 and 9 ranges)", () => {
+    expect(evenBoundaries(2, V1)).toEqual(['05C1DFFFFFFFFC']);
+    expect(evenBoundaries(9, V1)).toEqual([
+      '05C1BD3971E3C0',
+      '05C1CD3971E3C0',
+      '05C1D5AB55AB50',
+      '05C1DD3971E3C0',
+      '05C1E1E3C78F18',
+      '05C1E5AB55AB50',
+      '05C1E971E3C788',
+      '05C1ED3971E3C0',
+    ]);
+  });
+
+  it('cuts three ranges (21,000 to 25,100 RU/s) at thirds of the hash space in both versions', () => {
+    expect(evenBoundaries(3, V1)).toEqual(['05C1D5AB55AB54', '05C1E5AB55AB54']);
+    expect(evenBoundaries(3, V2)).toEqual(['15555555555555555555555555555555', '2AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA']);
+  });
+
   it('gives no cuts for a single range', () => {
     expect(evenBoundaries(1, V2)).toEqual([]);
   });
