@@ -3,14 +3,17 @@ import { realpathSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { pathToFileURL } from 'node:url';
 import { CosmosEmulator } from './CosmosEmulator.js';
+import type { CrossPartitionQueries } from './handlers/context.js';
 
 const USAGE = `usage: rxfeed emulator [--port 8081] [--host 127.0.0.1] [--partitions|--ranges 1] [--page-size 100]
-                       [--master-key <base64>] [--no-auth]
+                       [--master-key <base64>] [--no-auth] [--cross-partition-queries gateway|client]
 
 Runs the rxfeed Cosmos DB emulator until interrupted and prints the endpoint and the key to pass to
 @azure/cosmos (the official emulator's well-known key, or the --master-key you chose); requests are
 signature-checked unless --no-auth is given. Containers get about one partition key range per 10,000 RU/s
-of requested throughput; --partitions fixes the count for every container instead.
+of requested throughput; --partitions fixes the count for every container instead. Queries over a whole
+container run on the emulator as on the service's gateway; --cross-partition-queries client refuses them with
+the query plan instead, so that the SDK queries each range itself.
 Admin over HTTP: POST /_emulator/split {databaseId, containerId, rangeId[, boundary]}, POST /_emulator/merge,
 POST|DELETE /_emulator/faults, POST /_emulator/reset, GET /_emulator/ranges/<db>/<container>, /_emulator/dump,
 /_emulator/requests.`;
@@ -61,6 +64,7 @@ export async function runEmulatorCli(argv: string[], print: (line: string) => vo
       'master-key': { type: 'string' },
       partitions: { type: 'string' },
       'no-auth': { type: 'boolean' },
+      'cross-partition-queries': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -77,6 +81,7 @@ export async function runEmulatorCli(argv: string[], print: (line: string) => vo
     ...(pageSize !== undefined ? { changeFeedPageSize: pageSize } : {}),
     ...(values['master-key'] !== undefined ? { masterKey: values['master-key'] } : {}),
     checkAuth: !values['no-auth'],
+    ...(values['cross-partition-queries'] !== undefined ? { crossPartitionQueries: values['cross-partition-queries'] as CrossPartitionQueries } : {}),
   });
   for (const line of startupLines(emulator.endpoint, emulator.key, values['master-key'] !== undefined, !values['no-auth'])) print(line);
   return emulator;
