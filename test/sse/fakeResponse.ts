@@ -7,7 +7,9 @@ import { SseParser } from '../support/sseParser.js';
  * write's callback runs).
  */
 export class FakeResponse implements SseResponse {
-  readonly parser = new SseParser();
+  /** A browser that reconnects keeps its parser (its last event id survives the connection). */
+  constructor(readonly parser = new SseParser()) {}
+
   stalled = false;
   unsent = 0;
   /** Most bytes ever unsent at once. */
