@@ -5,7 +5,7 @@ import type { Change } from '../core/Change.js';
 import type { FeedRange } from '../core/Partition.js';
 import { InvalidOptionsError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
-import type { ViewPartitionState, ViewRow, ViewStore } from '../sinks/ViewStore.js';
+import type { ViewRow, ViewStore } from '../sinks/ViewStore.js';
 import { formatSseComment, formatSseMessage } from './eventFormat.js';
 import { formatEventId, parseEventId } from './eventId.js';
 import { markOf } from './lineage.js';
@@ -159,10 +159,16 @@ function functionOption(name: string, value: unknown, what: string): void {
 /** Per-publish cache: frames of the new entries by projection, built once however many clients share one. */
 type FrameCache<T> = Map<Projection<Change<T>>, (string | null | undefined)[]>;
 
-/** What a snapshot reads: the view's positions first, then its rows (so the rows reflect at least those positions). */
+/**
+ * What a snapshot reads, shared by the clients of one read: the view's positions first (`after`: LSN per token),
+ * then its rows (so they reflect at least those positions); the rows already past them (`ahead`); and the frames
+ * of the chunks, built once for the clients that share the hub's row projection.
+ */
 interface SnapshotRead<R> {
-  readonly positions: ReadonlyMap<string, ViewPartitionState>;
   readonly rows: readonly ViewRow<R>[];
+  readonly after: ReadonlyMap<string, number>;
+  readonly ahead: ReadonlyMap<string, { readonly lsn: number; readonly partition: string }>;
+  readonly frames: string[];
 }
 
 class Hub<T, R> implements SseHub<T, R> {
@@ -481,27 +487,27 @@ class Hub<T, R> implements SseHub<T, R> {
       client.drop('view-error');
       return;
     }
-    const after = new Map<string, number>();
-    for (const [token, state] of read.positions) {
-      if (state.range) this.#ranges.set(token, state.range);
-      if (state.lsn !== undefined) after.set(token, state.lsn);
-    }
-    const ahead = new Map<string, { lsn: number; partition: string }>();
-    const { filterRow, projectRow = this.#projectRow } = client.options;
-    for (let i = 0; i < read.rows.length; i += this.#chunkRows) {
-      const items: SseSnapshotRow[] = [];
-      for (const row of read.rows.slice(i, i + this.#chunkRows)) {
-        if (row.lsn > (markOf(row.partition, after, this.#ranges) ?? -1)) ahead.set(row.key, { lsn: row.lsn, partition: row.partition });
-        try {
-          if (filterRow && !filterRow(row)) continue;
-          items.push({ id: row.key, partition: row.partition, lsn: row.lsn, timestampMs: row.timestampMs, data: projectRow(row) });
-        } catch (error) {
-          this.#clientErrors++;
-          log('client %d: row %s left out of the snapshot: %s', client.id, row.key, (error as Error).message);
+    const { filterRow, projectRow } = client.options;
+    // A client with the hub's row projection and no row filter gets the frames every such client of the read gets.
+    const shared = !filterRow && !projectRow;
+    const project = projectRow ?? this.#projectRow;
+    for (let chunk = 0; chunk * this.#chunkRows < read.rows.length; chunk++) {
+      let frame = shared ? read.frames[chunk] : undefined;
+      if (frame === undefined) {
+        const items: SseSnapshotRow[] = [];
+        for (const row of read.rows.slice(chunk * this.#chunkRows, (chunk + 1) * this.#chunkRows)) {
+          try {
+            if (filterRow && !filterRow(row)) continue;
+            items.push({ id: row.key, partition: row.partition, lsn: row.lsn, timestampMs: row.timestampMs, data: project(row) });
+          } catch (error) {
+            this.#clientErrors++;
+            log('client %d: row %s left out of the snapshot: %s', client.id, row.key, (error as Error).message);
+          }
         }
+        frame = items.length === 0 ? '' : formatSseMessage({ event: 'snapshot', data: JSON.stringify(items) });
+        if (shared) read.frames[chunk] = frame;
       }
-      if (items.length === 0) continue;
-      const frame = formatSseMessage({ event: 'snapshot', data: JSON.stringify(items) });
+      if (frame === '') continue;
       const size = Buffer.byteLength(frame);
       while (client.open && !client.fits(size)) await client.flushed();
       // Changes published meanwhile must still be in the buffer when the snapshot is done.
@@ -509,12 +515,13 @@ class Hub<T, R> implements SseHub<T, R> {
       if (!client.open) return;
       client.write(frame);
     }
+    const { after } = read;
     const id = formatEventId(this.streamId, after);
     const positions = Object.fromEntries(after);
     client.write(formatSseMessage({ event: 'up-to-date', id, data: JSON.stringify({ positions, rows: read.rows.length }) }));
     client.lastEventId = id;
-    client.after = after;
-    client.ahead = ahead.size > 0 ? ahead : undefined;
+    client.after = new Map(after);
+    client.ahead = read.ahead.size > 0 ? new Map(read.ahead) : undefined;
     client.state = 'live';
     this.#pump(client);
   }
@@ -529,7 +536,18 @@ class Hub<T, R> implements SseHub<T, R> {
       // Later clients start a new read: their changes since connecting may be newer than these positions.
       if (this.#wave === wave) this.#wave = undefined;
       const positions = await view.positions();
-      return { positions, rows: await view.rows() };
+      const rows = await view.rows();
+      const after = new Map<string, number>();
+      for (const [token, state] of positions) {
+        if (state.range) this.#ranges.set(token, state.range);
+        if (state.lsn !== undefined) after.set(token, state.lsn);
+      }
+      // Rows already past the positions (written between the two reads): their changes, held meanwhile, are not sent.
+      const ahead = new Map<string, { lsn: number; partition: string }>();
+      for (const row of rows) {
+        if (row.lsn > (markOf(row.partition, after, this.#ranges) ?? -1)) ahead.set(row.key, { lsn: row.lsn, partition: row.partition });
+      }
+      return { rows, after, ahead, frames: [] };
     });
     this.#wave = wave;
     return wave;
