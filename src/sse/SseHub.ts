@@ -197,8 +197,11 @@ class Hub<T, R> implements SseHub<T, R> {
    */
   readonly #starts = new Map<string, number>();
   readonly #startsLoaded: Promise<void>;
-  /** Changes of batches without a key range (no lineage to go by), by id and LSN: a re-read in the buffer is not sent twice. */
-  readonly #unranged = new Map<string, number>();
+  /**
+   * The changes in the buffer by document id and LSN → seq: a re-read that lineage cannot rule out (a batch without
+   * a key range; a merged range, whose mark is its least advanced parent's) is not sent twice while it is held.
+   */
+  readonly #held = new Map<string, number>();
   #eventId: string;
   #head = 0;
   #nextClient = 1;
@@ -254,19 +257,18 @@ class Hub<T, R> implements SseHub<T, R> {
       // Along lineage: a split child's first batch is checked against its parent's mark.
       const seen = markOf(token, this.#marks, this.#ranges);
       const floor = seen ?? -1;
-      const unranged = batch.range === undefined;
       for (const change of batch.changes) {
         // Changes of one transaction share an LSN, so compare with what earlier batches published.
         if (change.lsn <= floor) continue;
-        const identity = unranged ? `${change.id}\u0000${change.lsn}` : undefined;
-        if (identity !== undefined && this.#unranged.has(identity)) continue;
+        const identity = `${change.id}\u0000${change.lsn}`;
+        if (this.#held.has(identity)) continue;
         if (seen === undefined && !this.#starts.has(token) && markOf(token, this.#starts, this.#ranges) === undefined) {
           this.#starts.set(token, change.lsn);
         }
         this.#marks.set(token, Math.max(this.#marks.get(token) ?? -1, change.lsn));
         this.#eventId = formatEventId(this.streamId, this.#marks);
         const entry: SseEntry<T> = { seq: ++this.#head, partition: token, change, eventId: this.#eventId };
-        if (identity !== undefined) this.#unranged.set(identity, entry.seq);
+        this.#held.set(identity, entry.seq);
         this.#replay.push(entry);
         fresh.push(entry);
       }
@@ -571,7 +573,7 @@ class Hub<T, R> implements SseHub<T, R> {
     const { partition, change, seq } = entry;
     if (change.lsn > (this.#evicted.get(partition) ?? -1)) this.#evicted.set(partition, change.lsn);
     const identity = `${change.id}\u0000${change.lsn}`;
-    if (this.#unranged.get(identity) === seq) this.#unranged.delete(identity);
+    if (this.#held.get(identity) === seq) this.#held.delete(identity);
   }
 
   /** An id-only message: moves the browser's last event id to the hub's position without dispatching an event. */
