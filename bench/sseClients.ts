@@ -71,6 +71,8 @@ function open(): Promise<void> {
   });
 }
 
+// Never outlive the bench.
+process.on('disconnect', () => process.exit(0));
 process.on('message', (message: { kind: string }) => {
   if (message.kind === 'report') {
     process.send!({ kind: 'report', latencies, events, duplicates, dropped, snapshots, closed: responses.filter((r) => r.complete || r.destroyed).length });
