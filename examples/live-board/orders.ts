@@ -3,7 +3,6 @@
  * never the whole document), and a writer that moves orders through the kitchen.
  */
 import type { Container } from '@azure/cosmos';
-import type { Change } from '../../src/index.js';
 
 /** Where an order is; `delivered` and `cancelled` orders leave the board. */
 export type OrderStatus = 'new' | 'paid' | 'packed' | 'shipped' | 'delivered' | 'cancelled';
@@ -45,8 +44,6 @@ export function toCard(order: Order): OrderCard {
   };
 }
 
-/** The change's card, for `createSseHub({ project })`. */
-export const projectCard = (change: Change<Order>): OrderCard | undefined => change.document && toCard(change.document);
 
 const CUSTOMERS = ['Ada', 'Grace', 'Linus', 'Margaret', 'Dennis', 'Barbara', 'Ken', 'Frances', 'Edsger', 'Radia', 'Tim', 'Katherine'];
 const CITIES = ['Lisbon', 'Oslo', 'Lyon', 'Kraków', 'Porto', 'Ghent', 'Turin', 'Bergen', 'Leeds', 'Graz'];

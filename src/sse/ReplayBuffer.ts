@@ -1,24 +1,29 @@
 import type { Change } from '../core/Change.js';
 
-/** One change as the hub numbered it. */
+/** @internal One change as the hub numbered it. */
 export interface SseEntry<T> {
-  /** Sequence number in the hub's stream (1, 2, 3, …). */
+  /** Hub-local sequence number (1, 2, 3, …): orders the buffer, never sent to clients. */
   readonly seq: number;
   /** Lease token of the partition the change was read from. */
   readonly partition: string;
   readonly change: Change<T>;
+  /** Event id after this change: the hub's positions once it is published. */
+  readonly eventId: string;
 }
 
 /**
  * @internal The last `capacity` entries of a hub, in sequence order, in a fixed-size ring (memory is bounded by
- * `capacity` whatever the clients do).
+ * `capacity` whatever the clients do). `onEvict` hears of every entry pushed out.
  */
 export class ReplayBuffer<T> {
   readonly #ring: (SseEntry<T> | undefined)[];
   #start = 0;
   #size = 0;
 
-  constructor(readonly capacity: number) {
+  constructor(
+    readonly capacity: number,
+    private readonly onEvict: (entry: SseEntry<T>) => void,
+  ) {
     this.#ring = new Array<SseEntry<T> | undefined>(capacity);
   }
 
@@ -34,26 +39,22 @@ export class ReplayBuffer<T> {
 
   /** Appends an entry (its `seq` must follow the last one), evicting the oldest when full. */
   push(entry: SseEntry<T>): void {
-    if (this.capacity === 0) return;
-    if (this.#size < this.capacity) {
+    if (this.capacity === 0) {
+      this.onEvict(entry);
+    } else if (this.#size < this.capacity) {
       this.#ring[(this.#start + this.#size) % this.capacity] = entry;
       this.#size++;
     } else {
+      this.onEvict(this.#ring[this.#start]!);
       this.#ring[this.#start] = entry;
       this.#start = (this.#start + 1) % this.capacity;
     }
   }
 
-  /**
-   * The entries after `seq` up to the newest, or `'gap'` when some of them were already evicted. `head` is the
-   * hub's newest sequence number (entries may be fewer than `head` when the buffer is empty or small).
-   */
-  after(seq: number, head: number): readonly SseEntry<T>[] | 'gap' {
-    if (seq >= head) return [];
+  /** The entry numbered `seq`, if still held. */
+  get(seq: number): SseEntry<T> | undefined {
     const oldest = this.oldestSeq;
-    if (oldest === undefined || seq + 1 < oldest) return 'gap';
-    const out: SseEntry<T>[] = [];
-    for (let i = seq + 1 - oldest; i < this.#size; i++) out.push(this.#ring[(this.#start + i) % this.capacity]!);
-    return out;
+    if (oldest === undefined || seq < oldest || seq >= oldest + this.#size) return undefined;
+    return this.#ring[(this.#start + seq - oldest) % this.capacity];
   }
 }

@@ -1,5 +1,6 @@
 import type { SchedulerLike, Subscription } from 'rxjs';
 import type { Change } from '../core/Change.js';
+import type { ViewRow } from '../sinks/ViewStore.js';
 import { logger } from '../internal/log.js';
 import { formatSseMessage } from './eventFormat.js';
 
@@ -10,7 +11,8 @@ const log = logger('sse');
  * (`ctx.res`) and Fastify (`reply.raw`) all hand you one.
  */
 export interface SseResponse {
-  write(chunk: string): boolean;
+  /** Writes a chunk; `flushed` runs once it is handed to the operating system (or the write failed). */
+  write(chunk: string, flushed?: (error?: Error | null) => void): boolean;
   end(): unknown;
   destroy(): unknown;
   /** Bytes accepted by `write` but not yet handed to the operating system. */
@@ -18,8 +20,8 @@ export interface SseResponse {
   once(event: 'close', listener: () => void): unknown;
 }
 
-/** What one client receives: its own filter and projection over the hub's changes. */
-export interface SseClientOptions<T> {
+/** What one client receives: its own filter and projection over the hub's changes (and snapshot rows). */
+export interface SseClientOptions<T, R = unknown> {
   /** Keep only the changes this returns true for. Default: every change. */
   readonly filter?: (change: Change<T>) => boolean;
   /**
@@ -27,46 +29,64 @@ export interface SseClientOptions<T> {
    * Default: the hub's `project`; with neither, no document content is sent.
    */
   readonly project?: (change: Change<T>) => unknown;
+  /** Snapshot mode: keep only the view rows this returns true for. Default: every row. */
+  readonly filterRow?: (row: ViewRow<R>) => boolean;
+  /** Snapshot mode: what a row's entry carries as `data`. Default: the hub's `projectRow`, else the row itself. */
+  readonly projectRow?: (row: ViewRow<R>) => unknown;
 }
 
 /**
  * Why the server ended a client's stream:
- * - `'slow-client'`: its unsent bytes would have passed `maxBufferedBytes` (it stopped reading, or reads slower than the feed);
+ * - `'slow-client'`: it fell behind what the hub can still replay (it stopped reading, or reads slower than the
+ *   feed) while its unsent bytes were at `maxBufferedBytes`;
+ * - `'view-error'`: the view store failed while its snapshot was read (the browser reconnects and tries again);
  * - `'hub-closed'`: the server is shutting down.
  */
-export type SseDropReason = 'slow-client' | 'hub-closed';
+export type SseDropReason = 'slow-client' | 'view-error' | 'hub-closed';
 
 /** @internal Settings a hub gives each client. */
-export interface SseClientSettings<T> {
+export interface SseClientSettings<T, R> {
   readonly id: number;
   readonly maxBufferedBytes: number;
   readonly closeGraceMs: number;
   readonly scheduler: SchedulerLike;
-  readonly onGone: (client: SseClient<T>) => void;
+  readonly onGone: (client: SseClient<T, R>) => void;
 }
 
 /**
- * One browser connection of a hub: writes framed events to its response, keeps its unsent bytes under a bound
- * and, past it, ends the stream with a `dropped` event instead of buffering more.
+ * One browser connection of a hub. The hub writes to it only while its unsent bytes stay under
+ * `maxBufferedBytes` (one event may pass it when nothing is unsent); the rest waits in the hub's shared replay
+ * buffer until what was written is flushed. A client the buffer leaves behind is dropped with a `dropped` event.
  *
- * In short: a client never holds more than `maxBufferedBytes` (plus one small farewell event) of the server's
- * memory, and never slows the hub or the other clients: writes are never awaited.
+ * In short: a client never holds more than `maxBufferedBytes` (or one event, if larger) plus a small farewell of
+ * the server's memory, and never slows the hub or the other clients: writes are never awaited.
  */
-export class SseClient<T> {
+export class SseClient<T, R = unknown> {
   /** Hub-local number of this connection (for logs and stats). */
   readonly id: number;
-  /** Sequence number of the last event id written to this client (an event, or an id-only position message). */
-  lastSeq = 0;
+  /** The last event id written to this client (an event, or an id-only position message). */
+  lastEventId = '';
   /** Why the server dropped it, once it did. */
   dropReason: SseDropReason | undefined;
+  /** @internal `'snapshot'` while its snapshot is sent (changes wait in the replay buffer), then `'live'`. */
+  state: 'snapshot' | 'live' = 'live';
+  /** @internal Sequence number of the last buffered change this client was given (or passed over). */
+  cursor = 0;
+  /** @internal LSN marks this client already has beyond the hub's own (a snapshot's positions, a resume). */
+  after: Map<string, number> | undefined;
+  /** @internal Rows its snapshot sent at LSNs past the snapshot's positions: key → LSN and partition. */
+  ahead: Map<string, { readonly lsn: number; readonly partition: string }> | undefined;
   readonly #res: SseResponse;
-  readonly #settings: SseClientSettings<T>;
-  readonly #options: SseClientOptions<T>;
+  readonly #settings: SseClientSettings<T, R>;
+  readonly #options: SseClientOptions<T, R>;
   #open = true;
+  #waiting = false;
+  #inFlight = 0;
+  #waiters: (() => void)[] = [];
   #grace: Subscription | undefined;
 
   /** @internal Created by {@link SseHub.connect}. */
-  constructor(res: SseResponse, options: SseClientOptions<T>, settings: SseClientSettings<T>) {
+  constructor(res: SseResponse, options: SseClientOptions<T, R>, settings: SseClientSettings<T, R>) {
     this.id = settings.id;
     this.#res = res;
     this.#options = options;
@@ -84,24 +104,52 @@ export class SseClient<T> {
     return this.#res.writableLength;
   }
 
-  /** @internal The client's filter and projection. */
-  get options(): SseClientOptions<T> {
+  /** @internal The client's filters and projections. */
+  get options(): SseClientOptions<T, R> {
     return this.#options;
   }
 
+  /** @internal True while the hub waits for this connection to flush before writing more. */
+  get waiting(): boolean {
+    return this.#waiting;
+  }
+
+  /** @internal Whether `bytes` more may be written now: under the bound, or anything at all when nothing is unsent. */
+  fits(bytes: number, alreadyQueued = 0): boolean {
+    // Only bytes of writes still in flight count: a response that took everything may report a stale length.
+    const unsent = (this.#inFlight === 0 ? 0 : this.#res.writableLength) + alreadyQueued;
+    return unsent === 0 || unsent + bytes <= this.#settings.maxBufferedBytes;
+  }
+
+  /** @internal Writes framed text (the caller checked {@link SseClient.fits}). */
+  write(text: string): void {
+    if (!this.#open) return;
+    this.#inFlight++;
+    this.#res.write(text, () => {
+      if (--this.#inFlight === 0) this.#wakeAll();
+    });
+  }
+
   /**
-   * @internal Writes framed text unless that would pass the bound, in which case the client is dropped.
-   * Returns whether it was written.
+   * @internal Runs `then` once everything written so far has been handed to the operating system (or the client
+   * is gone): at once when nothing is in flight.
    */
-  write(text: string): boolean {
-    if (!this.#open) return false;
-    const buffered = this.#res.writableLength;
-    if (buffered > 0 && buffered + Buffer.byteLength(text) > this.#settings.maxBufferedBytes) {
-      this.drop('slow-client');
-      return false;
-    }
-    this.#res.write(text);
-    return true;
+  whenFlushed(then: () => void): void {
+    if (!this.#open || this.#inFlight === 0) return then();
+    this.#waiting = true;
+    this.#waiters.push(then);
+  }
+
+  /** @internal {@link SseClient.whenFlushed} as a promise. */
+  flushed(): Promise<void> {
+    return new Promise((resolve) => this.whenFlushed(resolve));
+  }
+
+  #wakeAll(): void {
+    const waiters = this.#waiters;
+    this.#waiters = [];
+    this.#waiting = false;
+    for (const then of waiters) then();
   }
 
   /**
@@ -123,11 +171,13 @@ export class SseClient<T> {
     this.#res.end();
     // A client that stopped reading never lets `end` finish: free its buffer after a grace period.
     this.#grace = this.#settings.scheduler.schedule(() => this.#res.destroy(), this.#settings.closeGraceMs);
+    this.#wakeAll();
     this.#settings.onGone(this);
   }
 
   #gone(): void {
     this.#grace?.unsubscribe();
+    this.#wakeAll();
     if (!this.#open) return;
     this.#open = false;
     log('client %d disconnected', this.id);

@@ -1,42 +1,64 @@
 /**
- * A position in a hub's event stream: the hub's stream id (new for every hub, so ids of a previous server
- * process are recognised as foreign) and the sequence number of a change in it (1, 2, 3, … ; 0 = before the first).
+ * Where a client stands in a hub's event stream: the stream it was served by (a new id for each hub, so a
+ * restarted server knows an id is from a previous process) and, per partition (lease token), the LSN of the
+ * newest change it has. LSNs continue along split and merge lineage, so these positions keep their meaning
+ * across a server restart and across splits: a restarted hub can tell what a client missed, or snapshot it again.
  */
 export interface SseEventPosition {
   readonly stream: string;
-  readonly seq: number;
+  /** LSN reached per lease token. */
+  readonly positions: ReadonlyMap<string, number>;
 }
 
 /**
- * The `id:` of the event at `seq` in `stream`: `<stream>.<seq>`.
+ * The `id:` of an event: `<stream>.<token>:<lsn>,<token>:<lsn>…` with LSNs in base 36 and tokens URI-encoded.
  *
  * @example
  * ```ts
  * import { formatEventId } from 'rxfeed/sse';
- * formatEventId('k3f9q2', 42); // 'k3f9q2.42'
+ * formatEventId('k3f9q2', new Map([['0', 42], ['1', 7]])); // 'k3f9q2.0:16,1:7'
  * ```
  */
-export function formatEventId(stream: string, seq: number): string {
-  return `${stream}.${seq}`;
+export function formatEventId(stream: string, positions: ReadonlyMap<string, number>): string {
+  let out = `${stream}.`;
+  let first = true;
+  for (const [token, lsn] of positions) {
+    out += `${first ? '' : ','}${encodeURIComponent(token)}:${lsn.toString(36)}`;
+    first = false;
+  }
+  return out;
 }
 
 /**
  * Reads an id made by {@link formatEventId} (as a browser sends it back in `Last-Event-ID`); `undefined` when it
- * is not one (empty, malformed, or a sequence number that is not a non-negative safe integer).
+ * is not one (empty, malformed, or an LSN that is not a non-negative safe integer).
  *
  * @example
  * ```ts
  * import { parseEventId } from 'rxfeed/sse';
- * parseEventId('k3f9q2.42'); // { stream: 'k3f9q2', seq: 42 }
+ * parseEventId('k3f9q2.0:16,1:7'); // { stream: 'k3f9q2', positions: Map { '0' => 42, '1' => 7 } }
  * ```
  */
 export function parseEventId(id: string | undefined): SseEventPosition | undefined {
   if (!id) return undefined;
-  const dot = id.lastIndexOf('.');
+  const dot = id.indexOf('.');
   if (dot <= 0) return undefined;
-  const digits = id.slice(dot + 1);
-  if (!/^\d{1,16}$/.test(digits)) return undefined;
-  const seq = Number(digits);
-  if (!Number.isSafeInteger(seq)) return undefined;
-  return { stream: id.slice(0, dot), seq };
+  const positions = new Map<string, number>();
+  const rest = id.slice(dot + 1);
+  if (rest !== '') {
+    for (const part of rest.split(',')) {
+      const colon = part.indexOf(':');
+      if (colon <= 0 || !/^[0-9a-z]{1,11}$/.test(part.slice(colon + 1))) return undefined;
+      const lsn = parseInt(part.slice(colon + 1), 36);
+      let token: string;
+      try {
+        token = decodeURIComponent(part.slice(0, colon));
+      } catch {
+        return undefined;
+      }
+      if (!Number.isSafeInteger(lsn) || positions.has(token)) return undefined;
+      positions.set(token, lsn);
+    }
+  }
+  return { stream: id.slice(0, dot), positions };
 }

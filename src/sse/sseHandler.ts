@@ -6,12 +6,12 @@ import type { SseHub } from './SseHub.js';
 const log = logger('sse');
 
 /** Settings of {@link sseHandler}. */
-export interface SseHandlerOptions<T> {
+export interface SseHandlerOptions<T, R = unknown> {
   /**
    * This request's filter and projection (read the query string, the user, …). Throw to refuse the request
    * with 400 and the error's message. Default: every change, with the hub's projection.
    */
-  readonly client?: (req: IncomingMessage) => SseClientOptions<T>;
+  readonly client?: (req: IncomingMessage) => SseClientOptions<T, R>;
   /** `Access-Control-Allow-Origin` to send, for pages served from another origin. Default: none. */
   readonly allowOrigin?: string;
 }
@@ -48,13 +48,13 @@ export function lastEventIdOf(req: IncomingMessage): string | undefined {
  * createServer((req, res) => (req.url?.startsWith('/events') ? events(req, res) : res.writeHead(404).end())).listen(8080);
  * ```
  */
-export function sseHandler<T>(hub: SseHub<T>, options: SseHandlerOptions<T> = {}): (req: IncomingMessage, res: ServerResponse) => void {
+export function sseHandler<T, R = unknown>(hub: SseHub<T, R>, options: SseHandlerOptions<T, R> = {}): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => {
     if (req.method !== 'GET') {
       res.writeHead(405, { Allow: 'GET', 'Content-Type': 'text/plain; charset=utf-8' }).end('Server-Sent Events are served to GET only\n');
       return;
     }
-    let client: SseClientOptions<T> = {};
+    let client: SseClientOptions<T, R> = {};
     try {
       client = options.client?.(req) ?? {};
     } catch (error) {

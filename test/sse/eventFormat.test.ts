@@ -44,14 +44,17 @@ describe('formatSseComment', () => {
 });
 
 describe('event ids', () => {
-  it('round-trip stream and sequence number', () => {
-    expect(formatEventId('Ab_-9', 42)).toBe('Ab_-9.42');
-    expect(parseEventId('Ab_-9.42')).toEqual({ stream: 'Ab_-9', seq: 42 });
-    expect(parseEventId('s.0')).toEqual({ stream: 's', seq: 0 });
+  it('round-trip the stream and the LSN reached per partition (base 36, tokens URI-encoded)', () => {
+    const positions = new Map([['0', 42], ['a,b:c', 7], ['12', 0]]);
+    const id = formatEventId('Ab_-9', positions);
+    expect(id).toBe('Ab_-9.0:16,a%2Cb%3Ac:7,12:0');
+    expect(parseEventId(id)).toEqual({ stream: 'Ab_-9', positions });
+    expect(parseEventId('s.')).toEqual({ stream: 's', positions: new Map() });
+    expect(parseEventId(formatEventId('s', new Map([['0', Number.MAX_SAFE_INTEGER]])))!.positions.get('0')).toBe(Number.MAX_SAFE_INTEGER);
   });
 
   it('reject what is not an event id', () => {
-    for (const bad of [undefined, '', '42', '.42', 's.', 's.-1', 's.1e3', 's.4.2x', 's.99999999999999999']) {
+    for (const bad of [undefined, '', '42', '.0:1', 's.0', 's.0:', 's.:1', 's.0:-1', 's.0:1,0:2', 's.0:A', 's.%E0%A4%A:1', 's.0:zzzzzzzzzzz']) {
       expect(parseEventId(bad), String(bad)).toBeUndefined();
     }
   });

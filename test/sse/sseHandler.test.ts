@@ -72,18 +72,18 @@ describe('sseHandler over node:http', () => {
     expect(first.res.headers['content-type']).toBe('text/event-stream; charset=utf-8');
     expect(first.res.headers['cache-control']).toBe('no-cache, no-transform');
     expect(first.res.headers['access-control-allow-origin']).toBe('*');
-    expect(first.parser.events.map((e) => e.lastEventId)).toEqual(['H.3', 'H.4']);
+    expect(first.parser.events.map((e) => e.lastEventId)).toEqual(['H.0:3', 'H.0:4']);
     publish('red');
-    const second = await open('/events', { 'Last-Event-ID': 'H.3' }, 2);
+    const second = await open('/events', { 'Last-Event-ID': 'H.0:3' }, 2);
     expect(second.parser.events.map((e) => [e.lastEventId, JSON.parse(e.data).data])).toEqual([
-      ['H.4', 'blue'],
-      ['H.5', 'red'],
+      ['H.0:4', 'blue'],
+      ['H.0:5', 'red'],
     ]);
   });
 
   it('takes ?lastEventId= when there is no header, and a per-request filter from the query', async () => {
-    const res = await open('/events?color=red&lastEventId=H.0', {}, 3);
-    expect(res.parser.events.map((e) => e.lastEventId)).toEqual(['H.1', 'H.3', 'H.5']);
+    const res = await open('/events?color=red&lastEventId=H.', {}, 3);
+    expect(res.parser.events.map((e) => e.lastEventId)).toEqual(['H.0:1', 'H.0:3', 'H.0:5']);
   });
 
   it('answers 405 to anything but GET and 400 with the message when the client options throw', async () => {

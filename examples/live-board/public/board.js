@@ -1,30 +1,34 @@
-// The live board: load a snapshot, then follow the event stream from the snapshot's event id. EventSource
-// reconnects by itself and sends Last-Event-ID, so the server replays exactly what was missed; a `reset` event
-// (the gap is older than the server's replay buffer, or the server restarted) means: load the snapshot again.
+// The live board: one EventSource, and rxfeed's LiveView keeping the open orders from the server's snapshot and
+// every change after it. EventSource reconnects by itself and sends Last-Event-ID: the server replays what was
+// missed, or sends a fresh snapshot when it cannot (its buffer moved on); the view swaps it in whole.
+import { LiveView } from '/client.js';
+
 const COLUMNS = ['new', 'paid', 'packed', 'shipped'];
 const euros = new Intl.NumberFormat('en-IE', { style: 'currency', currency: 'EUR' });
 const $ = (id) => document.getElementById(id);
 
+const source = new EventSource('/events');
+const live = new LiveView(source);
+
 /** What the page knows, also read by the browser test. */
 const board = {
-  orders: new Map(),
-  /** Event ids received, in order (the test checks them for gaps and duplicates). */
+  get orders() {
+    return live.rows;
+  },
+  /** Changes applied after a snapshot, as `id@lsn` (the test checks them for duplicates). */
   received: [],
-  stream: '',
-  lastSeq: 0,
-  gaps: 0,
-  duplicates: 0,
-  resets: 0,
+  snapshots: 0,
   reconnects: 0,
   opened: 0,
   ready: false,
+  get stale() {
+    return live.stats.stale;
+  },
+  get lastEventId() {
+    return live.lastEventId;
+  },
 };
 window.board = board;
-
-function parseId(id) {
-  const dot = id.lastIndexOf('.');
-  return { stream: id.slice(0, dot), seq: Number(id.slice(dot + 1)) };
-}
 
 function cardElement(id, card) {
   const li = document.createElement('li');
@@ -54,7 +58,7 @@ function cardElement(id, card) {
 function render(changedId) {
   for (const status of COLUMNS) {
     const column = document.querySelector(`.column[data-status="${status}"]`);
-    const cards = [...board.orders].filter(([, c]) => c.status === status).sort(([a], [b]) => (a < b ? 1 : -1));
+    const cards = [...live.rows].filter(([, c]) => c.status === status).sort(([a], [b]) => (a < b ? 1 : -1));
     const list = column.querySelector('ol');
     const existing = new Map([...list.children].map((li) => [li.dataset.id, li]));
     const next = cards.map(([id, card]) => {
@@ -67,15 +71,14 @@ function render(changedId) {
     list.replaceChildren(...next);
     column.querySelector('h2 b').textContent = String(cards.length);
   }
-  const open = [...board.orders.values()];
+  const open = [...live.rows.values()];
   $('open-count').textContent = String(open.length);
   $('open-value').textContent = euros.format(open.reduce((s, c) => s + c.totalCents, 0) / 100);
   $('event-count').textContent = String(board.received.length);
-  $('gaps').textContent = String(board.gaps);
-  $('duplicates').textContent = String(board.duplicates);
-  $('resets').textContent = String(board.resets);
+  $('snapshots').textContent = String(board.snapshots);
+  $('stale').textContent = String(live.stats.stale);
   $('reconnects').textContent = String(board.reconnects);
-  $('last-id').textContent = board.stream ? `${board.stream}.${board.lastSeq}` : '–';
+  $('last-id').textContent = live.lastEventId || '–';
 }
 
 function setStatus(state) {
@@ -84,53 +87,33 @@ function setStatus(state) {
   pill.querySelector('span').textContent = state;
 }
 
-function apply(change) {
-  const card = change.data;
-  if (!card || card.status === 'delivered' || card.status === 'cancelled') board.orders.delete(change.id);
-  else board.orders.set(change.id, card);
-}
+source.onopen = () => {
+  if (board.opened++ > 0) board.reconnects++;
+  setStatus(live.ready ? 'live' : 'loading');
+};
+source.onerror = () => setStatus(source.readyState === EventSource.CLOSED ? 'closed' : 'reconnecting');
+source.addEventListener('snapshot-begin', (event) => {
+  const { reason } = JSON.parse(event.data);
+  if (reason) {
+    $('banner').textContent = `Resynchronising (${reason}): loading the board again.`;
+    $('banner').hidden = false;
+  }
+});
+source.addEventListener('dropped', (event) => {
+  const { reason } = JSON.parse(event.data);
+  $('banner').textContent = `The server ended this stream (${reason}); reconnecting.`;
+  $('banner').hidden = false;
+});
 
-let source;
-
-async function start() {
-  source?.close();
-  setStatus('connecting');
-  const snapshot = await (await fetch('/snapshot')).json();
-  board.orders = new Map(Object.entries(snapshot.orders));
-  ({ stream: board.stream, seq: board.lastSeq } = parseId(snapshot.lastEventId));
-  render();
-  source = new EventSource(`/events?lastEventId=${encodeURIComponent(snapshot.lastEventId)}`);
-  source.onopen = () => {
-    if (board.opened++ > 0) board.reconnects++;
-    setStatus('live');
-    $('banner').hidden = true;
+live.subscribe((update) => {
+  if (update.type === 'snapshot') {
+    board.snapshots++;
     board.ready = true;
+    $('banner').hidden = true;
+    setStatus('live');
     render();
-  };
-  source.onerror = () => setStatus(source.readyState === EventSource.CLOSED ? 'closed' : 'reconnecting');
-  source.onmessage = (event) => {
-    const { stream, seq } = parseId(event.lastEventId);
-    if (stream === board.stream && seq <= board.lastSeq) board.duplicates++;
-    else if (stream !== board.stream || seq !== board.lastSeq + 1) board.gaps++;
-    board.received.push(event.lastEventId);
-    board.stream = stream;
-    board.lastSeq = seq;
-    const change = JSON.parse(event.data);
-    apply(change);
-    render(change.id);
-  };
-  source.addEventListener('reset', (event) => {
-    board.resets++;
-    const { reason } = JSON.parse(event.data);
-    $('banner').textContent = `Resynchronising (${reason}): reloading the board from a snapshot.`;
-    $('banner').hidden = false;
-    void start();
-  });
-  source.addEventListener('dropped', (event) => {
-    const { reason } = JSON.parse(event.data);
-    $('banner').textContent = `The server dropped this stream (${reason}); reconnecting where it left off.`;
-    $('banner').hidden = false;
-  });
-}
-
-void start();
+  } else if (update.type === 'change') {
+    board.received.push(`${update.id}@${update.lsn}`);
+    render(update.id);
+  }
+});
