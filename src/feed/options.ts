@@ -70,8 +70,10 @@ export interface ChangeFeedOptions<T> {
   readonly balanceBy?: 'count' | 'load';
   /**
    * Where a partition starts when its lease has no checkpoint yet. Default `'beginning'` (nothing already
-   * in the feed is skipped; the .NET processor defaults to now). A function of the partition gives each
-   * partition its own start (called once per lease with no checkpoint, never for one with a checkpoint),
+   * in the feed is skipped; the .NET processor defaults to now). `'now'` is the moment the processor started
+   * (the subscription that created the leases), not a partition's first read: each lease is created with its
+   * start pinned (see {@link StartFrom}). A function of the partition gives each partition its own start
+   * (called once per lease with no checkpoint, when it is created; never for one with a checkpoint),
    * e.g. `(p) => (p.id === '0' ? 'beginning' : 'now')`.
    */
   readonly startFrom?: StartFrom | ((partition: Partition) => StartFrom);
