@@ -111,8 +111,8 @@ export interface ChangeFeedOptions<T> {
    */
   readonly maxInFlightChanges?: number;
   /**
-   * Report a `stall` event when a partition waits for credit and nothing (of any partition) reached the
-   * checkpoint for this long, in ms. Default 60 000.
+   * Report a `stall` event (naming the lease) when a partition has batches out and none of its batches
+   * reached the checkpoint for this long, in ms, whatever other partitions do. Default 60 000.
    */
   readonly stallTimeoutMs?: number;
   /** On a voluntary release (shutdown, rebalance), most time to wait for batches in flight, in ms. Default 30 000. */
