@@ -2,7 +2,7 @@ import { asyncScheduler, type Observer, type SchedulerLike } from 'rxjs';
 import type { FeedEvent } from '../core/events.js';
 import type { Partition, StartFrom } from '../core/Partition.js';
 import { InvalidOptionsError } from '../errors/index.js';
-import { checkLeasePrefix, DEFAULT_LEASE_PREFIX, LEASE_DEFAULTS, resolveTimings } from '../leases/coordinator/timings.js';
+import { checkLeasePrefix, DEFAULT_LEASE_PREFIX, resolveTimings } from '../leases/coordinator/timings.js';
 import type { LeaseScheme } from '../leases/coordinator/leaseDocuments.js';
 import { checkBalanceBy, checkLeaseScheme } from '../leases/coordinator/options.js';
 import type { LeaseCoordinator } from '../leases/LeaseCoordinator.js';
@@ -115,7 +115,11 @@ export interface ChangeFeedOptions<T> {
    * reached the checkpoint for this long, in ms, whatever other partitions do. Default 60 000.
    */
   readonly stallTimeoutMs?: number;
-  /** On a voluntary release (shutdown, rebalance), most time to wait for batches in flight, in ms. Default 30 000. */
+  /**
+   * On a voluntary release (shutdown, rebalance), most time to wait for batches in flight, in ms. Default
+   * 10 000: with a Kubernetes grace period (30 s) that leaves room for the final checkpoints and the lease
+   * releases after a drain that times out. A partition in a reported stall is not waited for.
+   */
   readonly drainTimeoutMs?: number;
   /** How often to look for free or expired leases, in ms. Default: the coordinator's. */
   readonly leaseAcquireIntervalMs?: number;
@@ -158,7 +162,9 @@ export const DEFAULTS = {
   pollIntervalMs: 5_000,
   maxInFlightChanges: 10_000,
   stallTimeoutMs: 60_000,
-  drainTimeoutMs: LEASE_DEFAULTS.drainTimeoutMs,
+  // Shorter than the coordinator's own default: stop() must fit a Kubernetes grace period (30 s) with the
+  // final checkpoints and the lease releases after the drain.
+  drainTimeoutMs: 10_000,
 } as const;
 
 /** True for a valid {@link StartFrom} value. @internal */

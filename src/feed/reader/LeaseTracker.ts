@@ -203,15 +203,21 @@ export class LeaseTracker implements PartitionTracker {
 
   /**
    * Waits until every batch read was acknowledged or dropped (or the subscriber left), at most `timeoutMs`,
-   * then writes the last acknowledged position. Resolves true when nothing was left outstanding.
+   * then writes the last acknowledged position. Resolves true when nothing was left outstanding. A partition
+   * in a reported stall is not waited for: its batches stopped reaching the checkpoint long ago, and waiting
+   * would only eat into the time left to release the lease (a Kubernetes grace period); it says so at once.
    */
   async drain(timeoutMs: number): Promise<boolean> {
-    const settled = await this.#quiet(timeoutMs);
+    const stalled = this.#stall.reported && !this.unsubscribed && this.#ledger.pending > 0;
+    const settled = stalled ? false : await this.#quiet(timeoutMs);
     if (!settled) {
+      const outstanding = `partition ${this.leaseToken}: ${this.#ledger.pending} batches (${this.held} changes) did not reach checkpointEvery`;
       const message =
-        `partition ${this.leaseToken}: ${this.#ledger.pending} batches (${this.held} changes) did not reach checkpointEvery ` +
-        `within drainTimeoutMs (${timeoutMs} ms); going on without them (the next owner reads them again). If the ` +
-        'pipeline drops batches (a plain filter), use filterChanges instead.';
+        (stalled
+          ? `${outstanding} for ${Math.round((this.#ctx.scheduler.now() - (this.#ledger.oldestReadAt ?? 0)) / 1000)} s (stalled); not waiting for them`
+          : `${outstanding} within drainTimeoutMs (${timeoutMs} ms)`) +
+        '; going on without them (the next owner reads them again). If the pipeline drops batches (a plain ' +
+        'filter), use filterChanges instead.';
       this.#log(message);
       this.#ctx.emit({ type: 'stall', owner: this.#ctx.owner, lease: this.leaseToken, message });
     }

@@ -34,6 +34,11 @@ export class StallMonitor {
     private readonly watch: StallWatch,
   ) {}
 
+  /** True while a reported stall lasts (no progress since the report). */
+  get reported(): boolean {
+    return this.#reported;
+  }
+
   /** A batch was read. */
   read(): void {
     this.#arm();
