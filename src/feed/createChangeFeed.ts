@@ -1,5 +1,6 @@
 import { map, merge, mergeAll, Observable, share, Subject, takeUntil, type Subscriber, type Subscription } from 'rxjs';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
+import { errorEvent } from '../core/errorEvent.js';
 import type { CloseReason, FeedEvent } from '../core/events.js';
 import type { Partition, StartFrom } from '../core/Partition.js';
 import type { Source } from '../sources/Source.js';
@@ -131,6 +132,8 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
     scheduler: o.scheduler,
   });
   const coordinatorEvents = coordinator.events$.subscribe({ next: emit });
+  // An account that cannot be reached at all is said at once: the SDK's own retries take minutes to give up.
+  source.checkReachable?.().catch((error: unknown) => stopping === undefined && emit(errorEvent(owner, error, { attempts: 1 })));
   const pool = new CreditPool(o.maxInFlightChanges, o.maxItemCount);
   const writes = new Set<Promise<unknown>>();
   const stopRequested = new Subject<void>();
