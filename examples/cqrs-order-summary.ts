@@ -17,10 +17,10 @@ import { CosmosClient, type Container } from '@azure/cosmos';
 import { filter, bufferTime } from 'rxjs';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { checkpointEvery, CosmosLeaseStore, CosmosSource, createChangeFeed, materializeToView } from '../src/index.js';
-import { PGliteViewStore, PostgresViewStore } from '../src/postgres.js';
-import type { Change, ViewStore } from '../src/index.js';
-import { CosmosEmulator } from '../src/emulator/index.js';
+import { checkpointEvery, CosmosLeaseStore, CosmosSource, createChangeFeed, materializeToView } from 'rxfeed';
+import { PGliteViewStore, PostgresViewStore } from 'rxfeed/postgres';
+import type { Change, ViewStore } from 'rxfeed';
+import { CosmosEmulator } from 'rxfeed/emulator';
 
 interface Order {
   id: string;

@@ -11,8 +11,8 @@
  */
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { MemoryDeadLetterStore, MemoryLeaseStore, MemorySource, processChanges, redriveDeadLetters } from '../src/index.js';
-import type { ChangeHandlers, DeadLetter } from '../src/index.js';
+import { MemoryDeadLetterStore, MemoryLeaseStore, MemorySource, processChanges, redriveDeadLetters } from 'rxfeed';
+import type { ChangeHandlers, DeadLetter } from 'rxfeed';
 
 interface Order {
   id: string;

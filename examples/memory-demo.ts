@@ -7,12 +7,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { createChangeFeed } from '../src/feed/index.js';
-import { MemoryLeaseStore } from '../src/leases/MemoryLeaseStore.js';
-import { checkpointEvery } from '../src/operators/checkpointEvery.js';
-import { eachBatch } from '../src/operators/eachBatch.js';
-import { filterChanges } from '../src/operators/filterChanges.js';
-import { MemorySource } from '../src/sources/MemorySource.js';
+import { checkpointEvery, createChangeFeed, eachBatch, filterChanges, MemoryLeaseStore, MemorySource } from 'rxfeed';
 
 interface Order {
   id: string;

@@ -16,10 +16,10 @@
 import { CosmosClient, type Container } from '@azure/cosmos';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { checkpointEvery, CosmosLeaseStore, CosmosSource, createChangeFeed, syncToIndex } from '../src/index.js';
-import { PostgresSearchIndex } from '../src/postgres.js';
-import type { Change, SearchHit } from '../src/index.js';
-import { CosmosEmulator } from '../src/emulator/index.js';
+import { checkpointEvery, CosmosLeaseStore, CosmosSource, createChangeFeed, syncToIndex } from 'rxfeed';
+import { PostgresSearchIndex } from 'rxfeed/postgres';
+import type { Change, SearchHit } from 'rxfeed';
+import { CosmosEmulator } from 'rxfeed/emulator';
 
 interface Product {
   id: string;

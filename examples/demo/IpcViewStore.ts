@@ -8,8 +8,8 @@
  * come back with their kind, so a fenced write is still a `ViewFencedError` (a `LeaseLostError`) in the worker.
  */
 import type { ChildProcess } from 'node:child_process';
-import { ViewFencedError } from '../../src/index.js';
-import type { ViewPartitionState, ViewRow, ViewStore, ViewWrite, ViewWriteResult } from '../../src/index.js';
+import { ViewFencedError } from 'rxfeed';
+import type { ViewPartitionState, ViewRow, ViewStore, ViewWrite, ViewWriteResult } from 'rxfeed';
 
 /** The ViewStore methods that travel over IPC (`close` stays local: the parent owns the store). */
 type Method = 'write' | 'get' | 'rows' | 'positions' | 'pruneTombstones' | 'clearPositions';

@@ -13,10 +13,10 @@ import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { CosmosLeaseStore, CosmosSource, estimateLag } from '../../src/index.js';
-import { PGliteViewStore } from '../../src/postgres.js';
-import type { FeedMode, LeaseLag } from '../../src/index.js';
-import { CosmosEmulator } from '../../src/emulator/index.js';
+import { CosmosLeaseStore, CosmosSource, estimateLag } from 'rxfeed';
+import { PGliteViewStore } from 'rxfeed/postgres';
+import type { FeedMode, LeaseLag } from 'rxfeed';
+import { CosmosEmulator } from 'rxfeed/emulator';
 import { serveViewStore } from './IpcViewStore.js';
 import { compareView, DEMO, DEMO_LEASE_TIMINGS, OrderWriter, readAllOrders, type OrderSummary, type ViewComparison, type WorkerMessage } from './orders.js';
 

@@ -3,7 +3,7 @@
  * writer that produces a steady mix of creates, updates and cancellations, and the final view-vs-source check.
  */
 import type { Container } from '@azure/cosmos';
-import type { Change, ViewRow } from '../../src/index.js';
+import type { Change, ViewRow } from 'rxfeed';
 
 /** One order line. */
 export interface OrderLine {

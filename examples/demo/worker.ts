@@ -8,8 +8,8 @@
  * `allVersionsAndDeletes` or `latestVersion`).
  */
 import { CosmosClient } from '@azure/cosmos';
-import { checkpointEvery, CosmosLeaseStore, CosmosSource, createChangeFeed, materializeToView } from '../../src/index.js';
-import type { FeedEvent, FeedMode } from '../../src/index.js';
+import { checkpointEvery, CosmosLeaseStore, CosmosSource, createChangeFeed, materializeToView } from 'rxfeed';
+import type { FeedEvent, FeedMode } from 'rxfeed';
 import { IpcViewStore } from './IpcViewStore.js';
 import { DEMO, DEMO_LEASE_TIMINGS, isCancelled, projectOrder, type Order, type OrderSummary, type WorkerMessage } from './orders.js';
 

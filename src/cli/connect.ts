@@ -3,6 +3,7 @@ import { CosmosLeaseStore } from '../leases/CosmosLeaseStore.js';
 import { dotnetLeasePrefix } from '../leases/dotnetLeasePrefix.js';
 import type { LeaseNamingOptions } from '../leases/leaseNaming.js';
 import { CosmosSource } from '../sources/CosmosSource.js';
+import { checkHostResolves } from '../sources/cosmos/reachability.js';
 import type { FeedMode } from '../core/Partition.js';
 import { type CosmosTarget, UsageError } from './cosmosArgs.js';
 
@@ -22,6 +23,8 @@ export interface CosmosConnection {
 
 /** Connects to the account named by `target`. The key goes to the client only; it is never printed. */
 export async function connect(target: CosmosTarget): Promise<CosmosConnection> {
+  // The SDK retries a host name that does not resolve for about two minutes before it says anything.
+  await checkHostResolves(target.endpoint, '--endpoint');
   const { CosmosClient } = await import('@azure/cosmos');
   const client: CosmosClient = new CosmosClient({ endpoint: target.endpoint, key: target.key });
   const database = client.database(target.database);

@@ -31,8 +31,10 @@ export type FeedMode = 'latestVersion' | 'allVersionsAndDeletes';
  * wins over this.
  *
  * - `'beginning'`: every change still in the log;
- * - `'now'`: only changes made after the first read;
- * - a `Date`: changes made after that instant (UTC);
+ * - `'now'`: only changes made after the processor started: pinned per partition when its lease is created
+ *   (to the run's start time where the source can start from a time, else to the partition's position then,
+ *   before any lease is read), never at a later first read;
+ * - a `Date`: changes made at or after that instant (UTC);
  * - `{ position }`: an explicit position, such as one saved elsewhere.
  */
 export type StartFrom = 'beginning' | 'now' | Date | { readonly position: Position };

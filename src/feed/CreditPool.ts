@@ -34,7 +34,7 @@ interface Waiter {
  */
 export class CreditPool {
   readonly total: number;
-  /** When any partition last acknowledged a batch (scheduler time); stall detection reads it. */
+  /** When any partition last acknowledged a batch (scheduler time); a stall report says whether others moved. */
   lastAckAt = Number.NEGATIVE_INFINITY;
   #inFlight = 0;
   #active = 0;

@@ -1,13 +1,16 @@
 import { map, merge, mergeAll, Observable, share, Subject, takeUntil, type Subscriber, type Subscription } from 'rxjs';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
+import { errorEvent } from '../core/errorEvent.js';
 import type { CloseReason, FeedEvent } from '../core/events.js';
-import type { Partition } from '../core/Partition.js';
+import type { Partition, StartFrom } from '../core/Partition.js';
+import type { Source } from '../sources/Source.js';
 import { logger, type Logger } from '../internal/log.js';
 import { LEASE_DEFAULTS } from '../leases/coordinator/timings.js';
 import { createLeaseCoordinator } from '../leases/createLeaseCoordinator.js';
 import { CreditPool } from './CreditPool.js';
 import { type ChangeFeedOptions, type ResolvedOptions, resolveOptions } from './options.js';
 import { type PartitionFeed, type ReaderContext, readPartition } from './reader/readPartition.js';
+import { pinStart, startOf } from './startPosition.js';
 
 /**
  * A running change feed processor: the batches of every partition this host owns, the per-partition
@@ -101,11 +104,23 @@ interface Run<T> {
 
 function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (event: FeedEvent) => void, log: Logger): Run<T> {
   const owner = o.instanceName;
+  // "now" is this moment: the leases the bootstrap creates start at the sources' positions of it.
+  const startedAtMs = o.scheduler.now();
+  const source = o.source as Source<unknown>;
+  // A startFrom function is asked once per partition and run: when its lease is created, or first read.
+  const starts = new Map<string, StartFrom>();
+  const startFor = (partition: Partition): StartFrom => {
+    let start = starts.get(partition.id);
+    if (start === undefined) starts.set(partition.id, (start = startOf(o.startFrom, source, partition)));
+    return start;
+  };
+  const startPosition = (partition: Partition) => pinStart(source, startFor(partition), partition, startedAtMs);
   const coordinator = (o.coordinator ?? createLeaseCoordinator)({
     store: o.leases,
     source: o.source,
     owner,
     prefix: o.leasePrefix,
+    startPosition,
     ...(o.leaseScheme !== undefined ? { leaseScheme: o.leaseScheme } : {}),
     ...(o.balanceBy !== undefined ? { balanceBy: o.balanceBy } : {}),
     ...(o.leaseAcquireIntervalMs !== undefined ? { leaseAcquireIntervalMs: o.leaseAcquireIntervalMs } : {}),
@@ -117,6 +132,8 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
     scheduler: o.scheduler,
   });
   const coordinatorEvents = coordinator.events$.subscribe({ next: emit });
+  // An account that cannot be reached at all is said at once: the SDK's own retries take minutes to give up.
+  source.checkReachable?.().catch((error: unknown) => stopping === undefined && emit(errorEvent(owner, error, { attempts: 1 })));
   const pool = new CreditPool(o.maxInFlightChanges, o.maxItemCount);
   const writes = new Set<Promise<unknown>>();
   const stopRequested = new Subject<void>();
@@ -139,7 +156,9 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
     source: o.source,
     owner,
     startFrom: o.startFrom,
+    startFor,
     startFromGiven,
+    startPosition,
     ...(o.maxWaitTimeMs !== undefined ? { maxWaitTimeMs: o.maxWaitTimeMs } : {}),
     maxItemCount: o.maxItemCount,
     pollIntervalMs: o.pollIntervalMs,

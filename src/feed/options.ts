@@ -2,7 +2,7 @@ import { asyncScheduler, type Observer, type SchedulerLike } from 'rxjs';
 import type { FeedEvent } from '../core/events.js';
 import type { Partition, StartFrom } from '../core/Partition.js';
 import { InvalidOptionsError } from '../errors/index.js';
-import { checkLeasePrefix, DEFAULT_LEASE_PREFIX, LEASE_DEFAULTS, resolveTimings } from '../leases/coordinator/timings.js';
+import { checkLeasePrefix, DEFAULT_LEASE_PREFIX, resolveTimings } from '../leases/coordinator/timings.js';
 import type { LeaseScheme } from '../leases/coordinator/leaseDocuments.js';
 import { checkBalanceBy, checkLeaseScheme } from '../leases/coordinator/options.js';
 import type { LeaseCoordinator } from '../leases/LeaseCoordinator.js';
@@ -70,8 +70,10 @@ export interface ChangeFeedOptions<T> {
   readonly balanceBy?: 'count' | 'load';
   /**
    * Where a partition starts when its lease has no checkpoint yet. Default `'beginning'` (nothing already
-   * in the feed is skipped; the .NET processor defaults to now). A function of the partition gives each
-   * partition its own start (called once per lease with no checkpoint, never for one with a checkpoint),
+   * in the feed is skipped; the .NET processor defaults to now). `'now'` is the moment the processor started
+   * (the subscription that created the leases), not a partition's first read: each lease is created with its
+   * start pinned (see {@link StartFrom}). A function of the partition gives each partition its own start
+   * (called once per lease with no checkpoint, when it is created; never for one with a checkpoint),
    * e.g. `(p) => (p.id === '0' ? 'beginning' : 'now')`.
    */
   readonly startFrom?: StartFrom | ((partition: Partition) => StartFrom);
@@ -109,11 +111,15 @@ export interface ChangeFeedOptions<T> {
    */
   readonly maxInFlightChanges?: number;
   /**
-   * Report a `stall` event when a partition waits for credit and nothing (of any partition) reached the
-   * checkpoint for this long, in ms. Default 60 000.
+   * Report a `stall` event (naming the lease) when a partition has batches out and none of its batches
+   * reached the checkpoint for this long, in ms, whatever other partitions do. Default 60 000.
    */
   readonly stallTimeoutMs?: number;
-  /** On a voluntary release (shutdown, rebalance), most time to wait for batches in flight, in ms. Default 30 000. */
+  /**
+   * On a voluntary release (shutdown, rebalance), most time to wait for batches in flight, in ms. Default
+   * 10 000: with a Kubernetes grace period (30 s) that leaves room for the final checkpoints and the lease
+   * releases after a drain that times out. A partition in a reported stall is not waited for.
+   */
   readonly drainTimeoutMs?: number;
   /** How often to look for free or expired leases, in ms. Default: the coordinator's. */
   readonly leaseAcquireIntervalMs?: number;
@@ -156,7 +162,9 @@ export const DEFAULTS = {
   pollIntervalMs: 5_000,
   maxInFlightChanges: 10_000,
   stallTimeoutMs: 60_000,
-  drainTimeoutMs: LEASE_DEFAULTS.drainTimeoutMs,
+  // Shorter than the coordinator's own default: stop() must fit a Kubernetes grace period (30 s) with the
+  // final checkpoints and the lease releases after the drain.
+  drainTimeoutMs: 10_000,
 } as const;
 
 /** True for a valid {@link StartFrom} value. @internal */

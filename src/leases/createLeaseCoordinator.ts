@@ -66,6 +66,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   readonly #naming: LeaseNaming;
   readonly #balanceBy: 'count' | 'load';
   readonly #listPartitions: (signal?: AbortSignal) => Promise<readonly Partition[]>;
+  readonly #startPosition: LeaseCoordinatorOptions['startPosition'];
   readonly #t: Timings;
   readonly #minLeases: number;
   readonly #maxLeases: number;
@@ -105,6 +106,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     this.#store = options.store;
     const source = options.source;
     this.#listPartitions = options.listPartitions ?? ((signal) => source!.listPartitions(signal));
+    this.#startPosition = options.startPosition;
     this.#minLeases = options.minLeases ?? 0;
     this.#maxLeases = options.maxLeases ?? 0;
     this.#scheduler = options.scheduler ?? asyncScheduler;
@@ -181,6 +183,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
         expirationMs: this.#t.expirationMs,
         retryMs: Math.min(1000, this.#t.acquireMs),
         listPartitions: () => partitions,
+        ...(this.#startPosition ? { startPosition: this.#startPosition } : {}),
         claim: this.#maxLeases > 0 ? this.#maxLeases : Infinity,
         stopped: () => this.#stopped,
         delay: (ms) => this.#delay(ms),

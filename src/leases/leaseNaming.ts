@@ -20,7 +20,7 @@ import type { LeaseStore } from './LeaseStore.js';
 export interface LeaseNamingOptions {
   /**
    * The processor's lease prefix. Default `'rxfeed.'` (the feed's default). With `leaseScheme: 'dotnet'` it is
-   * required: the prefix the .NET processor computes (see {@link dotnetLeasePrefix}), i.e. the part of its lease
+   * required: the prefix the .NET processor computes (see `dotnetLeasePrefix` in `rxfeed`), i.e. the part of its lease
    * ids before `..`.
    */
   readonly leasePrefix?: string;

@@ -13,7 +13,8 @@ import { InvalidOptionsError, PartitionGoneError, ResourceGoneError, TransientEr
 import { onAbort } from '../internal/abortWatch.js';
 import { logger } from '../internal/log.js';
 import { lsnOfPosition, lsnOfSessionToken, parseToken, rangeIdOfSessionToken, rangeToken } from './cosmos/continuation.js';
-import { isAbortError, routingMapError, toSourceError } from './cosmos/errors.js';
+import { isAbortError, networkCode, routingMapError, toSourceError } from './cosmos/errors.js';
+import { endpointOf, HostCheck } from './cosmos/reachability.js';
 import { sdkOfContainer } from './cosmos/sdkOfContainer.js';
 import { allVersionsChange, latestVersionChange, partitionKeyPaths, type PartitionKeyPaths } from './cosmos/mapChange.js';
 import { takeRoutingMapFailure } from './cosmos/routingMapCache.js';
@@ -157,6 +158,8 @@ export class CosmosSource<T = unknown> implements Source<T> {
   /** Most iterators kept: never fewer than the partitions last listed, with room for EPK parts and moves. */
   #maxIterators = MIN_CACHED_ITERATORS;
   readonly #log = logger('cosmos');
+  /** The account's host name is looked up before the first request and after network failures. */
+  readonly #host: HostCheck;
 
   /**
    * @param container - the monitored container (any `@azure/cosmos` 4.x client: key, token credential…).
@@ -175,6 +178,22 @@ export class CosmosSource<T = unknown> implements Source<T> {
     this.description = options.description ?? `dbs/${container.database.id}/colls/${container.id}`;
     this.#reuseIterators = options.reuseIterators ?? true;
     this.#priorityLevel = options.priorityLevel;
+    this.#host = new HostCheck(endpointOf(container), this.description);
+  }
+
+  /**
+   * Checks that the account can be reached at all: rejects within a DNS lookup with a `TransientError`
+   * naming `host:port` when the endpoint's host name does not resolve (the SDK itself retries such a host
+   * for about two minutes before it reports anything). The change feed calls it when it starts, and reports
+   * a failure as an `error` event at once; reads check the same before their first request.
+   *
+   * @example
+   * ```ts
+   * await source.checkReachable(); // TransientError: … cannot reach shop.documents.azure.com:443 …
+   * ```
+   */
+  checkReachable(signal?: AbortSignal): Promise<void> {
+    return raceAbort(this.#host.check(), signal);
   }
 
   /**
@@ -191,6 +210,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
     // paths) now, alongside, instead of a round trip later. A failure here is met again by that read.
     this.#containerInfo().catch(() => undefined);
     try {
+      if (!this.#host.resolved) await raceAbort(this.#host.check(), signal);
       const { resources } = await this.#container
         .readPartitionKeyRanges(signal ? { abortSignal: signal } : {})
         .fetchAll();
@@ -207,7 +227,8 @@ export class CosmosSource<T = unknown> implements Source<T> {
           ...(r.parents && r.parents.length > 0 ? { parents: [...r.parents] } : {}),
         }));
     } catch (err) {
-      throw toSourceError(err, this.description, '*');
+      if (networkCode(err) !== undefined) this.#host.networkFailed();
+      throw toSourceError(err, this.description, '*', this.#host.hostPort);
     }
   }
 
@@ -231,6 +252,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
     const key = partition.id;
     let entry = this.#reusable(key, from, maxItemCount);
     try {
+      if (!entry && !this.#host.resolved) await raceAbort(this.#host.check(), signal);
       entry ??= await raceAbort(this.#newIterator(partition, from, maxItemCount), signal);
       entry.busy = true;
       const response = await raceAbort(entry.iterator.readNext(), signal);
@@ -261,7 +283,9 @@ export class CosmosSource<T = unknown> implements Source<T> {
    * decides the error (a 503 becomes a `TransientError`, a 404 a `ResourceGoneError`…).
    */
   async #readError(err: unknown, partitionId: string): Promise<unknown> {
-    const mapped = toSourceError(err, this.description, partitionId);
+    if (networkCode(err) !== undefined) this.#host.networkFailed();
+    const hostPort = this.#host.hostPort;
+    const mapped = toSourceError(err, this.description, partitionId, hostPort);
     if (mapped instanceof TransientError) {
       // The SDK's forced refresh of the ranges after a split answers with the status, but is cached all the same.
       await takeRoutingMapFailure(this.#container);
@@ -271,7 +295,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
     if (routing.kind === 'unreachable') this.#log(`[lease=${partitionId}] cannot check the SDK's partition key range cache (unknown SDK layout)`);
     if (routing.kind !== 'failed') return err;
     this.#log(`[lease=${partitionId}] dropped a failed partition key range read cached by the SDK client`);
-    return routingMapError(routing.reason, this.description, partitionId);
+    return routingMapError(routing.reason, this.description, partitionId, hostPort);
   }
 
   /**

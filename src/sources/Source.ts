@@ -65,4 +65,15 @@ export interface Source<T = unknown> {
    * ```
    */
   positionAt?(partition: Partition, at: 'beginning' | 'now' | Date, signal?: AbortSignal): Promise<Position>;
+  /**
+   * Rejects quickly (with a {@link TransientError} naming what cannot be reached) when the feed is plainly
+   * unreachable, e.g. an account host name that does not resolve. The change feed calls it when a run
+   * starts and reports a failure as an `error` event at once, while its own requests keep retrying.
+   *
+   * @example
+   * ```ts
+   * await source.checkReachable?.();
+   * ```
+   */
+  checkReachable?(signal?: AbortSignal): Promise<void>;
 }

@@ -320,7 +320,7 @@ describe('createChangeFeed', () => {
     expect((errors[0] as { error: Error }).error).toBeInstanceOf(HandlerError);
   });
 
-  it('a partition waiting for credit is not a stall while other partitions keep reaching the checkpoint', async () => {
+  it('a slow partition is reported as a stall by its lease while other partitions keep reaching the checkpoint; they never are', async () => {
     const { source, feed, events } = setup(2, { maxInFlightChanges: 200, maxItemCount: 50, stallTimeoutMs: 30_000 });
     let next = 0;
     const write = (n: number) => {
@@ -340,10 +340,28 @@ describe('createChangeFeed', () => {
       await vi.advanceTimersByTimeAsync(1_000);
     }
     expect(acked).toBeGreaterThan(1_000);
-    expect(events.filter((e) => e.type === 'stall')).toEqual([]);
-    // once nothing reaches the checkpoint any more, it is a stall
-    await vi.advanceTimersByTimeAsync(40_000);
-    expect(events.filter((e) => e.type === 'stall').map((e) => e.lease)).toEqual(['0']);
+    const stalls = events.filter((e) => e.type === 'stall');
+    expect(stalls.map((e) => e.lease)).toEqual(['0']);
+    expect(stalls[0]!.message).toMatch(/partition 0: \d+ batches \(\d+ changes\) read 30 s ago .*Other partitions of this host keep reaching the checkpoint/);
+  });
+
+  it('a partition whose batches are all dropped by the pipeline is reported once, by lease, while others progress (issue 25, item 5)', async () => {
+    const { source, feed, events } = setup(2, { maxInFlightChanges: 100, maxItemCount: 10, stallTimeoutMs: 30_000 });
+    const dropped = source.partitionFor('d0');
+    let next = 0;
+    subscription = feed.changes$
+      .pipe(
+        filter((b) => b.partition !== dropped), // the mistake: a plain filter on batches
+        checkpointEvery({ count: 10, ms: 500 }),
+      )
+      .subscribe();
+    for (let t = 0; t < 120; t++) {
+      for (let i = 0; i < 10; i++, next++) source.write({ id: `d${next}`, n: next });
+      await vi.advanceTimersByTimeAsync(1_000);
+    }
+    const stalls = events.filter((e) => e.type === 'stall');
+    expect(stalls.map((e) => e.lease)).toEqual([dropped]);
+    expect(stalls[0]!.message).toMatch(/never drop batches \(use filterChanges instead of filter\)/);
   });
 
   it.each([

@@ -55,6 +55,8 @@ export class LeaseTracker implements PartitionTracker {
   readonly #halting = new AbortController();
   /** Sequence of the batch that halted the partition: nothing from it on is acknowledged. */
   #haltedAt = Infinity;
+  /** When a batch of this ownership last left the pipeline (acknowledged or dropped; scheduler time). */
+  #lastProgressAt = Number.NEGATIVE_INFINITY;
 
   constructor(owned: OwnedLease, ctx: TrackerContext, log: Logger) {
     this.leaseToken = owned.leaseToken;
@@ -68,7 +70,7 @@ export class LeaseTracker implements PartitionTracker {
     this.#stall = new StallMonitor(ctx.scheduler, ctx.stallTimeoutMs, {
       pending: () => this.#ledger.pending,
       oldestReadAt: () => this.#ledger.oldestReadAt,
-      lastProgressAt: () => ctx.pool.lastAckAt,
+      lastProgressAt: () => this.#lastProgressAt,
       describe: (since) => this.#describeStall(since),
       report: (message) => {
         this.#log(message);
@@ -169,9 +171,11 @@ export class LeaseTracker implements PartitionTracker {
     this.onHalt?.(error);
   }
 
-  /** A batch left the pipeline (acknowledged or dropped): the processor is moving. */
+  /** A batch left the pipeline (acknowledged or dropped): this partition is moving. */
   #progressed(): void {
-    this.#ctx.pool.lastAckAt = this.#ctx.scheduler.now();
+    const now = this.#ctx.scheduler.now();
+    this.#lastProgressAt = now;
+    this.#ctx.pool.lastAckAt = now;
     this.#stall.progress();
   }
 
@@ -199,15 +203,21 @@ export class LeaseTracker implements PartitionTracker {
 
   /**
    * Waits until every batch read was acknowledged or dropped (or the subscriber left), at most `timeoutMs`,
-   * then writes the last acknowledged position. Resolves true when nothing was left outstanding.
+   * then writes the last acknowledged position. Resolves true when nothing was left outstanding. A partition
+   * in a reported stall is not waited for: its batches stopped reaching the checkpoint long ago, and waiting
+   * would only eat into the time left to release the lease (a Kubernetes grace period); it says so at once.
    */
   async drain(timeoutMs: number): Promise<boolean> {
-    const settled = await this.#quiet(timeoutMs);
+    const stalled = this.#stall.reported && !this.unsubscribed && this.#ledger.pending > 0;
+    const settled = stalled ? false : await this.#quiet(timeoutMs);
     if (!settled) {
+      const outstanding = `partition ${this.leaseToken}: ${this.#ledger.pending} batches (${this.held} changes) did not reach checkpointEvery`;
       const message =
-        `partition ${this.leaseToken}: ${this.#ledger.pending} batches (${this.held} changes) did not reach checkpointEvery ` +
-        `within drainTimeoutMs (${timeoutMs} ms); going on without them (the next owner reads them again). If the ` +
-        'pipeline drops batches (a plain filter), use filterChanges instead.';
+        (stalled
+          ? `${outstanding} for ${Math.round((this.#ctx.scheduler.now() - (this.#ledger.oldestReadAt ?? 0)) / 1000)} s (stalled); not waiting for them`
+          : `${outstanding} within drainTimeoutMs (${timeoutMs} ms)`) +
+        '; going on without them (the next owner reads them again). If the pipeline drops batches (a plain ' +
+        'filter), use filterChanges instead.';
       this.#log(message);
       this.#ctx.emit({ type: 'stall', owner: this.#ctx.owner, lease: this.leaseToken, message });
     }
@@ -268,12 +278,15 @@ export class LeaseTracker implements PartitionTracker {
     const seconds = Math.round((this.#ctx.scheduler.now() - since) / 1000);
     const { pool } = this.#ctx;
     const budget = this.#waitingForCredit
-      ? ` Reading is paused: the read budget is used up (maxInFlightChanges=${pool.total}, ${pool.inFlight} in flight, ${this.held} held here).`
+      ? ` Reading it is paused: its share of the read budget is used up (maxInFlightChanges=${pool.total}, ${pool.inFlight} in flight, ${this.held} held here).`
       : '';
+    // Other partitions moving while this one does not: its batches are lost or held somewhere on the way.
+    const others = pool.lastAckAt > since ? ' Other partitions of this host keep reaching the checkpoint meanwhile.' : '';
     return (
-      `partition ${this.leaseToken}: ${this.#ledger.pending} batches read ${seconds} s ago or more have not reached ` +
-      `checkpointEvery.${budget} End the pipeline with checkpointEvery(), never drop batches (use filterChanges ` +
-      'instead of filter), and make maxInFlightChanges larger than the largest buffer (bufferCount/bufferTime).'
+      `partition ${this.leaseToken}: ${this.#ledger.pending} batches (${this.held} changes) read ${seconds} s ago or more ` +
+      `have not reached checkpointEvery, and none of its batches did since.${others}${budget} End the pipeline with ` +
+      'checkpointEvery(), never drop batches (use filterChanges instead of filter), keep a slow sink within ' +
+      'stallTimeoutMs, and make maxInFlightChanges larger than the largest buffer (bufferCount/bufferTime).'
     );
   }
 }

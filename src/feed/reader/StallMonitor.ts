@@ -6,7 +6,7 @@ export interface StallWatch {
   pending(): number;
   /** When the oldest of them was read (scheduler time). */
   oldestReadAt(): number | undefined;
-  /** When any partition of the processor last acknowledged or dropped a batch (scheduler time). */
+  /** When this partition last had a batch acknowledged or dropped (scheduler time). */
   lastProgressAt(): number;
   /** The message of a stall that began at `since`. */
   describe(sinceMs: number): string;
@@ -15,10 +15,11 @@ export interface StallWatch {
 
 /**
  * Notices a partition whose batches stop reaching the checkpoint: it has batches out, and for
- * `stallTimeoutMs` nothing at all (no partition of the processor) was acknowledged or dropped. That is what
- * a pipeline that loses batches (a plain `filter`, a `take`), a stuck sink, or a buffer that never fills
- * looks like. While other partitions keep reaching the checkpoint the pipeline is moving, and a slow
- * partition is not reported. Reports once per episode; progress re-arms it.
+ * `stallTimeoutMs` none of its batches was acknowledged or dropped. That is what a pipeline that loses a
+ * partition's batches (a plain `filter`, a `take`), a stuck sink, or a buffer that never fills looks like.
+ * Measured per partition: other partitions reaching the checkpoint do not hide it (a pipeline that drops
+ * only one partition's batches would otherwise stop reading it without a word). Reports once per episode;
+ * progress re-arms it.
  *
  * @internal
  */
@@ -32,6 +33,11 @@ export class StallMonitor {
     private readonly stallTimeoutMs: number,
     private readonly watch: StallWatch,
   ) {}
+
+  /** True while a reported stall lasts (no progress since the report). */
+  get reported(): boolean {
+    return this.#reported;
+  }
 
   /** A batch was read. */
   read(): void {

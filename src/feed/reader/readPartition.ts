@@ -15,7 +15,7 @@ import type { OwnedLease } from '../../leases/LeaseCoordinator.js';
 import type { Page, Source } from '../../sources/Source.js';
 import { aborted, sleep } from '../../internal/wait.js';
 import { LeaseTracker, type TrackerContext } from './LeaseTracker.js';
-import { isStartFrom } from '../options.js';
+import { startOf } from '../startPosition.js';
 import { RateMeter } from './RateMeter.js';
 import { PollSchedule } from './PollSchedule.js';
 import { ReadDeadline } from './ReadDeadline.js';
@@ -47,10 +47,17 @@ export type PartitionFeed<T> = Observable<ChangeBatch<T>> & {
 export interface ReaderContext<T> extends TrackerContext {
   readonly source: Source<T>;
   readonly startFrom: StartFrom | ((partition: Partition) => StartFrom);
+  /** The start of a partition (`startFrom`, or what its function gives, asked once per run); default: asks `startFrom`. */
+  readonly startFor?: (partition: Partition) => StartFrom;
   /** Emit an empty batch after this long (ms) with nothing emitted on the partition; `undefined`: never. */
   readonly maxWaitTimeMs?: number;
   /** True when the user chose `startFrom` (so ignoring it for a checkpointed lease deserves a note). */
   readonly startFromGiven?: boolean;
+  /**
+   * The position a lease with no checkpoint starts at, pinned to the start of the run (`null`: read from the
+   * start itself); asked only for such a lease (one created without a pinned start, e.g. by an older version).
+   */
+  readonly startPosition?: (partition: Partition) => Promise<Position | null>;
   readonly pollIntervalMs: number;
   /** Longest wait after reads in a row that found nothing (doubling from `pollIntervalMs`); default `pollIntervalMs`. */
   readonly idlePollIntervalMs?: number;
@@ -93,21 +100,6 @@ function modeMismatch(owned: OwnedLease, source: Source<unknown>): InvalidOption
   );
 }
 
-/** The start position a `startFrom` function gives for `partition`, checked like the `startFrom` option. */
-function startFromOf<T>(ctx: ReaderContext<T>, partition: Partition): StartFrom {
-  let start: unknown;
-  try {
-    start = (ctx.startFrom as (partition: Partition) => StartFrom)(partition);
-  } catch (error) {
-    throw new InvalidOptionsError('startFrom', `the startFrom function threw for partition ${partition.id}: ${(error as Error)?.message ?? String(error)}`);
-  }
-  if (!isStartFrom(start)) {
-    throw new InvalidOptionsError('startFrom', `the startFrom function returned ${JSON.stringify(start)} for partition ${partition.id}; expected 'beginning', 'now', a valid Date or { position }`);
-  }
-  ctx.source.checkStart?.(start);
-  return start;
-}
-
 /**
  * Reads pages until reading is aborted (ownership ended, a drain began, the subscriber left), the partition
  * is gone, a fatal error occurs, or the partition stayed unreadable past the bound.
@@ -129,15 +121,28 @@ async function readLoop<T>(
   let start: StartFrom;
   try {
     // A function of the partition is asked only for a lease with no checkpoint.
-    start = stored !== null || typeof ctx.startFrom !== 'function' ? (ctx.startFrom as StartFrom) : startFromOf(ctx, owned.partition);
+    start =
+      stored !== null ? (ctx.startFrom as StartFrom) : (ctx.startFor?.(owned.partition) ?? startOf(ctx.startFrom, ctx.source as Source<unknown>, owned.partition));
   } catch (error) {
     return { kind: 'fatal', error: error as Error };
   }
-  let from: StartFrom = stored !== null ? { position: stored } : start;
+  let pinnedAt: Position | null = null;
+  // The bootstrap pins new leases' starts; a lease without one (made by an older version) is pinned here.
+  if (stored === null && start !== 'beginning') {
+    try {
+      pinnedAt = (await ctx.startPosition?.(owned.partition)) ?? null;
+    } catch (error) {
+      if (isFatal(error)) return { kind: 'fatal', error };
+      if (error instanceof PartitionGoneError) return { kind: 'gone' };
+      // Reading from the start itself is what a source without positions does; the first read pins it.
+      log('could not pin the start of %s: %s', owned.partition.id, (error as Error)?.message ?? String(error));
+    }
+  }
+  let from: StartFrom = stored !== null ? { position: stored } : pinnedAt !== null ? { position: pinnedAt } : start;
   let lastPosition: Position | null = stored;
-  // A 'now' start is pinned in the lease at once: a host taking over before the first checkpoint would
-  // otherwise start from its own, later "now" and skip what was written in between.
-  let pinned = stored !== null || start !== 'now';
+  // A start is pinned in the lease at once: a host taking over before the first checkpoint would otherwise
+  // start from its own, later "now" and skip what was written in between.
+  let pinned = stored !== null || start === 'beginning';
   const failures = new ReadFailures(() => ctx.scheduler.now(), ctx.unreadableTimeoutMs);
   const meter = new RateMeter(ctx.scheduler.now(), ctx.loadWindowMs);
   log('reading %s from %s', owned.partition.id, stored ?? String(start));

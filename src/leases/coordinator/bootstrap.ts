@@ -1,4 +1,4 @@
-import type { Partition } from '../../core/Partition.js';
+import type { Partition, Position } from '../../core/Partition.js';
 import { CorruptLeaseError } from '../../errors/index.js';
 import type { Logger } from '../../internal/log.js';
 import type { Lease } from '../Lease.js';
@@ -15,6 +15,8 @@ export interface BootstrapContext {
   readonly expirationMs: number;
   readonly retryMs: number;
   readonly listPartitions: () => Promise<readonly Partition[]>;
+  /** Where a new lease starts (`null`: at the reader's start); asked for every partition before any lease is created. */
+  readonly startPosition?: (partition: Partition) => Promise<Position | null>;
   readonly stopped: () => boolean;
   readonly delay: (ms: number) => Promise<void>;
   readonly log: Logger;
@@ -102,9 +104,13 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
 async function createLeases(ctx: BootstrapContext): Promise<(Lease | undefined)[]> {
   const partitions = await ctx.listPartitions();
   ctx.log('bootstrapping %d leases', partitions.length);
+  // Every start is pinned before the first lease exists: no reader can begin before its lease's start is fixed.
+  const starts = await Promise.all(partitions.map((p) => ctx.startPosition?.(p) ?? null));
   return Promise.all(
     partitions.map((p, i) =>
-      ctx.store.createIfAbsent(i < ctx.claim ? leaseDocument(ctx.naming, p.id, p.range, null, {}, 1, ctx.naming.owner) : leaseDocument(ctx.naming, p.id, p.range, null, {})),
+      ctx.store.createIfAbsent(
+        i < ctx.claim ? leaseDocument(ctx.naming, p.id, p.range, starts[i]!, {}, 1, ctx.naming.owner) : leaseDocument(ctx.naming, p.id, p.range, starts[i]!, {}),
+      ),
     ),
   );
 }

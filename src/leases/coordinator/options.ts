@@ -1,6 +1,6 @@
 import type { SchedulerLike } from 'rxjs';
 import type { CloseReason } from '../../core/events.js';
-import type { FeedMode, Partition } from '../../core/Partition.js';
+import type { FeedMode, Partition, Position } from '../../core/Partition.js';
 import { CredentialsError, InvalidOptionsError, ResourceGoneError } from '../../errors/index.js';
 import type { LeaseStore } from '../LeaseStore.js';
 import type { LeaseScheme } from './leaseDocuments.js';
@@ -18,6 +18,13 @@ export interface LeaseCoordinatorOptions {
   };
   /** Alternative to `source`: how to list the live partitions. */
   readonly listPartitions?: (signal?: AbortSignal) => Promise<readonly Partition[]>;
+  /**
+   * The position a lease created by the bootstrap starts at (its first `ContinuationToken`), asked once per
+   * partition just before the lease is created; `null` leaves it to the reader's start. The change feed
+   * pins `startFrom: 'now'` (or a time) here, so "now" is the moment the leases were made, not a later first
+   * read. Default: every lease starts with `null`.
+   */
+  readonly startPosition?: (partition: Partition) => Promise<Position | null>;
   /** This host's unique name, written to the lease `Owner` field. Required, non-empty. */
   readonly owner: string;
   /**

@@ -9,6 +9,8 @@ const NETWORK_CODES = new Set([
   'ETIMEDOUT',
   'EPIPE',
   'EAI_AGAIN',
+  'ENOTFOUND',
+  'EAI_FAIL',
   'ENETUNREACH',
   'EHOSTUNREACH',
   'UND_ERR_SOCKET',
@@ -44,8 +46,8 @@ function intHeader(err: SdkError, name: string): number | undefined {
   return Number.isFinite(n) ? n : undefined;
 }
 
-/** The socket-level code of an error or of its causes (the HTTP pipeline wraps them). */
-function networkCode(err: unknown): string | undefined {
+/** The socket-level code of an error or of its causes (the HTTP pipeline wraps them). @internal */
+export function networkCode(err: unknown): string | undefined {
   for (let e = err as SdkError | undefined, depth = 0; e && depth < 4; e = e.cause as SdkError | undefined, depth++) {
     if (typeof e.code === 'string' && NETWORK_CODES.has(e.code)) return e.code;
     if (e.name === 'TimeoutError') return 'TimeoutError';
@@ -64,11 +66,12 @@ export function isAbortError(err: unknown): boolean {
  * 429/503/408/5xx/timeouts/socket resets → {@link TransientError} (with the service's retry-after);
  * 404 (not a session 404) and a continuation for another incarnation of the container → {@link ResourceGoneError};
  * 401/403 → {@link CredentialsError}; 410 (the partition-key iterator's split) → {@link PartitionGoneError}.
- * Anything else is returned unchanged. Messages never include keys: the SDK's messages do not carry them.
+ * Anything else is returned unchanged. Messages never include keys: the SDK's messages do not carry them;
+ * a network failure names the account's `hostPort` when given.
  *
  * @internal
  */
-export function toSourceError(err: unknown, resource: string, partitionId: string): unknown {
+export function toSourceError(err: unknown, resource: string, partitionId: string, hostPort?: string): unknown {
   if (err instanceof RxfeedError || isAbortError(err)) return err;
   const e = (err ?? {}) as SdkError;
   const status = typeof e.code === 'number' ? e.code : undefined;
@@ -89,7 +92,7 @@ export function toSourceError(err: unknown, resource: string, partitionId: strin
   }
   const code = networkCode(err);
   if (code !== undefined) {
-    return new TransientError(`${resource}: ${code} reading partition ${partitionId}`, {
+    return new TransientError(`${resource}: ${code}${hostPort ? ` at ${hostPort}` : ''} reading partition ${partitionId}`, {
       ...(code === 'TimeoutError' ? { statusCode: 408 } : {}),
       cause: err,
     });
@@ -110,8 +113,8 @@ export function toSourceError(err: unknown, resource: string, partitionId: strin
  *
  * @internal
  */
-export function routingMapError(reason: unknown, resource: string, partitionId: string): RxfeedError {
-  const mapped = toSourceError(reason, resource, partitionId);
+export function routingMapError(reason: unknown, resource: string, partitionId: string, hostPort?: string): RxfeedError {
+  const mapped = toSourceError(reason, resource, partitionId, hostPort);
   if (mapped instanceof CredentialsError || mapped instanceof ResourceGoneError) return mapped;
   const transient = mapped instanceof TransientError ? mapped : undefined;
   const message = reason instanceof Error ? reason.message : String(reason);
