@@ -49,8 +49,8 @@ const rangeOf = (r: { range_min: string | null; range_max: string | null }): Fee
 const sameRange = (a: FeedRange | undefined, b: FeedRange | undefined): boolean =>
   a === b || (a !== undefined && b !== undefined && a.minInclusive === b.minInclusive && a.maxExclusive === b.maxExclusive);
 
-/** Thrown inside a write's transaction that stores a new range without holding the lineage lock exclusively. */
-class LineageLockTooWeak extends Error {}
+/** Thrown inside a write's transaction when a partition's range is not stored (it must be stored first). */
+class RangesNotStored extends Error {}
 
 /**
  * The PostgreSQL implementation of {@link ViewStore}, over any {@link SqlRunner} (pg or PGlite). Each write is
@@ -114,28 +114,63 @@ export class SqlViewStore<R> implements ViewStore<R> {
   async write(write: ViewWrite<R>): Promise<ViewWriteResult> {
     if (write.changes.length === 0 && write.partitions.length === 0) return { written: 0, deleted: 0, skipped: 0 };
     const runner = await this.ready();
-    // A write that may store a range this store has not seen stored takes the lineage lock exclusively.
-    let forRanges = write.partitions.some((c) => c.range !== undefined && !sameRange(c.range, this.#known.get(c.partition)?.range));
+    // Ranges this store has not seen stored are stored first, in a short transaction of their own.
+    let newRanges = write.partitions.some((c) => c.range !== undefined && !sameRange(c.range, this.#known.get(c.partition)?.range));
     for (let attempt = 1; ; attempt++) {
       try {
+        if (newRanges) await runner.transaction((tx) => this.#storeRanges(tx, write));
+        newRanges = false;
         const known = this.#planOnKnown(write);
         let outcome = known && (await this.#writeAs(runner, write, known));
         if (known && !outcome) log('%s: partitions or ranges changed since this store last wrote; writing in a transaction', this.description);
-        const exclusive = forRanges;
-        outcome ??= await runner.transaction((tx) => this.#lockAndWrite(tx, write, exclusive));
+        outcome ??= await runner.transaction((tx) => this.#lockAndWrite(tx, write));
         this.#remember(outcome);
         return outcome.result;
       } catch (error) {
         for (const commit of write.partitions) this.#known.delete(commit.partition);
-        if (error instanceof LineageLockTooWeak && !forRanges) {
-          forRanges = true;
-          attempt--;
-          continue;
+        if (error instanceof RangesNotStored) {
+          newRanges = true; // stored ranges were removed in between (clearPositions): store them again
+          if (attempt < MAX_ATTEMPTS) continue;
         }
         if (attempt >= MAX_ATTEMPTS || !isRetryableSqlError(error)) throw error;
         log('%s: retrying write after %s (attempt %d)', this.description, (error as Error).message, attempt);
       }
     }
+  }
+
+  /**
+   * Stores the ranges of a write's commits that their partitions do not have stored yet (a split or merge
+   * child's first write, a first write after a restart), fenced like a write and raising the epochs, with
+   * the lineage row locked exclusively and its generation bumped when a range changed: writes planned before
+   * (which could not see the new range) plan again. A transaction of its own, short, so that the exclusive
+   * lock never waits for rows to be written.
+   */
+  async #storeRanges(tx: SqlSession, write: ViewWrite<R>): Promise<void> {
+    await tx.query(this.sql.lockLineageForRanges);
+    const own = new Map<string, KnownPartition>();
+    const locked = await tx.query<PartitionRecord>(this.sql.lockPartitions, [JSON.stringify(partitionsOf(write))]);
+    for (const row of locked.rows) own.set(row.partition_id, { epoch: Number(row.epoch), lsn: num(row.lsn), range: rangeOf(row) });
+    const changed = write.partitions.filter((c) => c.range !== undefined && !sameRange(c.range, own.get(c.partition)?.range));
+    if (changed.length === 0) return;
+    // The whole write is fenced here already, so that a refused write stores no range either.
+    const wanted = write.partitions.flatMap((c) => {
+      const range = c.range ?? own.get(c.partition)?.range;
+      return range ? [{ range_min: range.minInclusive, range_max: range.maxExclusive }] : [];
+    });
+    const others = (await tx.query<PartitionRecord>(this.sql.selectRanges, [JSON.stringify(wanted)])).rows.map((row) => ({
+      partition: row.partition_id,
+      range: rangeOf(row)!,
+      epoch: Number(row.epoch),
+      lsn: num(row.lsn),
+    }));
+    for (const commit of write.partitions) {
+      const current = storedPartition(commit, own.get(commit.partition), others);
+      const highest = Math.max(current?.epoch ?? -Infinity, current?.rangeEpoch ?? -Infinity);
+      if (commit.epoch < highest) throw new ViewFencedError(commit.partition, commit.epoch, highest);
+    }
+    const ranges = changed.map((c) => ({ partition_id: c.partition, epoch: c.epoch, range_min: c.range!.minInclusive, range_max: c.range!.maxExclusive }));
+    await tx.query(this.sql.storeRanges, [JSON.stringify(ranges)]);
+    await tx.query(this.sql.bumpLineage);
   }
 
   /**
@@ -163,13 +198,13 @@ export class SqlViewStore<R> implements ViewStore<R> {
   }
 
   /**
-   * The transaction a write falls back on: locks the lineage row (exclusively when the write may store a new
-   * range) and its partitions' rows, reads their state and the partitions stored over their ranges (the
-   * range fence, and the marks a split or merge child inherits), plans the write on it, and applies it.
+   * The transaction a write falls back on: locks the lineage row and its partitions' rows, reads their state
+   * and the partitions stored over their ranges (the range fence, and the marks a split or merge child
+   * inherits), plans the write on it, and applies it.
    */
-  async #lockAndWrite(tx: SqlSession, write: ViewWrite<R>, forRanges: boolean): Promise<WriteOutcome> {
-    const lineage = await tx.query<{ generation: number | string }>(forRanges ? this.sql.lockLineageForRanges : this.sql.lockLineage);
-    let generation = Number(lineage.rows[0]?.generation ?? NaN);
+  async #lockAndWrite(tx: SqlSession, write: ViewWrite<R>): Promise<WriteOutcome> {
+    const lineage = await tx.query<{ generation: number | string }>(this.sql.lockLineage);
+    const generation = Number(lineage.rows[0]?.generation ?? NaN);
     if (Number.isNaN(generation)) throw new Error(`${this.description}: the lineage row of ${this.tableName} is missing (was the table emptied by hand?)`);
     const own = new Map<string, KnownPartition>();
     const partitions = partitionsOf(write);
@@ -177,8 +212,7 @@ export class SqlViewStore<R> implements ViewStore<R> {
       const locked = await tx.query<PartitionRecord>(this.sql.lockPartitions, [JSON.stringify(partitions)]);
       for (const row of locked.rows) own.set(row.partition_id, { epoch: Number(row.epoch), lsn: num(row.lsn), range: rangeOf(row) });
     }
-    const stores = write.partitions.some((c) => c.range !== undefined && !sameRange(c.range, own.get(c.partition)?.range));
-    if (stores && !forRanges) throw new LineageLockTooWeak();
+    if (write.partitions.some((c) => c.range !== undefined && !sameRange(c.range, own.get(c.partition)?.range))) throw new RangesNotStored();
     const ranges = new Map<string, FeedRange | undefined>(write.partitions.map((c) => [c.partition, c.range ?? own.get(c.partition)?.range]));
     const wanted = [...ranges.values()].flatMap((r) => (r ? [{ range_min: r.minInclusive, range_max: r.maxExclusive }] : []));
     const others: StoredRange[] = [];
@@ -196,8 +230,7 @@ export class SqlViewStore<R> implements ViewStore<R> {
     const outcome = await this.#writeAs(tx, write, { expected, generation, ranges, plan: planWrite(write, stored) });
     // The rows are locked by this transaction since it read them: nobody can have changed them.
     if (!outcome) throw new Error(`${this.description}: partition rows changed under this transaction's locks`);
-    if (stores) generation = Number((await tx.query<{ generation: number | string }>(this.sql.bumpLineage)).rows[0]!.generation);
-    return { ...outcome, generation };
+    return outcome;
   }
 
   /**

@@ -71,17 +71,21 @@ export interface ViewSql {
   readonly ddl: readonly string[];
   readonly lockName: string;
   /**
-   * Locks the lineage row in share mode and returns its `generation`: the number of times a write stored a
-   * key range for a partition that had none (or another). Every write locks it before its partitions' rows;
-   * a write that stores a new range locks it with {@link ViewSql.lockLineageForRanges} and bumps it
-   * ({@link ViewSql.bumpLineage}), so that a write planned on an older generation (which could not see the
-   * new range) is sent back to plan again.
+   * Locks the lineage row in share mode and returns its `generation`: the number of times a partition's
+   * key range was stored (where it had none, or another). Every write locks it before its partitions' rows;
+   * storing a range locks it with {@link ViewSql.lockLineageForRanges} and bumps it ({@link ViewSql.bumpLineage}),
+   * so that a write planned on an older generation (which could not see the new range) plans again.
    */
   readonly lockLineage: string;
-  /** {@link ViewSql.lockLineage} in exclusive mode, for a write that may store new ranges. */
+  /** {@link ViewSql.lockLineage} in exclusive mode, to store new ranges. */
   readonly lockLineageForRanges: string;
   /** Bumps the lineage generation; returns the new one. */
   readonly bumpLineage: string;
+  /**
+   * Stores the ranges in `$1` (JSON `partition_id`, `epoch`, `range_min`, `range_max`) on their partitions'
+   * rows, raising their epochs (the rows exist: {@link ViewSql.lockPartitions} inserted them).
+   */
+  readonly storeRanges: string;
   /**
    * Locks the rows of the partitions in `$1` (a JSON array), inserting missing ones; returns their epoch,
    * LSN and range.
@@ -242,6 +246,10 @@ export function viewSql(spec: ViewTableSpec): ViewSql {
     lockLineage: `SELECT generation FROM ${lineage} WHERE id = 1 FOR SHARE`,
     lockLineageForRanges: `SELECT generation FROM ${lineage} WHERE id = 1 FOR UPDATE`,
     bumpLineage: `UPDATE ${lineage} SET generation = generation + 1 WHERE id = 1 RETURNING generation`,
+    storeRanges: `UPDATE ${positions} AS p SET range_min = r.range_min, range_max = r.range_max,
+         epoch = GREATEST(p.epoch, r.epoch), updated_at = now()
+       FROM jsonb_to_recordset($1::jsonb) AS r(partition_id text, epoch bigint, range_min text, range_max text)
+       WHERE p.partition_id = r.partition_id`,
     writeGuarded: prepared(write(true)),
     writeUnguarded: prepared(write(false)),
     upsertGuarded: upsert(true),
