@@ -1,10 +1,12 @@
 /**
  * @summary View throughput: changes/s through materializeToView into PostgreSQL (pg) and PGlite, batch sizes 100 and 1000.
  *
- * Run: npx tsx bench/views.ts [changes=20000]
+ * Run: npx tsx bench/views.ts [changes=20000] [rounds=10]
  * PostgreSQL is also measured against a hand-written `pg` loop running the same set-based statements
  * (guarded mode: upsert, tombstones, delete, one transaction per batch, one worker per partition on a pool of
- * 4), alternating rounds in one run; the ratio is rxfeed's throughput over the loop's (target ≥ 0.9). In those
+ * 4), alternating rounds in one run; the ratio is rxfeed's throughput over the loop's (target ≥ 0.9), paired
+ * per round, printed as the median with the middle half's spread. rxfeed's batches carry their partition's
+ * key range, as a feed's do, so its writes pay for fencing by range and positions; the loop has neither. In those
  * rounds both run on the same pool, opened and warmed before the first round, so neither pays for connecting.
  * PostgreSQL: RXFEED_BENCH_PG_URL, default postgresql://postgres@127.0.0.1:5432/test (skipped with a note when unreachable).
  * Each run writes into a fresh table of a schema of its own, dropped at the end.
@@ -22,6 +24,7 @@ import { viewSql } from '../src/sinks/sql/viewSql.js';
 import type { ViewMode, ViewStore } from '../src/sinks/ViewStore.js';
 
 const CHANGES = Number(process.argv[2] ?? 20_000);
+const ROUNDS = Number(process.argv[3] ?? 10);
 const PARTITIONS = 4;
 const PG_URL = process.env.RXFEED_BENCH_PG_URL ?? 'postgresql://postgres@127.0.0.1:5432/test';
 const schema = `rxfeed_bench_${process.pid}`;
@@ -56,7 +59,7 @@ function feed(batchSize: number): ChangeBatch<Order>[] {
     }
     for (let i = 0; i < changes.length; i += batchSize) {
       const slice = changes.slice(i, i + batchSize);
-      batches.push(new ChangeBatch({ partition: `p${p}`, changes: slice, position: `p${p}@${i + slice.length}`, epoch: 1 }));
+      batches.push(new ChangeBatch({ partition: `p${p}`, changes: slice, position: `p${p}@${i + slice.length}`, epoch: 1, range: rangeOf(p) }));
     }
   }
   // Interleave partitions, as a merged feed would.
@@ -64,6 +67,12 @@ function feed(batchSize: number): ChangeBatch<Order>[] {
 }
 
 type Row = { customer: string; total: number; lines: Order['lines'] };
+
+/** Partition `p`'s key range: [p·40, (p+1)·40) in hex, the last one up to FF. */
+function rangeOf(p: number): { minInclusive: string; maxExclusive: string } {
+  const hex = (n: number) => n.toString(16).toUpperCase().padStart(2, '0');
+  return { minInclusive: p === 0 ? '' : hex(p * 0x40), maxExclusive: p === PARTITIONS - 1 ? 'FF' : hex((p + 1) * 0x40) };
+}
 
 async function run(store: ViewStore<Row>, batchSize: number, mode: ViewMode): Promise<number> {
   const batches = feed(batchSize);
@@ -126,6 +135,11 @@ async function handLoop(pool: pg.Pool, table: string, batchSize: number): Promis
 }
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+/** The middle half of `xs` (the 25th to the 75th percentile). */
+const middleHalf = (xs: number[]): [number, number] => {
+  const sorted = [...xs].sort((a, b) => a - b);
+  return [sorted[Math.floor((sorted.length - 1) / 4)]!, sorted[Math.ceil(((sorted.length - 1) * 3) / 4)]!];
+};
 
 async function main(): Promise<void> {
   const rows: string[][] = [];
@@ -175,15 +189,36 @@ async function main(): Promise<void> {
         for (const batchSize of [100, 1000]) {
           const ours: number[] = [];
           const hand: number[] = [];
-          for (let round = 0; round < 3; round++) {
-            hand.push(await handLoop(pool, `h${++table}`, batchSize));
-            const store = await PostgresViewStore.create<Row>({ connection: pool, table: `t${++table}`, schema });
-            ours.push(await run(store, batchSize, 'guarded'));
-            await store.close();
+          const ratios: number[] = [];
+          for (let round = 0; round < ROUNDS; round++) {
+            // Alternate which one goes first, so that neither always meets a warmer or a busier machine.
+            const loop = () => handLoop(pool, `h${++table}`, batchSize);
+            const view = async () => {
+              const store = await PostgresViewStore.create<Row>({ connection: pool, table: `t${++table}`, schema });
+              try {
+                return await run(store, batchSize, 'guarded');
+              } finally {
+                await store.close();
+              }
+            };
+            let h: number;
+            let o: number;
+            if (round % 2 === 0) {
+              h = await loop();
+              o = await view();
+            } else {
+              o = await view();
+              h = await loop();
+            }
+            hand.push(h);
+            ours.push(o);
+            ratios.push(h / o);
           }
+          const [low, high] = middleHalf(ratios);
           comparisons.push(
             `PostgreSQL, batch ${batchSize}, guarded: materializeToView ${median(ours).toFixed(0)} ms, hand-written pg loop ` +
-              `${median(hand).toFixed(0)} ms (medians of 3, alternating): ${(median(hand) / median(ours)).toFixed(2)}× the loop's throughput`,
+              `${median(hand).toFixed(0)} ms (medians of ${ROUNDS} alternating rounds): ${median(ratios).toFixed(2)}× the loop's throughput ` +
+              `(paired per round; middle half ${low.toFixed(2)}–${high.toFixed(2)})`,
           );
         }
       } finally {

@@ -1,10 +1,12 @@
+import type { FeedRange } from '../core/Partition.js';
 import type { DeadLetter, DeadLetterWriter } from './DeadLetter.js';
 import { compareLetters, type DeadLetterQuery, type DeadLetterStore, queryLimit } from './DeadLetterSink.js';
-import { type FenceEntry, raiseFence } from './fence.js';
+import { type FenceEntry, raiseFence, sameChange, writerRange } from './fence.js';
 
 /**
  * A {@link DeadLetterStore} in memory, for tests and examples: fenced by epoch per key range like the durable
- * stores, and lost with the process.
+ * stores (the fence and the letters in one step), one letter per change along a lineage, and lost with the
+ * process.
  *
  * @example
  * ```ts
@@ -16,17 +18,25 @@ import { type FenceEntry, raiseFence } from './fence.js';
  */
 export class MemoryDeadLetterStore<T = unknown> implements DeadLetterStore<T> {
   readonly description = 'memory dead letters';
-  readonly #letters = new Map<string, DeadLetter<T>>();
+  /** Each letter with the range of the writer that stored it. */
+  readonly #letters = new Map<string, { readonly letter: DeadLetter<T>; readonly range: FeedRange }>();
   #fences: FenceEntry[] = [];
 
   async write(letters: readonly DeadLetter<T>[], writer: DeadLetterWriter): Promise<void> {
+    // Synchronous from here: the fence is raised and the letters stored in one step, or neither.
     this.#fences = raiseFence(this.#fences, writer);
-    for (const letter of letters) if (!this.#letters.has(letter.id)) this.#letters.set(letter.id, letter);
+    const range = writerRange(writer);
+    for (const letter of letters) {
+      if (this.#letters.has(letter.id)) continue;
+      if ([...this.#letters.values()].some((stored) => sameChange(stored.letter, stored.range, letter, range))) continue;
+      this.#letters.set(letter.id, { letter, range });
+    }
   }
 
   async list(query?: DeadLetterQuery): Promise<DeadLetter<T>[]> {
     const limit = queryLimit(query);
     return [...this.#letters.values()]
+      .map((stored) => stored.letter)
       .filter((l) => query?.leaseToken === undefined || l.leaseToken === query.leaseToken)
       .sort(compareLetters)
       .slice(0, limit);

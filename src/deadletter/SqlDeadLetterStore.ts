@@ -3,9 +3,9 @@ import { InvalidOptionsError } from '../errors/index.js';
 import type { SqlRunner } from '../sinks/sql/SqlRunner.js';
 import type { DeadLetter, DeadLetterWriter } from './DeadLetter.js';
 import { type DeadLetterQuery, type DeadLetterStore, queryLimit } from './DeadLetterSink.js';
+import { writerRange } from './fence.js';
 
 const NAME = /^[a-z_][a-z0-9_]{0,50}$/;
-const FULL_RANGE = { minInclusive: '', maxExclusive: 'FF' };
 
 interface LetterRow {
   id: string;
@@ -22,9 +22,10 @@ interface LetterRow {
 }
 
 /**
- * The dead-letter table in PostgreSQL, for pg and PGlite alike: `<schema>.<table>` holds the letters,
- * `<schema>.<table>_fences` the highest epoch per key range. Each write is one transaction: the fence check
- * and raise, then one set-based insert.
+ * The dead-letter table in PostgreSQL, for pg and PGlite alike: `<schema>.<table>` holds the letters (each with
+ * the key range of the writer that stored it), `<schema>.<table>_fences` the highest epoch per key range. Each
+ * write is one transaction: the fence check and raise, then one set-based insert that keeps one letter per
+ * change along a lineage (a split child's letter of a change its parent dead-lettered is not added).
  *
  * The base class of `PostgresDeadLetterStore` and `PGliteDeadLetterStore`; use those.
  */
@@ -34,6 +35,7 @@ export class SqlDeadLetterStore<T> implements DeadLetterStore<T> {
   readonly #letters: string;
   readonly #fences: string;
   readonly #schema: string;
+  readonly #table: string;
   #runner: Promise<SqlRunner> | undefined;
 
   constructor(schema: string, table: string, description: string, open: () => Promise<SqlRunner>) {
@@ -44,6 +46,7 @@ export class SqlDeadLetterStore<T> implements DeadLetterStore<T> {
     this.#letters = `"${schema}"."${table}"`;
     this.#fences = `"${schema}"."${table}_fences"`;
     this.#schema = schema;
+    this.#table = table;
   }
 
   /** Opens the connection and creates the tables if missing; rejects when the database cannot be reached. */
@@ -56,6 +59,10 @@ export class SqlDeadLetterStore<T> implements DeadLetterStore<T> {
           document_id text NOT NULL, operation text NOT NULL, document jsonb, partition_key jsonb, error jsonb NOT NULL,
           attempts int NOT NULL, epoch bigint NOT NULL, dead_lettered_at_ms bigint NOT NULL)`,
       );
+      // Added later: tables created before get the writer's range (null: the whole key space) and the index here.
+      await runner.query(`ALTER TABLE ${this.#letters} ADD COLUMN IF NOT EXISTS range_min text COLLATE "C"`);
+      await runner.query(`ALTER TABLE ${this.#letters} ADD COLUMN IF NOT EXISTS range_max text COLLATE "C"`);
+      await runner.query(`CREATE INDEX IF NOT EXISTS "${this.#table}_change" ON ${this.#letters} (document_id, lsn)`);
       await runner.query(
         `CREATE TABLE IF NOT EXISTS ${this.#fences} (min_inclusive text COLLATE "C" NOT NULL, max_exclusive text COLLATE "C" NOT NULL,
           epoch bigint NOT NULL, PRIMARY KEY (min_inclusive, max_exclusive))`,
@@ -70,7 +77,7 @@ export class SqlDeadLetterStore<T> implements DeadLetterStore<T> {
 
   async write(letters: readonly DeadLetter<T>[], writer: DeadLetterWriter): Promise<void> {
     const runner = await this.ready();
-    const range = writer.range ?? FULL_RANGE;
+    const range = writerRange(writer);
     await runner.transaction(async (tx) => {
       await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', [this.#fences]);
       const { rows } = await tx.query<{ highest: string | number | null }>(
@@ -98,11 +105,18 @@ export class SqlDeadLetterStore<T> implements DeadLetterStore<T> {
         epoch: l.epoch,
         dead_lettered_at_ms: l.deadLetteredAtMs,
       }));
+      // A letter of a change already stored along the lineage (same document, LSN and partition key, by a
+      // writer over an overlapping range) is not added: the first one stays.
       await tx.query(
-        `INSERT INTO ${this.#letters} SELECT * FROM jsonb_to_recordset($1::jsonb) AS x(id text, lease_token text, lsn bigint,
-          document_id text, operation text, document jsonb, partition_key jsonb, error jsonb, attempts int, epoch bigint,
-          dead_lettered_at_ms bigint) ON CONFLICT (id) DO NOTHING`,
-        [JSON.stringify(records)],
+        `INSERT INTO ${this.#letters} (id, lease_token, lsn, document_id, operation, document, partition_key, error, attempts, epoch,
+          dead_lettered_at_ms, range_min, range_max)
+         SELECT x.*, $2, $3 FROM jsonb_to_recordset($1::jsonb) AS x(id text, lease_token text, lsn bigint, document_id text,
+          operation text, document jsonb, partition_key jsonb, error jsonb, attempts int, epoch bigint, dead_lettered_at_ms bigint)
+         WHERE NOT EXISTS (SELECT 1 FROM ${this.#letters} l WHERE l.document_id = x.document_id AND l.lsn = x.lsn
+           AND l.partition_key IS NOT DISTINCT FROM x.partition_key
+           AND (l.range_min IS NULL OR l.range_min < $3) AND (l.range_max IS NULL OR $2 < l.range_max))
+         ON CONFLICT (id) DO NOTHING`,
+        [JSON.stringify(records), range.minInclusive, range.maxExclusive],
       );
     });
   }

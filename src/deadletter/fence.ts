@@ -1,7 +1,7 @@
 import type { FeedRange } from '../core/Partition.js';
 import { rangesOverlap } from '../core/Partition.js';
 import { DeadLetterFencedError } from '../errors/DeadLetterFencedError.js';
-import type { DeadLetterWriter } from './DeadLetter.js';
+import type { DeadLetter, DeadLetterWriter } from './DeadLetter.js';
 
 /** The highest epoch a store has seen for one key range. @internal */
 export interface FenceEntry {
@@ -18,10 +18,29 @@ const FULL_RANGE: FeedRange = { minInclusive: '', maxExclusive: 'FF' };
  * writer's range is raised to its epoch, even when the write changes nothing. Returns the new entries. @internal
  */
 export function raiseFence(entries: readonly FenceEntry[], writer: DeadLetterWriter): FenceEntry[] {
-  const range = writer.range ?? FULL_RANGE;
+  const range = writerRange(writer);
   const overlapping = entries.filter((e) => rangesOverlap(e, range));
   const highest = Math.max(-Infinity, ...overlapping.map((e) => e.epoch));
   if (highest > writer.epoch) throw new DeadLetterFencedError(writer.leaseToken, writer.epoch, highest);
   const same = (e: FenceEntry) => e.minInclusive === range.minInclusive && e.maxExclusive === range.maxExclusive;
   return [...entries.filter((e) => !same(e)), { minInclusive: range.minInclusive, maxExclusive: range.maxExclusive, epoch: writer.epoch }];
+}
+
+/** The key range a writer fences and writes letters over: its lease's, or the whole key space. @internal */
+export function writerRange(writer: DeadLetterWriter): FeedRange {
+  return writer.range ?? FULL_RANGE;
+}
+
+/**
+ * Whether two letters, written over ranges `aRange` and `bRange`, are letters of one change: the same
+ * document, LSN and partition key, read along one lineage (overlapping ranges: a split child re-reads its
+ * parent's changes under its own lease token, with the same LSNs). A store keeps the first. @internal
+ */
+export function sameChange(a: DeadLetter, aRange: FeedRange, b: DeadLetter, bRange: FeedRange): boolean {
+  return (
+    a.documentId === b.documentId &&
+    a.lsn === b.lsn &&
+    JSON.stringify(a.partitionKey) === JSON.stringify(b.partitionKey) &&
+    rangesOverlap(aRange, bRange)
+  );
 }

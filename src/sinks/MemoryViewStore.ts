@@ -6,8 +6,8 @@ import type {
   ViewWriteResult,
 } from './ViewStore.js';
 import type { FeedRange, Position } from '../core/Partition.js';
-import { inheritedLsn, planWrite } from './internal/planWrite.js';
-import type { RangeMark, StoredPartition } from './internal/planWrite.js';
+import { planWrite, storedPartition } from './internal/planWrite.js';
+import type { StoredPartition, StoredRange } from './internal/planWrite.js';
 
 interface Tombstone {
   readonly lsn: number;
@@ -24,8 +24,8 @@ interface PartitionRecord {
 
 /**
  * A {@link ViewStore} held in memory: for tests, examples and views that are rebuilt on start. Same
- * semantics as the PostgreSQL stores (version guard, tombstones, positions, fencing); each write is
- * applied atomically. Rows are copied with `structuredClone` on the way in and out.
+ * semantics as the PostgreSQL stores (version guard, tombstones, positions, fencing by key range along the
+ * lineage); each write is applied atomically. Rows are copied with `structuredClone` on the way in and out.
  *
  * @example
  * ```ts
@@ -43,10 +43,10 @@ export class MemoryViewStore<R> implements ViewStore<R> {
   async write(write: ViewWrite<R>): Promise<ViewWriteResult> {
     // Everything below runs synchronously, so a write is atomic: planWrite throws (fencing) before any change.
     const stored = new Map<string, StoredPartition>();
+    const ranges = this.#ranges();
     for (const commit of write.partitions) {
-      const state = this.#partitions.get(commit.partition);
-      const lsn = state?.lsn ?? (commit.range && inheritedLsn(commit.range, this.#marks(commit.partition)));
-      if (state || lsn !== undefined) stored.set(commit.partition, { epoch: state?.epoch ?? 0, lsn });
+      const current = storedPartition(commit, this.#partitions.get(commit.partition), ranges);
+      if (current) stored.set(commit.partition, current);
     }
     const plan = planWrite(write, stored);
     const guarded = write.mode === 'guarded';
@@ -96,11 +96,11 @@ export class MemoryViewStore<R> implements ViewStore<R> {
     return { written, deleted, skipped: write.changes.length - written - deleted };
   }
 
-  /** The ranges and marks of every stored partition but `partition`. */
-  #marks(partition: string): RangeMark[] {
-    const marks: RangeMark[] = [];
-    for (const [id, { range, lsn }] of this.#partitions) if (id !== partition && range && lsn !== undefined) marks.push({ range, lsn });
-    return marks;
+  /** Every stored partition that has a key range: its range, epoch and mark (range fence and lineage). */
+  #ranges(): StoredRange[] {
+    const ranges: StoredRange[] = [];
+    for (const [partition, { range, epoch, lsn }] of this.#partitions) if (range) ranges.push({ partition, range, epoch, lsn });
+    return ranges;
   }
 
   async get(key: string): Promise<ViewRow<R> | undefined> {

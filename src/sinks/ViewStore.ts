@@ -27,8 +27,11 @@ import type { FeedRange, Position } from '../core/Partition.js';
  * commit ({@link ViewCommit.range}, which `materializeToView` takes from the batch). Without a stored range
  * covering all of it, a partition starts without a mark.
  *
- * Fencing holds in both modes: every write raises the partition's stored epoch to the write's, also when it
- * changes nothing (a replay, an empty batch), and a lower epoch is refused with `ViewFencedError`.
+ * Fencing holds in both modes, by key range along the lineage: every write raises the partition's stored
+ * epoch to the write's, also when it changes nothing (a replay, an empty batch), and is refused with
+ * `ViewFencedError` when its epoch is below its partition's stored epoch or below the epoch any other
+ * partition wrote over part of its key range (a split child, a merged range: their epochs lie above their
+ * parents', so the late write of a deposed parent's owner is refused once a child wrote).
  *
  * @example
  * ```ts
@@ -65,7 +68,12 @@ export interface ViewCommit {
    * A commit at or below the stored LSN is a replay: it raises the epoch but keeps the stored position.
    */
   readonly lsn: number | undefined;
-  /** Key range of the partition's lease (lets a split child inherit its parent's exactly-once mark). */
+  /**
+   * Key range of the partition's lease: the write is fenced by it (refused when another partition wrote a
+   * higher epoch over part of it) and stored with the partition, and a split or merge child inherits the
+   * exactly-once marks over it. A commit without a range is fenced by the range stored with its partition,
+   * or by its partition id alone when none is.
+   */
   readonly range?: FeedRange;
 }
 
@@ -103,7 +111,7 @@ export interface ViewRow<R> {
 export interface ViewPartitionState {
   /** Position to resume the partition from (everything before it is in the view). */
   readonly position: Position;
-  /** Highest lease epoch seen for the partition; writes under a lower epoch are rejected. */
+  /** Highest lease epoch seen for the partition; writes over its range under a lower epoch are rejected. */
   readonly epoch: number;
   /** Highest LSN applied from the partition (or inherited from its parents), if any. */
   readonly lsn: number | undefined;
@@ -129,8 +137,22 @@ export interface ViewStore<R> {
   /** Human-readable name for logs (never contains credentials). */
   readonly description: string;
   /**
-   * Applies a write atomically: all of it or nothing. Rejects with `ViewFencedError` (a `LeaseLostError`)
-   * and writes nothing when a partition's epoch is lower than the highest the store has seen for it.
+   * Applies a write atomically: all of it or nothing. What a store must do, in one atomic step per write:
+   *
+   * 1. Fence by key range. For each commit, let its range be `commit.range` (or the range stored with its
+   *    partition). Reject the whole write with `ViewFencedError(commit.partition, commit.epoch, highest)` (a
+   *    `LeaseLostError`), writing nothing, when `commit.epoch` is below `highest`: the greater of the epoch
+   *    stored for its partition and the epochs stored for every other partition whose range overlaps its
+   *    range. Equal epochs pass. Every write is checked, in both modes, whether it has changes or not.
+   * 2. Apply the changes by {@link ViewMode}: guarded rows by LSN per key (with tombstones); exactly-once
+   *    rows skipping changes at or below the partition's LSN mark. A partition without a mark of its own
+   *    takes the one it inherits over `commit.range` from the other partitions' ranges and marks.
+   * 3. Store each commit: epoch raised to `max(stored, commit.epoch)` (also for a write that changes
+   *    nothing), range set when given, LSN mark raised, position moved unless the commit is a replay (its
+   *    `lsn` at or below the mark).
+   *
+   * Checking and storing must be one step against concurrent writers of any overlapping range, on any
+   * host: a check must not pass on a state that another write changed before this one applies.
    */
   write(write: ViewWrite<R>): Promise<ViewWriteResult>;
   /** The row under `key`, or `undefined`. */

@@ -5,7 +5,7 @@ import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
 import { MemoryViewStore } from '../../src/sinks/MemoryViewStore.js';
-import type { ViewStore, ViewWrite, ViewWriteResult } from '../../src/sinks/ViewStore.js';
+import type { ViewMode, ViewStore, ViewWrite, ViewWriteResult } from '../../src/sinks/ViewStore.js';
 import { alignLeasesWithView } from '../../src/sinks/alignLeasesWithView.js';
 import { materializeToView } from '../../src/sinks/materializeToView.js';
 import { MemorySource } from '../../src/sources/MemorySource.js';
@@ -28,13 +28,13 @@ type Row = { n: number; from?: string };
 const PREFIX = 'f.';
 const timings = { pollIntervalMs: 50, leaseAcquireIntervalMs: 100, leaseRenewIntervalMs: 300, leaseExpirationMs: 1_000 };
 
-/** One host's connection to a shared view: while held, its writes wait (a slow transaction). */
+/** One host's connection to a shared view: while held, its writes (those of `partition`, if given) wait (a slow transaction). */
 function heldView(inner: MemoryViewStore<Row>) {
-  let gate: { promise: Promise<void>; open: () => void } | undefined;
+  let gate: { promise: Promise<void>; open: () => void; partition: string | undefined } | undefined;
   const view: ViewStore<Row> = {
     description: 'held view',
     async write(write: ViewWrite<Row>): Promise<ViewWriteResult> {
-      if (gate) await gate.promise;
+      if (gate && (gate.partition === undefined || write.partitions.some((p) => p.partition === gate!.partition))) await gate.promise;
       return inner.write(write);
     },
     get: (key) => inner.get(key),
@@ -46,10 +46,10 @@ function heldView(inner: MemoryViewStore<Row>) {
   };
   return {
     view,
-    hold() {
+    hold(partition?: string) {
       let open!: () => void;
       const promise = new Promise<void>((resolve) => (open = resolve));
-      gate = { promise, open };
+      gate = { promise, open, partition };
     },
     open() {
       gate?.open();
@@ -61,7 +61,13 @@ function heldView(inner: MemoryViewStore<Row>) {
 describe('fencing through a running processor', () => {
   const subscriptions = withFakeTimers();
 
-  function host(source: MemorySource<Doc>, leases: LeaseStore, view: ViewStore<Row>, name: string, options: { maxInFlightChanges?: number } = {}) {
+  function host(
+    source: MemorySource<Doc>,
+    leases: LeaseStore,
+    view: ViewStore<Row>,
+    name: string,
+    { mode = 'guarded', ...options }: { maxInFlightChanges?: number; drainTimeoutMs?: number; mode?: ViewMode } = {},
+  ) {
     const events: FeedEvent[] = [];
     const feed = createChangeFeed<Doc>({
       source,
@@ -74,7 +80,7 @@ describe('fencing through a running processor', () => {
       events: (e) => events.push(e),
     });
     subscriptions.push(
-      feed.changes$.pipe(materializeToView(view, { project: (c) => ({ n: c.document!.n }) }), checkpointEvery({ count: 1, ms: 10 })).subscribe(),
+      feed.changes$.pipe(materializeToView(view, { project: (c) => ({ n: c.document!.n }), mode }), checkpointEvery({ count: 1, ms: 10 })).subscribe(),
     );
     return { feed, events };
   }
@@ -118,6 +124,58 @@ describe('fencing through a running processor', () => {
     expect((await view.get('after'))?.row).toEqual({ n: 42 });
     expect(hostA.events.filter((e) => e.type === 'stall')).toEqual([]);
   });
+
+  for (const mode of ['guarded', 'exactlyOnce'] as const) {
+    it(`${mode}: a split parent's view write that lands after its child wrote is refused, and the row stays the child's`, async () => {
+      const source = new MemorySource<Doc>({ partitions: 1 });
+      const view = new MemoryViewStore<Row>();
+      const a = heldView(view);
+      const hostA = host(source, new MemoryLeaseStore(), a.view, 'A', { mode, drainTimeoutMs: 500 });
+      await vi.advanceTimersByTimeAsync(500);
+      a.hold('0'); // the parent's next write hangs (a slow transaction) ...
+      source.upsert({ id: 'x', n: 1 });
+      await vi.advanceTimersByTimeAsync(200);
+      // ... while the parent splits: its drain times out, A takes the children and one of them writes x = 2.
+      source.split('0');
+      source.upsert({ id: 'x', n: 2 });
+      await advanceUntil(() => hostA.events.some((e) => e.type === 'partitionSplit'));
+      await vi.advanceTimersByTimeAsync(5_000);
+      expect((await view.get('x'))?.row).toEqual({ n: 2 });
+      a.open(); // the parent's write (partition 0, its lower epoch) finally arrives: refused over its range
+      await advanceUntil(() => hostA.events.some((e) => e.type === 'error' && e.error.name === 'ViewFencedError'));
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect((await view.get('x'))?.row).toEqual({ n: 2 });
+      expect(hostA.feed.inFlightChanges).toBe(0);
+    });
+
+    it(`${mode}: a paused owner's write of the parent, landing after another host's children wrote, is refused`, async () => {
+      const source = new MemorySource<Doc>({ partitions: 1 });
+      const shared = new MemoryLeaseStore();
+      const view = new MemoryViewStore<Row>();
+      const pathA = new CrashableLeaseStore(shared);
+      const a = heldView(view);
+      const hostA = host(source, pathA, a.view, 'A', { mode });
+      await vi.advanceTimersByTimeAsync(500);
+      a.hold(); // A stops making progress (a long pause) with a write of x = 1 in flight ...
+      source.upsert({ id: 'x', n: 1 });
+      await vi.advanceTimersByTimeAsync(100);
+      pathA.cut = true; // ... and renews nothing: its lease expires.
+      source.split('0');
+      source.upsert({ id: 'x', n: 2 });
+      // B takes the parent over, hands it to its children, and a child writes x = 2 (x = 1 replayed before it).
+      const hostB = host(source, shared, view, 'B', { mode });
+      await advanceUntil(() => hostB.events.some((e) => e.type === 'partitionSplit'));
+      await advanceUntil(() => hostB.events.filter((e) => e.type === 'checkpoint').length > 0);
+      await vi.advanceTimersByTimeAsync(2_000);
+      expect((await view.get('x'))?.row).toEqual({ n: 2 });
+      a.open(); // A wakes up: its write of the parent lands last, and is refused.
+      pathA.cut = false;
+      await advanceUntil(() => hostA.events.some((e) => e.type === 'error' && e.error.name === 'ViewFencedError'));
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect((await view.get('x'))?.row).toEqual({ n: 2 });
+      expect(hostA.feed.inFlightChanges).toBe(0);
+    });
+  }
 
   for (const aligned of [false, true]) {
     it(`exactly-once rows fed by two partitions survive a crash and a split${aligned ? ' (leases aligned with the view)' : ''}`, async () => {

@@ -15,7 +15,7 @@ import { syncToIndex } from '../../src/sinks/syncToIndex.js';
 import { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import type { Change } from '../../src/core/Change.js';
 import { lastValueFrom, of } from 'rxjs';
-import { change, viewStoreConformance, writeOf } from '../support/viewStoreConformance.js';
+import { change, ranged, viewStoreConformance, writeOf } from '../support/viewStoreConformance.js';
 import type { ConformanceRow } from '../support/viewStoreConformance.js';
 import { PG_URL, postgresUnavailable, uniqueSchema } from './postgres.js';
 
@@ -138,6 +138,38 @@ describe.skipIf(pgSkip !== undefined)('PostgreSQL', () => {
       other.release();
     }
     expect(await store.get('a')).toBeUndefined();
+    await store.close();
+  });
+
+  it("never accepts a split parent's write through a snapshot taken before a child's first write committed", async () => {
+    const table = nextTable();
+    const store = await PostgresViewStore.create<ConformanceRow>({ connection: pool, table, schema });
+    const parent = (lsn: number, version: number) => ({ mode: 'exactlyOnce' as const, changes: [change('P', 'x', lsn, version)], partitions: [ranged('P', '', 'FF', 1, lsn)] });
+    await store.write(parent(1, 1));
+    await store.write(parent(2, 2)); // from now on the store plans P's writes on what it wrote: one statement each
+    // The child L [,80) writes its first batch as a child's first write does: the lineage row locked
+    // exclusively, its row stored with its range and epoch 2, the generation bumped.
+    const child = await pool.connect();
+    try {
+      await child.query('BEGIN');
+      const { rows } = await child.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      await child.query(`SELECT generation FROM "${schema}"."${table}_lineage" WHERE id = 1 FOR UPDATE`);
+      await child.query(`INSERT INTO "${schema}"."${table}_positions" (partition_id, position, epoch, lsn, range_min, range_max) VALUES ('L', 'pos:L:3', 2, 3, '', '80')`);
+      await child.query(`UPDATE ${store.tableName} SET doc = '{"id":"x","version":3}', lsn = 3, partition_id = 'L' WHERE key = 'x'`);
+      await child.query(`UPDATE "${schema}"."${table}_lineage" SET generation = generation + 1`);
+      // The parent's late write starts (and takes its snapshot) before the child's commits.
+      const late = store.write(parent(3, 9)).catch((e: unknown) => e);
+      let waiting = 0;
+      while (waiting === 0) {
+        const blocked = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))', [rows[0]!.pid]);
+        waiting = blocked.rows[0]!.n;
+      }
+      await child.query('COMMIT');
+      expect(await late).toMatchObject({ name: 'ViewFencedError', leaseToken: 'P', epoch: 1, currentEpoch: 2 });
+    } finally {
+      child.release();
+    }
+    expect((await store.get('x'))?.row.version).toBe(3);
     await store.close();
   });
 

@@ -79,6 +79,34 @@ export function deadLetterStoreConformance(name: string, open: () => Promise<Dea
       expect((await store.list()).map((l) => l.leaseToken)).toEqual(['child-b']);
     });
 
+    it('keeps one letter per change along a lineage: a split child re-running its parent\'s change adds none', async () => {
+      const store = await open();
+      // The parent [,FF) dead-lettered its change at LSN 5, but its checkpoint did not pass it before the split.
+      await store.write([letter('P', 5)], writer('P', 1));
+      // Child L [,80) reads the change again (same LSN, document and partition key), fails on it, dead-letters it.
+      await store.write([letter('L', 5, { epoch: 2 }), letter('L', 6, { epoch: 2 })], writer('L', 2, '', '80'));
+      // Partition Q [FF,FFFF), of another lineage, dead-letters another document of the same id at the same LSN.
+      await store.write([letter('Q', 5, { partitionKey: 'other' })], writer('Q', 1, 'FF', 'FFFF'));
+      const all = await store.list();
+      expect(all.map((l) => l.id).sort()).toEqual(['L:6:o6', 'P:5:o5', 'Q:5:o5']);
+      expect(all.find((l) => l.id === 'P:5:o5')).toEqual(letter('P', 5));
+      await store.remove(['P:5:o5', 'Q:5:o5']);
+      expect((await store.list()).map((l) => l.id)).toEqual(['L:6:o6']);
+    });
+
+    it('a refused write stores none of its letters, and a write that changes nothing still raises the fence', async () => {
+      const store = await open();
+      await store.write([letter('P', 1)], writer('P', 1));
+      await store.write([], writer('L', 2, '', '80')); // the child's write with no letters fences the parent ...
+      await expect(store.write([letter('P', 2), letter('P', 3)], writer('P', 1))).rejects.toBeInstanceOf(DeadLetterFencedError);
+      expect((await store.list()).map((l) => l.id)).toEqual(['P:1:o1']);
+      // ... and a merge of [,FF) and [FF,FFFF) at epoch 3 fences both parents.
+      await store.write([], writer('M', 3, '', 'FFFF'));
+      await expect(store.write([letter('L', 4)], writer('L', 2, '', '80'))).rejects.toMatchObject({ epoch: 2, currentEpoch: 3 });
+      await expect(store.write([letter('Q', 4)], writer('Q', 2, 'FF', 'FFFF'))).rejects.toBeInstanceOf(DeadLetterFencedError);
+      expect((await store.list()).map((l) => l.id)).toEqual(['P:1:o1']);
+    });
+
     it('re-drives letters: removed when the handler succeeds, kept when it fails again', async () => {
       const store = await open();
       await store.write([letter('0', 1), letter('0', 2), letter('0', 3)], writer('0', 1));

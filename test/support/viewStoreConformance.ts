@@ -49,6 +49,11 @@ export function writeOf(
   return { mode: options.mode ?? 'guarded', changes, partitions: [...commits.values()] };
 }
 
+/** A commit of `partition` over the key range [`min`, `max`) under `epoch`, at `pos:<partition>:<lsn>`. */
+export function ranged(partition: string, min: string, max: string, epoch: number, lsn: number | undefined): ViewCommit {
+  return { partition, epoch, position: `pos:${partition}:${lsn ?? 'none'}`, lsn, range: { minInclusive: min, maxExclusive: max } };
+}
+
 const content = (rows: readonly ViewRow<ConformanceRow>[]) =>
   Object.fromEntries(rows.map((r) => [r.key, r.row.version]));
 
@@ -255,6 +260,92 @@ export function viewStoreConformance(name: string, factory: StoreFactory): void 
       });
     }
 
+    for (const mode of ['guarded', 'exactlyOnce'] as const) {
+      it(`${mode}: fences by key range along the lineage: a split parent's late write after a child wrote is refused, a sibling's is not`, async () => {
+        const { store, reopen } = await fresh();
+        // Parent P [,FF) wrote x under epoch 4; it split, and child L [,80) (epoch 5) wrote x again.
+        await store.write({ mode, changes: [change('P', 'x', 10, 1)], partitions: [ranged('P', '', 'FF', 4, 10)] });
+        await store.write({ mode, changes: [change('L', 'x', 11, 2)], partitions: [ranged('L', '', '80', 5, 11)] });
+        // The parent's old owner (its ownership ended, its write was in flight) lands late: refused, x stays 2.
+        const late = await store.write({ mode, changes: [change('P', 'x', 11, 1)], partitions: [ranged('P', '', 'FF', 4, 11)] }).catch((e: unknown) => e);
+        expect(late).toBeInstanceOf(ViewFencedError);
+        expect(late).toBeInstanceOf(LeaseLostError);
+        expect(late).toMatchObject({ leaseToken: 'P', epoch: 4, currentEpoch: 5 });
+        expect((await store.get('x'))?.row.version).toBe(2);
+        // Refused too: its empty writes, and writes that leave out the range (the stored one counts).
+        await expect(store.write({ mode, changes: [], partitions: [ranged('P', '', 'FF', 4, 11)] })).rejects.toBeInstanceOf(ViewFencedError);
+        await expect(store.write(writeOf([change('P', 'x', 12, 1)], { mode, epoch: 4 }))).rejects.toBeInstanceOf(ViewFencedError);
+        // The other child R [80,FF) overlaps only the parent: its epoch (6) is above the parent's, so it writes,
+        // and L, disjoint from R, still writes under its lower epoch.
+        await store.write({ mode, changes: [change('R', 'y', 11, 3)], partitions: [ranged('R', '80', 'FF', 6, 11)] });
+        await store.write({ mode, changes: [change('L', 'x', 12, 4)], partitions: [ranged('L', '', '80', 5, 12)] });
+        expect(content(await store.rows())).toEqual({ x: 4, y: 3 });
+        const positions = await store.positions();
+        expect(positions.get('P')).toMatchObject({ position: 'pos:P:10', epoch: 4, lsn: 10 });
+        expect(positions.get('L')).toMatchObject({ position: 'pos:L:12', epoch: 5, lsn: 12 });
+        // A restarted process (another host) refuses the parent just the same.
+        const restarted = await reopen();
+        await expect(restarted.write({ mode, changes: [change('P', 'z', 13, 1)], partitions: [ranged('P', '', 'FF', 4, 13)] })).rejects.toBeInstanceOf(ViewFencedError);
+        expect(await restarted.get('z')).toBeUndefined();
+      });
+
+      it(`${mode}: a child's write that changes nothing (a replay, an empty batch) fences its parent's range`, async () => {
+        const { store } = await fresh();
+        await store.write({ mode, changes: [change('P', 'x', 10, 1)], partitions: [ranged('P', '', 'FF', 2, 10)] });
+        // The child's first batch replays what the parent wrote (guarded: an older LSN; exactly-once: the mark),
+        // then a batch that a filter emptied.
+        expect(await store.write({ mode, changes: [change('L', 'x', 10, 1)], partitions: [ranged('L', '', '80', 3, 10)] })).toMatchObject({ written: 0 });
+        await store.write({ mode, changes: [], partitions: [ranged('R', '80', 'FF', 3, 10)] });
+        await expect(store.write({ mode, changes: [change('P', 'x', 11, 9)], partitions: [ranged('P', '', 'FF', 2, 11)] })).rejects.toMatchObject({
+          name: 'ViewFencedError',
+          leaseToken: 'P',
+          currentEpoch: 3,
+        });
+        expect((await store.get('x'))?.row.version).toBe(1);
+      });
+
+      it(`${mode}: a merge fences both parents; a write refused for one partition's range writes nothing of the others`, async () => {
+        const { store } = await fresh();
+        await store.write({ mode, changes: [change('A', 'a', 5, 1)], partitions: [ranged('A', '', '80', 3, 5)] });
+        await store.write({ mode, changes: [change('B', 'b', 7, 1)], partitions: [ranged('B', '80', 'FF', 6, 7)] });
+        // A and B merged into M [,FF) (epoch 7, above both).
+        await store.write({ mode, changes: [change('M', 'a', 8, 2)], partitions: [ranged('M', '', 'FF', 7, 8)] });
+        for (const [parent, min, max, epoch] of [['A', '', '80', 3], ['B', '80', 'FF', 6]] as const) {
+          await expect(store.write({ mode, changes: [change(parent, 'a', 9, 9)], partitions: [ranged(parent, min, max, epoch, 9)] })).rejects.toMatchObject({
+            leaseToken: parent,
+            epoch,
+            currentEpoch: 7,
+          });
+        }
+        // A write of Q (a range of its own) together with the deposed A: refused whole.
+        const both = {
+          mode,
+          changes: [change('Q', 'q', 1, 1), change('A', 'a', 10, 10)],
+          partitions: [ranged('Q', 'FF', 'FFFF', 1, 1), ranged('A', '', '80', 3, 10)],
+        };
+        await expect(store.write(both)).rejects.toMatchObject({ leaseToken: 'A' });
+        expect(content(await store.rows())).toEqual({ a: 2, b: 1 });
+        expect((await store.positions()).has('Q')).toBe(false);
+      });
+
+      it(`${mode}: a host that wrote the parent before is refused once another host's child wrote (two store instances)`, async () => {
+        const { store, reopen } = await fresh();
+        const childHost = await reopen();
+        // The parent's host writes twice (it knows what it committed, as a store that plans on it does).
+        await store.write({ mode, changes: [change('P', 'x', 1, 1)], partitions: [ranged('P', '', 'FF', 1, 1)] });
+        await store.write({ mode, changes: [change('P', 'x', 2, 2)], partitions: [ranged('P', '', 'FF', 1, 2)] });
+        // The child's host writes the child's first batch.
+        await childHost.write({ mode, changes: [change('L', 'x', 3, 3)], partitions: [ranged('L', '', '80', 2, 3)] });
+        // The parent's host's next write is refused, and the row stays the child's.
+        await expect(store.write({ mode, changes: [change('P', 'x', 3, 9)], partitions: [ranged('P', '', 'FF', 1, 3)] })).rejects.toBeInstanceOf(ViewFencedError);
+        expect((await childHost.get('x'))?.row.version).toBe(3);
+        // The child's host goes on writing (it was not fenced), and so does a sibling on the parent's host.
+        await childHost.write({ mode, changes: [change('L', 'x', 4, 4)], partitions: [ranged('L', '', '80', 2, 4)] });
+        await store.write({ mode, changes: [change('R', 'y', 3, 1)], partitions: [ranged('R', '80', 'FF', 2, 3)] });
+        expect(content(await store.rows())).toEqual({ x: 4, y: 1 });
+      });
+    }
+
     it('exactly-once: a replayed batch a filter emptied keeps the position (its last LSN read is at or below the mark)', async () => {
       const { store } = await fresh();
       const mode = 'exactlyOnce' as const;
@@ -280,23 +371,24 @@ export function viewStoreConformance(name: string, factory: StoreFactory): void 
       // Parent P [,FF) fed row `total` up to LSN 20; partition Q then wrote it last (its own range, LSN 3).
       await store.write({ mode, changes: [change('P', 'total', 10, 10), change('P', 'total', 20, 20)], partitions: [at('P', '', 'FF', 20, 4)] });
       await store.write({ mode, changes: [change('Q', 'total', 3, 99)], partitions: [at('Q', 'FF', 'FFFF', 3)] });
-      // P splits; child L [,80) replays P's changes from the parent's older lease checkpoint, at its own epoch 1.
-      const replay = await store.write({ mode, changes: [change('L', 'total', 20, 20)], partitions: [at('L', '', '80', 20)] });
+      // P splits; child L [,80) replays P's changes from the parent's older lease checkpoint, at its own epoch 5
+      // (a child's epochs lie above its parent's).
+      const replay = await store.write({ mode, changes: [change('L', 'total', 20, 20)], partitions: [at('L', '', '80', 20, 5)] });
       expect(replay).toEqual({ written: 0, deleted: 0, skipped: 1 });
       expect((await store.get('total'))?.row.version).toBe(99);
       // A replay leaves the child without a position of its own; its inherited mark is kept.
       expect((await store.positions()).has('L')).toBe(false);
       // The next change after the mark is applied, and moves the child like any partition.
-      await store.write({ mode, changes: [change('L', 'total', 21, 21)], partitions: [at('L', '', '80', 21)] });
+      await store.write({ mode, changes: [change('L', 'total', 21, 21)], partitions: [at('L', '', '80', 21, 5)] });
       expect((await store.get('total'))?.row.version).toBe(21);
       const restarted = await reopen();
-      expect((await restarted.positions()).get('L')).toEqual({ position: 'pos:L:21', epoch: 1, lsn: 21, range: { minInclusive: '', maxExclusive: '80' } });
+      expect((await restarted.positions()).get('L')).toEqual({ position: 'pos:L:21', epoch: 5, lsn: 21, range: { minInclusive: '', maxExclusive: '80' } });
       // The other child, through a restart, has only the parent's mark: LSN 20 is skipped, 22 applied.
-      expect(await restarted.write({ mode, changes: [change('R', 'total', 20, 20)], partitions: [at('R', '80', 'FF', 20)] })).toMatchObject({ written: 0, skipped: 1 });
-      await restarted.write({ mode, changes: [change('R', 'other', 22, 22)], partitions: [at('R', '80', 'FF', 22)] });
+      expect(await restarted.write({ mode, changes: [change('R', 'total', 20, 20)], partitions: [at('R', '80', 'FF', 20, 5)] })).toMatchObject({ written: 0, skipped: 1 });
+      await restarted.write({ mode, changes: [change('R', 'other', 22, 22)], partitions: [at('R', '80', 'FF', 22, 5)] });
       expect((await restarted.get('other'))?.row.version).toBe(22);
       // A grandchild inside L inherits L's newer mark (21), not P's (20).
-      expect(await restarted.write({ mode, changes: [change('LL', 'total', 21, 21)], partitions: [at('LL', '', '40', 21)] })).toMatchObject({ written: 0, skipped: 1 });
+      expect(await restarted.write({ mode, changes: [change('LL', 'total', 21, 21)], partitions: [at('LL', '', '40', 21, 6)] })).toMatchObject({ written: 0, skipped: 1 });
     });
 
     it('exactly-once: a range fed by several parents (a merge) inherits the lowest of their marks; an uncovered range none', async () => {

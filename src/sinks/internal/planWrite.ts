@@ -1,15 +1,48 @@
 import type { FeedRange, Position } from '../../core/Partition.js';
 import { rangesOverlap } from '../../core/Partition.js';
-import type { ViewChange, ViewWrite } from '../ViewStore.js';
+import type { ViewChange, ViewCommit, ViewWrite } from '../ViewStore.js';
 import { ViewFencedError } from '../../errors/ViewFencedError.js';
 
 /**
- * What a store knows about a partition before a write (inside the write's transaction): its epoch, and its
- * LSN mark, its own or, when it has none, the one {@link inheritedLsn} gives.
+ * What a store knows about a partition before a write (inside the write's transaction): its epoch, its LSN
+ * mark (its own or, when it has none, the one {@link inheritedLsn} gives), and the highest epoch other
+ * partitions wrote over its key range (the range fence).
  */
 export interface StoredPartition {
   readonly epoch: number;
   readonly lsn: number | undefined;
+  /** Highest epoch stored for another partition whose range overlaps the commit's (a split child, a merge). */
+  readonly rangeEpoch?: number;
+}
+
+/** Another partition as stored, with its key range: what the range fence and the lineage marks read. */
+export interface StoredRange {
+  readonly partition: string;
+  readonly range: FeedRange;
+  readonly epoch: number;
+  readonly lsn: number | undefined;
+}
+
+/**
+ * What a store holds for one commit of a write, given its partition's own row (`own`) and the partitions
+ * stored with a range (`others`; the commit's own partition among them is ignored): over the commit's range
+ * (or, for a commit without one, the range stored with its partition), the highest epoch of the others (the
+ * fence: a split or merge parent is refused once a child wrote), and, when it has no LSN mark of its own,
+ * the mark it inherits from them (lineage rule). `undefined` when the store knows nothing of it.
+ */
+export function storedPartition(
+  commit: ViewCommit,
+  own: (StoredPartition & { readonly range?: FeedRange | undefined }) | undefined,
+  others: readonly StoredRange[],
+): StoredPartition | undefined {
+  const range = commit.range ?? own?.range;
+  const overlapping = range ? others.filter((o) => o.partition !== commit.partition && rangesOverlap(o.range, range)) : [];
+  const rangeEpoch = overlapping.length > 0 ? Math.max(...overlapping.map((o) => o.epoch)) : undefined;
+  const marks = overlapping.flatMap((o) => (o.lsn === undefined ? [] : [{ range: o.range, lsn: o.lsn }]));
+  // Only a commit that gives its range inherits marks: the lineage is known from the batches being written.
+  const lsn = own?.lsn ?? (commit.range && inheritedLsn(commit.range, marks));
+  if (own === undefined && lsn === undefined && rangeEpoch === undefined) return undefined;
+  return { epoch: own?.epoch ?? 0, lsn, ...(rangeEpoch !== undefined ? { rangeEpoch } : {}) };
 }
 
 /** What a write stores for one partition. `position` is `undefined` for a replay: keep the stored one. */
@@ -74,7 +107,8 @@ export interface WritePlan<R> {
 /**
  * Turns a write into a plan, given what the store holds for its partitions:
  *
- * 1. fencing: a partition whose epoch is lower than the stored one rejects the whole write;
+ * 1. fencing: a commit whose epoch is lower than its partition's stored epoch, or than the epoch another
+ *    partition wrote over part of its key range, rejects the whole write;
  * 2. exactly-once: changes at or below the partition's stored LSN were applied before and are dropped;
  * 3. coalescing: one change per key. Guarded mode keeps the highest LSN (LSNs of one document increase
  *    along its partition lineage, children of a split continue the parent's numbering); exactly-once mode
@@ -85,9 +119,8 @@ export interface WritePlan<R> {
 export function planWrite<R>(write: ViewWrite<R>, stored: ReadonlyMap<string, StoredPartition>): WritePlan<R> {
   for (const commit of write.partitions) {
     const current = stored.get(commit.partition);
-    if (current !== undefined && commit.epoch < current.epoch) {
-      throw new ViewFencedError(commit.partition, commit.epoch, current.epoch);
-    }
+    const highest = Math.max(current?.epoch ?? -Infinity, current?.rangeEpoch ?? -Infinity);
+    if (commit.epoch < highest) throw new ViewFencedError(commit.partition, commit.epoch, highest);
   }
 
   const latest = new Map<string, ViewChange<R>>();

@@ -6,8 +6,9 @@ import type {
   ViewWrite,
   ViewWriteResult,
 } from '../ViewStore.js';
-import { inheritedLsn, partitionsOf, planWrite } from '../internal/planWrite.js';
-import type { PartitionCommit, StoredPartition, WritePlan } from '../internal/planWrite.js';
+import type { FeedRange } from '../../core/Partition.js';
+import { partitionsOf, planWrite, storedPartition } from '../internal/planWrite.js';
+import type { PartitionCommit, StoredPartition, StoredRange, WritePlan } from '../internal/planWrite.js';
 import { ViewFencedError } from '../../errors/ViewFencedError.js';
 import { isRetryableSqlError } from './SqlRunner.js';
 import type { SqlRunner, SqlSession } from './SqlRunner.js';
@@ -25,17 +26,42 @@ interface RowRecord {
   partition_id: string;
 }
 
+/** A partition's row in `<table>_positions`, as the write statements read it. */
+interface PartitionRecord {
+  partition_id: string;
+  epoch: number | string;
+  lsn: number | string | null;
+  range_min: string | null;
+  range_max: string | null;
+}
+
+/** What a store knows of a partition's row: its epoch, own LSN mark and range. */
+interface KnownPartition extends StoredPartition {
+  readonly range: FeedRange | undefined;
+}
+
 const num = (value: number | string | bigint | null | undefined): number | undefined =>
   value === null || value === undefined ? undefined : Number(value);
 
+const rangeOf = (r: { range_min: string | null; range_max: string | null }): FeedRange | undefined =>
+  r.range_min !== null && r.range_max !== null ? { minInclusive: r.range_min, maxExclusive: r.range_max } : undefined;
+
+const sameRange = (a: FeedRange | undefined, b: FeedRange | undefined): boolean =>
+  a === b || (a !== undefined && b !== undefined && a.minInclusive === b.minInclusive && a.maxExclusive === b.maxExclusive);
+
+/** Thrown inside a write's transaction when a partition's range is not stored (it must be stored first). */
+class RangesNotStored extends Error {}
+
 /**
  * The PostgreSQL implementation of {@link ViewStore}, over any {@link SqlRunner} (pg or PGlite). Each write is
- * atomic, and one set-based statement whatever the number of changes: it locks the write's partitions, checks
- * that they hold the state the write was planned on, and upserts rows, writes tombstones, deletes rows and
- * commits positions. Once the store has written a partition, it plans the next write of it on what it
- * committed, so that write is that statement alone (one round trip, prepared once per connection).
- * Otherwise (a first write, another writer in between, a fencing rejection) the write is a transaction
- * that locks and reads the partitions first, plans on what it read, then runs the same statement.
+ * atomic, and one set-based statement whatever the number of changes: it locks the lineage row and the
+ * write's partitions, checks that they hold the state the write was planned on and that no other partition
+ * wrote a higher epoch over their key ranges (the range fence), and upserts rows, writes tombstones, deletes
+ * rows and commits positions. Once the store has written a partition, it plans the next write of it on what
+ * it committed, so that write is that statement alone (one round trip, prepared once per connection).
+ * Otherwise (a first write, another writer in between, a new range stored, a fencing rejection) the write is
+ * a transaction that locks and reads the partitions and the ranges overlapping theirs first, plans on what it
+ * read, then runs the same statement.
  *
  * The base class of `PostgresViewStore` and `PGliteViewStore`; use those.
  */
@@ -47,10 +73,12 @@ export class SqlViewStore<R> implements ViewStore<R> {
   protected readonly sql: ViewSql;
   readonly #open: () => Promise<SqlRunner>;
   /**
-   * Per partition, the epoch and LSN mark this store's last write of it committed: the next write is planned
-   * on them and sent as one statement that checks them under lock (see {@link ViewSql.writeGuarded}).
+   * Per partition, the epoch, LSN mark and range this store's last write of it committed: the next write is
+   * planned on them and sent as one statement that checks them under lock (see {@link ViewSql.writeGuarded}).
    */
-  readonly #known = new Map<string, StoredPartition>();
+  readonly #known = new Map<string, KnownPartition>();
+  /** The lineage generation this store last saw; fast writes are planned on it. */
+  #generation: number | undefined;
   #ready: Promise<SqlRunner> | undefined;
   #closed = false;
 
@@ -86,16 +114,24 @@ export class SqlViewStore<R> implements ViewStore<R> {
   async write(write: ViewWrite<R>): Promise<ViewWriteResult> {
     if (write.changes.length === 0 && write.partitions.length === 0) return { written: 0, deleted: 0, skipped: 0 };
     const runner = await this.ready();
+    // Ranges this store has not seen stored are stored first, in a short transaction of their own.
+    let newRanges = write.partitions.some((c) => c.range !== undefined && !sameRange(c.range, this.#known.get(c.partition)?.range));
     for (let attempt = 1; ; attempt++) {
       try {
+        if (newRanges) await runner.transaction((tx) => this.#storeRanges(tx, write));
+        newRanges = false;
         const known = this.#planOnKnown(write);
         let outcome = known && (await this.#writeAs(runner, write, known));
-        if (known && !outcome) log('%s: partitions changed since this store last wrote them; writing in a transaction', this.description);
+        if (known && !outcome) log('%s: partitions or ranges changed since this store last wrote; writing in a transaction', this.description);
         outcome ??= await runner.transaction((tx) => this.#lockAndWrite(tx, write));
-        this.#remember(outcome.commits);
+        this.#remember(outcome);
         return outcome.result;
       } catch (error) {
         for (const commit of write.partitions) this.#known.delete(commit.partition);
+        if (error instanceof RangesNotStored) {
+          newRanges = true; // stored ranges were removed in between (clearPositions): store them again
+          if (attempt < MAX_ATTEMPTS) continue;
+        }
         if (attempt >= MAX_ATTEMPTS || !isRetryableSqlError(error)) throw error;
         log('%s: retrying write after %s (attempt %d)', this.description, (error as Error).message, attempt);
       }
@@ -103,20 +139,58 @@ export class SqlViewStore<R> implements ViewStore<R> {
   }
 
   /**
+   * Stores the ranges of a write's commits that their partitions do not have stored yet (a split or merge
+   * child's first write, a first write after a restart), fenced like a write and raising the epochs, with
+   * the lineage row locked exclusively and its generation bumped when a range changed: writes planned before
+   * (which could not see the new range) plan again. A transaction of its own, short, so that the exclusive
+   * lock never waits for rows to be written.
+   */
+  async #storeRanges(tx: SqlSession, write: ViewWrite<R>): Promise<void> {
+    await tx.query(this.sql.lockLineageForRanges);
+    const own = new Map<string, KnownPartition>();
+    const locked = await tx.query<PartitionRecord>(this.sql.lockPartitions, [JSON.stringify(partitionsOf(write))]);
+    for (const row of locked.rows) own.set(row.partition_id, { epoch: Number(row.epoch), lsn: num(row.lsn), range: rangeOf(row) });
+    const changed = write.partitions.filter((c) => c.range !== undefined && !sameRange(c.range, own.get(c.partition)?.range));
+    if (changed.length === 0) return;
+    // The whole write is fenced here already, so that a refused write stores no range either.
+    const wanted = write.partitions.flatMap((c) => {
+      const range = c.range ?? own.get(c.partition)?.range;
+      return range ? [{ range_min: range.minInclusive, range_max: range.maxExclusive }] : [];
+    });
+    const others = (await tx.query<PartitionRecord>(this.sql.selectRanges, [JSON.stringify(wanted)])).rows.map((row) => ({
+      partition: row.partition_id,
+      range: rangeOf(row)!,
+      epoch: Number(row.epoch),
+      lsn: num(row.lsn),
+    }));
+    for (const commit of write.partitions) {
+      const current = storedPartition(commit, own.get(commit.partition), others);
+      const highest = Math.max(current?.epoch ?? -Infinity, current?.rangeEpoch ?? -Infinity);
+      if (commit.epoch < highest) throw new ViewFencedError(commit.partition, commit.epoch, highest);
+    }
+    const ranges = changed.map((c) => ({ partition_id: c.partition, epoch: c.epoch, range_min: c.range!.minInclusive, range_max: c.range!.maxExclusive }));
+    await tx.query(this.sql.storeRanges, [JSON.stringify(ranges)]);
+    await tx.query(this.sql.bumpLineage);
+  }
+
+  /**
    * The plan of a write made on what this store committed last for its partitions, or `undefined` when that
-   * is not known for each of them (a first write, a failed one), or a split child may need its parents'
-   * marks, or the plan would be refused (only the stored epoch may say so).
+   * is not known for each of them (a first write, a failed one), a commit brings a range not stored yet, a
+   * split child may need its parents' marks, or the plan would be refused (only the stored epoch may say so).
    */
   #planOnKnown(write: ViewWrite<R>): PlannedWrite<R> | undefined {
-    if (write.partitions.length === 0) return undefined;
+    if (write.partitions.length === 0 || this.#generation === undefined) return undefined;
     const expected = new Map<string, StoredPartition>();
+    const ranges = new Map<string, FeedRange | undefined>();
     for (const commit of write.partitions) {
       const known = this.#known.get(commit.partition);
       if (known === undefined || (known.lsn === undefined && commit.range)) return undefined;
-      expected.set(commit.partition, known);
+      if (commit.range !== undefined && !sameRange(commit.range, known.range)) return undefined;
+      expected.set(commit.partition, { epoch: known.epoch, lsn: known.lsn });
+      ranges.set(commit.partition, known.range);
     }
     try {
-      return { expected, plan: planWrite(write, expected) };
+      return { expected, generation: this.#generation, ranges, plan: planWrite(write, expected) };
     } catch (error) {
       if (error instanceof ViewFencedError) return undefined;
       throw error;
@@ -124,64 +198,65 @@ export class SqlViewStore<R> implements ViewStore<R> {
   }
 
   /**
-   * The transaction a write falls back on: locks its partitions' rows, reads their state (and the marks a
-   * split child inherits), plans the write on it, and applies it.
+   * The transaction a write falls back on: locks the lineage row and its partitions' rows, reads their state
+   * and the partitions stored over their ranges (the range fence, and the marks a split or merge child
+   * inherits), plans the write on it, and applies it.
    */
   async #lockAndWrite(tx: SqlSession, write: ViewWrite<R>): Promise<WriteOutcome> {
-    const own = new Map<string, StoredPartition>();
+    const lineage = await tx.query<{ generation: number | string }>(this.sql.lockLineage);
+    const generation = Number(lineage.rows[0]?.generation ?? NaN);
+    if (Number.isNaN(generation)) throw new Error(`${this.description}: the lineage row of ${this.tableName} is missing (was the table emptied by hand?)`);
+    const own = new Map<string, KnownPartition>();
     const partitions = partitionsOf(write);
     if (partitions.length > 0) {
-      const locked = await tx.query<{ partition_id: string; epoch: number | string; lsn: number | string | null }>(
-        this.sql.lockPartitions,
-        [JSON.stringify(partitions)],
-      );
-      for (const row of locked.rows) own.set(row.partition_id, { epoch: Number(row.epoch), lsn: num(row.lsn) });
+      const locked = await tx.query<PartitionRecord>(this.sql.lockPartitions, [JSON.stringify(partitions)]);
+      for (const row of locked.rows) own.set(row.partition_id, { epoch: Number(row.epoch), lsn: num(row.lsn), range: rangeOf(row) });
     }
-    const stored = new Map(own);
-    // A partition without a mark of its own (a split child's first write) inherits the marks over its range.
+    if (write.partitions.some((c) => c.range !== undefined && !sameRange(c.range, own.get(c.partition)?.range))) throw new RangesNotStored();
+    const ranges = new Map<string, FeedRange | undefined>(write.partitions.map((c) => [c.partition, c.range ?? own.get(c.partition)?.range]));
+    const wanted = [...ranges.values()].flatMap((r) => (r ? [{ range_min: r.minInclusive, range_max: r.maxExclusive }] : []));
+    const others: StoredRange[] = [];
+    if (wanted.length > 0) {
+      for (const row of (await tx.query<PartitionRecord>(this.sql.selectRanges, [JSON.stringify(wanted)])).rows) {
+        others.push({ partition: row.partition_id, range: rangeOf(row)!, epoch: Number(row.epoch), lsn: num(row.lsn) });
+      }
+    }
+    const stored = new Map<string, StoredPartition>();
     for (const commit of write.partitions) {
-      const current = own.get(commit.partition);
-      if (current?.lsn !== undefined || !commit.range) continue;
-      const { minInclusive, maxExclusive } = commit.range;
-      const marks = await tx.query<{ range_min: string; range_max: string; lsn: number | string }>(this.sql.selectMarks, [
-        minInclusive,
-        maxExclusive,
-        commit.partition,
-      ]);
-      const lsn = inheritedLsn(
-        commit.range,
-        marks.rows.map((m) => ({ range: { minInclusive: m.range_min, maxExclusive: m.range_max }, lsn: Number(m.lsn) })),
-      );
-      if (lsn !== undefined) stored.set(commit.partition, { epoch: current?.epoch ?? 0, lsn });
+      const current = storedPartition(commit, own.get(commit.partition), others);
+      if (current) stored.set(commit.partition, current);
     }
-    const outcome = await this.#writeAs(tx, write, { expected: own, plan: planWrite(write, stored) });
+    const expected = new Map([...own].map(([partition, { epoch, lsn }]) => [partition, { epoch, lsn }]));
+    const outcome = await this.#writeAs(tx, write, { expected, generation, ranges, plan: planWrite(write, stored) });
     // The rows are locked by this transaction since it read them: nobody can have changed them.
     if (!outcome) throw new Error(`${this.description}: partition rows changed under this transaction's locks`);
     return outcome;
   }
 
   /**
-   * Applies a plan as one statement, if the partitions still hold the state it was made on (checked under
-   * their row locks); `undefined` when they do not, and nothing was written. Outside a transaction this is
-   * the whole write in one round trip.
+   * Applies a plan as one statement, if the lineage generation and the partitions still hold the state it was
+   * made on and no other partition wrote a higher epoch over their ranges (checked under their row locks);
+   * `undefined` when they do not, and nothing was written. Outside a transaction this is the whole write in
+   * one round trip.
    */
-  async #writeAs(session: SqlSession, write: ViewWrite<R>, { expected, plan }: PlannedWrite<R>): Promise<WriteOutcome | undefined> {
+  async #writeAs(session: SqlSession, write: ViewWrite<R>, { expected, generation, ranges, plan }: PlannedWrite<R>): Promise<WriteOutcome | undefined> {
     const state = [...expected].map(([partition_id, s]) => ({ partition_id, epoch: s.epoch, lsn: s.lsn ?? null }));
     const statement = write.mode === 'guarded' ? this.sql.writeGuarded : this.sql.writeUnguarded;
     const result = await session.query<{ ok: boolean; written: number; deleted: number }>(
       statement.text,
-      [JSON.stringify(state), upsertInput(plan), deleteInput(plan), commitInput(plan)],
+      [JSON.stringify(state), upsertInput(plan), deleteInput(plan), commitInput(plan, ranges), generation],
       statement.name,
     );
     const row = result.rows[0];
     if (!row?.ok) return undefined;
     const { written, deleted } = row;
-    return { result: { written, deleted, skipped: write.changes.length - written - deleted }, commits: plan.commits };
+    return { result: { written, deleted, skipped: write.changes.length - written - deleted }, commits: plan.commits, ranges, generation };
   }
 
   /** Notes what a committed write stored for its partitions. */
-  #remember(commits: readonly PartitionCommit[]): void {
-    for (const c of commits) this.#known.set(c.partition, { epoch: c.epoch, lsn: c.lsn });
+  #remember({ commits, ranges, generation }: WriteOutcome): void {
+    for (const c of commits) this.#known.set(c.partition, { epoch: c.epoch, lsn: c.lsn, range: ranges.get(c.partition) });
+    this.#generation = Math.max(generation, this.#generation ?? generation);
   }
 
   async get(key: string): Promise<ViewRow<R> | undefined> {
@@ -245,10 +320,14 @@ export class SqlViewStore<R> implements ViewStore<R> {
   }
 }
 
-/** A write planned on a state of its partitions (as stored in their rows). */
+/** A write planned on a state of its partitions (as stored in their rows) and of the lineage. */
 interface PlannedWrite<R> {
   /** Each partition's row as the plan assumes it: its epoch and own LSN mark. */
   readonly expected: ReadonlyMap<string, StoredPartition>;
+  /** The lineage generation the plan saw (no range was stored since). */
+  readonly generation: number;
+  /** Each partition's key range (the commit's, or the one stored with it): what the range fence checks. */
+  readonly ranges: ReadonlyMap<string, FeedRange | undefined>;
   readonly plan: WritePlan<R>;
 }
 
@@ -256,6 +335,8 @@ interface PlannedWrite<R> {
 interface WriteOutcome {
   readonly result: ViewWriteResult;
   readonly commits: readonly PartitionCommit[];
+  readonly ranges: ReadonlyMap<string, FeedRange | undefined>;
+  readonly generation: number;
 }
 
 /** The upserts of a plan, as the write statement takes them. */
@@ -270,17 +351,20 @@ function deleteInput(plan: WritePlan<unknown>): string {
   return JSON.stringify(plan.deletes.map((c) => ({ key: c.key, lsn: c.lsn, ts_ms: c.timestampMs })));
 }
 
-/** The partition commits of a plan, as the write statement takes them. */
-function commitInput(plan: WritePlan<unknown>): string {
+/** The partition commits of a plan with their ranges, as the write statement takes them. */
+function commitInput(plan: WritePlan<unknown>, ranges: ReadonlyMap<string, FeedRange | undefined>): string {
   return JSON.stringify(
-    plan.commits.map((c) => ({
-      partition_id: c.partition,
-      position: c.position ?? null,
-      epoch: c.epoch,
-      lsn: c.lsn ?? null,
-      range_min: c.range?.minInclusive ?? null,
-      range_max: c.range?.maxExclusive ?? null,
-    })),
+    plan.commits.map((c) => {
+      const range = c.range ?? ranges.get(c.partition);
+      return {
+        partition_id: c.partition,
+        position: c.position ?? null,
+        epoch: c.epoch,
+        lsn: c.lsn ?? null,
+        range_min: range?.minInclusive ?? null,
+        range_max: range?.maxExclusive ?? null,
+      };
+    }),
   );
 }
 

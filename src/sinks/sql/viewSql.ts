@@ -14,7 +14,7 @@ export interface GeneratedColumn {
   readonly expression: string;
 }
 
-/** The tables behind one view: `<table>`, `<table>_tombstones`, `<table>_positions`. */
+/** The tables behind one view: `<table>`, `<table>_tombstones`, `<table>_positions`, `<table>_lineage`. */
 export interface ViewTableSpec {
   readonly schema: string;
   readonly table: string;
@@ -70,16 +70,37 @@ export interface ViewSql {
   readonly qualified: string;
   readonly ddl: readonly string[];
   readonly lockName: string;
-  /** Locks the rows of the partitions in `$1` (a JSON array), inserting missing ones; returns their epoch and LSN. */
+  /**
+   * Locks the lineage row in share mode and returns its `generation`: the number of times a partition's
+   * key range was stored (where it had none, or another). Every write locks it before its partitions' rows;
+   * storing a range locks it with {@link ViewSql.lockLineageForRanges} and bumps it ({@link ViewSql.bumpLineage}),
+   * so that a write planned on an older generation (which could not see the new range) plans again.
+   */
+  readonly lockLineage: string;
+  /** {@link ViewSql.lockLineage} in exclusive mode, to store new ranges. */
+  readonly lockLineageForRanges: string;
+  /** Bumps the lineage generation; returns the new one. */
+  readonly bumpLineage: string;
+  /**
+   * Stores the ranges in `$1` (JSON `partition_id`, `epoch`, `range_min`, `range_max`) on their partitions'
+   * rows, raising their epochs (the rows exist: {@link ViewSql.lockPartitions} inserted them).
+   */
+  readonly storeRanges: string;
+  /**
+   * Locks the rows of the partitions in `$1` (a JSON array), inserting missing ones; returns their epoch,
+   * LSN and range.
+   */
   readonly lockPartitions: string;
   /**
    * A whole guarded write in one statement, planned on a state of its partitions: `$1` that state (JSON
    * `partition_id`, `epoch`, `lsn` per partition), `$2` the upserts (`key`, `doc`, `lsn`, `ts_ms`,
    * `partition_id`), `$3` the deletes (`key`, `lsn`, `ts_ms`), `$4` the commits (`partition_id`, `position`,
-   * `epoch`, `lsn`, `range_min`, `range_max`). It locks the partitions' rows and writes only if each still holds
-   * that epoch and LSN and no transaction changed it after the statement's snapshot was taken (the rows
-   * would then be read through a stale snapshot). Returns one row: `ok` (whether it wrote), `written`
-   * (rows inserted or updated), `deleted` (rows removed).
+   * `epoch`, `lsn`, `range_min`, `range_max`), `$5` the lineage generation the plan saw. It locks the lineage
+   * row, then the partitions' rows, and writes only if the generation is still `$5`, each partition still
+   * holds that epoch and LSN and no transaction changed it after the statement's snapshot was taken (the rows
+   * would then be read through a stale snapshot), and no other partition stored a higher epoch over part of
+   * a commit's range (the range fence). Returns one row: `ok` (whether it wrote), `written` (rows inserted
+   * or updated), `deleted` (rows removed).
    */
   readonly writeGuarded: PreparedSql;
   /** {@link ViewSql.writeGuarded} with unguarded upserts and deletes, and no tombstones. */
@@ -91,8 +112,11 @@ export interface ViewSql {
   readonly upsertGuarded: string;
   readonly tombstone: string;
   readonly deleteGuarded: string;
-  /** Ranges and marks of the partitions other than `$3` whose ranges overlap [`$1`, `$2`). */
-  readonly selectMarks: string;
+  /**
+   * Partitions whose stored range overlaps one of the ranges in `$1` (JSON `range_min`, `range_max`): their
+   * id, epoch, LSN mark and range (the range fence and the marks a split or merge child inherits).
+   */
+  readonly selectRanges: string;
   readonly selectOne: string;
   readonly selectAll: string;
   readonly selectPositions: string;
@@ -107,6 +131,7 @@ export function viewSql(spec: ViewTableSpec): ViewSql {
   const rows = `${schema}.${quote(spec.table)}`;
   const tombstones = `${schema}.${quote(`${spec.table}_tombstones`)}`;
   const positions = `${schema}.${quote(`${spec.table}_positions`)}`;
+  const lineage = `${schema}.${quote(`${spec.table}_lineage`)}`;
   const extracted = Object.entries(spec.columns ?? {});
   const generated = spec.generated ?? [];
 
@@ -158,23 +183,34 @@ export function viewSql(spec: ViewTableSpec): ViewSql {
          range_min = COALESCE(r.range_min, p.range_min), range_max = COALESCE(r.range_max, p.range_max), updated_at = now()
        FROM jsonb_to_recordset(${input}::jsonb) AS r(partition_id text, position text, epoch bigint, lsn bigint, range_min text, range_max text)
        WHERE p.partition_id = r.partition_id${and(gate)}`;
-  // One snapshot serves the whole statement, taken before the partitions' row locks are granted: a partition
-  // row whose locked version (xmin) differs from the one in the snapshot was written by a transaction that
-  // committed in between, and the statement writes nothing (the caller falls back to a transaction that
-  // locks first, so that the write's snapshot is taken after the lock). `verdict` reads all of `locked`
-  // before any piece writes, so partition rows are always locked first, in partition order.
+  // One snapshot serves the whole statement, taken before the row locks are granted: a locked row whose
+  // version (xmin) differs from the one in the snapshot was written by a transaction that committed in
+  // between, and the statement writes nothing (the caller falls back to a transaction that locks first, so
+  // that the write's snapshot is taken after the locks). The lineage row is locked first (`locked` reads it
+  // before locking any partition row, then `verdict` reads all of `locked` before any piece writes): a
+  // write that stores a new range holds it exclusively and bumps its generation, so a generation other
+  // than `$5` means the range fence below may have been checked against a snapshot without that range.
   const write = (guarded: boolean) => {
     const gate = '(SELECT ok FROM verdict)';
     return `WITH expected AS (
          SELECT * FROM jsonb_to_recordset($1::jsonb) AS e(partition_id text, epoch bigint, lsn bigint)
+       ), lineage AS (
+         SELECT l.generation FROM ${lineage} l WHERE l.id = 1 FOR SHARE
        ), seen AS (
          SELECT p.partition_id, p.xmin AS version FROM ${positions} p WHERE p.partition_id IN (SELECT partition_id FROM expected)
        ), locked AS (
          SELECT p.partition_id, p.epoch, p.lsn, p.xmin AS version FROM ${positions} p
-         WHERE p.partition_id IN (SELECT partition_id FROM expected) ORDER BY p.partition_id FOR UPDATE OF p
+         WHERE p.partition_id IN (SELECT partition_id FROM expected) AND (SELECT generation FROM lineage) = $5::bigint
+         ORDER BY p.partition_id FOR UPDATE OF p
+       ), fenced AS (
+         SELECT 1 FROM jsonb_to_recordset($4::jsonb) AS c(partition_id text, epoch bigint, range_min text, range_max text)
+         JOIN ${positions} o ON o.partition_id <> c.partition_id
+           AND o.range_min < c.range_max COLLATE "C" AND c.range_min COLLATE "C" < o.range_max
+         WHERE o.epoch > c.epoch
        ), verdict AS (
          SELECT count(*) = (SELECT count(*) FROM expected)
-           AND coalesce(bool_and(l.epoch = e.epoch AND l.lsn IS NOT DISTINCT FROM e.lsn AND l.version = s.version), true) AS ok
+           AND coalesce(bool_and(l.epoch = e.epoch AND l.lsn IS NOT DISTINCT FROM e.lsn AND l.version = s.version), true)
+           AND NOT EXISTS (SELECT 1 FROM fenced) AS ok
          FROM expected e JOIN locked l USING (partition_id) JOIN seen s USING (partition_id)
        ), upserted AS (${upsert(guarded, '$2', gate)} RETURNING 1
        )${guarded ? `, tombstoned AS (${tombstone('$3', gate)})` : ''}, deleted AS (${deleteRows(guarded, '$3', gate)} RETURNING 1
@@ -197,6 +233,8 @@ export function viewSql(spec: ViewTableSpec): ViewSql {
       // Added after the first release: tables created before get the range columns here.
       `ALTER TABLE ${positions} ADD COLUMN IF NOT EXISTS range_min text COLLATE "C"`,
       `ALTER TABLE ${positions} ADD COLUMN IF NOT EXISTS range_max text COLLATE "C"`,
+      `CREATE TABLE IF NOT EXISTS ${lineage} (id int PRIMARY KEY CHECK (id = 1), generation bigint NOT NULL DEFAULT 0)`,
+      `INSERT INTO ${lineage} (id) VALUES (1) ON CONFLICT (id) DO NOTHING`,
       ...(spec.extraDdl ?? []).map((ddl) => ddl.replaceAll('{table}', rows)),
     ],
     // Inserting a placeholder or touching the existing row locks each partition's row until commit, so
@@ -204,15 +242,23 @@ export function viewSql(spec: ViewTableSpec): ViewSql {
     lockPartitions: `INSERT INTO ${positions} AS p (partition_id)
        SELECT value FROM jsonb_array_elements_text($1::jsonb) ORDER BY 1
        ON CONFLICT (partition_id) DO UPDATE SET partition_id = p.partition_id
-       RETURNING partition_id, epoch, lsn`,
+       RETURNING partition_id, epoch, lsn, range_min, range_max`,
+    lockLineage: `SELECT generation FROM ${lineage} WHERE id = 1 FOR SHARE`,
+    lockLineageForRanges: `SELECT generation FROM ${lineage} WHERE id = 1 FOR UPDATE`,
+    bumpLineage: `UPDATE ${lineage} SET generation = generation + 1 WHERE id = 1 RETURNING generation`,
+    storeRanges: `UPDATE ${positions} AS p SET range_min = r.range_min, range_max = r.range_max,
+         epoch = GREATEST(p.epoch, r.epoch), updated_at = now()
+       FROM jsonb_to_recordset($1::jsonb) AS r(partition_id text, epoch bigint, range_min text, range_max text)
+       WHERE p.partition_id = r.partition_id`,
     writeGuarded: prepared(write(true)),
     writeUnguarded: prepared(write(false)),
     upsertGuarded: upsert(true),
     tombstone: tombstone(),
     deleteGuarded: deleteRows(true),
-    selectMarks: `SELECT range_min, range_max, lsn FROM ${positions}
-       WHERE lsn IS NOT NULL AND range_min IS NOT NULL AND range_max IS NOT NULL AND partition_id <> $3
-         AND range_min < $2 COLLATE "C" AND $1 COLLATE "C" < range_max`,
+    selectRanges: `SELECT o.partition_id, o.epoch, o.lsn, o.range_min, o.range_max FROM ${positions} o
+       WHERE o.range_min IS NOT NULL AND o.range_max IS NOT NULL AND EXISTS (
+         SELECT 1 FROM jsonb_to_recordset($1::jsonb) AS r(range_min text, range_max text)
+         WHERE o.range_min < r.range_max COLLATE "C" AND r.range_min COLLATE "C" < o.range_max)`,
     selectOne: `SELECT key, doc, lsn, ts_ms, partition_id FROM ${rows} WHERE key = $1`,
     selectAll: `SELECT key, doc, lsn, ts_ms, partition_id FROM ${rows} ORDER BY key COLLATE "C"`,
     selectPositions: `SELECT partition_id, position, epoch, lsn, range_min, range_max FROM ${positions}
