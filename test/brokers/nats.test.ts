@@ -2,13 +2,12 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { DiscardPolicy, jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { lastValueFrom, of, toArray } from 'rxjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import type { FeedEvent } from '../../src/core/events.js';
 import { InvalidOptionsError } from '../../src/errors/index.js';
 import { publishToJetStream, type JetStreamClientLike } from '../../src/nats/publishToJetStream.js';
 import { RelayError, RelayStats } from '../../src/nats/relay.js';
 import { NATS_SERVERS, serviceUnavailable, uniqueName } from '../support/brokers/services.js';
-import { orderAndDuplicates, relayCrashScenario, type RelayDoc, type StoredMessage } from '../support/brokers/relayScenario.js';
+import { batch, orderAndDuplicates, relayCrashScenario, type StoredMessage } from '../support/brokers/relayScenario.js';
 import { TcpProxy } from '../support/brokers/tcpProxy.js';
 import { confirmingJetStream, faultyJetStream } from '../support/brokers/faultyBrokers.js';
 
@@ -123,28 +122,6 @@ describe.skipIf(skip !== undefined)('publishToJetStream (real NATS JetStream)', 
     expect(() => publishToJetStream(jetstream(nc), {} as never)).toThrow(/subject/);
   });
 });
-
-/** A batch of upserts of `ids` at LSN 1, 2, …; with `events`, a reader stand-in that collects reports. */
-export function batch(partition: string, ids: readonly string[], events?: FeedEvent[]): ChangeBatch<RelayDoc> {
-  return new ChangeBatch<RelayDoc>({
-    partition,
-    changes: ids.map((id, i) => ({ id, operation: 'upsert' as const, document: { id, n: i }, lsn: i + 1, timestampMs: 0 })),
-    position: `pos:${ids.length}`,
-    epoch: 1,
-    ...(events ? { origin: { sequence: 1, readCount: ids.length, tracker: tracker(events) } } : {}),
-  });
-}
-
-function tracker(events: FeedEvent[]) {
-  return {
-    leaseToken: '0',
-    signal: new AbortController().signal,
-    acknowledge: () => undefined,
-    checkpoint: async () => undefined,
-    drop: () => undefined,
-    reportError: (error: Error, attempts?: number) => events.push({ type: 'error', owner: 'test', lease: '0', error, kind: 'infrastructure', ...(attempts ? { attempts } : {}) }),
-  };
-}
 
 async function waitFor(condition: () => boolean): Promise<void> {
   for (let i = 0; i < 200 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 25));

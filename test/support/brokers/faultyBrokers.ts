@@ -1,4 +1,5 @@
 import type { JetStreamAckLike, JetStreamClientLike } from '../../../src/nats/publishToJetStream.js';
+import type { AmqpConfirmChannelLike, AmqpConnectionLike } from '../../../src/amqp/publishToAmqp.js';
 
 /**
  * Faults a broker client can show, by publish call (1-based, counting every call the relay makes):
@@ -68,4 +69,63 @@ export function confirmingJetStream(js: JetStreamClientLike, confirmed = new Set
       return ack;
     },
   };
+}
+
+/**
+ * An AMQP connection opener whose confirm channels fail publishes as `plan` says (`full` is a nack, `lostAck` a
+ * confirm that never comes, `down` closes the real connection under the relay); `confirmed` records the
+ * message ids the broker confirmed.
+ */
+export function faultyAmqp(
+  open: () => Promise<AmqpConnectionLike>,
+  plan: readonly BrokerFault[] = [],
+  confirmed = new Set<string>(),
+): { connect: () => Promise<AmqpConnectionLike>; confirmed: Set<string>; calls: number; connections: number } {
+  const state = {
+    confirmed,
+    calls: 0,
+    connections: 0,
+    connect: async (): Promise<AmqpConnectionLike> => {
+      const connection = await open();
+      state.connections++;
+      return {
+        on: (event: 'error' | 'close', listener: (error: Error) => void) => connection.on(event as 'error', listener),
+        close: () => connection.close(),
+        createConfirmChannel: async () => {
+          const channel = await connection.createConfirmChannel();
+          const wrapped: AmqpConfirmChannelLike = {
+            once: (event, listener) => channel.once(event, listener),
+            on: (event: 'error' | 'close', listener: (error: Error) => void) => channel.on(event as 'error', listener),
+            close: () => channel.close(),
+            publish(exchange, routingKey, content, options, callback) {
+              const fault = faultAt(plan, ++state.calls);
+              const record = (error: unknown) => {
+                if (!error) confirmed.add(options.messageId);
+                callback(error);
+              };
+              switch (fault?.kind) {
+                case 'full':
+                  setTimeout(() => callback(new Error('message nacked (injected: queue full)')), 1);
+                  return true;
+                case 'refuse':
+                  setTimeout(() => callback(Object.assign(new Error('NOT_FOUND - no exchange (injected)'), { code: 404 })), 1);
+                  return true;
+                case 'lostAck':
+                  return channel.publish(exchange, routingKey, content, options, () => undefined);
+                case 'slowAck':
+                  return channel.publish(exchange, routingKey, content, options, (error) => setTimeout(() => record(error), fault.ms));
+                case 'down':
+                  if (state.calls === fault.at) void connection.close().catch(() => undefined);
+                  return channel.publish(exchange, routingKey, content, options, record);
+                default:
+                  return channel.publish(exchange, routingKey, content, options, record);
+              }
+            },
+          };
+          return wrapped;
+        },
+      };
+    },
+  };
+  return state;
 }

@@ -1,5 +1,5 @@
 import { bufferTime, filter, type OperatorFunction, type Subscription, tap } from 'rxjs';
-import type { ChangeBatch } from '../../../src/core/ChangeBatch.js';
+import { ChangeBatch } from '../../../src/core/ChangeBatch.js';
 import type { FeedEvent } from '../../../src/core/events.js';
 import { createChangeFeed } from '../../../src/feed/index.js';
 import { MemoryLeaseStore } from '../../../src/leases/MemoryLeaseStore.js';
@@ -126,4 +126,26 @@ export function orderAndDuplicates(stored: readonly StoredMessage[]): { disorder
     last.set(m.id, m.lsn);
   }
   return { disordered, duplicates };
+}
+
+/** A batch of upserts of `ids` at LSN 1, 2, …; with `events`, a reader stand-in that collects reports. */
+export function batch(partition: string, ids: readonly string[], events?: FeedEvent[]): ChangeBatch<RelayDoc> {
+  return new ChangeBatch<RelayDoc>({
+    partition,
+    changes: ids.map((id, i) => ({ id, operation: 'upsert' as const, document: { id, n: i }, lsn: i + 1, timestampMs: 0 })),
+    position: `pos:${ids.length}`,
+    epoch: 1,
+    ...(events ? { origin: { sequence: 1, readCount: ids.length, tracker: tracker(events) } } : {}),
+  });
+}
+
+function tracker(events: FeedEvent[]) {
+  return {
+    leaseToken: '0',
+    signal: new AbortController().signal,
+    acknowledge: () => undefined,
+    checkpoint: async () => undefined,
+    drop: () => undefined,
+    reportError: (error: Error, attempts?: number) => events.push({ type: 'error', owner: 'test', lease: '0', error, kind: 'infrastructure', ...(attempts ? { attempts } : {}) }),
+  };
 }
