@@ -101,7 +101,7 @@ async function compare(pair: Pair): Promise<string> {
     const sides = [() => pair.loop(feed((base += CHANGES))), () => pair.rxfeed(feed((base += CHANGES)))] as const;
     for (const side of r % 2 === 0 ? [0, 1] : [1, 0]) {
       await pair.reset?.();
-      (side === 0 ? loop : ours).push(await throughput(sides[side]));
+      (side === 0 ? loop : ours).push(await throughput(sides[side]!));
     }
   }
   await pair.close();

@@ -144,6 +144,11 @@ export class RedisViewStore<R> implements ViewStore<R> {
     await (await this.#connect()).del(this.#keys[2], this.#keys[3]);
   }
 
+  /** Deletes the whole view: rows, tombstones, positions and fences. */
+  async drop(): Promise<void> {
+    await (await this.#connect()).del(...this.#keys);
+  }
+
   async close(): Promise<void> {
     const client = this.#client;
     this.#client = undefined;
