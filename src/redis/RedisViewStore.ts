@@ -74,7 +74,12 @@ export class RedisViewStore<R> implements ViewStore<R> {
   }
 
   #connect(): Promise<RedisClientLike> {
-    this.#client ??= importOptional('ioredis', () => import('ioredis'), 'RedisViewStore').then(({ Redis }) => new Redis(this.#url!) as unknown as RedisClientLike);
+    this.#client ??= importOptional('ioredis', () => import('ioredis'), 'RedisViewStore').then(({ Redis }) => {
+      const client = new Redis(this.#url!);
+      // ioredis reconnects by itself (and re-sends unanswered scripts: each write is idempotent); say why it had to.
+      client.on('error', (error: Error) => logger('view')('%s: connection error: %s', this.description, error.message));
+      return client as unknown as RedisClientLike;
+    });
     return this.#client;
   }
 

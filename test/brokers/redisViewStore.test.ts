@@ -4,7 +4,8 @@ import { ViewFencedError } from '../../src/errors/ViewFencedError.js';
 import { InvalidOptionsError } from '../../src/errors/index.js';
 import { RedisViewStore } from '../../src/redis/RedisViewStore.js';
 import type { ViewCommit } from '../../src/sinks/ViewStore.js';
-import { change, viewStoreConformance, type ConformanceRow } from '../support/viewStoreConformance.js';
+import { change, history, viewStoreConformance, writeOf, type ConformanceRow } from '../support/viewStoreConformance.js';
+import { TcpProxy } from '../support/brokers/tcpProxy.js';
 import { REDIS_URL, serviceUnavailable, uniqueName } from '../support/brokers/services.js';
 
 const skip = await serviceUnavailable('Redis', REDIS_URL);
@@ -64,6 +65,40 @@ describe.skipIf(skip !== undefined)('RedisViewStore', () => {
     await store.write({ mode: 'exactlyOnce', changes: [change('p0', 'a', lsn, 1)], partitions: [{ partition: 'p0', epoch: 123456789012345, position: 'p', lsn }] });
     expect((await store.positions()).get('p0')).toEqual({ position: 'p', epoch: 123456789012345, lsn });
     expect((await store.get('a'))?.lsn).toBe(lsn);
+  });
+
+  it('ends equal to the source when the connection is cut mid-batch again and again (unanswered scripts are re-sent: each is idempotent)', async () => {
+    const proxy = await TcpProxy.start({ host: '127.0.0.1', port: Number(new URL(REDIS_URL).port || 6379) });
+    const viaProxy = new Redis(`redis://127.0.0.1:${proxy.port}`, { retryStrategy: () => 10 });
+    viaProxy.on('error', () => undefined); // the cuts, expected
+    try {
+      const store = new RedisViewStore<ConformanceRow>({ name: `cut${++views}`, keyPrefix: prefix, client: viaProxy });
+      const { batches, final } = history(11);
+      const writes: Promise<unknown>[] = [];
+      for (const [i, batch] of batches.entries()) {
+        writes.push(store.write(writeOf(batch)));
+        if (i % 15 === 7) {
+          await writes.at(-1); // some scripts in flight, then the cut
+          writes.push(store.write(writeOf(batches[i - 1]!)));
+          proxy.cut();
+        }
+      }
+      await Promise.all(writes);
+      expect(proxy.cuts).toBeGreaterThan(3);
+      const rows = await new RedisViewStore<ConformanceRow>({ name: `cut${views}`, keyPrefix: prefix, client }).rows();
+      expect(Object.fromEntries(rows.map((r) => [r.key, r.row.version]))).toEqual(final);
+    } finally {
+      viaProxy.disconnect();
+      await proxy.close();
+    }
+  });
+
+  it('drops a whole view', async () => {
+    const store = fresh();
+    await store.write(writeOf([change('p0', 'a', 1, 1), change('p0', 'b', 2, undefined)]));
+    await store.drop();
+    expect(await store.rows()).toEqual([]);
+    expect((await store.positions()).size).toBe(0);
   });
 
   it('says what to fix for bad options', () => {
