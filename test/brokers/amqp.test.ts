@@ -1,12 +1,13 @@
 import amqp, { type Channel, type ChannelModel } from 'amqplib';
-import { lastValueFrom, of, toArray } from 'rxjs';
+import { lastValueFrom, of, Subject, toArray } from 'rxjs';
+import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FeedEvent } from '../../src/core/events.js';
 import { InvalidOptionsError } from '../../src/errors/index.js';
 import { type AmqpConnectionLike, publishToAmqp } from '../../src/amqp/publishToAmqp.js';
 import { RelayError, RelayStats } from '../../src/nats/relay.js';
 import { AMQP_URL, serviceUnavailable, uniqueName } from '../support/brokers/services.js';
-import { batch, orderAndDuplicates, relayCrashScenario, type StoredMessage } from '../support/brokers/relayScenario.js';
+import { batch, orderAndDuplicates, relayCrashScenario, type RelayDoc, type StoredMessage } from '../support/brokers/relayScenario.js';
 import { TcpProxy } from '../support/brokers/tcpProxy.js';
 import { faultyAmqp } from '../support/brokers/faultyBrokers.js';
 
@@ -106,6 +107,36 @@ describe.skipIf(skip !== undefined)('publishToAmqp (real RabbitMQ)', () => {
     expect(duplicates).toBe(received.length - 5);
     expect(stats.resent).toBeGreaterThan(0);
     expect(faulty.connections).toBe(2);
+  });
+
+  it('waits out confirms held back (a blocked or slow broker) without sending again, and emits only once they came', async () => {
+    const { exchange, received, consume } = await topology();
+    await consume();
+    const proxy = await TcpProxy.start({ host: '127.0.0.1', port: Number(new URL(AMQP_URL).port || 5672) });
+    try {
+      const url = AMQP_URL.replace(/:\d+$/, `:${proxy.port}`).replace(/@[^:/]+:/, '@127.0.0.1:');
+      const stats = new RelayStats();
+      const emitted: unknown[] = [];
+      const input = new Subject<ChangeBatch<RelayDoc>>();
+      const done = new Promise<void>((resolve) =>
+        input.pipe(publishToAmqp(url, { exchange, routingKey: (c) => c.id, stats, confirmTimeoutMs: 10_000 })).subscribe({ next: (v) => emitted.push(v), complete: resolve }),
+      );
+      input.next(batch('0', ['warm'])); // connects and opens the channel
+      for (let i = 0; i < 200 && emitted.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+      proxy.stall(); // every reply of the broker held back from now on
+      input.next(batch('0', ['a', 'b', 'c']));
+      input.complete();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(emitted).toHaveLength(1);
+      proxy.flow();
+      await done;
+      expect(emitted).toHaveLength(2);
+      expect(stats.retries).toBe(0);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(received.map((m) => m.id)).toEqual(['warm', 'a', 'b', 'c']);
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('ends the stream with a RelayError for a missing exchange, and says what to fix for bad options', async () => {
