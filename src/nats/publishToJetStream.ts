@@ -54,7 +54,7 @@ interface NatsMessage {
 }
 
 /** Errors waiting can cure: no acknowledgement in time (a dropped connection, a slow server), a full stream. */
-const TRANSIENT_NAMES = new Set(['TimeoutError', 'RequestError', 'ConnectionError', 'DrainingConnectionError']);
+const TRANSIENT_NAMES = new Set(['TimeoutError', 'RequestError', 'ConnectionError', 'DrainingConnectionError', 'errors.ConnectionError']);
 const FULL_STREAM = /maximum (messages|bytes|messages per subject) exceeded|insufficient resources|resource limits exceeded|no suitable peers|stream offline/i;
 
 /** True for a JetStream publish failure that a retry can cure. @internal */
@@ -67,37 +67,44 @@ export function isTransientNatsError(error: unknown): boolean {
 
 class JetStreamPublisher implements BrokerPublisher<NatsMessage> {
   readonly description: string;
-  readonly #client: Promise<JetStreamClientLike>;
-  readonly #close: () => Promise<void>;
   readonly #timeout: number;
+  /** Opens a connection and its JetStream client; undefined for a client the user passed. */
+  readonly #open: (() => Promise<{ js: JetStreamClientLike; close: () => Promise<void> }>) | undefined;
+  #client: Promise<{ js: JetStreamClientLike; close: () => Promise<void> }> | undefined;
 
   constructor(target: JetStreamTarget, timeout: number) {
     this.#timeout = timeout;
     if ('publish' in target) {
       this.description = 'JetStream';
-      this.#client = Promise.resolve(target);
-      this.#close = async () => undefined;
+      this.#client = Promise.resolve({ js: target, close: async () => undefined });
       return;
     }
     const servers = typeof target.servers === 'string' ? [target.servers] : [...target.servers];
     this.description = `JetStream at ${servers.map((s) => s.replace(/\/\/[^@/]*@/, '//')).join(',')}`;
-    const connection = importOptional('@nats-io/transport-node', () => import('@nats-io/transport-node'), 'publishToJetStream({ servers })').then(
-      ({ connect }) => connect({ servers, maxReconnectAttempts: -1 }),
-    );
-    this.#client = Promise.all([connection, importOptional('@nats-io/jetstream', () => import('@nats-io/jetstream'), 'publishToJetStream')]).then(
-      ([nc, { jetstream }]) => jetstream(nc) as unknown as JetStreamClientLike,
-    );
-    this.#client.catch(() => undefined); // reported by the first publish
-    this.#close = async () => {
-      const nc = await connection.catch(() => undefined);
-      await nc?.drain().catch(() => nc.close());
+    this.#open = async () => {
+      const [{ connect }, { jetstream }] = await Promise.all([
+        importOptional('@nats-io/transport-node', () => import('@nats-io/transport-node'), 'publishToJetStream({ servers })'),
+        importOptional('@nats-io/jetstream', () => import('@nats-io/jetstream'), 'publishToJetStream'),
+      ]);
+      // Once connected, the client reconnects by itself (publishes meanwhile time out and are retried).
+      const nc = await connect({ servers, maxReconnectAttempts: -1 });
+      return { js: jetstream(nc) as unknown as JetStreamClientLike, close: () => nc.drain().catch(() => nc.close()) };
     };
+  }
+
+  /** The client; a failed first connection is tried again at the next publish. */
+  #connect(): Promise<{ js: JetStreamClientLike; close: () => Promise<void> }> {
+    this.#client ??= this.#open!().catch((error: unknown) => {
+      this.#client = undefined;
+      throw error;
+    });
+    return this.#client;
   }
 
   async publish(messages: readonly NatsMessage[]): Promise<PublishResult[]> {
     let js: JetStreamClientLike;
     try {
-      js = await this.#client;
+      ({ js } = await this.#connect());
     } catch (error) {
       return messages.map(() => ({ ok: false, error }));
     }
@@ -116,8 +123,10 @@ class JetStreamPublisher implements BrokerPublisher<NatsMessage> {
     return isTransientNatsError(error);
   }
 
-  close(): Promise<void> {
-    return this.#close();
+  async close(): Promise<void> {
+    const client = this.#client;
+    this.#client = undefined;
+    await (await client?.catch(() => undefined))?.close();
   }
 }
 

@@ -139,6 +139,26 @@ describe.skipIf(skip !== undefined)('publishToAmqp (real RabbitMQ)', () => {
     }
   });
 
+  it('keeps trying to connect while the broker refuses connections, then publishes', async () => {
+    const { exchange, received, consume } = await topology();
+    await consume();
+    const proxy = await TcpProxy.start({ host: '127.0.0.1', port: Number(new URL(AMQP_URL).port || 5672) });
+    proxy.refuse();
+    try {
+      const url = AMQP_URL.replace(/:\d+$/, `:${proxy.port}`).replace(/@[^:/]+:/, '@127.0.0.1:');
+      const stats = new RelayStats();
+      const out = lastValueFrom(of(batch('0', ['x', 'y'])).pipe(publishToAmqp(url, { exchange, routingKey: (c) => c.id, stats, backoff: { initialMs: 10, maxMs: 40 } }), toArray()));
+      for (let i = 0; i < 200 && stats.retries < 2; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(stats.retries).toBeGreaterThanOrEqual(2);
+      proxy.accept();
+      expect(await out).toHaveLength(1);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(received.map((m) => m.id)).toEqual(['x', 'y']);
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it('ends the stream with a RelayError for a missing exchange, and says what to fix for bad options', async () => {
     const error = await lastValueFrom(of(batch('0', ['a'])).pipe(publishToAmqp(AMQP_URL, { exchange: uniqueName('missing'), routingKey: () => 'x' }))).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RelayError);

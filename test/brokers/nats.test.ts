@@ -113,6 +113,25 @@ describe.skipIf(skip !== undefined)('publishToJetStream (real NATS JetStream)', 
     expect(stats.duplicates).toBe(4); // the last round re-sent what the first had stored: JetStream knew them all
   });
 
+  it('keeps trying to connect while the server refuses connections, then publishes ({ servers })', async () => {
+    const name = await newStream();
+    const proxy = await TcpProxy.start({ host: '127.0.0.1', port: Number(new URL(NATS_SERVERS).port) });
+    proxy.refuse();
+    try {
+      const stats = new RelayStats();
+      const out = lastValueFrom(
+        of(batch('0', ['x', 'y'])).pipe(publishToJetStream({ servers: `nats://127.0.0.1:${proxy.port}` }, { subject: (c) => `${name}.${c.id}`, stats, backoff: { initialMs: 10, maxMs: 40 } }), toArray()),
+      );
+      await waitFor(() => stats.retries >= 2);
+      expect(await readStream(name)).toEqual([]);
+      proxy.accept();
+      expect(await out).toHaveLength(1);
+      expect((await readStream(name)).map((m) => m.id)).toEqual(['x', 'y']);
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it('connects by itself with { servers } and says what to fix for bad options', async () => {
     const name = await newStream();
     const emitted = await lastValueFrom(of(batch('0', ['x'])).pipe(publishToJetStream({ servers: NATS_SERVERS }, { subject: (c) => `${name}.${c.id}` }), toArray()));
