@@ -7,7 +7,8 @@
  * and one batch of a partition at a time, and build the same messages (the default JSON envelope, the same
  * de-duplication ids, the same Lua script and arguments). Rounds alternate loop / rxfeed (which goes first alternates too) on connections opened
  * and warmed before the first round; each round publishes fresh ids (JetStream would otherwise acknowledge
- * duplicates, which is faster). Reported: median changes/s per side, the ratio of the medians, and each round's ratio.
+ * duplicates, which is faster). Reported: median changes/s per side, the ratio of the medians, each round's ratio, and the median client CPU
+ * per change of each side (steadier than wall time when the machine is shared).
  * Services: RXFEED_BENCH_REDIS_URL, RXFEED_BENCH_NATS_URL, RXFEED_BENCH_AMQP_URL (defaults: this machine's);
  * a service that does not answer is skipped with a note.
  */
@@ -73,9 +74,15 @@ async function handLoop(batches: readonly ChangeBatch<Order>[], send: (batch: Ch
   );
 }
 
+/** Client CPU per change (µs) of the last measured run: steadier than wall time on a loaded machine. */
+let lastCpuUs = 0;
+
 async function throughput(work: () => Promise<void>): Promise<number> {
   const start = performance.now();
+  const cpu = process.cpuUsage();
   await work();
+  const used = process.cpuUsage(cpu);
+  lastCpuUs = (used.user + used.system) / CHANGES;
   return CHANGES / ((performance.now() - start) / 1000);
 }
 
@@ -93,6 +100,7 @@ interface Pair {
 async function compare(pair: Pair): Promise<string> {
   const loop: number[] = [];
   const ours: number[] = [];
+  const cpu: [number[], number[]] = [[], []];
   let base = 1_000_000;
   await pair.loop(feed((base += CHANGES))); // warm-up, both sides
   await pair.rxfeed(feed((base += CHANGES)));
@@ -102,12 +110,17 @@ async function compare(pair: Pair): Promise<string> {
     for (const side of r % 2 === 0 ? [0, 1] : [1, 0]) {
       await pair.reset?.();
       (side === 0 ? loop : ours).push(await throughput(sides[side]!));
+      cpu[side]!.push(lastCpuUs);
     }
   }
   await pair.close();
   const [l, o] = [median(loop), median(ours)];
   const pairs = ours.map((x, i) => (x / loop[i]!).toFixed(2)).join(' ');
-  return `${pair.name.padEnd(34)} loop ${Math.round(l).toString().padStart(7)}/s   rxfeed ${Math.round(o).toString().padStart(7)}/s   ratio ${(o / l).toFixed(2)}   (per round: ${pairs})`;
+  const [cl, co] = [median(cpu[0]), median(cpu[1])];
+  return (
+    `${pair.name.padEnd(34)} loop ${Math.round(l).toString().padStart(7)}/s   rxfeed ${Math.round(o).toString().padStart(7)}/s   ratio ${(o / l).toFixed(2)}` +
+    `   (per round: ${pairs})   client CPU/change: loop ${cl.toFixed(0)} µs, rxfeed ${co.toFixed(0)} µs`
+  );
 }
 
 const drain = (operator: OperatorFunction<ChangeBatch<Order>, ChangeBatch<Order>>) => (batches: ChangeBatch<Order>[]) =>

@@ -8,8 +8,11 @@ import { type BrokerPublisher, messageId, type PublishResult, relay, type RelayO
 
 /** What a JetStream publish resolves to (the fields rxfeed reads of `PubAck`). */
 export interface JetStreamAckLike {
+  /** The stream that stored the message. */
   readonly stream: string;
+  /** Its sequence number in the stream. */
   readonly seq: number;
+  /** True when the stream already held a message with this id (within its `duplicate_window`): not stored again. */
   readonly duplicate: boolean;
 }
 

@@ -11,11 +11,17 @@ import { PRUNE_SCRIPT, WRITE_SCRIPT } from './writeScript.js';
  * the same promise-returning command methods.
  */
 export interface RedisClientLike {
+  /** Runs a cached Lua script (`EVALSHA`). */
   evalsha(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
+  /** Runs a Lua script, caching it (`EVAL`). */
   eval(script: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
+  /** `HGET`. */
   hget(key: string, field: string): Promise<string | null>;
+  /** `HGETALL`. */
   hgetall(key: string): Promise<Record<string, string>>;
+  /** `DEL`. */
   del(...keys: string[]): Promise<number>;
+  /** Closes the connection (only called on a client the store opened). */
   quit(): Promise<unknown>;
 }
 
