@@ -1,0 +1,264 @@
+import { asyncScheduler, type OperatorFunction, type SchedulerLike } from 'rxjs';
+import type { Change } from '../core/Change.js';
+import type { ChangeBatch } from '../core/ChangeBatch.js';
+import { InvalidOptionsError } from '../errors/index.js';
+import { logger } from '../internal/log.js';
+import { changeEnvelope } from '../nats/publishToJetStream.js';
+import { type BrokerPublisher, messageId, type PublishResult, relay, type RelayOptions } from '../nats/relay.js';
+import type { AnyBatches, DocumentOf } from '../operators/types.js';
+import { importOptional } from '../sinks/sql/SqlRunner.js';
+
+/** The publish options rxfeed sets on every message. */
+export interface AmqpPublishOptions {
+  readonly persistent: boolean;
+  readonly messageId: string;
+  readonly contentType?: string;
+  readonly timestamp: number;
+  readonly headers: Record<string, unknown>;
+}
+
+/** The part of an amqplib confirm channel the relay uses. */
+export interface AmqpConfirmChannelLike {
+  publish(exchange: string, routingKey: string, content: Buffer, options: AmqpPublishOptions, callback: (error: unknown) => void): boolean;
+  once(event: 'drain' | 'close', listener: () => void): unknown;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  on(event: 'close', listener: () => void): unknown;
+  close(): Promise<void>;
+}
+
+/** The part of an amqplib connection (`ChannelModel`) the relay uses. */
+export interface AmqpConnectionLike {
+  createConfirmChannel(): Promise<AmqpConfirmChannelLike>;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  on(event: 'close', listener: () => void): unknown;
+  close(): Promise<void>;
+}
+
+/**
+ * Where to publish: an AMQP URL (the relay connects with amqplib, and reconnects after a drop), or a function
+ * that opens a connection (called again after a drop; the relay closes what it returns).
+ */
+export type AmqpTarget = string | { readonly connect: () => Promise<AmqpConnectionLike> };
+
+/** Options of {@link publishToAmqp}. */
+export interface PublishToAmqpOptions<T> extends RelayOptions<T> {
+  /** The exchange to publish to (declared by you; `''` is the default exchange). */
+  readonly exchange: string;
+  /** The routing key of a change's message, e.g. `(c) => \`order.${c.operation}\``. */
+  readonly routingKey: (change: Change<T>) => string;
+  /** The message body. Default: JSON of `{ id, operation, lsn, timestampMs, partitionKey, partition, document }`. */
+  readonly payload?: (change: Change<T>, batch: ChangeBatch<T>) => Buffer | string;
+  /** How long to wait for the broker's confirm of one message before sending it again, in milliseconds. Default `30000`. */
+  readonly confirmTimeoutMs?: number;
+}
+
+interface AmqpMessage {
+  readonly routingKey: string;
+  readonly content: Buffer;
+  readonly options: AmqpPublishOptions;
+}
+
+const PERMANENT_CODES = new Set([403, 404, 406, 530, 540]);
+const TRANSIENT_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
+
+/** True for an AMQP publish failure that a retry can cure (a lost connection, a nack, no confirm in time). @internal */
+export function isTransientAmqpError(error: unknown): boolean {
+  const { name, message = '', code } = (error ?? {}) as { name?: string; message?: string; code?: unknown };
+  if (typeof code === 'number' && PERMANENT_CODES.has(code)) return false;
+  if (/ACCESS_REFUSED|NOT_FOUND|PRECONDITION_FAILED|NOT_ALLOWED|ACCESS-REFUSED|NOT-FOUND/.test(message)) return false;
+  if (typeof code === 'string' && TRANSIENT_CODES.has(code)) return true;
+  if (name === 'TimeoutError' || code === 320) return true; // 320: CONNECTION_FORCED (broker restarting)
+  return /nack|closed|socket|unexpected close|connection_forced|heartbeat|timed? ?out|ECONNRE/i.test(message);
+}
+
+class AmqpPublisher implements BrokerPublisher<AmqpMessage> {
+  readonly description: string;
+  readonly #open: () => Promise<AmqpConnectionLike>;
+  readonly #exchange: string;
+  readonly #timeoutMs: number;
+  readonly #scheduler: SchedulerLike;
+  #connection: Promise<AmqpConnectionLike> | undefined;
+  #channel: Promise<AmqpConfirmChannelLike> | undefined;
+  /** Why the current channel (or connection) closed: the broker's reason, reported for each unconfirmed message. */
+  #closedBy: Error | undefined;
+  readonly #pending = new Set<(error: unknown) => void>();
+  #closed = false;
+
+  constructor(target: AmqpTarget, exchange: string, timeoutMs: number, scheduler: SchedulerLike) {
+    this.#exchange = exchange;
+    this.#scheduler = scheduler;
+    this.#timeoutMs = timeoutMs;
+    if (typeof target === 'string') {
+      const url = new URL(target);
+      this.description = `AMQP exchange '${exchange}' at ${url.hostname}:${url.port || 5672}`;
+      this.#open = async () => {
+        const amqp = await importOptional('amqplib', () => import('amqplib'), 'publishToAmqp');
+        return (await amqp.connect(target)) as unknown as AmqpConnectionLike;
+      };
+    } else {
+      this.description = `AMQP exchange '${exchange}'`;
+      this.#open = target.connect;
+    }
+  }
+
+  /** The confirm channel, opening the connection and the channel when there is none (again after a drop). */
+  #confirmChannel(): Promise<AmqpConfirmChannelLike> {
+    this.#channel ??= (async () => {
+      this.#connection ??= this.#open().then((connection) => {
+        const forget = (error?: Error) => {
+          if (error) this.#closedBy = error;
+          this.#connection = undefined;
+          this.#channel = undefined;
+        };
+        connection.on('error', forget);
+        connection.on('close', () => forget());
+        return connection;
+      });
+      const connection = await this.#connection.catch((error: unknown) => {
+        this.#connection = undefined;
+        throw error;
+      });
+      const channel = await connection.createConfirmChannel();
+      this.#closedBy = undefined;
+      channel.on('error', (error) => {
+        this.#closedBy = error;
+      });
+      channel.on('close', () => {
+        this.#channel = undefined;
+        const reason = this.#closedBy ?? new Error('AMQP channel closed');
+        for (const fail of [...this.#pending]) fail(reason);
+      });
+      return channel;
+    })().catch((error: unknown) => {
+      this.#channel = undefined;
+      throw error;
+    });
+    return this.#channel;
+  }
+
+  async publish(messages: readonly AmqpMessage[]): Promise<PublishResult[]> {
+    let channel: AmqpConfirmChannelLike;
+    try {
+      channel = await this.#confirmChannel();
+    } catch (error) {
+      return messages.map(() => ({ ok: false, error }));
+    }
+    const confirms: Promise<PublishResult>[] = [];
+    for (const [i, m] of messages.entries()) {
+      let ready = true;
+      const confirm = new Promise<PublishResult>((resolve) => {
+        const settle = (result: PublishResult) => {
+          timer.unsubscribe();
+          this.#pending.delete(fail);
+          resolve(result);
+        };
+        const fail = (error: unknown) => settle({ ok: false, error });
+        const timer = this.#scheduler.schedule(() => {
+          const error = new Error(`no confirm from the broker within ${this.#timeoutMs} ms`);
+          error.name = 'TimeoutError';
+          fail(error);
+        }, this.#timeoutMs);
+        this.#pending.add(fail);
+        try {
+          ready = channel.publish(this.#exchange, m.routingKey, m.content, m.options, (error) =>
+            // A channel the broker closed calls back with a bare "channel closed": report the broker's reason.
+            settle(error ? { ok: false, error: this.#closedBy ?? (error instanceof Error ? error : new Error('message nacked by the broker')) } : { ok: true, duplicate: false }),
+          );
+        } catch (error) {
+          fail(error); // the channel closed under us (IllegalOperationError)
+        }
+      });
+      confirms.push(confirm);
+      // The socket's buffer is full: wait for it to drain (or the channel to close) before sending more.
+      if (!ready && i < messages.length - 1) {
+        await new Promise<void>((resolve) => {
+          channel.once('drain', resolve);
+          channel.once('close', resolve);
+        });
+      }
+    }
+    const results = await Promise.all(confirms);
+    const failed = results.find((r) => !r.ok);
+    if (failed && /timed? ?out|no confirm/i.test(String((failed.error as Error)?.message))) {
+      // A channel that stopped confirming is dropped; the next attempt opens a new one.
+      logger('relay')('%s: dropping a channel that stopped confirming', this.description);
+      this.#channel = undefined;
+      void channel.close().catch(() => undefined);
+    }
+    return results;
+  }
+
+  isTransient(error: unknown): boolean {
+    return !this.#closed && isTransientAmqpError(error);
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    const connection = this.#connection;
+    this.#connection = undefined;
+    this.#channel = undefined;
+    await (await connection?.catch(() => undefined))?.close();
+  }
+}
+
+/**
+ * Relays each change to a RabbitMQ (AMQP 0-9-1) exchange as a persistent message, with publisher confirms: a
+ * batch reaches the checkpoint only after the broker confirmed every message of it. Each message carries a
+ * `messageId` made of the document's partition key, id and LSN (the same whichever partition of the lineage
+ * reads the change) and the headers `x-rxfeed-lsn` and `x-rxfeed-partition`: AMQP does not de-duplicate, so
+ * a replay after a crash delivers the changes published after the last checkpoint again, and consumers
+ * de-duplicate by `messageId` (or keep the highest LSN per key).
+ *
+ * Order: a partition's batches are published one after the other, each as one pipelined round in feed order;
+ * after a failure the round resumes at the first unconfirmed message (later ones are sent again, counted in
+ * `stats.resent`), so one document's changes reach the exchange in LSN order.
+ *
+ * Failures: a dropped connection (reconnected), a nack (a queue full with `reject-publish`), no confirm within
+ * `confirmTimeoutMs`, and the broker restarting are retried with capped backoff while the partition is
+ * owned, reported as `error` events; flow control (the broker blocking publishers) is waited out. A missing
+ * exchange, refused credentials or access end the stream with a `RelayError`.
+ *
+ * @example
+ * ```ts
+ * import { changeFeed, checkpointEvery } from 'rxfeed';
+ * import { publishToAmqp } from 'rxfeed/amqp';
+ * changeFeed<Order>(options).pipe(
+ *   publishToAmqp('amqp://guest:guest@127.0.0.1:5672', { exchange: 'orders', routingKey: (c) => `order.${c.document?.status}` }),
+ *   checkpointEvery(500),
+ * ).subscribe();
+ * ```
+ */
+export function publishToAmqp<B extends AnyBatches>(target: AmqpTarget, options: PublishToAmqpOptions<DocumentOf<B>>): OperatorFunction<B, B> {
+  if (!(typeof target === 'string' || typeof (target as { connect?: unknown } | undefined)?.connect === 'function')) {
+    throw new InvalidOptionsError('target', 'give an AMQP URL (amqp://user:pass@host:5672) or { connect: () => amqplib.connect(url) }');
+  }
+  if (typeof target === 'string' && !/^amqps?:\/\//.test(target)) throw new InvalidOptionsError('target', 'an AMQP URL starts with amqp:// or amqps://');
+  if (typeof options?.exchange !== 'string') throw new InvalidOptionsError('exchange', "give the exchange's name ('' for the default exchange)");
+  if (typeof options.routingKey !== 'function') throw new InvalidOptionsError('routingKey', 'give a function from a change to its routing key');
+  if (options.payload !== undefined && typeof options.payload !== 'function') throw new InvalidOptionsError('payload', 'give a function from a change to its message body');
+  const timeoutMs = options.confirmTimeoutMs ?? 30_000;
+  if (!(Number.isFinite(timeoutMs) && timeoutMs > 0)) throw new InvalidOptionsError('confirmTimeoutMs', `must be a positive number of milliseconds (got ${String(timeoutMs)})`);
+  type T = DocumentOf<B>;
+  const payload = options.payload ?? (changeEnvelope as (change: Change<T>, batch: ChangeBatch<T>) => string);
+  return relay<B, AmqpMessage>(
+    'publishToAmqp',
+    () => new AmqpPublisher(target, options.exchange, timeoutMs, options.scheduler ?? asyncScheduler),
+    (change, batch) => {
+      const routingKey = options.routingKey(change);
+      if (typeof routingKey !== 'string') throw new TypeError(`routingKey must be a string (got ${String(routingKey)})`);
+      const body = payload(change, batch);
+      return {
+        routingKey,
+        content: typeof body === 'string' ? Buffer.from(body) : body,
+        options: {
+          persistent: true,
+          messageId: messageId(change),
+          ...(options.payload ? {} : { contentType: 'application/json' }),
+          timestamp: Math.floor(change.timestampMs / 1000),
+          headers: { 'x-rxfeed-lsn': change.lsn, 'x-rxfeed-partition': batch.partition },
+        },
+      };
+    },
+    options,
+  );
+}

@@ -1,0 +1,184 @@
+import type { OperatorFunction } from 'rxjs';
+import type { Change } from '../core/Change.js';
+import type { ChangeBatch } from '../core/ChangeBatch.js';
+import { InvalidOptionsError } from '../errors/index.js';
+import { importOptional } from '../sinks/sql/SqlRunner.js';
+import type { AnyBatches, DocumentOf } from '../operators/types.js';
+import { type BrokerPublisher, messageId, type PublishResult, relay, type RelayOptions } from './relay.js';
+
+/** What a JetStream publish resolves to (the fields rxfeed reads of `PubAck`). */
+export interface JetStreamAckLike {
+  /** The stream that stored the message. */
+  readonly stream: string;
+  /** Its sequence number in the stream. */
+  readonly seq: number;
+  /** True when the stream already held a message with this id (within its `duplicate_window`): not stored again. */
+  readonly duplicate: boolean;
+}
+
+/** The part of a JetStream client (`jetstream(nc)` of `@nats-io/jetstream`) the relay uses. */
+export interface JetStreamClientLike {
+  publish(subject: string, payload?: Uint8Array | string, options?: { msgID?: string; timeout?: number }): Promise<JetStreamAckLike>;
+}
+
+/** Where to publish: a JetStream client you opened (and close), or servers for the relay to connect to. */
+export type JetStreamTarget = JetStreamClientLike | { readonly servers: string | readonly string[] };
+
+/** Options of {@link publishToJetStream}. */
+export interface PublishToJetStreamOptions<T> extends RelayOptions<T> {
+  /** The subject of a change's message, e.g. `(c) => \`orders.${c.document?.customer}\``. A stream must capture it. */
+  readonly subject: (change: Change<T>) => string;
+  /**
+   * The message body. Default: JSON of `{ id, operation, lsn, timestampMs, partitionKey, partition, document }`
+   * (`partition` is the lease token; the LSN lets consumers keep the newest version of a key).
+   */
+  readonly payload?: (change: Change<T>, batch: ChangeBatch<T>) => Uint8Array | string;
+  /** How long to wait for JetStream's acknowledgement of one message, in milliseconds. Default `5000`. */
+  readonly ackTimeoutMs?: number;
+}
+
+/** The default message body of a change (shared by the broker relays). @internal */
+export function changeEnvelope(change: Change<unknown>, batch: ChangeBatch<unknown>): string {
+  return JSON.stringify({
+    id: change.id,
+    operation: change.operation,
+    lsn: change.lsn,
+    timestampMs: change.timestampMs,
+    ...(change.partitionKey !== undefined ? { partitionKey: change.partitionKey } : {}),
+    partition: batch.partition,
+    ...(change.document !== undefined ? { document: change.document } : {}),
+  });
+}
+
+interface NatsMessage {
+  readonly subject: string;
+  readonly payload: Uint8Array | string;
+  readonly msgID: string;
+}
+
+/** Errors waiting can cure: no acknowledgement in time (a dropped connection, a slow server), a full stream. */
+const TRANSIENT_NAMES = new Set(['TimeoutError', 'RequestError', 'ConnectionError', 'DrainingConnectionError', 'errors.ConnectionError']);
+const FULL_STREAM = /maximum (messages|bytes|messages per subject) exceeded|insufficient resources|resource limits exceeded|no suitable peers|stream offline/i;
+
+/** True for a JetStream publish failure that a retry can cure. @internal */
+export function isTransientNatsError(error: unknown): boolean {
+  const { name, message, code } = (error ?? {}) as { name?: string; message?: string; code?: unknown };
+  if (name !== undefined && TRANSIENT_NAMES.has(name)) return true;
+  if (typeof message === 'string' && (FULL_STREAM.test(message) || /timeout|timed out|disconnect/i.test(message))) return true;
+  return code === 'TIMEOUT' || code === 'ECONNRESET' || code === 'ECONNREFUSED';
+}
+
+class JetStreamPublisher implements BrokerPublisher<NatsMessage> {
+  readonly description: string;
+  readonly #timeout: number;
+  /** Opens a connection and its JetStream client; undefined for a client the user passed. */
+  readonly #open: (() => Promise<{ js: JetStreamClientLike; close: () => Promise<void> }>) | undefined;
+  #client: Promise<{ js: JetStreamClientLike; close: () => Promise<void> }> | undefined;
+
+  constructor(target: JetStreamTarget, timeout: number) {
+    this.#timeout = timeout;
+    if ('publish' in target) {
+      this.description = 'JetStream';
+      this.#client = Promise.resolve({ js: target, close: async () => undefined });
+      return;
+    }
+    const servers = typeof target.servers === 'string' ? [target.servers] : [...target.servers];
+    this.description = `JetStream at ${servers.map((s) => s.replace(/\/\/[^@/]*@/, '//')).join(',')}`;
+    this.#open = async () => {
+      const [{ connect }, { jetstream }] = await Promise.all([
+        importOptional('@nats-io/transport-node', () => import('@nats-io/transport-node'), 'publishToJetStream({ servers })'),
+        importOptional('@nats-io/jetstream', () => import('@nats-io/jetstream'), 'publishToJetStream'),
+      ]);
+      // Once connected, the client reconnects by itself (publishes meanwhile time out and are retried).
+      const nc = await connect({ servers, maxReconnectAttempts: -1 });
+      return { js: jetstream(nc) as unknown as JetStreamClientLike, close: () => nc.drain().catch(() => nc.close()) };
+    };
+  }
+
+  /** The client; a failed first connection is tried again at the next publish. */
+  #connect(): Promise<{ js: JetStreamClientLike; close: () => Promise<void> }> {
+    this.#client ??= this.#open!().catch((error: unknown) => {
+      this.#client = undefined;
+      throw error;
+    });
+    return this.#client;
+  }
+
+  async publish(messages: readonly NatsMessage[]): Promise<PublishResult[]> {
+    let js: JetStreamClientLike;
+    try {
+      ({ js } = await this.#connect());
+    } catch (error) {
+      return messages.map(() => ({ ok: false, error }));
+    }
+    // All sent at once, in order, over one connection; each resolves on its own acknowledgement.
+    return Promise.all(
+      messages.map((m) =>
+        js.publish(m.subject, m.payload, { msgID: m.msgID, timeout: this.#timeout }).then(
+          (ack): PublishResult => ({ ok: true, duplicate: ack.duplicate }),
+          (error: unknown): PublishResult => ({ ok: false, error }),
+        ),
+      ),
+    );
+  }
+
+  isTransient(error: unknown): boolean {
+    return isTransientNatsError(error);
+  }
+
+  async close(): Promise<void> {
+    const client = this.#client;
+    this.#client = undefined;
+    await (await client?.catch(() => undefined))?.close();
+  }
+}
+
+/**
+ * Relays each change to a NATS JetStream subject, and lets a batch reach the checkpoint only after JetStream
+ * acknowledged every message of it (stored, or recognised as a duplicate). Each message carries a
+ * de-duplication id (`Nats-Msg-Id`) made of the document's partition key, id and LSN, the same whichever
+ * partition of the lineage reads the change: a replay after a crash or a split within the stream's
+ * `duplicate_window` is acknowledged as a duplicate, not stored twice.
+ *
+ * Order: a partition's batches are published one after the other, each as one pipelined round in feed order;
+ * after a failure the round resumes at the first unacknowledged message (later ones are sent again and
+ * de-duplicated), so one document's changes are stored in LSN order, also across a split (a child's replay
+ * of its parent's changes carries the parent's ids).
+ *
+ * Failures: no acknowledgement in time (a dropped connection, a slow server) and a full stream (limits with
+ * discard `new`) are retried with capped backoff while the partition is owned, reported as `error` events;
+ * anything else (no stream captures the subject, permissions, a message over the size limit) ends the
+ * stream with a `RelayError`. A value is never emitted before all of it was acknowledged.
+ *
+ * @example
+ * ```ts
+ * import { connect } from '@nats-io/transport-node';
+ * import { jetstream } from '@nats-io/jetstream';
+ * import { changeFeed, checkpointEvery } from 'rxfeed';
+ * import { publishToJetStream } from 'rxfeed/nats';
+ * const js = jetstream(await connect({ servers: '127.0.0.1:4222' }));
+ * changeFeed<Order>(options).pipe(publishToJetStream(js, { subject: (c) => `orders.${c.id}` }), checkpointEvery(500)).subscribe();
+ * ```
+ */
+export function publishToJetStream<B extends AnyBatches>(target: JetStreamTarget, options: PublishToJetStreamOptions<DocumentOf<B>>): OperatorFunction<B, B> {
+  const isClient = typeof (target as JetStreamClientLike | undefined)?.publish === 'function';
+  if (!isClient && !(typeof (target as { servers?: unknown } | undefined)?.servers === 'string' || Array.isArray((target as { servers?: unknown } | undefined)?.servers))) {
+    throw new InvalidOptionsError('target', 'give a JetStream client (jetstream(nc) of @nats-io/jetstream) or { servers: "nats://host:4222" }');
+  }
+  if (typeof options?.subject !== 'function') throw new InvalidOptionsError('subject', 'give a function from a change to its subject');
+  if (options.payload !== undefined && typeof options.payload !== 'function') throw new InvalidOptionsError('payload', 'give a function from a change to its message body');
+  const timeout = options.ackTimeoutMs ?? 5000;
+  if (!(Number.isFinite(timeout) && timeout > 0)) throw new InvalidOptionsError('ackTimeoutMs', `must be a positive number of milliseconds (got ${String(timeout)})`);
+  type T = DocumentOf<B>;
+  const payload = options.payload ?? (changeEnvelope as (change: Change<T>, batch: ChangeBatch<T>) => string);
+  return relay<B, NatsMessage>(
+    'publishToJetStream',
+    () => new JetStreamPublisher(target, timeout),
+    (change, batch) => {
+      const subject = options.subject(change);
+      if (typeof subject !== 'string' || subject === '') throw new TypeError(`subject must be a non-empty string (got ${String(subject)})`);
+      return { subject, payload: payload(change, batch), msgID: messageId(change) };
+    },
+    options,
+  );
+}

@@ -1,0 +1,238 @@
+import { asyncScheduler, defer, finalize, type OperatorFunction, type SchedulerLike } from 'rxjs';
+import type { Change } from '../core/Change.js';
+import type { ChangeBatch } from '../core/ChangeBatch.js';
+import { worthReporting } from '../core/errorEvent.js';
+import { type FailureOptions, giveUp, resolveOnFailure } from '../deadletter/failurePolicy.js';
+import { InvalidOptionsError, RxfeedError } from '../errors/index.js';
+import { logger } from '../internal/log.js';
+import { sleep } from '../internal/wait.js';
+import type { AnyBatches, DocumentOf } from '../operators/types.js';
+import { writeInPartitionOrder } from '../sinks/internal/writeInPartitionOrder.js';
+
+/** What became of one message handed to a broker. @internal */
+export type PublishResult = { readonly ok: true; readonly duplicate: boolean } | { readonly ok: false; readonly error: unknown };
+
+/**
+ * A broker connection as a relay sees it. `publish` sends the messages in order without waiting between
+ * them (pipelined) and resolves, never rejects, with one result per message once each was confirmed or
+ * failed. @internal
+ */
+export interface BrokerPublisher<M> {
+  readonly description: string;
+  publish(messages: readonly M[]): Promise<PublishResult[]>;
+  /** True for a failure that waiting can cure (connection lost, timeout, broker refusing for now). */
+  isTransient(error: unknown): boolean;
+  /** Closes what the publisher opened itself. */
+  close(): Promise<void>;
+}
+
+/**
+ * Counters of a relay, for tests, metrics and the curious. Pass one as `stats` to see them move.
+ *
+ * @example
+ * ```ts
+ * const stats = new RelayStats();
+ * feed$.pipe(publishToJetStream(js, { subject: (c) => `orders.${c.id}`, stats }), checkpointEvery(100)).subscribe();
+ * setInterval(() => console.log(stats), 10_000);
+ * ```
+ */
+export class RelayStats {
+  /** Messages the broker confirmed (duplicates it dropped included). */
+  confirmed = 0;
+  /** Messages the broker confirmed as duplicates of a message id it already held (JetStream de-duplication). */
+  duplicates = 0;
+  /**
+   * Messages sent again after the broker had already confirmed them, because a message before them failed
+   * (order is kept by resending from the first failure). Where the broker cannot de-duplicate (AMQP),
+   * consumers receive these twice.
+   */
+  resent = 0;
+  /** Publish attempts that failed with a transient error and were retried. */
+  retries = 0;
+}
+
+/** How long a relay waits between attempts after transient failures. */
+export interface RelayBackoff {
+  /** First wait, in milliseconds. Default `100`. */
+  readonly initialMs?: number;
+  /** Upper bound of one wait, in milliseconds. Default `30000`. */
+  readonly maxMs?: number;
+}
+
+/** Options every relay operator takes. */
+export interface RelayOptions<T> extends FailureOptions<T> {
+  /** How many values (partitions) may publish at once. A positive integer or `Infinity`. Default `4`. */
+  readonly concurrency?: number;
+  /** Backoff between retries of transient failures (the partition's lease is kept meanwhile). */
+  readonly backoff?: RelayBackoff;
+  /** Counters to update. Default: none. */
+  readonly stats?: RelayStats;
+  /** Scheduler the waits run on (virtual time in tests). Default `asyncScheduler`. */
+  readonly scheduler?: SchedulerLike;
+}
+
+/**
+ * A broker refused a publish in a way no retry can fix (bad credentials, a missing stream or exchange, a
+ * message too large). It ends the stream; nothing from the failed value on was checkpointed.
+ *
+ * @example
+ * ```ts
+ * feed$.pipe(publishToJetStream(js, { subject }), checkpointEvery(100)).subscribe({ error: (e) => e instanceof RelayError && console.error(e.broker, e.message) });
+ * ```
+ */
+export class RelayError extends RxfeedError {
+  constructor(
+    /** The broker, as `description` names it (never with credentials). */
+    readonly broker: string,
+    cause: unknown,
+  ) {
+    super(`publishing to ${broker} failed and cannot be retried: ${(cause as Error)?.message ?? String(cause)}`, { cause });
+  }
+}
+
+/** A change and the batch it came from, as a relay turns it into a message. @internal */
+export interface RelayItem<T, M> {
+  readonly batch: ChangeBatch<T>;
+  readonly change: Change<T>;
+  readonly message: M;
+}
+
+/**
+ * The relay operator the broker entry points share: each value (a batch or an array of batches) is
+ * published as one pipelined round of messages, in feed order, and re-emitted only after the broker
+ * confirmed every message of it, so `checkpointEvery` after it never passes an unconfirmed change. Values of
+ * one partition are published one after the other, at most `concurrency` at once.
+ *
+ * A transient failure is retried from the first unconfirmed message (later ones are sent again, so a key's
+ * changes keep their order), with capped exponential backoff, for as long as the partition is owned; each
+ * failure is reported as an `error` event (kind `infrastructure`, with its running `attempts`, thinned).
+ * A batch whose ownership ends meanwhile is handed back unpublished. A permanent failure ends the stream with
+ * a {@link RelayError}. `toMessage` is user code: a change it throws for is an item failure (`onFailure`,
+ * default halt). @internal
+ */
+export function relay<B extends AnyBatches, M>(
+  operator: string,
+  connect: () => BrokerPublisher<M>,
+  toMessage: (change: Change<DocumentOf<B>>, batch: ChangeBatch<DocumentOf<B>>) => M,
+  options: RelayOptions<DocumentOf<B>>,
+): OperatorFunction<B, B> {
+  const { concurrency = 4, backoff = {}, stats, scheduler = asyncScheduler } = options;
+  if (!(concurrency === Infinity || (Number.isInteger(concurrency) && concurrency > 0))) {
+    throw new InvalidOptionsError('concurrency', `must be a positive integer or Infinity (got ${String(concurrency)})`);
+  }
+  const initialMs = backoff.initialMs ?? 100;
+  const maxMs = backoff.maxMs ?? 30_000;
+  if (!(initialMs >= 0 && maxMs >= initialMs)) throw new InvalidOptionsError('backoff', 'needs 0 <= initialMs <= maxMs (milliseconds)');
+  const policy = resolveOnFailure(options.onFailure ?? 'halt')!;
+  type T = DocumentOf<B>;
+
+  return (source) =>
+    defer(() => {
+      const publisher = connect();
+      const stopped = new AbortController();
+      /** Hands batches back to their readers, unpublished; returns the rest. */
+      const handBack = (batches: readonly ChangeBatch<T>[], dropped: (b: ChangeBatch<T>) => boolean) =>
+        batches.filter((b) => {
+          if (!dropped(b)) return true;
+          if (b.origin) b.origin.tracker.drop(b.origin.sequence);
+          return false;
+        });
+      const ended = (b: ChangeBatch<T>) => b.origin?.tracker.signal.aborted === true;
+
+      const publishValue = async (value: B, all: readonly ChangeBatch<unknown>[]): Promise<B | undefined> => {
+        let batches = handBack(all as readonly ChangeBatch<T>[], ended);
+        const items: RelayItem<T, M>[] = [];
+        for (const batch of [...batches]) {
+          const failures: { change: Change<T>; error: unknown; attempts: number }[] = [];
+          const built: RelayItem<T, M>[] = [];
+          for (const change of batch.changes) {
+            try {
+              built.push({ batch, change, message: toMessage(change, batch) });
+            } catch (error) {
+              failures.push({ change, error, attempts: 1 });
+            }
+          }
+          if (failures.length > 0 && !(await giveUp(policy, operator, batch, policy.deadLetter ? failures : failures.slice(0, 1), failures[0]!))) {
+            batches = batches.filter((b) => b !== batch); // halted: handed back to its reader already
+            continue;
+          }
+          items.push(...built);
+        }
+        batches = handBack(batches, ended); // a halt ends the partition's ownership: its later batches too
+
+        let pending = items.filter((item) => batches.includes(item.batch));
+        for (let attempts = 1; pending.length > 0; attempts++) {
+          const results = await publisher.publish(pending.map((item) => item.message));
+          const failed = results.findIndex((r) => !r.ok);
+          for (const [i, r] of results.entries()) {
+            if (!r.ok) continue;
+            if (failed >= 0 && i > failed) {
+              if (stats) stats.resent++;
+              continue; // confirmed, but sent again after the failure before it
+            }
+            if (stats) {
+              stats.confirmed++;
+              if (r.duplicate) stats.duplicates++;
+            }
+          }
+          if (failed < 0) break;
+          const error = (results[failed] as { error: unknown }).error;
+          pending = pending.slice(failed);
+          const first = pending[0]!.batch;
+          const log = logger('relay', { lease: first.partition });
+          if (!publisher.isTransient(error)) {
+            log('%s: publishing to %s failed for good: %s', operator, publisher.description, (error as Error)?.message);
+            throw new RelayError(publisher.description, error);
+          }
+          if (stats) stats.retries++;
+          log('%s: publishing to %s failed (%d in a row), retrying: %s', operator, publisher.description, attempts, (error as Error)?.message);
+          if (worthReporting(attempts)) {
+            const report = new RxfeedError(`${operator}: publishing to ${publisher.description} failed (retrying, the checkpoint waits): ${(error as Error)?.message ?? String(error)}`, { cause: error });
+            first.origin?.tracker.reportError(report, attempts);
+          }
+          const wait = Math.min(maxMs, initialMs * 2 ** Math.min(attempts - 1, 30));
+          await sleepUnless(wait * (0.8 + 0.4 * Math.random()), scheduler, stopped.signal, first.origin?.tracker.signal);
+          if (stopped.signal.aborted) return undefined;
+          // Ownership that ended meanwhile: the next owner publishes those batches again.
+          batches = handBack(batches, ended);
+          pending = pending.filter((item) => batches.includes(item.batch));
+        }
+        if (batches.length === all.length) return value;
+        return (Array.isArray(value) ? batches : undefined) as B | undefined;
+      };
+
+      return source.pipe(
+        writeInPartitionOrder<B>(publishValue, concurrency),
+        finalize(() => {
+          stopped.abort();
+          void publisher.close().catch((error: unknown) => logger('relay')('%s: closing %s failed: %s', operator, publisher.description, (error as Error).message));
+        }),
+      );
+    });
+}
+
+/** Sleeps `ms`, or until either signal aborts. */
+async function sleepUnless(ms: number, scheduler: SchedulerLike, stopped: AbortSignal, owned: AbortSignal | undefined): Promise<void> {
+  if (!owned) return sleep(ms, scheduler, stopped);
+  const either = new AbortController();
+  const abort = () => either.abort();
+  stopped.addEventListener('abort', abort);
+  owned.addEventListener('abort', abort);
+  if (stopped.aborted || owned.aborted) abort();
+  try {
+    await sleep(ms, scheduler, either.signal);
+  } finally {
+    stopped.removeEventListener('abort', abort);
+    owned.removeEventListener('abort', abort);
+  }
+}
+
+/**
+ * The de-duplication id of a change, the same whichever partition of its lineage reads it (a parent, a
+ * split child, a merged partition): the document's partition key and id, and its LSN, which a document
+ * keeps along its lineage. A replay after a crash or a split publishes the same ids again. @internal
+ */
+export function messageId(change: Change<unknown>): string {
+  const key = change.partitionKey === undefined ? '' : JSON.stringify(change.partitionKey);
+  return `${change.lsn}:${key}:${change.id}`;
+}
