@@ -62,10 +62,10 @@ describe.skipIf(pgSkip !== undefined)('a PostgreSQL connection closed by the ser
     const store = new PostgresDeadLetterStore({ connection: `${PG_URL}?application_name=${application}`, schema });
     process.prependListener('uncaughtException', onUncaught);
     try {
-      await store.write([letter('0', 1)], { leaseToken: '0', epoch: 1 });
+      await store.write([letter('0', 1)], { leaseToken: '0', range: undefined, epoch: 1 });
       expect(await killConnections(admin, application)).toBeGreaterThan(0);
       await new Promise((resolve) => setTimeout(resolve, 200));
-      await store.write([letter('0', 2)], { leaseToken: '0', epoch: 1 });
+      await store.write([letter('0', 2)], { leaseToken: '0', range: undefined, epoch: 1 });
       expect((await store.list()).map((l) => l.lsn).sort()).toEqual([1, 2]);
       expect(uncaught).toEqual([]);
     } finally {
