@@ -3,10 +3,13 @@
  * closing an idle connection (restart, failover, a proxy's idle timeout) is an `error` event on the pool.
  * Without a listener Node ends the process; with one, the next write opens a new connection and works.
  * Real PostgreSQL (127.0.0.1:5432, db `test`): the server side of the pool's idle connection is terminated.
+ * And a sink outage must not end processing: connections killed while a processor writes are retried inside
+ * the sink (57P01 admin shutdown, connection terminated), the leases kept, nothing lost.
  */
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PostgresDeadLetterStore } from '../../src/deadletter/PostgresDeadLetterStore.js';
+import { checkpointEvery, createChangeFeed, type FeedEvent, materializeToView, MemoryLeaseStore, MemorySource } from '../../src/index.js';
 import { PostgresViewStore } from '../../src/sinks/PostgresViewStore.js';
 import { letter } from '../support/deadLetterStoreConformance.js';
 import { change, type ConformanceRow, writeOf } from '../support/viewStoreConformance.js';
@@ -73,4 +76,43 @@ describe.skipIf(pgSkip !== undefined)('a PostgreSQL connection closed by the ser
       await store.close();
     }
   });
+
+  it('a processor writing to the view rides out its connections being killed mid-run: nothing lost, the stream goes on', async () => {
+    await adminReady;
+    const application = `rxfeed_blip_run_${process.pid}`;
+    const view = await PostgresViewStore.create<{ n: number }>({ connection: `${PG_URL}?application_name=${application}`, table: 'run', schema, poolMax: 2 });
+    const source = new MemorySource<{ id: string; n: number }>({ partitions: 4 });
+    const events: FeedEvent[] = [];
+    const feed = createChangeFeed({ source, leases: new MemoryLeaseStore(), instanceName: 'a', leasePrefix: 'k.', startFrom: 'beginning', pollIntervalMs: 20, maxItemCount: 10, events: (e) => events.push(e) });
+    let failure: unknown;
+    const subscription = feed.changes$
+      .pipe(materializeToView(view, { project: (c) => ({ n: c.document!.n }) }), checkpointEvery({ count: 10, ms: 50 }))
+      .subscribe({ error: (e: unknown) => (failure = e) });
+    process.prependListener('uncaughtException', onUncaught);
+    try {
+      let killed = 0;
+      for (let round = 0; round < 10; round++) {
+        for (let i = 0; i < 30; i++) source.write({ id: `r${round}-${i}`, n: i });
+        await new Promise((resolve) => setTimeout(resolve, 30));
+        killed += await killConnections(admin, application);
+      }
+      expect(killed).toBeGreaterThan(0);
+      for (let end = Date.now() + 20_000; Date.now() < end; ) {
+        const { rows } = await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM "${schema}"."run"`);
+        if (rows[0]!.n === 300) break;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      expect((await view.rows()).length).toBe(300);
+      expect(failure).toBeUndefined();
+      expect(uncaught).toEqual([]);
+      expect(events.filter((e) => e.type === 'leaseLost' || e.type === 'leaseReleased')).toEqual([]);
+      // The outage was reported as infrastructure errors, not item failures.
+      expect(events.filter((e) => e.type === 'error' && e.kind !== 'infrastructure')).toEqual([]);
+    } finally {
+      process.removeListener('uncaughtException', onUncaught);
+      subscription.unsubscribe();
+      await feed.stop();
+      await view.close();
+    }
+  }, 40_000);
 });
