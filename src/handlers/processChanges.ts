@@ -166,7 +166,8 @@ export function processChanges<T>(options: ProcessChangesOptions<T>, handlers: C
 
   /** Errors already handed to processError from the events stream (a fatal one is not handed twice). */
   const reported = new WeakSet<Error>();
-  const errors = processor.events$.subscribe((event) => {
+  // Subscribed only for processError: with no listener at all, important events become process warnings.
+  const errors = (handlers.processError ? processor.events$ : EMPTY).subscribe((event) => {
     if (event.type !== 'error' || !handlers.processError) return;
     reported.add(event.error);
     const context = event.lease === undefined ? undefined : contexts.get(event.lease);

@@ -187,7 +187,9 @@ export function materializeToView<B extends AnyBatches, R>(
               }
               if (classifyFailure(error) === 'permanent') {
                 log('materializeToView: write to %s failed for good: %s', view.description, (error as Error).message);
-                throw new SinkError(view.description, error);
+                const fatal = new SinkError(view.description, error);
+                for (const tracker of new Set(batches.map((b) => b.origin?.tracker))) tracker?.reportError(fatal);
+                throw fatal;
               }
               failures++;
               const err = error instanceof Error ? error : new Error(String(error));
