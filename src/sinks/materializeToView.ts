@@ -188,7 +188,10 @@ export function materializeToView<B extends AnyBatches, R>(
               if (classifyFailure(error) === 'permanent') {
                 log('materializeToView: write to %s failed for good: %s', view.description, (error as Error).message);
                 const fatal = new SinkError(view.description, error);
-                for (const tracker of new Set(batches.map((b) => b.origin?.tracker))) tracker?.reportError(fatal);
+                for (const tracker of new Set(batches.map((b) => b.origin?.tracker))) {
+                  tracker?.reportError(fatal);
+                  tracker?.fatal?.(fatal);
+                }
                 throw fatal;
               }
               failures++;
