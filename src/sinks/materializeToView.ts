@@ -1,4 +1,4 @@
-import { defer, type OperatorFunction } from 'rxjs';
+import { defer, finalize, type OperatorFunction } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { worthReporting } from '../core/errorEvent.js';
@@ -153,6 +153,8 @@ export function materializeToView<B extends AnyBatches, R>(
     defer(() => {
       /** Highest epoch this subscription has written per partition: an empty guarded write above it still writes. */
       const written = new Map<string, number>();
+      /** Aborted when the subscriber leaves: a write waiting out an outage stops waiting. */
+      const left = new AbortController();
       return source.pipe(
         writeInPartitionOrder<B>(async (value, all) => {
           // Batches of an ownership that ended are not written: the next owner reads them again.
@@ -203,13 +205,15 @@ export function materializeToView<B extends AnyBatches, R>(
               }
               // Waits, unless a partition's ownership ends meanwhile: its batches are then dropped at once.
               const signals = batches.flatMap((b) => (b.origin ? [b.origin.tracker.signal] : []));
-              await sleep(backoffMs(SINK_RETRY, Math.min(failures, 30), policy.random), policy.scheduler, AbortSignal.any(signals));
+              await sleep(backoffMs(SINK_RETRY, Math.min(failures, 30), policy.random), policy.scheduler, AbortSignal.any([left.signal, ...signals]));
+              if (left.signal.aborted) return undefined; // nothing is emitted any more; the next run reads them again
               batches = dropBatches(batches, ended);
             }
           }
           if (batches.length === all.length) return value;
           return (Array.isArray(value) ? batches : undefined) as B | undefined;
         }, concurrency),
+        finalize(() => left.abort()),
       );
     });
 }

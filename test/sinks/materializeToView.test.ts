@@ -363,6 +363,46 @@ describe('materializeToView', () => {
     expect((await view.get('total'))?.row.total).toBe(50);
   });
 
+  it('waits out a view that is down (retrying with capped backoff) and stops waiting when the subscriber leaves', async () => {
+    vi.useFakeTimers();
+    try {
+      const view = new MemoryViewStore<Row>();
+      const write = view.write.bind(view);
+      let down = true;
+      let calls = 0;
+      view.write = async (w) => {
+        calls++;
+        if (down) throw Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
+        return write(w);
+      };
+      const t = tracker('p0');
+      const out: unknown[] = [];
+      const subscription = of(batch('p0', [upsert('o', 1)], { tracker: t })).pipe(materializeToView(view, { project })).subscribe((b) => out.push(b));
+      await vi.advanceTimersByTimeAsync(60_000);
+      // 100 ms doubling, capped at 10 s: about 11 attempts in a minute, reported at 1, 3 and 10.
+      expect(calls).toBeGreaterThan(8);
+      expect(calls).toBeLessThan(14);
+      expect(t.reportError.mock.calls.map((c) => c[1])).toEqual([1, 3, 10]);
+      down = false;
+      await vi.advanceTimersByTimeAsync(10_000);
+      expect(out).toHaveLength(1);
+      expect((await view.get('o'))?.row.total).toBe(1);
+      subscription.unsubscribe();
+
+      down = true;
+      const before = calls;
+      const left = of(batch('p0', [upsert('o', 2)])).pipe(materializeToView(view, { project })).subscribe();
+      await vi.advanceTimersByTimeAsync(1_000);
+      left.unsubscribe();
+      const atUnsubscribe = calls;
+      expect(atUnsubscribe).toBeGreaterThan(before);
+      await vi.advanceTimersByTimeAsync(60_000);
+      expect(calls).toBe(atUnsubscribe);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it('ends the stream with a SinkError when a write fails in a way waiting cannot fix', async () => {
     const view = new MemoryViewStore<Row>();
     view.write = async () => {
