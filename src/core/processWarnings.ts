@@ -48,7 +48,8 @@ export class ProcessWarnings {
     const more = state?.unsaid ? ` (${state.unsaid} more like it since the last warning)` : '';
     this.#kinds.set(kind, { nextAtMs: now + intervalMs, intervalMs, unsaid: 0 });
     const hint = 'subscribe to events$ (or pass the events option) to handle these; until then they are warned about at a falling rate';
-    process.emitWarning(`rxfeed [owner=${this.#owner}${'lease' in event && event.lease !== undefined ? ` lease=${event.lease}` : ''}]: ${describe(kind, event)}${more}. ${hint}`, {
+    const what = describe(kind, event).replace(/\.+$/, '');
+    process.emitWarning(`rxfeed [owner=${this.#owner}${'lease' in event && event.lease !== undefined ? ` lease=${event.lease}` : ''}]: ${what}${more}. ${hint}`, {
       type: 'RxfeedWarning',
       code: `RXFEED_${kind}`,
     });

@@ -1,4 +1,4 @@
-import { from, of, type OperatorFunction } from 'rxjs';
+import type { OperatorFunction } from 'rxjs';
 import type { Change } from '../../core/Change.js';
 import { type BatchOrBatches, ChangeBatch } from '../../core/ChangeBatch.js';
 import { attempt, dropped, type Failure, type FailureOptions, type FailurePolicy, giveUp, goesOn, isFenced } from '../../deadletter/failurePolicy.js';
@@ -33,10 +33,7 @@ export type ChangeStep<T, R> = (change: Change<T>, index: number) => Change<R> |
  * drops the batch (ownership ended). Batches of one partition stay in order. @internal
  */
 export function perChange<T, R>(operator: string, policy: FailurePolicy<T>, step: ChangeStep<T, R>): OperatorFunction<BatchOrBatches<T>, BatchOrBatches<R>> {
-  const project = (batch: ChangeBatch<T>) => {
-    const result = applyStep(operator, policy, batch, step);
-    return result instanceof Promise ? from(result) : of(result);
-  };
+  const project = (batch: ChangeBatch<T>) => applyStep(operator, policy, batch, step);
   return mapPerPartition(project, Infinity);
 }
 
@@ -50,17 +47,24 @@ function applyStep<T, R>(
   const out: (Change<R> | typeof LEFT_OUT)[] = new Array(source.length);
   let failed: Map<number, unknown> | undefined;
   let same = true;
+  let leftOut = 0;
   for (let i = 0; i < source.length; i++) {
     try {
       const result = step(source[i] as Change<T>, i);
       out[i] = result;
-      if (result !== (source[i] as unknown)) same = false;
+      if (result !== (source[i] as unknown)) {
+        same = false;
+        if (result === LEFT_OUT) leftOut++;
+      }
     } catch (error) {
       (failed ??= new Map()).set(i, error);
       out[i] = LEFT_OUT;
     }
   }
-  if (!failed) return same ? (batch as unknown as ChangeBatch<R>) : batch.withChanges(kept(out));
+  if (!failed) {
+    if (same) return batch as unknown as ChangeBatch<R>;
+    return batch.withChanges(leftOut === 0 ? (out as Change<R>[]) : kept(out));
+  }
   return settle(operator, policy, batch, step, out, failed);
 }
 
@@ -93,9 +97,7 @@ async function settle<T, R>(
 }
 
 function kept<R>(out: readonly (Change<R> | typeof LEFT_OUT)[]): Change<R>[] {
-  const changes: Change<R>[] = [];
-  for (const c of out) if (c !== LEFT_OUT) changes.push(c);
-  return changes;
+  return out.filter((c): c is Change<R> => c !== LEFT_OUT);
 }
 
 /** Applies `fn` to a batch, or to each batch of an array, keeping the shape. @internal */
