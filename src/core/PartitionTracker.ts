@@ -38,6 +38,12 @@ export interface PartitionTracker {
    */
   halt?(sequence: number, error: Error): void;
   /**
+   * The pipeline is about to end with `error`, a failure no wait can fix (a sink refusing for good, a
+   * `SinkError`): the reader should checkpoint what was acknowledged and give the lease back at once with
+   * close reason `Error`, not `Shutdown`. Optional: where missing, the lease is released when the run stops.
+   */
+  fatal?(error: Error): void;
+  /**
    * Aborted when this host's ownership of the lease ended (lost, released, gone, past its local deadline).
    * Sinks must not write batches of an ended ownership: drop them instead (the next owner reads them again).
    */

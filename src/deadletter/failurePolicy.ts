@@ -2,7 +2,8 @@ import { asyncScheduler, fromEvent, lastValueFrom, type SchedulerLike, take, tak
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { worthReporting } from '../core/errorEvent.js';
-import { HandlerError, InvalidOptionsError, LeaseLostError } from '../errors/index.js';
+import { fencingError } from '../errors/classify.js';
+import { HandlerError, InvalidOptionsError } from '../errors/index.js';
 import { sleep } from '../internal/wait.js';
 import { logger } from '../internal/log.js';
 import { deadLetterId, errorData, type DeadLetter } from './DeadLetter.js';
@@ -11,17 +12,23 @@ import { backoffMs, resolveRetryPolicy, type ResolvedRetryPolicy, type RetryPoli
 import { type RetryOutcome, retryWithPolicy } from './retryWithPolicy.js';
 
 /**
- * What happens to a change (or a batch) that user code fails on: retried by `retry`, then either written
- * to a dead-letter sink (the partition moves on) or halting its partition (nothing is ever skipped).
+ * What happens to a change (or a batch) that user code fails on. Every form first retries it by `retry`
+ * (the default {@link RetryPolicy} for the string forms: 3 attempts, backoff from 100 ms), then:
  *
- * - `{ retry?, deadLetter }`: after the last attempt the change goes to `deadLetter` with the error,
- *   partition, LSN, document, attempt count and epoch; the checkpoint passes it only once that write
- *   succeeded. A sink that is down holds the partition (retried with the same backoff, reported as `error`
- *   events) until it recovers: nothing is lost.
- * - `{ retry?, halt: true }` or `'halt'` (default retries): after the last attempt the partition stops
- *   before the change: what was done before it is checkpointed, its lease is given back with close reason
- *   `Halted` (another host, or this one after a lease expiration, tries again from there), and the other
- *   partitions go on.
+ * - `'halt'` or `{ retry?, halt: true }` (the DEFAULT): the partition stops before the change: what was
+ *   done before it is checkpointed, nothing past it ever is, its lease is given back with close reason
+ *   `Halted` (another host, or this one after a lease expiration, tries again from there), the failure is an
+ *   `error` event (and a process warning when nobody listens to `events$`), and the other partitions go on;
+ * - `'skip'` or `{ retry?, skip: true }`: the change is reported (an `error` event of kind `item` with its
+ *   attempts) and left out; the checkpoint moves past it. Choose it only where losing the change is fine;
+ * - `{ retry?, deadLetter }`: the change goes to `deadLetter` with the error, partition, LSN, document,
+ *   attempt count and epoch; the checkpoint passes it only once that write succeeded. A sink that is down
+ *   holds the partition (retried with the same backoff, reported as `error` events) until it recovers;
+ * - `'throw'`: the stream errors with a `HandlerError` (nothing after the change is checkpointed; the run
+ *   ends and its leases are released).
+ *
+ * A fencing error (`LeaseLostError`, `ViewFencedError`, `DeadLetterFencedError`: another host owns the
+ * partition now) is never a failure of the change: the batch is dropped for the new owner, whatever the policy.
  *
  * `scheduler` runs the backoff waits (default `asyncScheduler`; a virtual one in tests).
  *
@@ -34,17 +41,24 @@ import { type RetryOutcome, retryWithPolicy } from './retryWithPolicy.js';
  */
 export type OnFailure<T = unknown> =
   | 'halt'
+  | 'skip'
+  | 'throw'
   | { readonly retry?: RetryPolicy; readonly deadLetter: DeadLetterSink<T>; readonly scheduler?: SchedulerLike }
-  | { readonly retry?: RetryPolicy; readonly halt: true; readonly scheduler?: SchedulerLike };
+  | { readonly retry?: RetryPolicy; readonly halt: true; readonly scheduler?: SchedulerLike }
+  | { readonly retry?: RetryPolicy; readonly skip: true; readonly scheduler?: SchedulerLike };
 
-/** Options of the operators that take a failure policy. */
+/** Options of the operators, sinks and handlers that run user code. */
 export interface FailureOptions<T = unknown> {
-  /** Retry, then dead-letter or halt; see {@link OnFailure}. Default: none (the operator's `onError` applies). */
+  /** What to do when user code keeps failing on a change; see {@link OnFailure}. Default `'halt'`. */
   readonly onFailure?: OnFailure<T>;
 }
 
+/** What a {@link FailurePolicy} does once the retries are used up. @internal */
+export type FailureAction = 'halt' | 'skip' | 'throw' | 'deadLetter';
+
 /** A validated {@link OnFailure}. @internal */
 export interface FailurePolicy<T> {
+  readonly action: FailureAction;
   readonly retry: ResolvedRetryPolicy;
   readonly deadLetter: DeadLetterSink<T> | undefined;
   readonly scheduler: SchedulerLike;
@@ -58,31 +72,54 @@ export interface Failure<T> {
   readonly attempts: number;
 }
 
-/** Validates `onFailure`; `undefined` when none was given. Throws an `InvalidOptionsError` saying what to fix. @internal */
-export function resolveOnFailure<T>(option: OnFailure<T> | undefined): FailurePolicy<T> | undefined {
-  if (option === undefined) return undefined;
-  if (option === 'halt') return { retry: resolveRetryPolicy(undefined, 'onFailure.retry'), deadLetter: undefined, scheduler: asyncScheduler, random: Math.random };
-  if (typeof option !== 'object' || option === null) {
-    throw new InvalidOptionsError('onFailure', "expected 'halt', { retry?, deadLetter } or { retry?, halt: true }");
+const SHAPES = "'halt' (the default), 'skip', 'throw', { retry?, deadLetter }, { retry?, halt: true } or { retry?, skip: true }";
+
+/**
+ * Validates the `onFailure` of `options` (default `'halt'`) and refuses the removed `onError`, saying what to
+ * write instead. `scheduler`: for the waits when `onFailure` names none. Throws `InvalidOptionsError`. @internal
+ */
+export function resolveOnFailure<T>(
+  options: { readonly onFailure?: OnFailure<T> } | undefined,
+  scheduler: SchedulerLike = asyncScheduler,
+): FailurePolicy<T> {
+  const removed = (options as { onError?: unknown } | undefined)?.onError;
+  if (removed !== undefined) {
+    throw new InvalidOptionsError(
+      'onError',
+      removed === 'throw'
+        ? "was removed: write onFailure: 'throw' (the stream errors with the HandlerError, after the default retries)"
+        : "was removed: write onFailure: 'skip' to report a failing change and move past it (after the default retries), " +
+            "or leave both out: the default onFailure: 'halt' retries, then stops the partition before the change",
+    );
   }
-  const { deadLetter, halt } = option as { deadLetter?: DeadLetterSink<T>; halt?: unknown };
-  if (deadLetter !== undefined && halt !== undefined) {
-    throw new InvalidOptionsError('onFailure', 'give either deadLetter or halt: true, not both');
-  }
-  if (deadLetter === undefined && halt !== true) {
-    throw new InvalidOptionsError('onFailure', 'give a deadLetter sink (e.g. new MemoryDeadLetterStore()) or halt: true');
+  const option = options?.onFailure ?? 'halt';
+  const policy = (action: FailureAction, retry: RetryPolicy | undefined, deadLetter?: DeadLetterSink<T>, own?: SchedulerLike): FailurePolicy<T> => ({
+    action,
+    retry: resolveRetryPolicy(retry, 'onFailure.retry'),
+    deadLetter,
+    scheduler: own ?? scheduler,
+    random: Math.random,
+  });
+  if (option === 'halt' || option === 'skip' || option === 'throw') return policy(option, undefined);
+  if (typeof option !== 'object' || option === null) throw new InvalidOptionsError('onFailure', `expected ${SHAPES} (got ${String(option)})`);
+  const { deadLetter, halt, skip } = option as { deadLetter?: DeadLetterSink<T>; halt?: unknown; skip?: unknown };
+  const chosen = [deadLetter !== undefined, halt !== undefined, skip !== undefined].filter(Boolean).length;
+  if (chosen > 1) throw new InvalidOptionsError('onFailure', 'give one of deadLetter, halt: true or skip: true, not several');
+  if (chosen === 0 || (halt !== undefined && halt !== true) || (skip !== undefined && skip !== true)) {
+    throw new InvalidOptionsError('onFailure', `expected ${SHAPES}`);
   }
   if (deadLetter !== undefined && (typeof deadLetter !== 'object' || typeof deadLetter.write !== 'function')) {
-    throw new InvalidOptionsError('onFailure.deadLetter', 'expected a DeadLetterSink (an object with write(letters, writer))');
+    throw new InvalidOptionsError('onFailure.deadLetter', 'expected a DeadLetterSink (an object with write(letters, writer)), e.g. new MemoryDeadLetterStore()');
   }
-  const scheduler = option.scheduler ?? asyncScheduler;
-  if (typeof scheduler.schedule !== 'function') throw new InvalidOptionsError('onFailure.scheduler', 'expected an RxJS SchedulerLike');
-  return { retry: resolveRetryPolicy(option.retry, 'onFailure.retry'), deadLetter, scheduler, random: Math.random };
+  const own = option.scheduler;
+  if (own !== undefined && typeof own.schedule !== 'function') throw new InvalidOptionsError('onFailure.scheduler', 'expected an RxJS SchedulerLike');
+  return policy(deadLetter ? 'deadLetter' : halt ? 'halt' : 'skip', option.retry, deadLetter, own);
 }
 
 /**
- * Runs `work` under the policy's retries. Resolves with the outcome, or `undefined` when the batch's
- * ownership ended meanwhile (the batch must then be dropped: the next owner reads it again). @internal
+ * Runs `work` under the policy's retries (a fencing error is never retried). Resolves with the outcome, or
+ * `undefined` when the batch's ownership ended meanwhile (the batch must then be dropped: the next owner
+ * reads it again). @internal
  */
 export async function attempt<T, R>(
   policy: FailurePolicy<T>,
@@ -92,54 +129,91 @@ export async function attempt<T, R>(
 ): Promise<RetryOutcome<R> | undefined> {
   const signal = batch.origin?.tracker.signal;
   if (signal?.aborted) return undefined;
-  let outcome = retryWithPolicy(work, retry, { scheduler: policy.scheduler, random: policy.random });
+  const retryable = (error: unknown) => fencingError(error) === undefined && retry.retryable(error);
+  let outcome = retryWithPolicy(work, { ...retry, retryable }, { scheduler: policy.scheduler, random: policy.random });
   if (signal) outcome = outcome.pipe(takeUntil(fromEvent(signal, 'abort').pipe(take(1))));
   const result = await lastValueFrom(outcome, { defaultValue: undefined });
   return signal?.aborted ? undefined : result;
 }
 
 /**
- * Runs `run` on `batch` under the policy: the whole batch once; if that fails, each change again alone
- * (as a batch of one, in order, under the retry policy, the batch run counting as the first attempt), so
- * only the changes that fail on their own are given up on ({@link giveUp}). Resolves with the batch to pass
- * on (without the changes given up on), or `undefined` when the batch left the pipeline. @internal
+ * Recovers from `first`, the failure of `run` on the whole of `batch` (its first attempt): a fencing error
+ * drops the batch at once (ownership ended; never an item failure); a batch of one change is retried under
+ * the policy; a larger one is run again change by change (each alone, as a batch of one, in order, under the
+ * retry policy, the batch run counting as the first attempt), so only the changes that fail on their own are
+ * given up on ({@link giveUp}). Resolves with the batch to pass on (without the changes given up on), or
+ * `undefined` when the batch left the pipeline. @internal
  */
 export async function runIsolating<T, R>(
   policy: FailurePolicy<T>,
   operator: string,
   batch: ChangeBatch<T>,
+  first: unknown,
   run: (batch: ChangeBatch<T>) => Promise<ChangeBatch<R>>,
 ): Promise<ChangeBatch<R> | undefined> {
-  const whole = await attempt(policy, batch, () => run(batch), { ...policy.retry, attempts: batch.size > 1 ? 1 : policy.retry.attempts });
-  if (whole === undefined) return void dropped(batch);
-  if (whole.ok) return whole.value;
+  if (isFenced(operator, batch, first)) return undefined;
   if (batch.size <= 1) {
-    const failures = batch.changes.map((change) => ({ change, error: whole.error, attempts: whole.attempts }));
-    return (await giveUp(policy, operator, batch, failures, whole)) ? batch.withChanges<R>([]) : undefined;
+    // Attempt 1 is the failure already seen: the policy decides whether (and after which wait) to try again.
+    const outcome = await attempt(policy, batch, (n) => (n === 1 ? Promise.reject(first) : run(batch)));
+    if (outcome === undefined) return void dropped(batch);
+    if (outcome.ok) return outcome.value;
+    if (isFenced(operator, batch, outcome.error)) return undefined;
+    const failures = batch.changes.map((change) => ({ change, error: outcome.error, attempts: outcome.attempts }));
+    return (await giveUp(policy, operator, batch, failures, outcome)) ? batch.withChanges<R>([]) : undefined;
   }
-  const alone = { ...policy.retry, attempts: Math.max(1, policy.retry.attempts - 1) };
   const kept: Change<R>[] = [];
   const failures: Failure<T>[] = [];
   for (const change of batch.changes) {
-    const outcome = await attempt(policy, batch, () => run(batch.withChanges([change])), alone);
+    const outcome = await retryAlone(policy, batch, first, () => run(batch.withChanges([change])));
     if (outcome === undefined) return void dropped(batch);
     if (outcome.ok) {
       kept.push(...outcome.value.changes);
       continue;
     }
-    failures.push({ change, error: outcome.error, attempts: outcome.attempts + 1 });
-    if (policy.deadLetter === undefined) break; // halting: nothing after the change runs
+    if (isFenced(operator, batch, outcome.error)) return undefined;
+    failures.push({ change, error: outcome.error, attempts: outcome.attempts });
+    if (!goesOn(policy)) break; // halting or throwing: nothing after the change runs
   }
   if (failures.length === 0) return batch.withChanges(kept);
-  return (await giveUp(policy, operator, batch, failures, whole)) ? batch.withChanges(kept) : undefined;
+  return (await giveUp(policy, operator, batch, failures, { error: first, attempts: 1 })) ? batch.withChanges(kept) : undefined;
+}
+
+/**
+ * Runs `work` again for one change whose batch run failed with `first`: the policy's remaining attempts
+ * (at least one: the failure may have been another change's). Attempts count the batch run.
+ */
+async function retryAlone<T, R>(policy: FailurePolicy<T>, batch: ChangeBatch<T>, first: unknown, work: () => Promise<R> | R): Promise<RetryOutcome<R> | undefined> {
+  const remaining = policy.retry.retryable(first) ? Math.max(1, policy.retry.attempts - 1) : 1;
+  const outcome = await attempt(policy, batch, work, { ...policy.retry, attempts: remaining });
+  return outcome && { ...outcome, attempts: outcome.attempts + 1 };
+}
+
+/** True when the policy lets a batch go on without the changes given up on (skip, dead-letter). @internal */
+export function goesOn(policy: FailurePolicy<unknown>): boolean {
+  return policy.action === 'skip' || policy.action === 'deadLetter';
+}
+
+/**
+ * When `error` is (or wraps) a fencing error, hands `batch` back to its reader with it (this host's ownership
+ * ends, the credit returns; the new owner reads the batch again) and returns true. @internal
+ */
+export function isFenced(operator: string, batch: ChangeBatch<unknown>, error: unknown): boolean {
+  const fence = fencingError(error);
+  if (!fence) return false;
+  logger('operators', { lease: batch.partition })('%s: ownership ended (%s); batch dropped for the new owner', operator, fence.message);
+  batch.origin?.tracker.reportError(fence);
+  // A batch built by hand has no reader to hand it back to: fail the stream rather than pass it on.
+  if (!batch.origin) throw fence;
+  dropped(batch, fence);
+  return true;
 }
 
 /**
  * User code gave up on `failures` (changes of `batch`, in order; `cause` is the failure of the whole batch,
- * used when it had no changes): dead-letters them, or halts the partition. Resolves true when the batch may
- * go on without them (their letters are written), false when it left the pipeline (halted, fenced, or its
- * ownership ended while the sink was down): it has been handed back to its reader, never to be
- * checkpointed. @internal
+ * used when it had no changes): reports them, then skips them, dead-letters them, halts the partition or
+ * throws, as the policy says. Resolves true when the batch may go on without them, false when it left the
+ * pipeline (halted, fenced, or its ownership ended while the dead-letter sink was down): it has been handed
+ * back to its reader, never to be checkpointed. @internal
  */
 export async function giveUp<T>(
   policy: FailurePolicy<T>,
@@ -156,15 +230,37 @@ export async function giveUp<T>(
   for (const [i, error] of errors.entries()) tracker?.reportError(error, failures[i]!.attempts);
   const first = errors[0] ?? asError(cause.error, undefined);
   if (failures.length === 0) tracker?.reportError(first, cause.attempts);
-  if (policy.deadLetter === undefined) {
-    log('%s: giving up after %d attempts, halting the partition: %s', operator, failures[0]?.attempts ?? cause.attempts, first.message);
-    // A batch built by hand has no reader to halt: fail the stream, the only way not to skip the change.
-    if (!tracker?.halt || !batch.origin) throw first;
-    tracker.halt(batch.origin.sequence, first);
-    return false;
+  const attempts = failures[0]?.attempts ?? cause.attempts;
+  switch (policy.action) {
+    case 'throw':
+      log('%s: giving up after %d attempts, failing the stream (onFailure: throw): %s', operator, attempts, first.message);
+      throw first;
+    case 'skip':
+      log('%s: giving up after %d attempts, skipping %d changes (onFailure: skip)%s: %s', operator, attempts, failures.length,
+        tracker ? '' : '; the batch has no reader, so only logged', first.message);
+      return true;
+    case 'halt':
+      log('%s: giving up after %d attempts, halting the partition: %s', operator, attempts, first.message);
+      // A batch built by hand has no reader to halt: fail the stream, the only way not to skip the change.
+      if (!tracker?.halt || !batch.origin) throw first;
+      tracker.halt(batch.origin.sequence, first);
+      return false;
+    case 'deadLetter':
+      return failures.length === 0 ? true : deadLetter(policy, operator, batch, failures, errors);
   }
-  const sink = policy.deadLetter;
-  if (failures.length === 0) return true; // a batch with no changes failed: nothing to dead-letter
+}
+
+/** Writes `failures` to the policy's dead-letter sink, holding the partition while it is down. */
+async function deadLetter<T>(
+  policy: FailurePolicy<T>,
+  operator: string,
+  batch: ChangeBatch<T>,
+  failures: readonly Failure<T>[],
+  errors: readonly HandlerError[],
+): Promise<boolean> {
+  const tracker = batch.origin?.tracker;
+  const log = logger('operators', { lease: batch.partition });
+  const sink = policy.deadLetter!;
   const now = policy.scheduler.now();
   const letters = failures.map((f, i): DeadLetter<T> => ({
     id: deadLetterId(batch.partition, f.change.lsn, f.change.id),
@@ -188,10 +284,11 @@ export async function giveUp<T>(
       return true;
     } catch (error) {
       const err = error instanceof Error ? error : new Error(String(error));
-      if (error instanceof LeaseLostError) {
+      const fence = fencingError(error);
+      if (fence) {
         // Another host owns the partition now (the sink saw a higher epoch): leave the batch to it.
-        tracker?.reportError(err);
-        return dropped(batch, err);
+        tracker?.reportError(fence);
+        return dropped(batch, fence);
       }
       log('%s: dead-letter write to %s failed (%d in a row): %s; holding the partition', operator, sink.description, tries, err.message);
       if (worthReporting(tries)) {

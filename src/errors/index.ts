@@ -11,3 +11,5 @@ export { LeaseInUseError } from './LeaseInUseError.js';
 export { DeadLetterFencedError } from './DeadLetterFencedError.js';
 export { ViewFencedError } from './ViewFencedError.js';
 export { LeaseConflictError } from './LeaseConflictError.js';
+export { SinkError } from './SinkError.js';
+export { classifyFailure, fencingError, type FailureClass } from './classify.js';

@@ -2,6 +2,7 @@ import { map, merge, mergeAll, Observable, share, Subject, takeUntil, type Subsc
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { errorEvent } from '../core/errorEvent.js';
 import type { CloseReason, FeedEvent } from '../core/events.js';
+import { ProcessWarnings } from '../core/processWarnings.js';
 import type { Partition, StartFrom } from '../core/Partition.js';
 import type { Source } from '../sources/Source.js';
 import { logger, type Logger } from '../internal/log.js';
@@ -68,12 +69,18 @@ export function createChangeFeed<T>(options: ChangeFeedOptions<T>): ChangeFeedPr
   const log = logger('feed', { owner });
   const events = new Subject<FeedEvent>();
   if (o.events) events.subscribe(typeof o.events === 'function' ? { next: o.events } : o.events);
+  // Nothing important is silent: with no one listening, important events become process warnings.
+  const warnings = new ProcessWarnings(owner, () => o.scheduler.now());
+  const emit = (event: FeedEvent) => {
+    if (!events.observed) warnings.consider(event);
+    events.next(event);
+  };
   let current: Run<T> | undefined;
 
   // Each subscription while no run is active starts a fresh run (so retry and repeat work); concurrent
   // subscribers share the active one, so no lease is ever read twice by this processor.
   const partitions$ = new Observable<PartitionFeed<T>>((subscriber) => {
-    const run = startRun(o, options.startFrom !== undefined, (event) => events.next(event), log);
+    const run = startRun(o, options.startFrom !== undefined, emit, log);
     current = run;
     const subscription = run.partitions$.subscribe(subscriber);
     return () => {

@@ -3,14 +3,14 @@ import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import type { CloseReason, FeedEvent } from '../core/events.js';
 import type { Partition } from '../core/Partition.js';
-import type { OnFailure } from '../deadletter/failurePolicy.js';
+import { type OnFailure, resolveOnFailure } from '../deadletter/failurePolicy.js';
 import { InvalidOptionsError } from '../errors/index.js';
 import { createChangeFeed } from '../feed/createChangeFeed.js';
 import type { ChangeFeedOptions } from '../feed/options.js';
 import type { PartitionFeed } from '../feed/reader/readPartition.js';
 import { logger } from '../internal/log.js';
 import { checkpointEvery } from '../operators/checkpointEvery.js';
-import { eachBatch } from '../operators/eachBatch.js';
+import { eachBatchUnder } from '../operators/eachBatch.js';
 
 /**
  * What a handler knows about the partition it is called for. One context per ownership of a lease: a lease
@@ -67,9 +67,13 @@ export interface ProcessChangesOptions<T> extends ChangeFeedOptions<T> {
    */
   readonly checkpoint?: { readonly count?: number; readonly ms?: number } | 'manual';
   /**
-   * A failing call is retried, then its changes are dead-lettered (the partition moves on) or the
-   * partition halts; see {@link OnFailure}. Default: none (the failure is reported through `processError`
-   * and the events stream, and the partition moves on).
+   * A failing call is retried (the batch once, then each change alone under `retry`), then, for a change
+   * that keeps failing: `'halt'` (default) stops the partition before it (nothing past it is checkpointed,
+   * the lease is given back with close reason `Halted`); `'skip'` reports it and moves on; `{ deadLetter }`
+   * dead-letters it; `'throw'` ends the partition's processing. Every failure is also an `error` event (and
+   * goes to `processError`). A fencing error (`ViewFencedError`, `LeaseLostError`: another host owns the
+   * partition now) is never a failure of the changes: the call's batch is dropped for the new owner. See
+   * {@link OnFailure}.
    */
   readonly onFailure?: OnFailure<T>;
 }
@@ -111,7 +115,7 @@ const DEFAULT_CHECKPOINT = { count: 1000, ms: 5000 } as const;
  * ```
  *
  * @param options The feed's options ({@link ChangeFeedOptions}) plus `checkpoint` (default
- *   `{ count: 1000, ms: 5000 }`) and `onFailure` (default none).
+ *   `{ count: 1000, ms: 5000 }`) and `onFailure` (default `'halt'`).
  * @param handlers `processChanges` (required), `processInitialize`, `processClose`, `processError`.
  * @returns A handle whose `close()` resolves after the last checkpoint.
  * @see {@link changeFeed} for the Rx form.
@@ -123,16 +127,18 @@ export function processChanges<T>(options: ProcessChangesOptions<T>, handlers: C
   for (const name of ['processInitialize', 'processClose', 'processError'] as const) {
     if (handlers[name] !== undefined && typeof handlers[name] !== 'function') throw new InvalidOptionsError(`handlers.${name}`, 'must be a function when given');
   }
-  const { checkpoint = DEFAULT_CHECKPOINT, onFailure, ...feedOptions } = options ?? ({} as ProcessChangesOptions<T>);
+  // Validates onFailure (default 'halt') now; backoff waits run on the feed's scheduler unless it names one.
+  const policy = resolveOnFailure<T>(options, options?.scheduler);
+  const { checkpoint = DEFAULT_CHECKPOINT, onFailure: _onFailure, ...feedOptions } = options ?? ({} as ProcessChangesOptions<T>);
   if (checkpoint !== 'manual' && (typeof checkpoint !== 'object' || checkpoint === null)) {
     throw new InvalidOptionsError('checkpoint', "give { count, ms } or 'manual'");
   }
   const checkpointer = (): MonoTypeOperatorFunction<ChangeBatch<T>> =>
     checkpoint === 'manual' ? releaseUnacknowledged() : checkpointEvery({ ...checkpoint, ...(feedOptions.scheduler ? { scheduler: feedOptions.scheduler } : {}) });
   checkpointer(); // validates { count, ms } now
-  // Validates onFailure now, and is the per-partition worker: one call at a time (this is one partition).
+  // The per-partition worker: one call at a time (this is one partition).
   const worker = (context: Context<T>) =>
-    eachBatch<ChangeBatch<T>>(
+    eachBatchUnder<ChangeBatch<T>>(
       async (batch) => {
         if (batch.isEmpty && feedOptions.maxWaitTimeMs === undefined) return; // moved position only: nothing to call
         context.current = batch;
@@ -142,9 +148,9 @@ export function processChanges<T>(options: ProcessChangesOptions<T>, handlers: C
           context.current = undefined;
         }
       },
-      { concurrency: 1, ...(onFailure !== undefined ? { onFailure } : {}) },
+      1,
+      policy,
     );
-  worker(undefined as unknown as Context<T>);
 
   const processor = createChangeFeed<T>(feedOptions);
   const log = logger('handlers', { owner: processor.owner });
@@ -160,7 +166,8 @@ export function processChanges<T>(options: ProcessChangesOptions<T>, handlers: C
 
   /** Errors already handed to processError from the events stream (a fatal one is not handed twice). */
   const reported = new WeakSet<Error>();
-  const errors = processor.events$.subscribe((event) => {
+  // Subscribed only for processError: with no listener at all, important events become process warnings.
+  const errors = (handlers.processError ? processor.events$ : EMPTY).subscribe((event) => {
     if (event.type !== 'error' || !handlers.processError) return;
     reported.add(event.error);
     const context = event.lease === undefined ? undefined : contexts.get(event.lease);

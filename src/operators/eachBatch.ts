@@ -1,8 +1,8 @@
-import { catchError, defer, EMPTY, lastValueFrom, type ObservableInput, type OperatorFunction } from 'rxjs';
+import { catchError, defer, EMPTY, endWith, ignoreElements, lastValueFrom, type ObservableInput, type OperatorFunction } from 'rxjs';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
-import { type FailureOptions, resolveOnFailure, runIsolating } from '../deadletter/failurePolicy.js';
-import { concurrencyOption, itemFailed, onErrorOption } from './internal/batchInternals.js';
-import { DROPPED, mapPerPartition, perPartition } from './internal/perPartitionInternals.js';
+import { type FailureOptions, type FailurePolicy, resolveOnFailure, runIsolating } from '../deadletter/failurePolicy.js';
+import { concurrencyOption } from './internal/batchInternals.js';
+import { DROPPED, mapPerPartition } from './internal/perPartitionInternals.js';
 import type { AnyBatches, ConcurrencyOptions, DocumentOf } from './types.js';
 
 /** Options of {@link eachBatch}. */
@@ -19,19 +19,17 @@ export interface EachBatchOptions<T = unknown> extends ConcurrencyOptions, Failu
  * all its batches are done. `fn` gets an `AbortSignal` that aborts when the subscriber unsubscribes;
  * an Observable returned by `fn` is unsubscribed instead.
  *
- * If `fn` fails for a batch (throws, rejects, errors), with `onError: 'report'` (the default) a
- * `HandlerError` for the partition (with no `change`: the whole batch failed) goes to the processor's events
- * stream and the batch travels on, so the checkpoint moves past it. With `onError: 'throw'` the stream
- * errors instead and nothing after the batch is checkpointed.
+ * If `fn` fails for a batch (throws, rejects, errors), the batch is run again change by change: `fn` gets
+ * each change alone as a batch of one (in order, under the retry policy of `onFailure`; the batch run counts
+ * as the first attempt, so changes that work alone are processed at least once more: make `fn` idempotent).
+ * A batch of one change is simply retried, with backoff (so a database that is briefly down is waited out).
+ * A change that still fails after its last attempt is handled by `onFailure` (see {@link OnFailure}): by
+ * default (`'halt'`) its partition stops before it and nothing past it is checkpointed; `'skip'` reports it
+ * and leaves it out; `{ deadLetter }` dead-letters it; `'throw'` fails the stream.
  *
- * With `onFailure` (see {@link OnFailure}) a failing batch is run again change by change: `fn` gets each
- * change alone as a batch of one (in order, under the retry policy; the batch run counts as the first
- * attempt, so changes that work alone are processed at least once more: make `fn` idempotent). A change
- * that still fails after its last attempt is dead-lettered and left out of the batch passed on, or halts its
- * partition (changes after it are not run). A batch of one change is simply retried.
- *
- * A batch whose lease this host no longer owns when its turn comes is not run (with or without
- * `onFailure`): it goes back to its reader, and the lease's next owner reads it again.
+ * A batch whose lease this host no longer owns when its turn comes is not run, and a batch `fn` fails on
+ * with a fencing error (`LeaseLostError`, `ViewFencedError`: another host owns the partition now) is not
+ * retried: either goes back to its reader, and the lease's next owner reads it again.
  *
  * @example
  * ```ts
@@ -47,38 +45,34 @@ export interface EachBatchOptions<T = unknown> extends ConcurrencyOptions, Failu
  * @param fn The side effect for one batch: return a Promise or an Observable that settles when it is done
  *   (or nothing, for synchronous work).
  * @param options `concurrency`: partitions with work in flight at once, a positive integer or `Infinity`
- *   (default 4); `onError` (default `'report'`); `onFailure` (default none).
+ *   (default 4); `onFailure` (default `'halt'`).
  * @returns An operator that re-emits what it receives, each value after its work finished.
  */
 export function eachBatch<B extends AnyBatches>(
   fn: (batch: ChangeBatch<DocumentOf<B>>, signal: AbortSignal) => ObservableInput<unknown> | void,
   options?: EachBatchOptions<DocumentOf<B>>,
 ): OperatorFunction<B, B> {
-  const onError = onErrorOption(options);
-  const concurrency = concurrencyOption(options);
-  const policy = resolveOnFailure(options?.onFailure);
-  if (policy) {
-    const project = (batch: ChangeBatch<DocumentOf<B>>, signal: AbortSignal) =>
-      defer(async () => {
-        const run = async (b: ChangeBatch<DocumentOf<B>>) => {
-          await lastValueFrom(defer(() => fn(b, signal) ?? EMPTY), { defaultValue: undefined });
-          return b;
-        };
-        const result = await runIsolating(policy, 'eachBatch', batch, run);
-        // Nothing given up on: the batch itself goes on (no copy).
-        return result === undefined ? DROPPED : result.size === batch.size ? batch : result;
-      });
-    return mapPerPartition(project, concurrency) as unknown as OperatorFunction<B, B>;
-  }
-  return perPartition<B>(
-    (batch, signal) =>
-      defer(() => fn(batch, signal) ?? EMPTY).pipe(
-        catchError((error: unknown) => {
-          // Reports and carries on, or throws the HandlerError for the stream to fail with.
-          itemFailed('eachBatch', batch, undefined, error, onError);
-          return EMPTY;
+  return eachBatchUnder(fn, concurrencyOption(options), resolveOnFailure(options));
+}
+
+/** {@link eachBatch} with a resolved failure policy (the handler form brings its own scheduler). @internal */
+export function eachBatchUnder<B extends AnyBatches>(
+  fn: (batch: ChangeBatch<DocumentOf<B>>, signal: AbortSignal) => ObservableInput<unknown> | void,
+  concurrency: number,
+  policy: FailurePolicy<DocumentOf<B>>,
+): OperatorFunction<B, B> {
+  const run = (batch: ChangeBatch<DocumentOf<B>>, signal: AbortSignal) =>
+    defer(() => fn(batch, signal) ?? EMPTY).pipe(ignoreElements(), endWith(batch));
+  // The common path stays an Observable (synchronous work stays synchronous); a failure goes to the policy.
+  const project = (batch: ChangeBatch<DocumentOf<B>>, signal: AbortSignal) =>
+    run(batch, signal).pipe(
+      catchError((first: unknown) =>
+        defer(async () => {
+          const result = await runIsolating(policy, 'eachBatch', batch, first, (b) => lastValueFrom(run(b, signal)));
+          // Nothing given up on: the batch itself goes on (no copy).
+          return result === undefined ? DROPPED : result.size === batch.size ? batch : result;
         }),
       ),
-    concurrency,
-  );
+    );
+  return mapPerPartition(project, concurrency) as unknown as OperatorFunction<B, B>;
 }

@@ -1,8 +1,8 @@
-import { catchError, defer, from, lastValueFrom, map, of, toArray, type OperatorFunction } from 'rxjs';
+import { catchError, defer, from, lastValueFrom, map, toArray, type OperatorFunction } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { type FailureOptions, resolveOnFailure, runIsolating } from '../deadletter/failurePolicy.js';
-import { concurrencyOption, itemFailed, onErrorOption } from './internal/batchInternals.js';
+import { concurrencyOption } from './internal/batchInternals.js';
 import { DROPPED, mapPerPartition } from './internal/perPartitionInternals.js';
 import type { AnyBatches, ConcurrencyOptions, DocumentOf, Rebatched } from './types.js';
 
@@ -21,17 +21,13 @@ export interface EachChangeOptions<T = unknown> extends ConcurrencyOptions, Fail
  * order; different partitions run concurrently, up to `concurrency` at once. Arrays of batches are
  * re-emitted as arrays once all their batches are done.
  *
- * If the chain errors for a batch, with `onError: 'report'` (the default) a `HandlerError` for the partition
- * (no `change`: the chain failed as a whole) goes to the processor's events stream and the batch travels
- * on with no changes; with `onError: 'throw'` the stream errors with it. To drop single failing changes
- * instead, catch inside the chain: `mergeMap((c) => work(c).pipe(catchError(() => EMPTY)))`.
- *
- * With `onFailure` (see {@link OnFailure}) a failing batch is run again change by change, in order, each
- * change alone through the chain under the retry policy (the batch run counts as the first attempt, so a
+ * If the chain errors for a batch, the batch is run again change by change, in order, each change alone
+ * through the chain under the retry policy of `onFailure` (the batch run counts as the first attempt, so a
  * change that works when run again is processed at least once more; make the work idempotent). A change
- * that still fails after its last attempt is dead-lettered and left out of the batch, or halts its
- * partition (changes after it are not run). With or without `onFailure`, a batch whose lease this host no
- * longer owns when its turn comes is not run: the lease's next owner reads it again.
+ * that still fails after its last attempt is handled by `onFailure` (see {@link OnFailure}): by default
+ * (`'halt'`) its partition stops before it; `'skip'` reports it and leaves it out of the batch;
+ * `{ deadLetter }` dead-letters it; `'throw'` fails the stream. A batch whose lease this host no longer
+ * owns when its turn comes is not run, and a fencing error is never retried: the next owner reads it again.
  *
  * @example
  * ```ts
@@ -46,31 +42,20 @@ export interface EachChangeOptions<T = unknown> extends ConcurrencyOptions, Fail
  * @param chain An operator (or `(changes$) => changes$.pipe(...)`) from the changes of one batch to the
  *   changes to keep. It is subscribed once per batch.
  * @param options `concurrency`: partitions processed at once, a positive integer or `Infinity` (default 4);
- *   `onError` (default `'report'`).
+ *   `onFailure` (default `'halt'`).
  * @returns An operator from batches (or arrays of batches) of `T` to the same shape of `R`.
  */
 export function eachChange<B extends AnyBatches, R = DocumentOf<B>>(
   chain: OperatorFunction<Change<DocumentOf<B>>, Change<R>>,
   options?: EachChangeOptions<DocumentOf<B>>,
 ): OperatorFunction<B, Rebatched<B, R>> {
-  const onError = onErrorOption(options);
   const concurrency = concurrencyOption(options);
-  const policy = resolveOnFailure(options?.onFailure);
-  if (policy) {
-    const run = async (batch: ChangeBatch<DocumentOf<B>>) => batch.withChanges(await lastValueFrom(from(batch.changes).pipe(chain, toArray())));
-    const project = (batch: ChangeBatch<DocumentOf<B>>) => defer(async () => (await runIsolating(policy, 'eachChange', batch, run)) ?? DROPPED);
-    return mapPerPartition(project, concurrency) as unknown as OperatorFunction<B, Rebatched<B, R>>;
-  }
+  const policy = resolveOnFailure(options);
+  const run = (batch: ChangeBatch<DocumentOf<B>>) => from(batch.changes).pipe(chain, toArray(), map((changes) => batch.withChanges(changes)));
+  // The common path stays an Observable; a failure goes to the policy.
   const project = (batch: ChangeBatch<DocumentOf<B>>) =>
-    from(batch.changes).pipe(
-      chain,
-      toArray(),
-      map((changes) => batch.withChanges(changes)),
-      catchError((error: unknown) => {
-        itemFailed('eachChange', batch, undefined, error, onError);
-        return of(batch.withChanges<R>([]));
-      }),
+    run(batch).pipe(
+      catchError((first: unknown) => defer(async () => (await runIsolating(policy, 'eachChange', batch, first, (b) => lastValueFrom(run(b)))) ?? DROPPED)),
     );
   return mapPerPartition(project, concurrency) as unknown as OperatorFunction<B, Rebatched<B, R>>;
 }
-

@@ -1,8 +1,8 @@
-import { map, type OperatorFunction } from 'rxjs';
+import type { OperatorFunction } from 'rxjs';
 import type { Change } from '../core/Change.js';
-import type { BatchOrBatches, ChangeBatch } from '../core/ChangeBatch.js';
-import { filterBatch, onErrorOption, perBatch } from './internal/batchInternals.js';
-import type { AnyBatches, DocumentOf, ItemErrorOptions, Rebatched } from './types.js';
+import { resolveOnFailure } from '../deadletter/failurePolicy.js';
+import { type ChangeFailureOptions, LEFT_OUT, perChange } from './internal/batchInternals.js';
+import type { AnyBatches, DocumentOf, Rebatched } from './types.js';
 
 /**
  * Keeps the changes that pass `predicate` inside each batch; every batch travels on, even when empty.
@@ -13,9 +13,8 @@ import type { AnyBatches, DocumentOf, ItemErrorOptions, Rebatched } from './type
  *
  * Accepts a batch or an array of batches and emits the same shape; a batch that loses nothing is emitted
  * as is. A type-guard predicate narrows the document type. If `predicate` throws for a change, that is an
- * item failure: with `onError: 'report'` (the default) the change is left out and a `HandlerError`
- * carrying the partition and the change is reported to the processor's events stream; with
- * `onError: 'throw'` the stream errors with it.
+ * item failure handled by `onFailure` (see {@link OnFailure}): retried, then by default the partition halts
+ * before the change; `'skip'` leaves the change out and reports a `HandlerError` instead.
  *
  * @example
  * ```ts
@@ -28,22 +27,22 @@ import type { AnyBatches, DocumentOf, ItemErrorOptions, Rebatched } from './type
  * @see {@link mapChanges}, {@link mapDocuments}, {@link eachChange}.
  *
  * @param predicate Decides whether a change stays; receives the change and its index in the batch.
- * @param options `onError` (default `'report'`).
+ * @param options `onFailure` (default `'halt'`).
  * @returns An operator that emits every batch it gets, holding only the changes that passed.
  */
 export function filterChanges<B extends AnyBatches, S extends DocumentOf<B>>(
   predicate: (change: Change<DocumentOf<B>>, index: number) => change is Change<S>,
-  options?: ItemErrorOptions,
+  options?: ChangeFailureOptions<DocumentOf<B>>,
 ): OperatorFunction<B, Rebatched<B, S>>;
 export function filterChanges<B extends AnyBatches>(
   predicate: (change: Change<DocumentOf<B>>, index: number) => boolean,
-  options?: ItemErrorOptions,
+  options?: ChangeFailureOptions<DocumentOf<B>>,
 ): OperatorFunction<B, B>;
 export function filterChanges<B extends AnyBatches>(
   predicate: (change: Change<DocumentOf<B>>, index: number) => boolean,
-  options?: ItemErrorOptions,
+  options?: ChangeFailureOptions<DocumentOf<B>>,
 ): OperatorFunction<B, B> {
-  const onError = onErrorOption(options);
-  const filterOne = (batch: ChangeBatch<DocumentOf<B>>) => filterBatch(batch, predicate, onError);
-  return map((value: B) => perBatch(value as BatchOrBatches<DocumentOf<B>>, filterOne) as B);
+  const policy = resolveOnFailure(options);
+  const step = (change: Change<DocumentOf<B>>, index: number) => (predicate(change, index) ? change : LEFT_OUT);
+  return perChange('filterChanges', policy, step) as unknown as OperatorFunction<B, B>;
 }

@@ -6,5 +6,6 @@ export { flattenChanges } from './flattenChanges.js';
 export { latestPerDocument } from './latestPerDocument.js';
 export { mapChanges } from './mapChanges.js';
 export { mapDocuments } from './mapDocuments.js';
-export type { AnyBatches, ConcurrencyOptions, DocumentOf, ItemErrorOptions, OnItemError, Rebatched } from './types.js';
+export type { AnyBatches, ConcurrencyOptions, DocumentOf, Rebatched } from './types.js';
+export type { ChangeFailureOptions } from './internal/batchInternals.js';
 export type { CheckpointEveryOptions } from './checkpointEvery.js';

@@ -1,8 +1,8 @@
-import { map, type OperatorFunction } from 'rxjs';
+import type { OperatorFunction } from 'rxjs';
 import type { Change } from '../core/Change.js';
-import type { BatchOrBatches, ChangeBatch } from '../core/ChangeBatch.js';
-import { mapBatch, onErrorOption, perBatch } from './internal/batchInternals.js';
-import type { AnyBatches, DocumentOf, ItemErrorOptions, Rebatched } from './types.js';
+import { resolveOnFailure } from '../deadletter/failurePolicy.js';
+import { type ChangeFailureOptions, perChange } from './internal/batchInternals.js';
+import type { AnyBatches, DocumentOf, Rebatched } from './types.js';
 
 /**
  * Maps every change inside each batch; the batch, its partition and its position stay as they are.
@@ -11,9 +11,9 @@ import type { AnyBatches, DocumentOf, ItemErrorOptions, Rebatched } from './type
  * batch is lost on its way to the checkpoint.
  *
  * Accepts a batch or an array of batches (what `bufferTime` gives) and emits the same shape. If `fn` throws
- * for a change, that is an item failure: with `onError: 'report'` (the default) the change is left out of
- * its batch and a `HandlerError` carrying the partition and the change is reported to the processor's
- * events stream; with `onError: 'throw'` the stream errors with it.
+ * for a change, that is an item failure handled by `onFailure` (see {@link OnFailure}): retried, then by
+ * default the partition halts before the change (nothing past it is checkpointed); `'skip'` leaves the change
+ * out and reports a `HandlerError` to the processor's events stream instead.
  *
  * @example
  * ```ts
@@ -26,14 +26,13 @@ import type { AnyBatches, DocumentOf, ItemErrorOptions, Rebatched } from './type
  * @see {@link filterChanges}, {@link eachChange}, {@link eachBatch}.
  *
  * @param fn Maps one change; receives the change and its index in the batch.
- * @param options `onError` (default `'report'`).
+ * @param options `onFailure` (default `'halt'`).
  * @returns An operator from batches (or arrays of batches) of `T` to the same shape of `R`.
  */
 export function mapChanges<B extends AnyBatches, R>(
   fn: (change: Change<DocumentOf<B>>, index: number) => Change<R>,
-  options?: ItemErrorOptions,
+  options?: ChangeFailureOptions<DocumentOf<B>>,
 ): OperatorFunction<B, Rebatched<B, R>> {
-  const onError = onErrorOption(options);
-  const mapOne = (batch: ChangeBatch<DocumentOf<B>>) => mapBatch('mapChanges', batch, fn, onError);
-  return map((value: B) => perBatch(value as BatchOrBatches<DocumentOf<B>>, mapOne) as Rebatched<B, R>);
+  const policy = resolveOnFailure(options);
+  return perChange('mapChanges', policy, fn) as unknown as OperatorFunction<B, Rebatched<B, R>>;
 }

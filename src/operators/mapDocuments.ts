@@ -1,8 +1,8 @@
-import { map, type OperatorFunction } from 'rxjs';
+import type { OperatorFunction } from 'rxjs';
 import type { Change } from '../core/Change.js';
-import type { BatchOrBatches, ChangeBatch } from '../core/ChangeBatch.js';
-import { mapBatch, onErrorOption, perBatch } from './internal/batchInternals.js';
-import type { AnyBatches, DocumentOf, ItemErrorOptions, Rebatched } from './types.js';
+import { resolveOnFailure } from '../deadletter/failurePolicy.js';
+import { type ChangeFailureOptions, perChange } from './internal/batchInternals.js';
+import type { AnyBatches, DocumentOf, Rebatched } from './types.js';
 
 /**
  * Maps the documents (current and previous images) of every change inside each batch.
@@ -11,9 +11,8 @@ import type { AnyBatches, DocumentOf, ItemErrorOptions, Rebatched } from './type
  * batch's position; deletes keep an `undefined` document.
  *
  * Accepts a batch or an array of batches and emits the same shape. If `fn` throws for a change, that is an
- * item failure: with `onError: 'report'` (the default) the change is left out of its batch and a
- * `HandlerError` carrying the partition and the change is reported to the processor's events stream; with
- * `onError: 'throw'` the stream errors with it.
+ * item failure handled by `onFailure` (see {@link OnFailure}): retried, then by default the partition halts
+ * before the change; `'skip'` leaves the change out and reports a `HandlerError` instead.
  *
  * @example
  * ```ts
@@ -28,20 +27,19 @@ import type { AnyBatches, DocumentOf, ItemErrorOptions, Rebatched } from './type
  *
  * @param fn Maps one document; also receives the change it belongs to. Called for the previous image too,
  *   when the feed mode gives one.
- * @param options `onError` (default `'report'`).
+ * @param options `onFailure` (default `'halt'`).
  * @returns An operator from batches (or arrays of batches) of `T` to the same shape of `R`.
  */
 export function mapDocuments<B extends AnyBatches, R>(
   fn: (document: DocumentOf<B>, change: Change<DocumentOf<B>>) => R,
-  options?: ItemErrorOptions,
+  options?: ChangeFailureOptions<DocumentOf<B>>,
 ): OperatorFunction<B, Rebatched<B, R>> {
-  const onError = onErrorOption(options);
+  const policy = resolveOnFailure(options);
   const mapChange = (change: Change<DocumentOf<B>>): Change<R> => {
     const mapped = { ...change, document: change.document === undefined ? undefined : fn(change.document, change) };
     // Only changes that carry a previous image get one: no `previous: undefined` keys appear out of nowhere.
     if (change.previous !== undefined) return { ...mapped, previous: fn(change.previous, change) };
     return mapped as Change<R>;
   };
-  const mapOne = (batch: ChangeBatch<DocumentOf<B>>) => mapBatch('mapDocuments', batch, mapChange, onError);
-  return map((value: B) => perBatch(value as BatchOrBatches<DocumentOf<B>>, mapOne) as Rebatched<B, R>);
+  return perChange('mapDocuments', policy, mapChange) as unknown as OperatorFunction<B, Rebatched<B, R>>;
 }

@@ -34,24 +34,8 @@ export type Rebatched<B, R> = B extends ChangeBatch<unknown> ? ChangeBatch<R> : 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type AnyBatches = BatchOrBatches<any>;
 
-/**
- * What an operator does when user code fails on one change (or one batch):
- *
- * - `'report'` (default): an item failure. The change is dropped from its batch (the batch itself travels
- *   on, so its position still reaches the checkpoint) and a `HandlerError` with the partition and the change
- *   goes to the processor's events stream, where it can be logged or dead-lettered;
- * - `'throw'`: a stream failure. The stream errors with that `HandlerError` and processing stops.
- */
-export type OnItemError = 'report' | 'throw';
-
-/** Options shared by the operators that run user code on changes. */
-export interface ItemErrorOptions {
-  /** What to do when user code throws for a change. Default `'report'`; see {@link OnItemError}. */
-  readonly onError?: OnItemError;
-}
-
 /** Options of the operators that run asynchronous work per batch. */
-export interface ConcurrencyOptions extends ItemErrorOptions {
+export interface ConcurrencyOptions {
   /**
    * How many partitions may have work in flight at once (batches of one partition always run one at a
    * time, in order). A positive integer or `Infinity`. Default `4`.

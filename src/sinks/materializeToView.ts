@@ -1,12 +1,15 @@
-import { defer, type OperatorFunction } from 'rxjs';
+import { defer, finalize, type OperatorFunction } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
-import { HandlerError, InvalidOptionsError } from '../errors/index.js';
+import { worthReporting } from '../core/errorEvent.js';
+import { attempt, type Failure, type FailurePolicy, type FailureOptions, giveUp, goesOn, isFenced, resolveOnFailure } from '../deadletter/failurePolicy.js';
+import { backoffMs, resolveRetryPolicy } from '../deadletter/RetryPolicy.js';
+import { classifyFailure, fencingError } from '../errors/classify.js';
+import { InvalidOptionsError, SinkError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
+import { sleep } from '../internal/wait.js';
 import type { AnyBatches, DocumentOf } from '../operators/types.js';
-import { type FailureOptions, giveUp, resolveOnFailure } from '../deadletter/failurePolicy.js';
 import type { ViewChange, ViewCommit, ViewMode, ViewStore, ViewWrite } from './ViewStore.js';
-import { ViewFencedError } from '../errors/ViewFencedError.js';
 import { writeInPartitionOrder } from './internal/writeInPartitionOrder.js';
 
 /** Options of {@link materializeToView}. */
@@ -27,70 +30,52 @@ export interface MaterializeToViewOptions<T, R> extends FailureOptions<T> {
   readonly concurrency?: number;
   /** Guard policy; see {@link ViewMode} for when to use which. Default `'guarded'`. */
   readonly mode?: ViewMode;
-  /**
-   * When `project`, `key` or `isDeleted` throws for a change: `'report'` (default) leaves the change out
-   * (its row keeps its previous version) and reports a `HandlerError` to the events stream; `'throw'`
-   * fails the stream with it.
-   */
-  readonly onError?: 'report' | 'throw';
 }
 
 const MODES: readonly ViewMode[] = ['guarded', 'exactlyOnce'];
 
-/** Checks the options shared by the sink operators; throws with a message saying what to fix. */
-export function checkSinkOptions(options: {
-  concurrency?: number;
-  mode?: ViewMode;
-  onError?: string;
-}): { concurrency: number; mode: ViewMode; onError: 'report' | 'throw' } {
-  const { concurrency = 4, mode = 'guarded', onError = 'report' } = options;
+/**
+ * How a sink waits out a store that is down: exponential from 100 ms, doubling, capped at 10 s, ±20 %
+ * jitter, without a limit on attempts (the lease is kept meanwhile). @internal
+ */
+export const SINK_RETRY = resolveRetryPolicy({ initialBackoffMs: 100, maxBackoffMs: 10_000, backoffFactor: 2, jitter: 0.2 });
+
+/** Checks the options shared by the sink operators; throws with a message saying what to fix. @internal */
+export function checkSinkOptions(options: { concurrency?: number; mode?: ViewMode }): { concurrency: number; mode: ViewMode } {
+  const { concurrency = 4, mode = 'guarded' } = options;
   if (!(concurrency === Infinity || (Number.isInteger(concurrency) && concurrency > 0))) {
     throw new InvalidOptionsError('concurrency', `must be a positive integer or Infinity (got ${String(concurrency)})`);
   }
   if (!MODES.includes(mode)) throw new InvalidOptionsError('mode', `must be 'guarded' or 'exactlyOnce' (got ${String(mode)})`);
-  if (onError !== 'report' && onError !== 'throw') {
-    throw new InvalidOptionsError('onError', `must be 'report' or 'throw' (got ${String(onError)})`);
-  }
-  return { concurrency, mode, onError };
+  return { concurrency, mode };
 }
 
-/**
- * Turns batches into one view write: a row (or a removal) per change, and each partition's last position
- * and highest epoch. Changes user code fails on are reported (or thrown) and left out.
- *
- * @internal
- */
-export function toViewWrite<T, R>(
-  batches: readonly ChangeBatch<T>[],
-  mode: ViewMode,
-  onError: 'report' | 'throw',
+/** The row change for `change` (user code: `key`, `isDeleted`, `project`); throws what they throw. @internal */
+export function viewChangeOf<T, R>(
+  change: Change<T>,
+  partition: string,
   project: (change: Change<T>) => R | null | undefined,
   key: (change: Change<T>) => string,
   isDeleted: ((change: Change<T>) => boolean) | undefined,
-  operator: string,
-  /** When given, a change user code fails on is handed here (and left out) instead of reported or thrown. */
-  failed?: (batch: ChangeBatch<T>, change: Change<T>, cause: unknown) => void,
-): ViewWrite<R> {
+): ViewChange<R> {
+  const k = key(change);
+  if (typeof k !== 'string' || k === '') throw new TypeError(`key must be a non-empty string (got ${String(k)})`);
+  const removed = change.operation === 'delete' || change.timeToLiveExpired === true || isDeleted?.(change) === true;
+  const row = removed ? undefined : (project(change) ?? undefined); // null removes too: a SQL row cannot hold it
+  return { key: k, row, lsn: change.lsn, timestampMs: change.timestampMs, partition };
+}
+
+/**
+ * Turns batches into one view write: the row change of each change `rows` holds (changes it lacks, given up
+ * on, are left out), and each partition's last position and highest epoch. @internal
+ */
+export function toViewWrite<T, R>(batches: readonly ChangeBatch<T>[], mode: ViewMode, rows: ReadonlyMap<Change<T>, ViewChange<R>>): ViewWrite<R> {
   const changes: ViewChange<R>[] = [];
   const commits = new Map<string, ViewCommit>();
   for (const batch of batches) {
     for (const change of batch.changes) {
-      try {
-        const k = key(change);
-        if (typeof k !== 'string' || k === '') throw new TypeError(`key must be a non-empty string (got ${String(k)})`);
-        const removed = change.operation === 'delete' || change.timeToLiveExpired === true || isDeleted?.(change) === true;
-        const row = removed ? undefined : (project(change) ?? undefined); // null removes too: a SQL row cannot hold it
-        changes.push({ key: k, row, lsn: change.lsn, timestampMs: change.timestampMs, partition: batch.partition });
-      } catch (cause) {
-        if (failed) {
-          failed(batch, change, cause);
-          continue;
-        }
-        const error = new HandlerError(batch.partition, change as Change<unknown>, cause);
-        if (onError === 'throw') throw error;
-        logger('view', { lease: batch.partition })('%s: %s (reported, change left out)', operator, error.message);
-        batch.origin?.tracker.reportError(error);
-      }
+      const row = rows.get(change);
+      if (row) changes.push(row);
     }
     const previous = commits.get(batch.partition);
     // The last LSN read, not the last left after filtering: a replayed batch a filter emptied is still a replay.
@@ -115,17 +100,23 @@ export function toViewWrite<T, R>(
  * expiries, soft deletes (`isDeleted`) and changes projected to `undefined` remove the row. Batches of one
  * partition are written one after the other, in order; up to `concurrency` partitions write at once.
  *
- * With `onFailure` (see {@link OnFailure}), a change that `project`, `key` or `isDeleted` throws for is
- * dead-lettered before the write (and left out of it), or halts its partition (its batches are left out of
- * the write, so an exactly-once view never records a position past the change). These are pure functions,
- * so they are not retried: the letter says `attempts: 1`. A failing view write is not an item failure.
+ * A change that `project`, `key` or `isDeleted` throws for is an item failure, handled by `onFailure` (see
+ * {@link OnFailure}) like in every operator: retried alone under `retry` (with its backoff), then by default
+ * (`'halt'`) its partition stops before it (its batches are left out of the write, so an exactly-once view
+ * never records a position past the change); `'skip'` leaves it out (its row keeps its previous version)
+ * and reports it; `{ deadLetter }` dead-letters it before the write; `'throw'` fails the stream.
  *
- * A write rejected with `ViewFencedError` (another host owns the partition now) is reported as an `error`
- * event, like a fenced checkpoint: that partition's batches are dropped (never emitted, so never
- * checkpointed; the new owner reads them again; their read credit is returned and this host's ownership of
- * the lease ends) and the rest of the value is written and emitted without them. Batches whose ownership
- * ended before their write started are dropped the same way, unwritten. Any other failed write errors the
- * stream (add `retry` around the pipeline to restart it).
+ * A failing view write is never an item failure. One rejected with `ViewFencedError` (another host owns the
+ * partition now) is reported as an `error` event of kind `fencing`: that partition's batches are dropped
+ * (never emitted, so never checkpointed; the new owner reads them again; their read credit is returned and
+ * this host's ownership of the lease ends) and the rest of the value is written and emitted without them.
+ * Batches whose ownership ended before or while their write waited are dropped the same way, unwritten. A
+ * write that fails in a way waiting can fix (connection refused, reset or dropped, a timeout, a
+ * serialization failure or deadlock, an admin shutdown, too many connections; see `classifyFailure`) is
+ * retried inside the sink with capped exponential backoff ({@link SINK_RETRY}: 100 ms doubling to 10 s)
+ * while the leases are kept, and reported as `error` events of kind `infrastructure` with the running
+ * `attempts` (at 1, 3, 10, 30, …). A write that cannot succeed by waiting (rejected credentials, a missing
+ * table, bad SQL) ends the stream with a {@link SinkError}.
  *
  * Every write raises the view's epoch for its partitions, so a deposed owner is fenced as soon as the new
  * one wrote anything, replays included. A guarded write left without changes is skipped, unless it carries
@@ -153,47 +144,29 @@ export function materializeToView<B extends AnyBatches, R>(
   if (typeof options?.project !== 'function') throw new InvalidOptionsError('project', 'give a function from a change to its row');
   if (options.key !== undefined && typeof options.key !== 'function') throw new InvalidOptionsError('key', 'give a function from a change to its row key');
   if (options.isDeleted !== undefined && typeof options.isDeleted !== 'function') throw new InvalidOptionsError('isDeleted', 'give a predicate on a change');
-  const { concurrency, mode, onError } = checkSinkOptions(options);
-  const policy = resolveOnFailure(options.onFailure);
+  const { concurrency, mode } = checkSinkOptions(options);
+  const policy = resolveOnFailure(options);
   const key = options.key ?? ((change: Change<DocumentOf<B>>) => change.id);
+  type T = DocumentOf<B>;
+  const rowOf = (change: Change<T>, batch: ChangeBatch<T>) => viewChangeOf(change, batch.partition, options.project, key, options.isDeleted);
   return (source) =>
     defer(() => {
       /** Highest epoch this subscription has written per partition: an empty guarded write above it still writes. */
       const written = new Map<string, number>();
+      /** Aborted when the subscriber leaves: a write waiting out an outage stops waiting. */
+      const left = new AbortController();
       return source.pipe(
         writeInPartitionOrder<B>(async (value, all) => {
           // Batches of an ownership that ended are not written: the next owner reads them again.
-          let batches = dropBatches(all as readonly ChangeBatch<DocumentOf<B>>[], (b) => b.origin?.tracker.signal.aborted === true);
-          /** Changes given up on (dead-lettered): left out of every later round. */
-          const settled = new Set<Change<DocumentOf<B>>>();
-          // Each round drops the partitions of one fencing rejection or failure policy, so this ends.
-          for (;;) {
+          let batches = dropBatches(all as readonly ChangeBatch<T>[], ended);
+          const rows = await rowsOf(policy, batches, rowOf);
+          // Halted (or fenced) batches left the pipeline already, and with them their partitions' later ones.
+          batches = batches.filter((b) => !rows.gone.has(b));
+          batches = dropBatches(batches, ended);
+          // Each round ends in a write, or drops the batches of a partition (fenced, or its ownership ended).
+          for (let failures = 0; ; ) {
             if (batches.length === 0) return undefined;
-            const failures = new Map<ChangeBatch<DocumentOf<B>>, { change: Change<DocumentOf<B>>; error: unknown; attempts: number }[]>();
-            const collect = policy
-              ? (batch: ChangeBatch<DocumentOf<B>>, change: Change<DocumentOf<B>>, error: unknown) => {
-                  if (settled.has(change)) return;
-                  const list = failures.get(batch) ?? [];
-                  list.push({ change, error, attempts: 1 });
-                  failures.set(batch, list);
-                }
-              : undefined;
-            const write = toViewWrite(batches, mode, onError, options.project, key, options.isDeleted, 'materializeToView', collect);
-            if (policy && failures.size > 0) {
-              // Dead letters are written before the view, so the checkpoint after it passes them only then.
-              const gone = new Set<ChangeBatch<DocumentOf<B>>>();
-              for (const [batch, list] of failures) {
-                const wrote = await giveUp(policy, 'materializeToView', batch, policy.deadLetter ? list : list.slice(0, 1), list[0]!);
-                if (wrote) for (const f of list) settled.add(f.change);
-                else gone.add(batch); // halted or dropped: handed back to its reader already
-              }
-              // A halt ends the partition's ownership: its later batches in this value are not written either.
-              batches = dropBatches(
-                batches.filter((b) => !gone.has(b)),
-                (b) => b.origin?.tracker.signal.aborted === true,
-              );
-              continue;
-            }
+            const write = toViewWrite(batches, mode, rows.rows);
             // Guarded views have nothing to do for empty writes, unless the epoch rises (fencing);
             // exactly-once views still move their positions.
             const raises = write.partitions.some((p) => p.epoch > (written.get(p.partition) ?? -Infinity));
@@ -204,21 +177,104 @@ export function materializeToView<B extends AnyBatches, R>(
               break;
             } catch (error) {
               const lease = write.partitions.map((p) => p.partition).join(',');
-              logger('view', { lease })('materializeToView: write to %s failed: %s', view.description, (error as Error).message);
-              if (!(error instanceof ViewFencedError)) throw error;
-              // Another host owns the partition now: its batches must not reach the checkpoint (the new owner
-              // reads them again); the other partitions of the value are written without them.
-              batches.find((b) => b.partition === error.leaseToken)?.origin?.tracker.reportError(error);
-              batches = dropBatches(batches, (b) => b.partition === error.leaseToken, error);
+              const log = logger('view', { lease });
+              const fence = fencingError(error);
+              if (fence) {
+                // Another host owns the partition now: its batches must not reach the checkpoint (the new owner
+                // reads them again); the other partitions of the value are written without them.
+                log('materializeToView: write to %s fenced: %s', view.description, fence.message);
+                batches.find((b) => b.partition === fence.leaseToken)?.origin?.tracker.reportError(fence);
+                batches = dropBatches(batches, (b) => b.partition === fence.leaseToken, fence);
+                continue;
+              }
+              if (classifyFailure(error) === 'permanent') {
+                log('materializeToView: write to %s failed for good: %s', view.description, (error as Error).message);
+                const fatal = new SinkError(view.description, error);
+                for (const tracker of new Set(batches.map((b) => b.origin?.tracker))) {
+                  tracker?.reportError(fatal);
+                  tracker?.fatal?.(fatal);
+                }
+                throw fatal;
+              }
+              failures++;
+              const err = error instanceof Error ? error : new Error(String(error));
+              log('materializeToView: write to %s failed (%d in a row), retrying: %s', view.description, failures, err.message);
+              if (worthReporting(failures)) {
+                const reported = new Error(`write to ${view.description} failed (${failures} in a row); retrying, leases kept: ${err.message}`, { cause: error });
+                for (const tracker of new Set(batches.map((b) => b.origin?.tracker))) tracker?.reportError(reported, failures);
+              }
+              // Waits, unless a partition's ownership ends meanwhile: its batches are then dropped at once.
+              const signals = batches.flatMap((b) => (b.origin ? [b.origin.tracker.signal] : []));
+              await sleep(backoffMs(SINK_RETRY, Math.min(failures, 30), policy.random), policy.scheduler, AbortSignal.any([left.signal, ...signals]));
+              if (left.signal.aborted) return undefined; // nothing is emitted any more; the next run reads them again
+              batches = dropBatches(batches, ended);
             }
           }
           if (batches.length === all.length) return value;
           return (Array.isArray(value) ? batches : undefined) as B | undefined;
         }, concurrency),
+        finalize(() => left.abort()),
       );
     });
 }
 
+/** True for a batch whose ownership ended (or whose partition halted). */
+function ended(batch: ChangeBatch<unknown>): boolean {
+  return batch.origin?.tracker.signal.aborted === true;
+}
+
+/**
+ * The row change of every change of `batches`, user code retried and given up on as `policy` says: `rows`
+ * holds the changes to write, `gone` the batches that left the pipeline (their partition halted, or
+ * fenced). Throws under `onFailure: 'throw'`.
+ */
+async function rowsOf<T, R>(
+  policy: FailurePolicy<T>,
+  batches: readonly ChangeBatch<T>[],
+  rowOf: (change: Change<T>, batch: ChangeBatch<T>) => ViewChange<R>,
+): Promise<{ rows: Map<Change<T>, ViewChange<R>>; gone: Set<ChangeBatch<T>> }> {
+  const rows = new Map<Change<T>, ViewChange<R>>();
+  const gone = new Set<ChangeBatch<T>>();
+  const failed = new Map<ChangeBatch<T>, Map<Change<T>, unknown>>();
+  for (const batch of batches) {
+    for (const change of batch.changes) {
+      try {
+        rows.set(change, rowOf(change, batch));
+      } catch (error) {
+        const list = failed.get(batch) ?? new Map<Change<T>, unknown>();
+        failed.set(batch, list.set(change, error));
+      }
+    }
+  }
+  for (const [batch, list] of failed) {
+    if (ended(batch)) continue; // a halt of an earlier batch of its partition: dropped below
+    const failures: Failure<T>[] = [];
+    let left = false;
+    for (const [change, first] of list) {
+      if (isFenced('materializeToView', batch, first)) {
+        gone.add(batch); // handed back to its reader already
+        left = true;
+        break;
+      }
+      // Attempt 1 is the throw already seen: the policy decides whether (and after which wait) to try again.
+      const outcome = await attempt(policy, batch, (n) => (n === 1 ? Promise.reject(first) : rowOf(change, batch)));
+      if (outcome === undefined) {
+        left = true; // ownership ended while waiting: dropped with the other ended batches
+        break;
+      }
+      if (outcome.ok) {
+        rows.set(change, outcome.value);
+        continue;
+      }
+      failures.push({ change, error: outcome.error, attempts: outcome.attempts });
+      if (!goesOn(policy)) break;
+    }
+    if (left) continue;
+    // Dead letters are written before the view, so the checkpoint after it passes them only then.
+    if (failures.length > 0 && !(await giveUp(policy, 'materializeToView', batch, failures, failures[0]!))) gone.add(batch);
+  }
+  return { rows, gone };
+}
 /**
  * Leaves out the batches `dropped` picks, handing each back to its reader (`tracker.drop`: its credit
  * returns; with a fencing `error`, the ownership ends). Returns the rest.

@@ -2,7 +2,7 @@ import type { OperatorFunction } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import { InvalidOptionsError } from '../errors/index.js';
 import type { AnyBatches, DocumentOf } from '../operators/types.js';
-import type { FailureOptions } from '../deadletter/failurePolicy.js';
+import { type FailureOptions, resolveOnFailure } from '../deadletter/failurePolicy.js';
 import type { ViewMode, ViewStore } from './ViewStore.js';
 import type { SearchDocument } from './PostgresSearchIndex.js';
 import { materializeToView } from './materializeToView.js';
@@ -22,15 +22,15 @@ export interface SyncToIndexOptions<T> extends FailureOptions<T> {
   readonly concurrency?: number;
   /** Guard policy, as for views; see {@link ViewMode}. Default `'guarded'`. */
   readonly mode?: ViewMode;
-  /** When `document`, `id` or `isDeleted` throws: `'report'` (default, leave the change out) or `'throw'`. */
-  readonly onError?: 'report' | 'throw';
 }
 
 /**
  * Keeps a full-text index in step with the feed: each batch (or array of batches) becomes one bulk
  * upsert/delete transaction, several changes of one id in it collapse to the last, and the batch is
  * re-emitted only after the index committed, so `checkpointEvery` after it checkpoints what is searchable.
- * Same ordering, concurrency, version guard and `onFailure` policy as {@link materializeToView}.
+ * Same ordering, concurrency, version guard, `onFailure` policy (default `'halt'`) and handling of an index
+ * that is down (retried inside the sink, leases kept; a {@link SinkError} only when waiting cannot help) as
+ * {@link materializeToView}.
  *
  * @example
  * ```ts
@@ -52,13 +52,14 @@ export function syncToIndex<B extends AnyBatches>(
     throw new InvalidOptionsError('document', 'give a function from a change to the SearchDocument to index ({ title?, text, data? })');
   }
   if (options.id !== undefined && typeof options.id !== 'function') throw new InvalidOptionsError('id', 'give a function from a change to its index id');
+  // Refuses the removed onError with what to write instead (materializeToView never sees it).
+  resolveOnFailure(options);
   return materializeToView<B, SearchDocument>(index, {
     project: options.document,
     key: options.id,
     isDeleted: options.isDeleted,
     concurrency: options.concurrency,
     mode: options.mode,
-    onError: options.onError,
     onFailure: options.onFailure,
   });
 }

@@ -196,7 +196,7 @@ describe('onFailure on eachBatch and materializeToView', () => {
     expect(new Set(done).size).toBe(19);
   });
 
-  it('materializeToView dead-letters a change its projection throws for, and writes the rest', async () => {
+  it('materializeToView retries a projection like every operator, then dead-letters the change and writes the rest', async () => {
     const { feed } = setup();
     const deadLetter = new MemoryDeadLetterStore<Doc>();
     const view = new MemoryViewStore<{ n: number }>();
@@ -206,7 +206,8 @@ describe('onFailure on eachBatch and materializeToView', () => {
     };
     subscriptions.push(feed.changes$.pipe(materializeToView(view, { project, onFailure: { deadLetter } }), checkpointEvery(1)).subscribe());
     await vi.advanceTimersByTimeAsync(3_000);
-    expect((await deadLetter.list()).map((l) => [l.documentId, l.attempts])).toEqual([['d5', 1]]);
+    // `retry` means the same everywhere: the default policy's 3 attempts, not one silent try.
+    expect((await deadLetter.list()).map((l) => [l.documentId, l.attempts])).toEqual([['d5', 3]]);
     expect(await view.rows()).toHaveLength(19);
   });
 });
@@ -236,7 +237,7 @@ describe('onFailure: halt on a view', () => {
 describe('onFailure, unit', () => {
   it('rejects a policy that says neither where to put letters nor to halt', () => {
     expect(() => eachChange(concatMap(async (c: Change<Doc>) => c), { onFailure: {} as OnFailure })).toThrow(InvalidOptionsError);
-    expect(() => eachChange(concatMap(async (c: Change<Doc>) => c), { onFailure: { deadLetter: new MemoryDeadLetterStore(), halt: true } as unknown as OnFailure })).toThrow(/not both/);
+    expect(() => eachChange(concatMap(async (c: Change<Doc>) => c), { onFailure: { deadLetter: new MemoryDeadLetterStore(), halt: true } as unknown as OnFailure })).toThrow(/not several/);
     expect(() => eachBatch(() => undefined, { onFailure: { retry: { attempts: 0 }, halt: true } })).toThrow(/onFailure\.retry\.attempts/);
   });
 

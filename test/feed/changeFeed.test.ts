@@ -299,7 +299,7 @@ describe('createChangeFeed', () => {
     await Promise.all([a.stop(), b.stop(), vi.advanceTimersByTimeAsync(10_000)]);
   });
 
-  it('a handler that throws on one change surfaces as an error event with the partition and the change', async () => {
+  it("a handler that throws on one change, under onFailure 'skip', surfaces as an error event with the partition and the change", async () => {
     const { source, feed, events } = setup(2);
     for (let i = 0; i < 20; i++) source.write({ id: `d${i}`, n: i });
     const poison = source.partitionFor('d7');
@@ -309,7 +309,7 @@ describe('createChangeFeed', () => {
         mapChanges((c) => {
           if (c.id === 'd7') throw new Error('cannot handle d7');
           return c;
-        }),
+        }, { onFailure: { retry: { attempts: 1 }, skip: true } }),
         checkpointEvery(1),
       )
       .subscribe((b) => (delivered += b.size));

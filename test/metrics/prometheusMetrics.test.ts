@@ -38,7 +38,7 @@ describe('prometheusMetrics', () => {
         mapChanges((c) => {
           if (c.document?.n === 7) throw new Error('poison');
           return c;
-        }),
+        }, { onFailure: { retry: { attempts: 1 }, skip: true } }),
         checkpointEvery({ count: 10, ms: 50 }),
       )
       .subscribe((b) => (seen += b.origin?.readCount ?? 0));

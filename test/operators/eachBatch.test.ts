@@ -107,19 +107,27 @@ describe('eachBatch', () => {
     expect(signal?.aborted).toBe(true);
   });
 
-  it('reports a batch whose work failed and lets it travel on', async () => {
+  it("with onFailure 'skip', reports the changes its work keeps failing on and lets the batch travel on without them", async () => {
     const tracker = recordingTracker('B');
     const failing = batch('B', [1, 2], { tracker, position: 'B9' });
     const cause = new Error('index down');
+    const seen: number[][] = [];
     const out = await lastValueFrom(
       from([a, failing]).pipe(
-        eachBatch((x) => (x === failing ? Promise.reject(cause) : Promise.resolve())),
+        eachBatch(
+          (x) => {
+            seen.push(x.changes.map((c) => c.document!.n));
+            return x.partition === 'B' && x.changes.some((c) => c.document?.n === 2) ? Promise.reject(cause) : Promise.resolve();
+          },
+          { onFailure: { retry: { attempts: 1 }, skip: true } },
+        ),
         toArray(),
       ),
     );
-    expect(out.map((x) => x.position)).toEqual(['A1', 'B9']);
-    expect(tracker.errors).toEqual([new HandlerError('B', undefined, cause)]);
-    expect((tracker.errors[0] as HandlerError).change).toBeUndefined();
+    expect(out.map((x) => [x.position, x.size])).toEqual([['A1', 1], ['B9', 1]]);
+    // The batch once, then each change alone: only change 2 is given up on.
+    expect(seen).toEqual([[1], [1, 2], [1], [2]]);
+    expect(tracker.errors).toEqual([new HandlerError('B', failing.changes[1], cause)]);
   });
 
   it('does not run batches whose ownership ended while they waited: they go back to the reader', async () => {
@@ -146,12 +154,12 @@ describe('eachBatch', () => {
     expect(tracker.dropped).toEqual([[1, undefined]]);
   });
 
-  it("fails the stream with a HandlerError when onError is 'throw'", () => {
-    scheduler.run(({ cold, expectObservable }) => {
-      const strict = eachBatch<ChangeBatch<Doc>>(() => { throw new Error('down'); }, { onError: 'throw' });
-      expectObservable(cold('-a-|', { a }).pipe(strict)).toBe(
-                            '-#', undefined, new HandlerError('A', undefined, new Error('down')));
-    });
+  it("fails the stream with a HandlerError under onFailure 'throw', and refuses the removed onError", async () => {
+    const strict = eachBatch<ChangeBatch<Doc>>(() => { throw new Error('down'); }, { onFailure: { retry: { retryable: () => false }, halt: true } });
+    // A hand-built batch has no reader to halt: halting fails the stream rather than skip the change.
+    expect(await lastValueFrom(from([a]).pipe(strict)).catch((e: unknown) => e)).toEqual(new HandlerError('A', a.changes[0], new Error('down')));
+    expect(() => eachBatch(work, { onError: 'throw' } as never)).toThrow(/onFailure: 'throw'/);
+    expect(() => eachBatch(work, { onError: 'report' } as never)).toThrow(/onFailure: 'skip'/);
   });
 
   it('types the batch from the stream and re-emits the same shape', () => {

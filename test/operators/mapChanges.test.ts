@@ -1,6 +1,6 @@
-import { map, type Observable } from 'rxjs';
+import { lastValueFrom, map, of, type Observable } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
-import { beforeEach, describe, expect, expectTypeOf, it } from 'vitest';
+import { beforeEach, describe, expect, expectTypeOf, it, vi } from 'vitest';
 import type { Change } from '../../src/core/Change.js';
 import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import { HandlerError, InvalidOptionsError } from '../../src/errors/index.js';
@@ -53,7 +53,7 @@ describe('mapChanges', () => {
     });
   });
 
-  it('reports a change its function throws for as an item failure and keeps the batch', () => {
+  it("with onFailure 'skip', reports a change its function throws for as an item failure and keeps the batch", async () => {
     const tracker = recordingTracker('p0');
     const input = batch('p0', [1, 2, 3], { tracker });
     const cause = new Error('bad document');
@@ -61,33 +61,36 @@ describe('mapChanges', () => {
       if (c.document?.n === 2) throw cause;
       return double(c);
     };
-    scheduler.run(({ cold, expectObservable }) => {
-      const source = cold('-a-|', { a: input });
-      expectObservable(source.pipe(mapChanges(picky))).toBe(
-                         '-x-|', { x: input.withChanges([double(input.changes[0]!), double(input.changes[2]!)]) });
-    });
+    const out = await lastValueFrom(of(input).pipe(mapChanges(picky, { onFailure: { retry: { attempts: 1 }, skip: true } })));
+    expect(out).toEqual(input.withChanges([double(input.changes[0]!), double(input.changes[2]!)]));
     expect(tracker.errors).toHaveLength(1);
     const error = tracker.errors[0] as HandlerError;
     expect(error).toBeInstanceOf(HandlerError);
     expect([error.partition, error.change, error.cause]).toEqual(['p0', input.changes[1], cause]);
   });
 
-  it("fails the stream with a HandlerError when onError is 'throw'", () => {
-    const tracker = recordingTracker('p0');
-    const input = batch('p0', [1, 2], { tracker });
-    const cause = new Error('strict');
-    scheduler.run(({ cold, expectObservable }) => {
-      const source = cold('-a-a-|', { a: input });
-      const mapped = source.pipe(mapChanges(() => { throw cause; }, { onError: 'throw' }));
-      expectObservable(mapped).toBe(
-                         '-#', undefined, new HandlerError('p0', input.changes[0], cause));
-    });
-    expect(tracker.errors).toEqual([]);
+  it("fails the stream with a HandlerError under onFailure 'throw', after the default retries", async () => {
+    vi.useFakeTimers();
+    try {
+      const tracker = recordingTracker('p0');
+      const input = batch('p0', [1, 2], { tracker });
+      const cause = new Error('strict');
+      let calls = 0;
+      const failed = lastValueFrom(of(input).pipe(mapChanges(() => { calls++; throw cause; }, { onFailure: 'throw' }))).catch((e: unknown) => e);
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(await failed).toEqual(new HandlerError('p0', input.changes[0], cause));
+      expect(calls).toBe(2 + 2); // both changes once in the batch pass, then the first one twice more (3 attempts)
+      expect(tracker.errors).toEqual([new HandlerError('p0', input.changes[0], cause)]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
-  it('rejects an unknown onError at construction', () => {
-    expect(() => mapChanges(double, { onError: 'ignore' as never })).toThrow(InvalidOptionsError);
-    expect(() => mapChanges(double, { onError: 'ignore' as never })).toThrow(/onError/);
+  it('refuses the removed onError, saying what to write instead', () => {
+    expect(() => mapChanges(double, { onError: 'report' } as never)).toThrow(InvalidOptionsError);
+    expect(() => mapChanges(double, { onError: 'report' } as never)).toThrow(/onFailure: 'skip'/);
+    expect(() => mapChanges(double, { onError: 'throw' } as never)).toThrow(/onFailure: 'throw'/);
+    expect(() => mapChanges(double, { onFailure: 'ignore' as never })).toThrow(/onFailure/);
   });
 
   it('infers document types from the stream, for batches and arrays of batches', () => {

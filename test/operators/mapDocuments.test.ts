@@ -1,6 +1,6 @@
-import { map, type Observable } from 'rxjs';
+import { lastValueFrom, map, of, type Observable } from 'rxjs';
 import { TestScheduler } from 'rxjs/testing';
-import { beforeEach, describe, expect, expectTypeOf, it } from 'vitest';
+import { beforeEach, describe, expect, expectTypeOf, it, vi } from 'vitest';
 import type { Change } from '../../src/core/Change.js';
 import { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import { HandlerError } from '../../src/errors/index.js';
@@ -56,31 +56,39 @@ describe('mapDocuments', () => {
     });
   });
 
-  it('reports a document its function throws for and drops that change only', () => {
+  it("with onFailure 'skip', reports a document its function throws for and drops that change only", async () => {
     const tracker = recordingTracker('p3');
     const input = batch('p3', [1, 2, 3], { tracker });
-    scheduler.run(({ cold, expectObservable }) => {
-      const source = cold('-a-|', { a: input });
-      const picky = mapDocuments((d: Doc) => {
+    const picky = mapDocuments(
+      (d: Doc) => {
         if (d.n === 3) throw new TypeError('no threes');
         return d.n;
-      });
-      expectObservable(source.pipe(picky)).toBe(
-                         '-x-|', { x: input.filter((c) => c.document?.n !== 3).mapDocuments((d) => d.n) });
-    });
+      },
+      { onFailure: { retry: { attempts: 1 }, skip: true } },
+    );
+    expect(await lastValueFrom(of(input).pipe(picky))).toEqual(input.filter((c) => c.document?.n !== 3).mapDocuments((d) => d.n));
     expect(tracker.errors.map((e) => [e.constructor, (e as HandlerError).partition, (e as HandlerError).change?.id])).toEqual([
       [HandlerError, 'p3', 'p3-3'],
     ]);
     expect(tracker.errors[0]?.message).toMatch(/no threes/);
   });
 
-  it("fails the stream when onError is 'throw'", () => {
+  it("fails the stream under onFailure 'throw'; a non-retryable error at once", async () => {
     const input = batch('p0', [1]);
-    scheduler.run(({ cold, expectObservable }) => {
-      const source = cold('-a-|', { a: input });
-      const strict = mapDocuments(() => { throw new Error('x'); }, { onError: 'throw' });
-      expectObservable(source.pipe(strict)).toBe(
-                         '-#', undefined, new HandlerError('p0', input.changes[0], new Error('x')));
-    });
+    const once = { retry: { retryable: () => false } } as const;
+    let calls = 0;
+    const strict = mapDocuments(() => { calls++; throw new Error('x'); }, { onFailure: { ...once, halt: true } });
+    // A batch built by hand has no reader to halt: halting fails the stream (the change is never skipped).
+    const failed = await lastValueFrom(of(input).pipe(strict)).catch((e: unknown) => e);
+    expect(failed).toEqual(new HandlerError('p0', input.changes[0], new Error('x')));
+    expect(calls).toBe(1);
+    vi.useFakeTimers();
+    try {
+      const thrown = lastValueFrom(of(input).pipe(mapDocuments(() => { throw new Error('x'); }, { onFailure: 'throw' }))).catch((e: unknown) => e);
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(await thrown).toEqual(new HandlerError('p0', input.changes[0], new Error('x')));
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

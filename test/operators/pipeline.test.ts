@@ -72,7 +72,7 @@ describe('operators on a running feed', () => {
     vi.useRealTimers();
   });
 
-  it('a mapChanges handler that throws surfaces as error events with the partition and the change; the checkpoint still reaches the end', async () => {
+  it("a mapChanges handler that throws, under onFailure 'skip', surfaces as error events with the partition and the change; the checkpoint still reaches the end", async () => {
     const { feed, events, caughtUp } = setup(3, 300);
     const poison = new Set(['d7', 'd150', 'd299']);
     const seen: string[] = [];
@@ -81,7 +81,7 @@ describe('operators on a running feed', () => {
         mapChanges((c) => {
           if (poison.has(c.id)) throw new Error(`cannot map ${c.id}`);
           return c;
-        }),
+        }, { onFailure: { retry: { attempts: 1 }, skip: true } }),
         checkpointEvery({ count: 50, ms: 1_000 }),
       )
       .subscribe((b) => seen.push(...asBatches(b).flatMap((x) => x.changes.map((c) => c.id))));

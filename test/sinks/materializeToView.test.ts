@@ -6,7 +6,7 @@ import type { BatchOrBatches } from '../../src/core/ChangeBatch.js';
 import type { FeedRange } from '../../src/core/Partition.js';
 import type { PartitionTracker } from '../../src/core/PartitionTracker.js';
 import { filterChanges } from '../../src/operators/filterChanges.js';
-import { HandlerError, InvalidOptionsError } from '../../src/errors/index.js';
+import { HandlerError, InvalidOptionsError, SinkError } from '../../src/errors/index.js';
 import { MemoryViewStore } from '../../src/sinks/MemoryViewStore.js';
 import { ViewFencedError } from '../../src/errors/ViewFencedError.js';
 import type { ViewStore, ViewWrite, ViewWriteResult } from '../../src/sinks/ViewStore.js';
@@ -241,7 +241,7 @@ describe('materializeToView', () => {
     expect((await view.rows()).map((r) => r.key)).toEqual(['order:o1']);
   });
 
-  it("reports a change user code fails on and leaves it out ('report', default)", async () => {
+  it("with onFailure 'skip', reports a change user code keeps failing on and leaves it out", async () => {
     const view = new MemoryViewStore<Row>();
     const t = tracker('p0');
     const b = batch('p0', [upsert('ok', 1), upsert('bad', -1), upsert('ok2', 2)], { tracker: t });
@@ -252,6 +252,7 @@ describe('materializeToView', () => {
             if (c.document!.total < 0) throw new Error('negative total');
             return project(c);
           },
+          onFailure: { retry: { attempts: 1 }, skip: true },
         }),
       ),
     );
@@ -264,7 +265,7 @@ describe('materializeToView', () => {
     expect(error.partition).toBe('p0');
   });
 
-  it("fails the stream with the HandlerError in 'throw' mode and writes nothing of the batch", async () => {
+  it("fails the stream with the HandlerError under onFailure 'throw' and writes nothing of the batch", async () => {
     const view = new MemoryViewStore<Row>();
     const b = batch('p0', [upsert('ok', 1), upsert('bad', 2)]);
     await expect(
@@ -273,12 +274,14 @@ describe('materializeToView', () => {
           materializeToView(view, {
             project,
             key: (c) => (c.id === 'bad' ? '' : c.id),
-            onError: 'throw',
+            onFailure: { retry: { retryable: () => false }, halt: true },
           }),
         ),
       ),
-    ).rejects.toBeInstanceOf(HandlerError);
+    ).rejects.toBeInstanceOf(HandlerError); // halting a batch with no reader fails the stream: never a skip
     expect(await view.rows()).toEqual([]);
+    expect(() => materializeToView(view, { project, onError: 'throw' } as never)).toThrow(/onFailure: 'throw'/);
+    expect(() => syncToIndex(view as never, { document: () => undefined, onError: 'report' } as never)).toThrow(/onFailure: 'skip'/);
   });
 
   it('drops and reports the batches of a partition another host owns now, writing the rest of the value', async () => {
@@ -360,12 +363,55 @@ describe('materializeToView', () => {
     expect((await view.get('total'))?.row.total).toBe(50);
   });
 
-  it('fails the stream when a write fails for another reason', async () => {
+  it('waits out a view that is down (retrying with capped backoff) and stops waiting when the subscriber leaves', async () => {
+    vi.useFakeTimers();
+    try {
+      const view = new MemoryViewStore<Row>();
+      const write = view.write.bind(view);
+      let down = true;
+      let calls = 0;
+      view.write = async (w) => {
+        calls++;
+        if (down) throw Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
+        return write(w);
+      };
+      const t = tracker('p0');
+      const out: unknown[] = [];
+      const subscription = of(batch('p0', [upsert('o', 1)], { tracker: t })).pipe(materializeToView(view, { project })).subscribe((b) => out.push(b));
+      await vi.advanceTimersByTimeAsync(60_000);
+      // 100 ms doubling, capped at 10 s: about 11 attempts in a minute, reported at 1, 3 and 10.
+      expect(calls).toBeGreaterThan(8);
+      expect(calls).toBeLessThan(14);
+      expect(t.reportError.mock.calls.map((c) => c[1])).toEqual([1, 3, 10]);
+      down = false;
+      await vi.advanceTimersByTimeAsync(10_000);
+      expect(out).toHaveLength(1);
+      expect((await view.get('o'))?.row.total).toBe(1);
+      subscription.unsubscribe();
+
+      down = true;
+      const before = calls;
+      const left = of(batch('p0', [upsert('o', 2)])).pipe(materializeToView(view, { project })).subscribe();
+      await vi.advanceTimersByTimeAsync(1_000);
+      left.unsubscribe();
+      const atUnsubscribe = calls;
+      expect(atUnsubscribe).toBeGreaterThan(before);
+      await vi.advanceTimersByTimeAsync(60_000);
+      expect(calls).toBe(atUnsubscribe);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('ends the stream with a SinkError when a write fails in a way waiting cannot fix', async () => {
     const view = new MemoryViewStore<Row>();
     view.write = async () => {
-      throw new Error('disk full');
+      throw Object.assign(new Error('relation "orders" does not exist'), { code: '42P01' });
     };
-    await expect(lastValueFrom(of(batch('p0', [upsert('o', 1)])).pipe(materializeToView(view, { project })))).rejects.toThrow('disk full');
+    const error = await lastValueFrom(of(batch('p0', [upsert('o', 1)])).pipe(materializeToView(view, { project }))).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(SinkError);
+    expect(error).toMatchObject({ code: '42P01', sink: view.description });
+    expect((error as Error).message).toMatch(/does not exist/);
   });
 
   it('skips empty guarded writes unless they raise the epoch, but moves exactly-once positions for empty batches', async () => {
@@ -409,7 +455,8 @@ describe('materializeToView', () => {
     expect(() => materializeToView(view, { project, mode: 'sometimes' as 'guarded' })).toThrow(/mode/);
     expect(() => materializeToView(view, { project: undefined as unknown as typeof project })).toThrow(/project/);
     expect(() => materializeToView(undefined as unknown as ViewStore<Row>, { project })).toThrow(/view/);
-    expect(() => materializeToView(view, { project, onError: 'ignore' as 'report' })).toThrow(/onError/);
+    expect(() => materializeToView(view, { project, onError: 'ignore' } as never)).toThrow(/onError/);
+    expect(() => materializeToView(view, { project, onFailure: 'ignore' as never })).toThrow(/onFailure/);
   });
 
   it('infers the document type from the stream', async () => {

@@ -1,101 +1,106 @@
+import type { OperatorFunction } from 'rxjs';
 import type { Change } from '../../core/Change.js';
-import { ChangeBatch, type BatchOrBatches } from '../../core/ChangeBatch.js';
-import { HandlerError, InvalidOptionsError } from '../../errors/index.js';
-import { logger } from '../../internal/log.js';
-import { checkConcurrency } from './perPartitionInternals.js';
-import type { ConcurrencyOptions, ItemErrorOptions, OnItemError } from '../types.js';
+import { type BatchOrBatches, ChangeBatch } from '../../core/ChangeBatch.js';
+import { attempt, dropped, type Failure, type FailureOptions, type FailurePolicy, giveUp, goesOn, isFenced } from '../../deadletter/failurePolicy.js';
+import { checkConcurrency, DROPPED, mapPerPartition } from './perPartitionInternals.js';
+import type { ConcurrencyOptions } from '../types.js';
 
 /** Default number of partitions with work in flight at once. */
 export const DEFAULT_CONCURRENCY = 4;
 
-/** Reads and validates `onError`; throws at construction with a message that says what to fix. */
-export function onErrorOption(options: ItemErrorOptions | undefined): OnItemError {
-  const mode = options?.onError ?? 'report';
-  if (mode !== 'report' && mode !== 'throw') {
-    throw new InvalidOptionsError('onError', `must be 'report' or 'throw' (got ${String(mode)})`);
-  }
-  return mode;
-}
+/**
+ * Options of the operators that run a synchronous function per change (`mapChanges`, `mapDocuments`,
+ * `filterChanges`): `onFailure`, default `'halt'`; see {@link OnFailure}.
+ */
+export type ChangeFailureOptions<T = unknown> = FailureOptions<T>;
 
-/** Reads and validates `concurrency`: a positive integer or Infinity. */
+/** Reads and validates `concurrency`: a positive integer or Infinity. @internal */
 export function concurrencyOption(options: ConcurrencyOptions | undefined): number {
   return checkConcurrency(options?.concurrency ?? DEFAULT_CONCURRENCY);
 }
 
+/** What a per-change step gives for a change it leaves out of the batch (a filter's "no"). @internal */
+export const LEFT_OUT: unique symbol = Symbol('rxfeed.leftOut');
+
+/** A synchronous function of one change: its replacement, or {@link LEFT_OUT}. @internal */
+export type ChangeStep<T, R> = (change: Change<T>, index: number) => Change<R> | typeof LEFT_OUT;
+
 /**
- * Handles user code failing on `change` (or on the whole batch when `change` is undefined): in `'report'`
- * mode the failure goes to the batch's reader (and from there to the events stream) and the caller carries
- * on without the change; in `'throw'` mode the `HandlerError` is thrown for the stream to fail with.
+ * Applies `step` to every change of each batch (or array of batches), keeping the shape. The common path
+ * is synchronous and allocation-light (a batch that loses and changes nothing is passed on as is). A change
+ * `step` throws for is retried alone under `policy` (with its backoff; the throw was attempt 1), then
+ * skipped, dead-lettered, halts its partition or fails the stream, as the policy says; a fencing error
+ * drops the batch (ownership ended). Batches of one partition stay in order. @internal
  */
-export function itemFailed(
-  operator: string,
-  batch: ChangeBatch<unknown>,
-  change: Change<unknown> | undefined,
-  cause: unknown,
-  mode: OnItemError,
-): void {
-  // Never wrap twice: a HandlerError thrown from a nested rxfeed operator already names its change.
-  const error = cause instanceof HandlerError ? cause : new HandlerError(batch.partition, change, cause);
-  const log = logger('operators', { lease: batch.partition });
-  if (mode === 'throw') {
-    log('%s: %s (onError: throw, failing the stream)', operator, error.message);
-    throw error;
-  }
-  const tracker = batch.origin?.tracker;
-  log('%s: %s (reported%s)', operator, error.message, tracker ? '' : '; batch has no reader, so only logged');
-  tracker?.reportError(error);
+export function perChange<T, R>(operator: string, policy: FailurePolicy<T>, step: ChangeStep<T, R>): OperatorFunction<BatchOrBatches<T>, BatchOrBatches<R>> {
+  const project = (batch: ChangeBatch<T>) => applyStep(operator, policy, batch, step);
+  return mapPerPartition(project, Infinity);
 }
 
-/** Maps the changes of one batch, leaving out (and reporting) those `fn` throws for. */
-export function mapBatch<T, R>(
+function applyStep<T, R>(
   operator: string,
+  policy: FailurePolicy<T>,
   batch: ChangeBatch<T>,
-  fn: (change: Change<T>, index: number) => Change<R>,
-  onError: OnItemError,
-): ChangeBatch<R> {
+  step: ChangeStep<T, R>,
+): ChangeBatch<R> | Promise<ChangeBatch<R> | typeof DROPPED> {
   const source = batch.changes;
-  const mapped: Change<R>[] = new Array(source.length);
-  let kept = 0;
+  const out: (Change<R> | typeof LEFT_OUT)[] = new Array(source.length);
+  let failed: Map<number, unknown> | undefined;
+  let same = true;
+  let leftOut = 0;
   for (let i = 0; i < source.length; i++) {
-    const change = source[i] as Change<T>;
     try {
-      mapped[kept] = fn(change, i);
-      kept++;
+      const result = step(source[i] as Change<T>, i);
+      out[i] = result;
+      if (result !== (source[i] as unknown)) {
+        same = false;
+        if (result === LEFT_OUT) leftOut++;
+      }
     } catch (error) {
-      itemFailed(operator, batch, change, error, onError);
+      (failed ??= new Map()).set(i, error);
+      out[i] = LEFT_OUT;
     }
   }
-  if (kept < source.length) mapped.length = kept;
-  return batch.withChanges(mapped);
-}
-
-/** Keeps the changes of one batch that pass `predicate`; one it throws for is left out (and reported). */
-export function filterBatch<T>(
-  batch: ChangeBatch<T>,
-  predicate: (change: Change<T>, index: number) => boolean,
-  onError: OnItemError,
-): ChangeBatch<T> {
-  const source = batch.changes;
-  const kept: Change<T>[] = [];
-  for (let i = 0; i < source.length; i++) {
-    const change = source[i] as Change<T>;
-    let keep: boolean;
-    try {
-      keep = predicate(change, i);
-    } catch (error) {
-      itemFailed('filterChanges', batch, change, error, onError);
-      keep = false;
-    }
-    if (keep) kept.push(change);
+  if (!failed) {
+    if (same) return batch as unknown as ChangeBatch<R>;
+    return batch.withChanges(leftOut === 0 ? (out as Change<R>[]) : kept(out));
   }
-  // Nothing left out: the batch itself is the answer (no allocation on the common path).
-  return kept.length === source.length ? batch : batch.withChanges(kept);
+  return settle(operator, policy, batch, step, out, failed);
 }
 
-/** Applies `fn` to a batch, or to each batch of an array, keeping the shape. */
-export function perBatch<T, R>(
-  value: BatchOrBatches<T>,
-  fn: (batch: ChangeBatch<T>) => ChangeBatch<R>,
-): ChangeBatch<R> | ChangeBatch<R>[] {
+/** Retries the changes `step` threw for, then applies the policy to those it still fails on. */
+async function settle<T, R>(
+  operator: string,
+  policy: FailurePolicy<T>,
+  batch: ChangeBatch<T>,
+  step: ChangeStep<T, R>,
+  out: (Change<R> | typeof LEFT_OUT)[],
+  failed: ReadonlyMap<number, unknown>,
+): Promise<ChangeBatch<R> | typeof DROPPED> {
+  const failures: Failure<T>[] = [];
+  for (const [i, first] of failed) {
+    const change = batch.changes[i] as Change<T>;
+    if (isFenced(operator, batch, first)) return DROPPED;
+    // Attempt 1 is the throw already seen: the policy decides whether (and after which wait) to try again.
+    const outcome = await attempt(policy, batch, (n) => (n === 1 ? Promise.reject(first) : step(change, i)));
+    if (outcome === undefined) return (dropped(batch), DROPPED);
+    if (outcome.ok) {
+      out[i] = outcome.value;
+      continue;
+    }
+    if (isFenced(operator, batch, outcome.error)) return DROPPED;
+    failures.push({ change, error: outcome.error, attempts: outcome.attempts });
+    if (!goesOn(policy)) break; // halting or throwing: what follows does not matter
+  }
+  if (failures.length === 0) return batch.withChanges(kept(out));
+  return (await giveUp(policy, operator, batch, failures, failures[0]!)) ? batch.withChanges(kept(out)) : DROPPED;
+}
+
+function kept<R>(out: readonly (Change<R> | typeof LEFT_OUT)[]): Change<R>[] {
+  return out.filter((c): c is Change<R> => c !== LEFT_OUT);
+}
+
+/** Applies `fn` to a batch, or to each batch of an array, keeping the shape. @internal */
+export function perBatch<T, R>(value: BatchOrBatches<T>, fn: (batch: ChangeBatch<T>) => ChangeBatch<R>): ChangeBatch<R> | ChangeBatch<R>[] {
   return value instanceof ChangeBatch ? fn(value) : value.map(fn);
 }

@@ -32,8 +32,14 @@ export type BatchWork<T> = (batch: ChangeBatch<T>, signal: AbortSignal) => Obser
  */
 export const DROPPED: unique symbol = Symbol('rxfeed.dropped');
 
-/** Work that turns one batch into another (its last emitted value is the result), or {@link DROPPED}. */
-export type BatchProjection<T, R> = (batch: ChangeBatch<T>, signal: AbortSignal) => ObservableInput<ChangeBatch<R> | typeof DROPPED>;
+/**
+ * Work that turns one batch into another (its last emitted value is the result), or {@link DROPPED}; work
+ * done synchronously may return the result itself.
+ */
+export type BatchProjection<T, R> = (
+  batch: ChangeBatch<T>,
+  signal: AbortSignal,
+) => ObservableInput<ChangeBatch<R> | typeof DROPPED> | ChangeBatch<R> | typeof DROPPED;
 
 /** Checks a `concurrency` value: a positive integer or Infinity. */
 export function checkConcurrency(concurrency: number, option = 'concurrency'): number {
@@ -154,34 +160,45 @@ export function mapPerPartition<T, R>(
         const batch = job.unit.batches[job.index] as ChangeBatch<T>;
         let result: ChangeBatch<R> | typeof DROPPED | undefined;
         let finished = false;
+        const done = (): void => {
+          finished = true;
+          running.delete(partition);
+          if (result === undefined) {
+            subscriber.error(new Error(`rxfeed: work for a batch of partition ${partition} produced no batch`));
+            return;
+          }
+          job.unit.results[job.index] = result;
+          if (result === DROPPED) job.unit.dropped = true;
+          job.unit.remaining--;
+          if (waiting.has(partition)) ready.push(partition);
+          flush();
+          pump();
+        };
         // A batch whose ownership ended while it waited is not run: the next owner reads it again, so running
         // it here would only do its work twice. It goes back to its reader (credit returned, not checkpointed).
         const origin = batch.origin;
-        const work = origin?.tracker.signal.aborted
-          ? defer(() => {
-              origin.tracker.drop(origin.sequence);
-              return of(DROPPED);
-            })
-          : defer(() => from(project(batch, abort.signal)));
-        const subscription = work.subscribe({
+        if (origin?.tracker.signal.aborted) {
+          origin.tracker.drop(origin.sequence);
+          result = DROPPED;
+          return done();
+        }
+        let produced: ReturnType<BatchProjection<T, R>>;
+        try {
+          produced = project(batch, abort.signal);
+        } catch (error) {
+          return subscriber.error(error);
+        }
+        // Synchronous work (a map, a filter) gives its batch directly: no Observable per batch.
+        if (produced === DROPPED || produced instanceof ChangeBatch) {
+          result = produced;
+          return done();
+        }
+        const subscription = from(produced).subscribe({
           next: (value) => {
             result = value;
           },
           error: (error: unknown) => subscriber.error(error),
-          complete: () => {
-            finished = true;
-            running.delete(partition);
-            if (result === undefined) {
-              subscriber.error(new Error(`rxfeed: work for a batch of partition ${partition} produced no batch`));
-              return;
-            }
-            job.unit.results[job.index] = result;
-            if (result === DROPPED) job.unit.dropped = true;
-            job.unit.remaining--;
-            if (waiting.has(partition)) ready.push(partition);
-            flush();
-            pump();
-          },
+          complete: done,
         });
         // Work that finished synchronously has already cleaned up after itself.
         if (!finished && !subscription.closed) running.set(partition, subscription);

@@ -1,4 +1,5 @@
 import { RxfeedError } from '../../errors/index.js';
+import { logger } from '../../internal/log.js';
 
 /** Result of one statement, the same for pg and PGlite. */
 export interface SqlResult<Row> {
@@ -67,6 +68,8 @@ export interface PgPoolLike {
   end(): Promise<void>;
   /** Connections open in the pool. */
   readonly totalCount: number;
+  /** pg pools emit `error` when an idle connection dies; rxfeed listens on the pools it creates. */
+  on?(event: 'error', listener: (error: Error) => void): unknown;
 }
 
 /** A client checked out of a `pg` pool. */
@@ -77,6 +80,10 @@ export interface PgPoolClientLike {
   query(query: PgNamedQuery): Promise<PgQueryResultLike>;
   /** Returns the client to the pool (an error, or `true`, discards it). */
   release(err?: Error | boolean): void;
+  /** A checked-out client emits `error` when its connection dies between statements. */
+  on?(event: 'error', listener: (error: Error) => void): unknown;
+  /** Removes an `error` listener. */
+  off?(event: 'error', listener: (error: Error) => void): unknown;
 }
 
 /** The part of a connected `pg` `Client` rxfeed uses. */
@@ -134,6 +141,18 @@ export function pgPoolRunner(pool: PgPoolLike, description: string, ownsPool: bo
     },
     async transaction<T>(fn: (session: SqlSession) => Promise<T>): Promise<T> {
       const client = await pool.connect();
+      // A connection that dies between two statements emits `error` on the checked-out client (an unhandled
+      // `error` event ends the process); the next statement then rejects, which is what the caller sees.
+      let broken: Error | undefined;
+      const onError = (error: Error) => {
+        broken = error;
+        logger('sql')('%s: connection of a transaction failed: %s', description, error.message);
+      };
+      client.on?.('error', onError);
+      const release = (error?: Error) => {
+        client.off?.('error', onError);
+        client.release(error ?? broken);
+      };
       const session: SqlSession = {
         query: async <Row>(text: string, params?: readonly unknown[], name?: string) =>
           pgResult<Row>(await pgQuery(client, text, params, prepare ? name : undefined)),
@@ -142,15 +161,15 @@ export function pgPoolRunner(pool: PgPoolLike, description: string, ownsPool: bo
         await client.query('BEGIN');
         const value = await fn(session);
         await client.query('COMMIT');
-        client.release();
+        release();
         return value;
       } catch (error) {
         try {
           await client.query('ROLLBACK');
-          client.release();
+          release();
         } catch (rollbackError) {
           // The connection is unusable: drop it from the pool instead of handing it out again.
-          client.release(rollbackError as Error);
+          release(rollbackError as Error);
         }
         throw error;
       }
@@ -242,7 +261,11 @@ export async function pgRunner(connection: PostgresConnection, description: stri
     };
     const Pool = mod.default?.Pool ?? mod.Pool;
     if (!Pool) throw new Error('the installed pg package has no Pool export');
-    return pgPoolRunner(new Pool({ connectionString: connection, max: poolMax }), description, true, prepare);
+    const pool = new Pool({ connectionString: connection, max: poolMax });
+    // An idle connection closed by the server (restart, failover, a proxy's idle timeout) is reported here;
+    // without a listener Node ends the process. The pool drops that connection and opens a new one on demand.
+    pool.on?.('error', (error) => logger('sql')('%s: idle connection closed: %s', description, error.message));
+    return pgPoolRunner(pool, description, true, prepare);
   }
   if (isPgPool(connection)) return pgPoolRunner(connection, description, false, prepare);
   // A PGlite instance also looks like a client (it has `query`), but reports row counts differently.

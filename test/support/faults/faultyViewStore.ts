@@ -5,9 +5,11 @@ import { type FaultEnv, type FaultPlan } from './plan.js';
  * Faults of a view store's `write` (key: the write's partitions, comma-separated):
  * - `failure`: nothing written, the write rejects with an `Error`;
  * - `slow`: the write lands after `ms` (default 1 000);
- * - `lostReply`: the write lands, then the call rejects (the reply was lost).
+ * - `lostReply`: the write lands, then the call rejects (the reply was lost);
+ * - `unavailable`: nothing written, the write rejects as a database that is down does (`ECONNREFUSED`);
+ * - `rejected`: nothing written, the write rejects in a way no wait can fix (SQLSTATE `42P01`, a missing table).
  */
-export type ViewFaultKind = 'failure' | 'slow' | 'lostReply';
+export type ViewFaultKind = 'failure' | 'slow' | 'lostReply' | 'unavailable' | 'rejected';
 
 /** A fault plan of a view store: rules for `write`. */
 export type ViewFaultPlan = FaultPlan<'write', ViewFaultKind>;
@@ -38,6 +40,10 @@ export function faultyViewStore<R>(view: ViewStore<R>, plan: ViewFaultPlan, env:
         case 'lostReply':
           await view.write(write);
           throw new Error('view write reply lost (injected)');
+        case 'unavailable':
+          throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432 (injected)'), { code: 'ECONNREFUSED' });
+        case 'rejected':
+          throw Object.assign(new Error('relation "view" does not exist (injected)'), { code: '42P01' });
       }
     },
     get: (key) => view.get(key),
