@@ -7,10 +7,10 @@ import { InvalidOptionsError, LeaseLostError } from '../errors/index.js';
 import { sleep } from '../internal/wait.js';
 import { logger } from '../internal/log.js';
 import type { Logger } from '../internal/log.js';
-import { HANDOFF_AT, HANDOFF_TO, planBalance, withoutSignals } from './balancing.js';
+import { HANDOFF_AT, HANDOFF_TO, isUntaken, planBalance, withoutSignals } from './balancing.js';
 import { LOAD_PROPERTY, planLoadBalance } from './loadBalancing.js';
-import { bootstrapLeases } from './coordinator/bootstrap.js';
-import { announceRelease, askForLease, handBack, onlyNoticeChanged, releaseNotice, withoutNotice } from './coordinator/handover.js';
+import { bootstrapLeases, type BootstrapResult } from './coordinator/bootstrap.js';
+import { announceRelease, askForLease, handBack, onlyNoticeChanged, releaseNotice, withoutNotice, withoutRequest } from './coordinator/handover.js';
 import { namingOf, type LeaseNaming } from './coordinator/leaseDocuments.js';
 import { listProcessorLeases } from './leaseNaming.js';
 import { NameGuard, type SharedName } from './coordinator/NameGuard.js';
@@ -96,6 +96,8 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   #handoverLookMs = 0;
   /** Phase of the next lease's first renewal, as a fraction of the renew interval. */
   #renewPhase = 0;
+  /** Leases this host asked for: one may be handed to it when it stops, before it took it. */
+  readonly #askedFor = new Set<string>();
   /** Voluntary closes and split replacements in progress. */
   readonly #pending = new Set<Promise<unknown>>();
 
@@ -132,7 +134,8 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       for (const owned of this.#owned.values()) subscriber.next(owned);
       if (!this.#started) {
         this.#started = true;
-        void this.#start();
+        // Tracked: stop() waits for a bootstrap in flight, so leases it creates as this host's are released.
+        this.#track(this.#start());
       }
       return () => {
         inner.unsubscribe();
@@ -152,7 +155,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       this.#scanTimer?.unsubscribe();
       await this.#scanning;
       await Promise.all([...this.#owned.values()].map((owned) => this.#close(owned, 'Shutdown')));
-      if (this.#releasedOnStop > 0 && !this.#failedFatally) await this.#announceRelease();
+      if (!this.#failedFatally) await this.#afterRelease();
       while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
       this.#log('stopped');
       this.#acquired.complete();
@@ -172,33 +175,34 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     // create the leases, and every host needs them (with parents) for the leases it will own.
     const partitions = this.#refreshPartitions();
     partitions.catch(() => undefined); // awaited below, or by the bootstrap
-    let created: readonly Lease[] | undefined;
-    const sentAt = this.#scheduler.now();
+    let bootstrap: BootstrapResult;
     try {
-      ({ created } = await bootstrapLeases({
+      bootstrap = await bootstrapLeases({
         store: this.#store,
         naming: this.#naming,
         expirationMs: this.#t.expirationMs,
         retryMs: Math.min(1000, this.#t.acquireMs),
         listPartitions: () => partitions,
         claim: this.#maxLeases > 0 ? this.#maxLeases : Infinity,
+        clock: () => this.#scheduler.now(),
         stopped: () => this.#stopped,
         delay: (ms) => this.#delay(ms),
         log: this.#log,
         warn: (message) => this.#events.next({ type: 'stall', owner: this.owner, message }),
         background: (work) => this.#track(work.catch((error: unknown) => this.#fatal(error) || this.#failures.failed('bootstrap', error))),
-      }));
+      });
       this.#failures.succeeded('bootstrap');
     } catch (error) {
       if (this.#fatal(error)) return;
       this.#failures.failed('bootstrap', error);
-      if (!this.#stopped) this.#scanTimer = this.#scheduler.schedule(() => void this.#start(), this.#t.acquireMs);
+      if (!this.#stopped) this.#scanTimer = this.#scheduler.schedule(() => this.#track(this.#start()), this.#t.acquireMs);
       return;
     }
     await partitions.catch((error: unknown) => this.#fatal(error) || this.#failures.failed('partitions', error));
-    for (const lease of created ?? []) if (lease.owner === this.owner) this.#track(this.#own(lease, sentAt));
+    // Owned (or, after a stop() meanwhile, released) from when their creates were sent.
+    for (const lease of bootstrap.created) if (lease.owner === this.owner) this.#track(this.#own(lease, bootstrap.sentAt));
     // Leases this host just created are all there are: the first round starts on them without a listing.
-    this.#scanSoon(0, created);
+    this.#scanSoon(0, bootstrap.complete ? bootstrap.created : undefined);
   }
 
   async #refreshPartitions(): Promise<readonly Partition[]> {
@@ -254,7 +258,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     this.#reconcile(leases);
 
     const now = this.#now();
-    const shared = this.#names.review(leases, now);
+    const shared = this.#names.review(leases, this.#owned, now);
     if (shared) this.#reportSharedName(shared);
     const plan = (this.#balanceBy === 'load' ? planLoadBalance : planBalance)(this.#names.balanced(leases, this.#owned, now), this.owner, now, {
       expirationMs: this.#t.expirationMs,
@@ -333,9 +337,9 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
 
   /** Another live process uses this host's name: reported once, with what to fix. */
   #reportSharedName(shared: SharedName): void {
+    const how = shared.heldEpoch > 0 ? `took lease ${shared.leaseToken} (epoch ${shared.epoch}) while this one held it (epoch ${shared.heldEpoch})` : `holds lease ${shared.leaseToken} (epoch ${shared.epoch})`;
     const problem =
-      `another live processor uses instanceName '${this.owner}' with lease prefix '${this.#naming.prefix}': it took lease ` +
-      `${shared.leaseToken} (epoch ${shared.epoch}) while this one held it (epoch ${shared.heldEpoch}) and keeps renewing it. ` +
+      `another live processor uses instanceName '${this.owner}' with lease prefix '${this.#naming.prefix}': it ${how} and keeps renewing it. ` +
       'Give every process its own instanceName (e.g. host name and process id); until then this one leaves the leases ' +
       'under that name that it does not hold to the other, until they expire.';
     this.#log('%s', problem);
@@ -367,6 +371,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     }
     try {
       if (await askForLease(this.#store, lease, this.owner, this.#now())) {
+        this.#askedFor.add(lease.id);
         this.#balancerLog('asked %s to hand over lease %s', lease.owner, lease.leaseToken);
       }
     } catch (error) {
@@ -643,21 +648,51 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   }
 
   /**
-   * After a shutdown released leases to nobody: tells the live hosts (a notice in a few of their leases,
+   * After a shutdown released what it held: settles the leases this host asked for. One handed to it that
+   * it has not taken yet (nobody reads it, see `isUntaken`) is released; a request not answered yet is
+   * withdrawn, so its owner does not hand the lease to a stopped host. Either would otherwise wait for an
+   * expiration. Then, if it released any to nobody, tells the live hosts (a notice in a few of their leases,
    * which they meet at their next write), so one of them takes the leases within about a checkpoint or a
-   * renewal instead of at its next round. Best effort: without it, the next rounds find the leases.
+   * renewal instead of at its next round. Best effort and bounded: without it, the next rounds find the leases.
    */
-  async #announceRelease(): Promise<void> {
-    const announce = async () => {
+  async #afterRelease(): Promise<void> {
+    const finish = async () => {
+      await Promise.all([...this.#askedFor].filter((id) => !this.#owned.has(id)).map((id) => this.#settleAsked(id)));
+      if (this.#releasedOnStop === 0) return;
       const { leases } = await listProcessorLeases(this.#store, this.#naming);
       const notices = await announceRelease(this.#store, leases, this.owner, this.#now(), this.#t.expirationMs);
       this.#log('released %d leases; left a notice in %d leases of the other hosts', this.#releasedOnStop, notices);
     };
     try {
       // Bounded: past an acquire interval the other hosts' own rounds are as quick.
-      await this.#withTimeout(announce(), this.#t.acquireMs, 'telling the other hosts of the released leases took over %d ms; gave up');
+      await this.#withTimeout(finish(), this.#t.acquireMs, 'settling the leases asked for and telling the other hosts took over %d ms; gave up');
     } catch (error) {
       this.#failures.failed('announce', error);
+    }
+  }
+
+  /** Releases lease `id` if it was handed to this host and not taken, or withdraws this host's request in it. */
+  async #settleAsked(id: string): Promise<void> {
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      const lease = await this.#store.read(id);
+      const handed = lease?.owner === this.owner && isUntaken(lease);
+      if (!lease || (!handed && lease.properties[HANDOFF_TO] !== this.owner)) return;
+      try {
+        // Conditional on the version read: an owner handing the lease over meanwhile makes this conflict.
+        await this.#store.replace(
+          handed ? { ...lease, owner: null, properties: withoutSignals(lease.properties), timestampMs: this.#now() } : { ...lease, properties: withoutRequest(lease.properties) },
+        );
+        if (handed) {
+          this.#releasedOnStop++;
+          this.#log('released lease %s, handed to this host and not taken yet', lease.leaseToken);
+        }
+        return;
+      } catch (error) {
+        if (!(error instanceof LeaseConflictError)) {
+          this.#failures.failed(`release:${id}`, error, lease.leaseToken);
+          return;
+        }
+      }
     }
   }
 

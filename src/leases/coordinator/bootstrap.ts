@@ -25,17 +25,27 @@ export interface BootstrapContext {
    * first balancing round would take of leases nobody owns. The others are created free.
    */
   readonly claim: number;
+  /** Scheduler time (ms): when the creates are sent is when the leases this host claims were last confirmed. */
+  readonly clock: () => number;
   /** Work that must finish before the host stops, but that nothing needs to wait for (marking the bootstrap done). */
   readonly background: (work: Promise<unknown>) => void;
 }
 
 /** What {@link bootstrapLeases} found or did. */
 export interface BootstrapResult {
-  /**
-   * The leases this call created, when it created one for every partition and none existed: then they are
-   * all the leases there are, and the first balancing round needs no listing.
-   */
-  readonly created?: readonly Lease[];
+  /** The leases this call created (those it claims are this host's own from `sentAt` on). */
+  readonly created: readonly Lease[];
+  /** True when it created one for every partition and none existed: the first balancing round needs no listing. */
+  readonly complete: boolean;
+  /** When the creates were sent (scheduler time): where the local deadline of a claimed lease counts from. */
+  readonly sentAt: number;
+}
+
+const NOTHING_CREATED: BootstrapResult = { created: [], complete: false, sentAt: 0 };
+
+function createdBy(results: readonly (Lease | undefined)[], sentAt: number): BootstrapResult {
+  const created = results.filter((l) => l !== undefined);
+  return { created, complete: created.length === results.length, sentAt };
 }
 
 async function readMarker(store: LeaseStore, id: string): Promise<Lease | typeof FOREIGN | undefined> {
@@ -61,10 +71,11 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
   const lock = lockId(naming.markerPrefix);
   let foreignLockSince: number | undefined;
   while (!ctx.stopped()) {
-    if (await readMarker(store, info)) return {};
+    if (await readMarker(store, info)) return NOTHING_CREATED;
     const ours = await store.createIfAbsent(markerDocument(naming, lock));
     if (ours) {
       let created: readonly (Lease | undefined)[];
+      const sentAt = ctx.clock();
       try {
         created = await createLeases(ctx);
       } catch (error) {
@@ -73,7 +84,7 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
       }
       // The leases exist: this host may start on them while the bootstrap is marked done and unlocked.
       ctx.background(markDone(ctx, ours));
-      return created.every((l) => l !== undefined) ? { created: created as Lease[] } : {};
+      return createdBy(created, sentAt);
     }
     const existing = await readMarker(store, lock);
     const now = naming.now();
@@ -84,9 +95,10 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
           `the bootstrap lock ${lock} is not in rxfeed's format and has not gone away for ${ctx.expirationMs} ms; ` +
             'creating the leases without it (safe: lease ids are deterministic)',
         );
-        await createLeases(ctx);
+        const sentAt = ctx.clock();
+        const created = await createLeases(ctx);
         await markDone(ctx);
-        return {};
+        return createdBy(created, sentAt);
       }
     } else if (existing && now - existing.timestampMs >= ctx.expirationMs) {
       log('removing stale bootstrap lock of %s', existing.owner);
@@ -95,7 +107,7 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
     }
     await ctx.delay(ctx.retryMs);
   }
-  return {};
+  return NOTHING_CREATED;
 }
 
 /** Creates one lease per partition, in parallel (the first `claim` owned by us); `undefined` where one existed already. */

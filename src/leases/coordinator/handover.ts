@@ -1,5 +1,5 @@
 import { LeaseConflictError } from '../../errors/LeaseConflictError.js';
-import { HANDOFF_AT, HANDOFF_TO, handoffRequest, isLeaseExpired, RELEASED_AT, RELEASED_BY, withoutSignals } from '../balancing.js';
+import { HANDOFF_AT, HANDOFF_TO, handoffRequest, isLeaseExpired, RELEASED_AT, RELEASED_BY, UNTAKEN_AT_EPOCH, withoutSignals } from '../balancing.js';
 import type { Lease } from '../Lease.js';
 import type { LeaseStore } from '../LeaseStore.js';
 
@@ -46,7 +46,9 @@ export async function handBack(ctx: HandBackContext, current: Lease): Promise<st
     const now = ctx.now();
     const to = handoffRequest(current, now, ctx.freshRequestMs) ?? null;
     try {
-      await ctx.store.replace({ ...current, owner: to, properties: withoutSignals(current.properties), timestampMs: now });
+      // Handed over, the lease says so until its new owner takes it: nobody reads it meanwhile.
+      const properties = to === null ? withoutSignals(current.properties) : { ...withoutSignals(current.properties), [UNTAKEN_AT_EPOCH]: String(current.epoch) };
+      await ctx.store.replace({ ...current, owner: to, properties, timestampMs: now });
       return to;
     } catch (error) {
       if (!(error instanceof LeaseConflictError) || error.kind === 'missing' || attempt >= 5) throw error;
@@ -114,6 +116,16 @@ export function releaseNotice(lease: Lease): string | undefined {
  */
 export function withoutNotice(properties: Readonly<Record<string, string>>): Record<string, string> {
   const { [RELEASED_BY]: _by, [RELEASED_AT]: _at, ...rest } = properties;
+  return rest;
+}
+
+/**
+ * `properties` without a handoff request (its host withdrew it).
+ *
+ * @internal
+ */
+export function withoutRequest(properties: Readonly<Record<string, string>>): Record<string, string> {
+  const { [HANDOFF_TO]: _to, [HANDOFF_AT]: _at, ...rest } = properties;
   return rest;
 }
 
