@@ -90,6 +90,8 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   #scanning: Promise<void> | undefined;
   #rescanRequested = false;
   #failedFatally = false;
+  /** Whether this host reported that its processor's leases are gone while `.info` says they exist. */
+  #goneReported = false;
   /** Leases released to nobody by this host's shutdown (the other hosts are told, see `#announceRelease`). */
   #releasedOnStop = 0;
   /** Delay of the next quick round while waiting for leases asked for (0 when not waiting). */
@@ -171,38 +173,70 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   }
 
   async #start(): Promise<void> {
-    // The partitions are listed while the bootstrap looks for its marker: a fresh container needs them to
-    // create the leases, and every host needs them (with parents) for the leases it will own.
-    const partitions = this.#refreshPartitions();
-    partitions.catch(() => undefined); // awaited below, or by the bootstrap
     let bootstrap: BootstrapResult;
     try {
-      bootstrap = await bootstrapLeases({
-        store: this.#store,
-        naming: this.#naming,
-        expirationMs: this.#t.expirationMs,
-        retryMs: Math.min(1000, this.#t.acquireMs),
-        listPartitions: () => partitions,
-        claim: this.#maxLeases > 0 ? this.#maxLeases : Infinity,
-        clock: () => this.#scheduler.now(),
-        stopped: () => this.#stopped,
-        delay: (ms) => this.#delay(ms),
-        log: this.#log,
-        warn: (message) => this.#events.next({ type: 'stall', owner: this.owner, message }),
-        background: (work) => this.#track(work.catch((error: unknown) => this.#fatal(error) || this.#failures.failed('bootstrap', error))),
-      });
-      this.#failures.succeeded('bootstrap');
+      bootstrap = await this.#bootstrap();
     } catch (error) {
       if (this.#fatal(error)) return;
       this.#failures.failed('bootstrap', error);
       if (!this.#stopped) this.#scanTimer = this.#scheduler.schedule(() => this.#track(this.#start()), this.#t.acquireMs);
       return;
     }
+    // Leases this host just created are all there are: the first round starts on them without a listing.
+    this.#scanSoon(0, bootstrap.complete ? bootstrap.created : undefined);
+  }
+
+  /** Creates the leases unless `.info` says they exist, and owns those it claimed; throws what failed. */
+  async #bootstrap(): Promise<BootstrapResult> {
+    // The partitions are listed while the bootstrap looks for its marker: a fresh container needs them to
+    // create the leases, and every host needs them (with parents) for the leases it will own.
+    const partitions = this.#refreshPartitions();
+    partitions.catch(() => undefined); // awaited below, or by the bootstrap
+    const bootstrap = await bootstrapLeases({
+      store: this.#store,
+      naming: this.#naming,
+      expirationMs: this.#t.expirationMs,
+      retryMs: Math.min(1000, this.#t.acquireMs),
+      listPartitions: () => partitions,
+      claim: this.#maxLeases > 0 ? this.#maxLeases : Infinity,
+      clock: () => this.#scheduler.now(),
+      stopped: () => this.#stopped,
+      delay: (ms) => this.#delay(ms),
+      log: this.#log,
+      warn: (message) => this.#events.next({ type: 'stall', owner: this.owner, message }),
+      background: (work) => this.#track(work.catch((error: unknown) => this.#fatal(error) || this.#failures.failed('bootstrap', error))),
+    });
+    this.#failures.succeeded('bootstrap');
     await partitions.catch((error: unknown) => this.#fatal(error) || this.#failures.failed('partitions', error));
     // Owned (or, after a stop() meanwhile, released) from when their creates were sent.
     for (const lease of bootstrap.created) if (lease.owner === this.owner) this.#track(this.#own(lease, bootstrap.sentAt));
-    // Leases this host just created are all there are: the first round starts on them without a listing.
-    this.#scanSoon(0, bootstrap.complete ? bootstrap.created : undefined);
+    return bootstrap;
+  }
+
+  /**
+   * No lease of this processor is left: a reset deleted them (hosts that held one lost it at their next
+   * write), or they were deleted by hand. Bootstraps again, as a start does (once `.info` is gone, as after a
+   * reset); while `.info` says the leases exist there is nothing to read: reported once, with what to do.
+   * Returns the delay until the next round.
+   */
+  async #leasesGone(): Promise<number> {
+    const { created } = await this.#bootstrap();
+    if (created.length > 0) {
+      this.#log('no lease was left under the prefix: bootstrapped again (%d leases)', created.length);
+      this.#goneReported = false;
+      return 0;
+    }
+    if (!this.#goneReported && !this.#stopped) {
+      this.#goneReported = true;
+      const info = `${this.#naming.markerPrefix}.info`;
+      this.#events.next({
+        type: 'stall',
+        owner: this.owner,
+        message: `no lease under prefix '${this.#naming.prefix}' while its bootstrap marker ${info} says they exist: nothing to read. ` +
+          `Delete ${info} (or run \`rxfeed leases reset\`) and the hosts bootstrap again`,
+      });
+    }
+    return this.#t.acquireMs;
   }
 
   async #refreshPartitions(): Promise<readonly Partition[]> {
@@ -248,6 +282,10 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   async #scan(known?: readonly Lease[]): Promise<number> {
     const { leases, corrupt: unreadable } = known ? { leases: known, corrupt: [] } : await listProcessorLeases(this.#store, this.#naming);
     if (this.#stopped) return 0;
+    if (leases.length === 0 && unreadable.length === 0) {
+      this.#reconcile(leases);
+      return this.#leasesGone();
+    }
     for (const corrupt of unreadable) {
       const key = `${corrupt.documentId}\u0000${corrupt.problem}`;
       if (this.#reportedCorrupt.has(key)) continue;

@@ -110,3 +110,23 @@ describe('a lease handed to a host that stops before taking it', () => {
     await a.coordinator.stop();
   });
 });
+
+describe('a processor whose leases are gone while it runs', () => {
+  it('bootstraps again once .info is gone too (a reset); while .info says they exist, says what to do, once', async () => {
+    const clock = new VirtualScheduler(1_000_000);
+    const store = new MemoryLeaseStore();
+    const parts = new FakePartitions(2);
+    const a = startHost('a', store, clock, parts.listPartitions, timings);
+    await clock.advance(1_000);
+    for (const lease of (await store.list('p.')).leases.filter((l) => isLease(l.id))) await store.delete(lease);
+    for (let i = 0; i < 3; i++) await clock.advance(timings.leaseAcquireIntervalMs);
+    expect(a.events.filter((e) => e.type === 'leaseLost').map((e) => e.lease)).toEqual(['0', '1']);
+    const stalls = a.events.filter((e) => e.type === 'stall').map((e) => e.message);
+    expect(stalls).toEqual([expect.stringMatching(/no lease under prefix 'p\.' while its bootstrap marker p\.\.info says they exist.*Delete p\.\.info/)]);
+
+    await store.delete((await store.read('p..info'))!);
+    await clock.advance(timings.leaseAcquireIntervalMs);
+    expect(a.coordinator.owned().map((o) => o.leaseToken).sort()).toEqual(['0', '1']);
+    await a.coordinator.stop();
+  });
+});

@@ -3,7 +3,7 @@ import { CorruptLeaseError } from '../../errors/index.js';
 import type { Logger } from '../../internal/log.js';
 import type { Lease } from '../Lease.js';
 import type { LeaseStore } from '../LeaseStore.js';
-import { infoId, leaseDocument, lockId, markerDocument, type LeaseNaming } from './leaseDocuments.js';
+import { floorId, infoId, leaseDocument, lockId, markerDocument, type LeaseNaming } from './leaseDocuments.js';
 
 /** A marker document that exists but is not in our format (e.g. the .NET processor's `{ id }`). */
 const FOREIGN = Symbol('foreign marker');
@@ -59,7 +59,7 @@ async function readMarker(store: LeaseStore, id: string): Promise<Lease | typeof
 
 /**
  * Creates one lease per partition unless `<prefix>.info` says that was done, one host at a time (the host
- * that creates `<prefix>.lock`). A lock of ours older than an expiration is stale (its host died) and is
+ * that creates `<prefix>.lock`), above the epoch floor a reset left (`<prefix>.floor`). A lock of ours older than an expiration is stale (its host died) and is
  * removed. A lock in another format (another processor's, which we cannot date) is waited on for one
  * expiration, then ignored: creating leases is idempotent (deterministic ids), the lock only saves work.
  *
@@ -72,12 +72,13 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
   let foreignLockSince: number | undefined;
   while (!ctx.stopped()) {
     if (await readMarker(store, info)) return NOTHING_CREATED;
-    const ours = await store.createIfAbsent(markerDocument(naming, lock));
+    // The epoch floor is read beside the lock (no extra round trip), and used only if the lock is ours.
+    const [ours, floor] = await Promise.all([store.createIfAbsent(markerDocument(naming, lock)), epochFloor(ctx)]);
     if (ours) {
       let created: readonly (Lease | undefined)[];
       const sentAt = ctx.clock();
       try {
-        created = await createLeases(ctx);
+        created = await createLeases(ctx, floor);
       } catch (error) {
         await store.delete(ours).catch(() => undefined);
         throw error;
@@ -96,7 +97,7 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
             'creating the leases without it (safe: lease ids are deterministic)',
         );
         const sentAt = ctx.clock();
-        const created = await createLeases(ctx);
+        const created = await createLeases(ctx, await epochFloor(ctx));
         await markDone(ctx);
         return createdBy(created, sentAt);
       }
@@ -110,13 +111,22 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
   return NOTHING_CREATED;
 }
 
-/** Creates one lease per partition, in parallel (the first `claim` owned by us); `undefined` where one existed already. */
-async function createLeases(ctx: BootstrapContext): Promise<(Lease | undefined)[]> {
+/** The highest epoch of the leases a reset deleted (`<prefix>.floor`), 0 if none: new leases start above it. */
+async function epochFloor(ctx: BootstrapContext): Promise<number> {
+  const floor = await readMarker(ctx.store, floorId(ctx.naming.markerPrefix));
+  return floor && floor !== FOREIGN ? floor.epoch : 0;
+}
+
+/**
+ * Creates one lease per partition, in parallel (the first `claim` owned by us), above the epoch `floor`;
+ * `undefined` where one existed already.
+ */
+async function createLeases(ctx: BootstrapContext, floor: number): Promise<(Lease | undefined)[]> {
   const partitions = await ctx.listPartitions();
   ctx.log('bootstrapping %d leases', partitions.length);
   return Promise.all(
     partitions.map((p, i) =>
-      ctx.store.createIfAbsent(i < ctx.claim ? leaseDocument(ctx.naming, p.id, p.range, null, {}, 1, ctx.naming.owner) : leaseDocument(ctx.naming, p.id, p.range, null, {})),
+      ctx.store.createIfAbsent(i < ctx.claim ? leaseDocument(ctx.naming, p.id, p.range, null, {}, floor + 1, ctx.naming.owner) : leaseDocument(ctx.naming, p.id, p.range, null, {}, floor)),
     ),
   );
 }
