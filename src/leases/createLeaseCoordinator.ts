@@ -7,13 +7,14 @@ import { InvalidOptionsError, LeaseLostError } from '../errors/index.js';
 import { sleep } from '../internal/wait.js';
 import { logger } from '../internal/log.js';
 import type { Logger } from '../internal/log.js';
-import { HANDOFF_AT, HANDOFF_TO, isUntaken, planBalance, withoutSignals } from './balancing.js';
+import { HANDOFF_TO, handoffRequest, isUntaken, planBalance, withoutSignals } from './balancing.js';
 import { LOAD_PROPERTY, planLoadBalance } from './loadBalancing.js';
 import { bootstrapLeases, type BootstrapResult } from './coordinator/bootstrap.js';
 import { announceRelease, askForLease, handBack, onlyNoticeChanged, releaseNotice, withoutNotice, withoutRequest } from './coordinator/handover.js';
 import { namingOf, type LeaseNaming } from './coordinator/leaseDocuments.js';
 import { listProcessorLeases } from './leaseNaming.js';
 import { NameGuard, type SharedName } from './coordinator/NameGuard.js';
+import { Observations } from './coordinator/Observations.js';
 import { Ownership, type OwnershipHost } from './coordinator/Ownership.js';
 import { FailureCounter } from './coordinator/FailureCounter.js';
 import { replaceGoneLease } from './coordinator/replaceGoneLease.js';
@@ -80,6 +81,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   readonly #partitions = new Map<string, Partition>();
   readonly #reportedCorrupt = new Set<string>();
   readonly #names: NameGuard;
+  readonly #observed: Observations;
   readonly #failures: FailureCounter;
   /** Lease ids this host gave back because it could not use them, and until when (scheduler time) it leaves them to others. */
   readonly #cooldown = new Map<string, number>();
@@ -116,6 +118,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     this.#now = options.now ?? (() => scheduler.now());
     this.#balanceBy = options.balanceBy ?? 'count';
     this.#names = new NameGuard(this.owner, this.#t.expirationMs);
+    this.#observed = new Observations(this.owner);
     this.#naming = namingOf(
       checkLeasePrefix('prefix', options.prefix),
       options.leaseScheme ?? 'rxfeed',
@@ -293,17 +296,24 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       this.#log('skipping corrupt lease document %s: %s', corrupt.documentId, corrupt.problem);
       this.#events.next(errorEvent(this.owner, corrupt, { lease: corrupt.documentId }));
     }
+    // Every decision below is on this host's clock: the leases as it saw them (see Observations).
+    const now = this.#scheduler.now();
+    const seen = leases.map((l) => this.#observed.observe(l, now));
+    this.#observed.keepOnly(new Set(leases.map((l) => l.id)));
     this.#reconcile(leases);
 
-    const now = this.#now();
-    const shared = this.#names.review(leases, this.#owned, now);
+    const shared = this.#names.review(seen, this.#owned, now);
     if (shared) this.#reportSharedName(shared);
-    const plan = (this.#balanceBy === 'load' ? planLoadBalance : planBalance)(this.#names.balanced(leases, this.#owned, now), this.owner, now, {
+    const planned = (this.#balanceBy === 'load' ? planLoadBalance : planBalance)(this.#names.balanced(seen, this.#owned, now), this.owner, now, {
       expirationMs: this.#t.expirationMs,
       minLeases: this.#minLeases,
       maxLeases: this.#maxLeases,
       owned: new Set(this.#owned.keys()),
     });
+    // Back to the leases as stored: writes are conditional on them and keep their fields.
+    const stored = new Map(leases.map((l) => [l.id, l]));
+    const asStored = (list: readonly Lease[]) => list.map((l) => stored.get(l.id)!);
+    const plan = { ...planned, take: asStored(planned.take), steal: asStored(planned.steal), release: asStored(planned.release), handoff: asStored(planned.handoff) };
     const take = plan.take.filter((l) => !this.#coolingDown(l.id));
     if (take.length || plan.steal.length || plan.release.length || plan.handoff.length) {
       this.#balancerLog(
@@ -368,7 +378,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
 
   /** A lease this host held turned up as `stored`: under its own name at an epoch it never wrote, it is suspect. */
   #lostUnderOwnName(owned: Ownership, stored: Lease): void {
-    if (this.#names.lost(stored, owned.epoch)) {
+    if (this.#names.lost(this.#observed.observe(stored, this.#scheduler.now()), owned.epoch)) {
       owned.log('taken under this host\'s own name at epoch %d (held at %d): left alone until renewed or expired', stored.epoch, owned.epoch);
     }
   }
@@ -391,10 +401,18 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
    */
   #watchHandoff(owned: Ownership, lease: Lease): boolean {
     const to = lease.properties[HANDOFF_TO];
-    const at = Number(lease.properties[HANDOFF_AT]);
-    if (!to || to === this.owner || !Number.isFinite(at)) return false;
-    owned.handoffRequested(to, at + this.#t.expirationMs - this.#t.deadlineMarginMs - this.#now());
+    // Counted from when this host first saw the request (never from the requester's clock; see Observations).
+    const since = this.#observed.requestSince(lease);
+    if (!to || to === this.owner || since === undefined) return false;
+    owned.handoffRequested(to, since + this.#t.expirationMs - this.#t.deadlineMarginMs - this.#scheduler.now());
     return true;
+  }
+
+  /** The host a handoff request in `lease` names, if this host first saw it less than `freshMs` ago. */
+  #freshRequester(lease: Lease, freshMs: number): string | undefined {
+    const now = this.#scheduler.now();
+    const seen = this.#observed.observe(lease, now);
+    return handoffRequest(seen, now, freshMs);
   }
 
   /**
@@ -408,7 +426,9 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       return;
     }
     try {
-      if (await askForLease(this.#store, lease, this.owner, this.#now())) {
+      const stored = await askForLease(this.#store, lease, this.owner, this.#now());
+      if (stored) {
+        this.#observed.asked(stored);
         this.#askedFor.add(lease.id);
         this.#balancerLog('asked %s to hand over lease %s', lease.owner, lease.leaseToken);
       }
@@ -495,6 +515,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
         } catch (error) {
           if (!(error instanceof LeaseConflictError)) throw error;
           const fresh = error.kind === 'missing' ? undefined : await this.#store.read(owned.lease.id);
+          if (fresh) this.#observed.observe(fresh, this.#scheduler.now());
           if (fresh && fresh.owner === this.owner && fresh.epoch === owned.epoch) {
             // Another host left a signal in this lease (that is what changed it): a handoff request, honoured
             // while it is fresh instead of at the next round (half an expiration away once settled), or a
@@ -626,7 +647,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     this.#end(owned, reason);
     this.#cooldown.set(owned.lease.id, this.#scheduler.now() + this.#t.expirationMs);
     const release = owned
-      .enqueue(() => handBack({ store: this.#store, owner: this.owner, epoch: owned.epoch, now: this.#now, freshRequestMs: 0 }, owned.current))
+      .enqueue(() => handBack({ store: this.#store, owner: this.owner, epoch: owned.epoch, now: this.#now, requester: () => undefined }, owned.current))
       .then(
         () => undefined,
         (error: unknown) => {
@@ -669,7 +690,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       try {
         to = await owned.enqueue(() =>
           handBack(
-            { store: this.#store, owner: this.owner, epoch: owned.epoch, now: this.#now, freshRequestMs: 2 * this.#t.acquireMs },
+            { store: this.#store, owner: this.owner, epoch: owned.epoch, now: this.#now, requester: (lease) => this.#freshRequester(lease, 2 * this.#t.acquireMs) },
             owned.current,
           ),
         );
