@@ -31,6 +31,8 @@ export type { LeaseCoordinatorOptions } from './coordinator/options.js';
 const FULL_RANGE: FeedRange = { minInclusive: '', maxExclusive: 'FF' };
 /** Replacing a gone partition's lease is retried with this first delay (ms), doubling up to the acquire interval. */
 const SPLIT_RETRY_MS = 500;
+/** First wait (ms) before a lease write is retried when the store reads back the very version it refused; doubles. */
+const LAGGING_READ_MS = 10;
 /** First delay (ms) of the quick rounds a host makes while leases it asked for are being handed over; doubles up to the acquire interval. */
 const HANDOVER_LOOK_MS = 1_000;
 /** The golden ratio's fractional part: successive multiples of it spread evenly over [0, 1). */
@@ -504,7 +506,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
    */
   #write(owned: Ownership, change: (current: Lease) => Lease): Promise<Lease> {
     return owned.enqueue(async () => {
-      for (;;) {
+      for (let lagging = 0; ; ) {
         if (owned.ended) throw new LeaseLostError(owned.leaseToken, this.owner, undefined);
         const sentAt = this.#scheduler.now();
         try {
@@ -517,6 +519,14 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
           const fresh = error.kind === 'missing' ? undefined : await this.#store.read(owned.lease.id);
           if (fresh) this.#observed.observe(fresh, this.#scheduler.now());
           if (fresh && fresh.owner === this.owner && fresh.epoch === owned.epoch) {
+            if (fresh.etag === owned.current.etag) {
+              // Refused, yet read back as the version written against: the store's reads lag its writes. Wait
+              // (doubling from LAGGING_READ_MS up to the renewal retry delay) instead of spinning on 412s; the
+              // local deadline still ends an ownership whose write never lands.
+              await sleep(Math.min(this.#t.renewRetryMs, LAGGING_READ_MS * 2 ** lagging++), this.#scheduler, owned.signal);
+              continue;
+            }
+            lagging = 0;
             // Another host left a signal in this lease (that is what changed it): a handoff request, honoured
             // while it is fresh instead of at the next round (half an expiration away once settled), or a
             // release notice, whose leases are free now. Either way: balance now. A notice is read once.

@@ -130,3 +130,39 @@ describe('a processor whose leases are gone while it runs', () => {
     await a.coordinator.stop();
   });
 });
+
+describe('a lease store whose reads lag its writes (suspicion 7)', () => {
+  it('a conflicting write whose re-read shows the refused version waits and retries instead of spinning, and keeps the lease', async () => {
+    const clock = new VirtualScheduler(1_000_000);
+    const inner = new MemoryLeaseStore();
+    let lagUntil = 0;
+    const before: { lease?: Awaited<ReturnType<MemoryLeaseStore['read']>> } = {};
+    let laggingReads = 0;
+    let attempts = 0;
+    const store: LeaseStore = {
+      list: (p) => inner.list(p),
+      // For 500 ms after another writer touched p.0, reads return the version before (capped, so a spin ends).
+      read: async (id) => (id === 'p.0' && clock.now() < lagUntil && laggingReads++ < 1_000 ? before.lease : inner.read(id)),
+      createIfAbsent: (l) => inner.createIfAbsent(l),
+      replace: async (l) => {
+        if (l.id === 'p.0' && l.owner === 'a') attempts++;
+        return inner.replace(l);
+      },
+      delete: (l) => inner.delete(l),
+    };
+    const a = startHost('a', store, clock, new FakePartitions(1).listPartitions, timings);
+    await clock.advance(1_000);
+    before.lease = await inner.read('p.0');
+    await inner.replace({ ...before.lease!, properties: { touchedBy: 'another writer' } });
+    lagUntil = clock.now() + 500;
+    attempts = 0;
+    const checkpoint = a.coordinator.owned()[0]!.checkpoint('pos-1');
+    await clock.advance(1_000);
+    await checkpoint;
+    expect(laggingReads).toBeLessThan(10); // 10, 20, 40, … ms apart: not one retry per microtask
+    expect(attempts).toBeLessThan(10);
+    expect((await inner.read('p.0'))!).toMatchObject({ owner: 'a', continuation: 'pos-1' });
+    expect(a.events.filter((e) => e.type === 'leaseLost')).toEqual([]);
+    await a.coordinator.stop();
+  });
+});
