@@ -166,3 +166,29 @@ describe('a lease store whose reads lag its writes (suspicion 7)', () => {
     await a.coordinator.stop();
   });
 });
+
+describe('a handover whose drain outlasts the handoff deadline (suspicion 8)', () => {
+  it('ends the ownership at the deadline (LeaseLost), and the requester has the lease about one expiration after asking, as with a handover', async () => {
+    const fast = { leaseAcquireIntervalMs: 1_000, leaseRenewIntervalMs: 1_000, leaseExpirationMs: 4_000, drainTimeoutMs: 20_000 };
+    const clock = new VirtualScheduler(1_700_000_000_000);
+    const store = new MemoryLeaseStore();
+    const parts = new FakePartitions(2);
+    const a = startHost('a', store, clock, parts.listPartitions, fast);
+    a.coordinator.acquired$.subscribe((o) => o.onDrain(() => new Promise<void>(() => undefined))); // a sink that never finishes
+    await clock.advance(1_500);
+    const b = startHost('b', store, clock, parts.listPartitions, fast);
+    const joined = clock.now();
+    const took = await clock.advanceUntil(() => b.coordinator.owned().length === 1, 30_000, 100);
+    expect(b.coordinator.owned()).toHaveLength(1);
+    const lease = b.coordinator.owned()[0]!.leaseToken;
+    expect(a.events.filter((e) => e.type === 'leaseLost').map((e) => e.lease)).toEqual([lease]); // at the handoff deadline
+    // The owner stops renewing at the deadline, which it counts from when it saw the request: b, which counts
+    // from the owner's first write after its request, takes the lease as expired soon after. Not a drain bound
+    // (25 s) or a second expiration later.
+    expect(took).toBeLessThan(2 * fast.leaseExpirationMs);
+    expect(clock.now() - joined).toBe(took);
+    const stopping = Promise.all([a.coordinator.stop(), b.coordinator.stop()]);
+    await clock.advance(30_000); // a's other drain never finishes either: its bound ends it
+    await stopping;
+  });
+});
