@@ -1,8 +1,8 @@
 import { InvalidOptionsError } from '../errors/index.js';
 import { LeaseConflictError } from '../errors/LeaseConflictError.js';
-import { markerIdsOf } from '../leases/coordinator/leaseDocuments.js';
+import { floorDocument, floorId, markerIdsOf } from '../leases/coordinator/leaseDocuments.js';
 import { changeLeases, type LeaseChange } from './changeLeases.js';
-import { type LeaseAdminOptions, resolveAdminOptions, selectLeases } from './options.js';
+import { type LeaseAdminOptions, type ResolvedAdminOptions, resolveAdminOptions, selectLeases } from './options.js';
 
 /** Options of {@link resetLeases}. */
 export interface ResetLeasesOptions extends Omit<LeaseAdminOptions, 'leaseTokens'> {
@@ -15,9 +15,11 @@ export interface ResetLeasesOptions extends Omit<LeaseAdminOptions, 'leaseTokens
 
 /**
  * Deletes every lease of a processor and its bootstrap markers (`<prefix>.info`, `<prefix>.lock`, in either
- * lease scheme), so its next start bootstraps again from its `startFrom`. Positions and epochs start over:
- * rebuild views fed by this processor (or use {@link rewindLeases}, which keeps epochs, to replay into an
- * existing view).
+ * lease scheme), so it bootstraps again from its `startFrom`: at its next start, and at once on hosts that are
+ * running (with `force`, they lose their leases at their next write, then find the leases gone). Positions start
+ * over (rebuild views fed by this processor, or use {@link rewindLeases} to replay into an existing view);
+ * epochs never go back: the highest epoch deleted is kept in `<prefix>.floor`, and the new leases start above
+ * it, so stores that fence by epoch (views, dead letters) accept the new leases' writes and refuse the old ones'.
  *
  * @example
  * ```ts
@@ -31,9 +33,14 @@ export async function resetLeases(options: ResetLeasesOptions): Promise<LeaseCha
   }
   const o = resolveAdminOptions(options);
   const { leases } = await selectLeases(o);
-  const changes = await changeLeases(o, leases, options.force ?? false, async () => 'delete');
-  // Markers last: a host starting meanwhile must not find `.info` gone while leases still exist. They are read
-  // by id: in the .NET scheme they are not under the leases' prefix.
+  let floor = 0;
+  const changes = await changeLeases(o, leases, options.force ?? false, async (lease) => {
+    floor = Math.max(floor, lease.epoch);
+    return 'delete';
+  });
+  await raiseEpochFloor(o, floor);
+  // Markers last: a host starting meanwhile must not find `.info` gone while leases still exist (nor bootstrap
+  // below the floor). They are read by id: in the .NET scheme they are not under the leases' prefix.
   for (const id of markerIdsOf(o.ids)) {
     const marker = await o.leases.read(id);
     if (!marker) continue;
@@ -42,4 +49,21 @@ export async function resetLeases(options: ResetLeasesOptions): Promise<LeaseCha
     });
   }
   return changes;
+}
+
+/** Raises `<prefix>.floor` to `epoch` (never lowers it); written conditionally, retried on a concurrent write. */
+async function raiseEpochFloor(o: ResolvedAdminOptions, epoch: number): Promise<void> {
+  if (epoch === 0) return;
+  const id = floorId(o.ids.markerPrefix);
+  for (let attempt = 1; ; attempt++) {
+    const stored = await o.leases.read(id);
+    if (stored && stored.epoch >= epoch) return;
+    try {
+      if (stored) await o.leases.replace({ ...stored, epoch, timestampMs: o.now() });
+      else if (!(await o.leases.createIfAbsent(floorDocument(o.ids, epoch, o.now())))) throw new LeaseConflictError(id, 'changed');
+      return;
+    } catch (error) {
+      if (!(error instanceof LeaseConflictError) || attempt >= 5) throw error;
+    }
+  }
 }

@@ -1,7 +1,11 @@
-import { listLeases, releaseLeases, resetLeases, rewindLeases, type LeaseChange, type RewindTarget } from '../admin/index.js';
+import { listLeases, releaseLeases, resetLeases, rewindLeases, type LeaseAdminOptions, type LeaseChange, type RewindTarget } from '../admin/index.js';
+import { LeaseInUseError } from '../errors/index.js';
+import { floorId, type LeaseIds } from '../leases/coordinator/leaseDocuments.js';
 import { DEFAULT_LEASE_PREFIX } from '../leases/coordinator/timings.js';
+import { resolveLeaseIds } from '../leases/leaseNaming.js';
+import type { LeaseStore } from '../leases/LeaseStore.js';
 import { type CliIO, parseCosmosArgs, progressLine, UsageError } from './cosmosArgs.js';
-import { connect } from './connect.js';
+import { connect, type CosmosConnection } from './connect.js';
 import { duration, table } from './table.js';
 
 /** Usage of `rxfeed leases`. */
@@ -76,32 +80,88 @@ export async function runLeasesCli(argv: string[], io: CliIO): Promise<number> {
         )) {
           io.out(line);
         }
-        if (leases.length === 0) io.out(`no leases under prefix '${naming.leasePrefix ?? DEFAULT_LEASE_PREFIX}'${naming.leaseScheme === 'dotnet' ? ' (lease scheme dotnet)' : ''}`);
+        if (leases.length === 0) {
+          io.out(`no leases under prefix '${naming.leasePrefix ?? DEFAULT_LEASE_PREFIX}'${naming.leaseScheme === 'dotnet' ? ' (lease scheme dotnet)' : ''}`);
+          const prefixes = await prefixesIn(connection.leases);
+          io.out(prefixes.length > 0 ? `prefixes in lease container '${target.leaseContainer}': ${prefixes.join(', ')}` : `lease container '${target.leaseContainer}' holds no leases`);
+        }
         for (const c of corrupt) io.err(`unreadable lease document ${c.documentId}: ${c.problem}`);
       }
       return 0;
     }
     let changes: LeaseChange[];
-    if (sub === 'rewind') {
-      const needsSource = typeof to !== 'object' || to instanceof Date;
-      changes = await rewindLeases({
-        ...admin,
-        to: to!,
-        force,
-        ...(needsSource ? { source: connection.source() } : {}),
-        onProgress: progressLine(io, 'rewinding'),
-      });
-    } else if (sub === 'release') {
-      changes = await releaseLeases({ ...admin, force, onProgress: progressLine(io, 'releasing') });
-    } else {
-      if (tokens) throw new UsageError('reset deletes every lease of the prefix; use --lease with rewind or release');
-      changes = await resetLeases({ ...admin, force, onProgress: progressLine(io, 'deleting') });
+    try {
+      changes = await change(sub, { admin, force, to, tokens, connection, io });
+    } catch (error) {
+      if (!(error instanceof LeaseInUseError)) throw error;
+      const owners = [...new Set(error.inUse.map((l) => l.owner))].join(', ');
+      throw new Error(
+        `refused: ${error.inUse.length} lease(s) are owned by a live host (${owners}): ${error.inUse.map((l) => l.leaseToken).join(', ')}. ` +
+          `Stop the processor first, or pass --force to ${sub} them anyway (fences the owners: their next write is refused)`,
+      );
     }
     report(io, sub, changes, target.json);
+    if (sub === 'reset' && !target.json) io.out(await afterReset(connection.leases, resolveLeaseIds(naming), changes));
     return 0;
   } finally {
     connection.close();
   }
+}
+
+interface ChangeRequest {
+  readonly admin: LeaseAdminOptions;
+  readonly force: boolean;
+  readonly to: RewindTarget | undefined;
+  readonly tokens: readonly string[] | undefined;
+  readonly connection: CosmosConnection;
+  readonly io: CliIO;
+}
+
+/** Runs the rewind, release or reset that `sub` names. */
+function change(sub: string, { admin, force, to, tokens, connection, io }: ChangeRequest): Promise<LeaseChange[]> {
+  if (sub === 'rewind') {
+    const needsSource = typeof to !== 'object' || to instanceof Date;
+    return rewindLeases({
+      ...admin,
+      to: to!,
+      force,
+      ...(needsSource ? { source: connection.source() } : {}),
+      onProgress: progressLine(io, 'rewinding'),
+    });
+  }
+  if (sub === 'release') return releaseLeases({ ...admin, force, onProgress: progressLine(io, 'releasing') });
+  if (tokens) throw new UsageError('reset deletes every lease of the prefix; use --lease with rewind or release');
+  return resetLeases({ ...admin, force, onProgress: progressLine(io, 'deleting') });
+}
+
+/** What happens after a reset: who bootstraps again, and from which epoch. */
+async function afterReset(store: LeaseStore, ids: LeaseIds, changes: readonly LeaseChange[]): Promise<string> {
+  const floor = (await store.read(floorId(ids.markerPrefix)))?.epoch ?? 0;
+  const epochs = floor > 0 ? `; the new leases start above epoch ${floor}, so stores fencing by epoch accept them` : '';
+  const live = [...new Set(changes.filter((c) => c.fenced).map((c) => c.previousOwner))];
+  return live.length > 0
+    ? `running hosts (${live.join(', ')}) lose their leases at their next write and bootstrap again from their startFrom${epochs}`
+    : `the processor bootstraps again from its startFrom at its next start (running hosts: at their next round)${epochs}`;
+}
+
+/** The lease prefixes in a lease container (from its `.info` markers and lease ids), for a prefix that matched nothing. */
+async function prefixesIn(store: LeaseStore): Promise<string[]> {
+  const { leases } = await store.list('');
+  const dotnet = new Set<string>();
+  const rxfeed = new Set<string>();
+  for (const l of leases) {
+    // Markers (`.info`, `.lock`, `.floor`) have an empty token or one starting with a dot.
+    if (!l.leaseToken || l.leaseToken.startsWith('.') || !l.id.endsWith(l.leaseToken)) continue;
+    const before = l.id.slice(0, -l.leaseToken.length);
+    if (before === '') continue;
+    if (before.endsWith('..')) dotnet.add(before.slice(0, -2));
+    else rxfeed.add(before);
+  }
+  for (const l of leases) {
+    const info = l.id.endsWith('.info') ? l.id.slice(0, -'.info'.length) : undefined;
+    if (info && !dotnet.has(info)) rxfeed.add(info);
+  }
+  return [...[...rxfeed].sort().map((p) => `'${p}'`), ...[...dotnet].sort().map((p) => `'${p}' (--lease-scheme dotnet)`)];
 }
 
 function rewindTarget(text: string | undefined): RewindTarget {

@@ -11,8 +11,10 @@ export interface BalanceOptions {
   readonly maxLeases?: number;
   /**
    * Ids of the leases this host really holds in memory. A lease the store says this owner holds but that
-   * is not in `owned` (left over from a previous run under the same name) is taken back first. When
-   * omitted, every unexpired lease owned by `owner` counts as owned by this run.
+   * is not in `owned` is taken first if it was handed to this host and no process took it since (see
+   * {@link isUntaken}); otherwise another process under the same name may be reading it (a previous run
+   * that crashed, or a misconfigured twin), and it is left alone until it expires. When omitted, every
+   * unexpired lease owned by `owner` counts as owned by this run.
    */
   readonly owned?: ReadonlySet<string>;
 }
@@ -115,9 +117,10 @@ export function planBalance(
       }
     } else if (expired) {
       free.push(lease);
-    } else if (lease.owner === owner) {
+    } else if (lease.owner === owner && isUntaken(lease)) {
       leftOver.push(lease);
     } else {
+      // Live elsewhere; under this host's own name too (another process may be reading it): taken once expired.
       const expiry = lease.timestampMs + expirationMs;
       if (nextExpiryMs === undefined || expiry < nextExpiryMs) nextExpiryMs = expiry;
       if (requester === owner) incoming.push(lease);
@@ -182,10 +185,25 @@ export const RELEASED_BY = 'rxfeed.releasedBy';
 export const RELEASED_AT = 'rxfeed.releasedAt';
 
 /**
- * Lease property of a split or merge child no host has taken yet: the epoch it was created (or last moved
- * forward) at. Taking the lease drops it, so a child found with it, at that epoch, was never read. @internal
+ * Lease property of a lease no host has taken yet: a split or merge child (the epoch it was created, or last
+ * moved forward, at), or a lease its owner handed to the host that asked for it (the epoch it was handed at).
+ * Taking the lease drops it, so a lease found with it, at that epoch, is read by no process. @internal
  */
 export const UNTAKEN_AT_EPOCH = 'rxfeed.untakenAtEpoch';
+
+/**
+ * Whether no process has taken `lease` since it was created as a split child or handed to its owner: its
+ * owner may take it, or release it, without fencing anyone.
+ *
+ * @example
+ * ```ts
+ * const handedToMe = leases.filter((l) => l.owner === me && isUntaken(l));
+ * ```
+ * @internal
+ */
+export function isUntaken(lease: Lease): boolean {
+  return lease.properties[UNTAKEN_AT_EPOCH] === String(lease.epoch);
+}
 
 /**
  * `properties` without the signals hosts leave each other in a lease (a handoff request, a release

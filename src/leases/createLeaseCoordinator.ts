@@ -7,13 +7,14 @@ import { InvalidOptionsError, LeaseLostError } from '../errors/index.js';
 import { sleep } from '../internal/wait.js';
 import { logger } from '../internal/log.js';
 import type { Logger } from '../internal/log.js';
-import { HANDOFF_AT, HANDOFF_TO, planBalance, withoutSignals } from './balancing.js';
+import { HANDOFF_TO, handoffRequest, isUntaken, planBalance, withoutSignals } from './balancing.js';
 import { LOAD_PROPERTY, planLoadBalance } from './loadBalancing.js';
-import { bootstrapLeases } from './coordinator/bootstrap.js';
-import { announceRelease, askForLease, handBack, onlyNoticeChanged, releaseNotice, withoutNotice } from './coordinator/handover.js';
+import { bootstrapLeases, type BootstrapResult } from './coordinator/bootstrap.js';
+import { announceRelease, askForLease, handBack, onlyNoticeChanged, releaseNotice, withoutNotice, withoutRequest } from './coordinator/handover.js';
 import { namingOf, type LeaseNaming } from './coordinator/leaseDocuments.js';
 import { listProcessorLeases } from './leaseNaming.js';
 import { NameGuard, type SharedName } from './coordinator/NameGuard.js';
+import { Observations } from './coordinator/Observations.js';
 import { Ownership, type OwnershipHost } from './coordinator/Ownership.js';
 import { FailureCounter } from './coordinator/FailureCounter.js';
 import { replaceGoneLease } from './coordinator/replaceGoneLease.js';
@@ -30,6 +31,8 @@ export type { LeaseCoordinatorOptions } from './coordinator/options.js';
 const FULL_RANGE: FeedRange = { minInclusive: '', maxExclusive: 'FF' };
 /** Replacing a gone partition's lease is retried with this first delay (ms), doubling up to the acquire interval. */
 const SPLIT_RETRY_MS = 500;
+/** First wait (ms) before a lease write is retried when the store reads back the very version it refused; doubles. */
+const LAGGING_READ_MS = 10;
 /** First delay (ms) of the quick rounds a host makes while leases it asked for are being handed over; doubles up to the acquire interval. */
 const HANDOVER_LOOK_MS = 1_000;
 /** The golden ratio's fractional part: successive multiples of it spread evenly over [0, 1). */
@@ -81,6 +84,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   readonly #partitions = new Map<string, Partition>();
   readonly #reportedCorrupt = new Set<string>();
   readonly #names: NameGuard;
+  readonly #observed: Observations;
   readonly #failures: FailureCounter;
   /** Lease ids this host gave back because it could not use them, and until when (scheduler time) it leaves them to others. */
   readonly #cooldown = new Map<string, number>();
@@ -91,12 +95,16 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   #scanning: Promise<void> | undefined;
   #rescanRequested = false;
   #failedFatally = false;
+  /** Whether this host reported that its processor's leases are gone while `.info` says they exist. */
+  #goneReported = false;
   /** Leases released to nobody by this host's shutdown (the other hosts are told, see `#announceRelease`). */
   #releasedOnStop = 0;
   /** Delay of the next quick round while waiting for leases asked for (0 when not waiting). */
   #handoverLookMs = 0;
   /** Phase of the next lease's first renewal, as a fraction of the renew interval. */
   #renewPhase = 0;
+  /** Leases this host asked for: one may be handed to it when it stops, before it took it. */
+  readonly #askedFor = new Set<string>();
   /** Voluntary closes and split replacements in progress. */
   readonly #pending = new Set<Promise<unknown>>();
 
@@ -114,6 +122,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     this.#now = options.now ?? (() => scheduler.now());
     this.#balanceBy = options.balanceBy ?? 'count';
     this.#names = new NameGuard(this.owner, this.#t.expirationMs);
+    this.#observed = new Observations(this.owner);
     this.#naming = namingOf(
       checkLeasePrefix('prefix', options.prefix),
       options.leaseScheme ?? 'rxfeed',
@@ -134,7 +143,8 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       for (const owned of this.#owned.values()) subscriber.next(owned);
       if (!this.#started) {
         this.#started = true;
-        void this.#start();
+        // Tracked: stop() waits for a bootstrap in flight, so leases it creates as this host's are released.
+        this.#track(this.#start());
       }
       return () => {
         inner.unsubscribe();
@@ -154,7 +164,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       this.#scanTimer?.unsubscribe();
       await this.#scanning;
       await Promise.all([...this.#owned.values()].map((owned) => this.#close(owned, 'Shutdown')));
-      if (this.#releasedOnStop > 0 && !this.#failedFatally) await this.#announceRelease();
+      if (!this.#failedFatally) await this.#afterRelease();
       while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
       this.#log('stopped');
       this.#acquired.complete();
@@ -170,38 +180,71 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   }
 
   async #start(): Promise<void> {
+    let bootstrap: BootstrapResult;
+    try {
+      bootstrap = await this.#bootstrap();
+    } catch (error) {
+      if (this.#fatal(error)) return;
+      this.#failures.failed('bootstrap', error);
+      if (!this.#stopped) this.#scanTimer = this.#scheduler.schedule(() => this.#track(this.#start()), this.#t.acquireMs);
+      return;
+    }
+    // Leases this host just created are all there are: the first round starts on them without a listing.
+    this.#scanSoon(0, bootstrap.complete ? bootstrap.created : undefined);
+  }
+
+  /** Creates the leases unless `.info` says they exist, and owns those it claimed; throws what failed. */
+  async #bootstrap(): Promise<BootstrapResult> {
     // The partitions are listed while the bootstrap looks for its marker: a fresh container needs them to
     // create the leases, and every host needs them (with parents) for the leases it will own.
     const partitions = this.#refreshPartitions();
     partitions.catch(() => undefined); // awaited below, or by the bootstrap
-    let created: readonly Lease[] | undefined;
-    const sentAt = this.#scheduler.now();
-    try {
-      ({ created } = await bootstrapLeases({
-        store: this.#store,
-        naming: this.#naming,
-        expirationMs: this.#t.expirationMs,
-        retryMs: Math.min(1000, this.#t.acquireMs),
-        listPartitions: () => partitions,
-        ...(this.#startPosition ? { startPosition: this.#startPosition } : {}),
-        claim: this.#maxLeases > 0 ? this.#maxLeases : Infinity,
-        stopped: () => this.#stopped,
-        delay: (ms) => this.#delay(ms),
-        log: this.#log,
-        warn: (message) => this.#events.next({ type: 'stall', owner: this.owner, message }),
-        background: (work) => this.#track(work.catch((error: unknown) => this.#fatal(error) || this.#failures.failed('bootstrap', error))),
-      }));
-      this.#failures.succeeded('bootstrap');
-    } catch (error) {
-      if (this.#fatal(error)) return;
-      this.#failures.failed('bootstrap', error);
-      if (!this.#stopped) this.#scanTimer = this.#scheduler.schedule(() => void this.#start(), this.#t.acquireMs);
-      return;
-    }
+    const bootstrap = await bootstrapLeases({
+      store: this.#store,
+      naming: this.#naming,
+      expirationMs: this.#t.expirationMs,
+      retryMs: Math.min(1000, this.#t.acquireMs),
+      listPartitions: () => partitions,
+      ...(this.#startPosition ? { startPosition: this.#startPosition } : {}),
+      claim: this.#maxLeases > 0 ? this.#maxLeases : Infinity,
+      clock: () => this.#scheduler.now(),
+      stopped: () => this.#stopped,
+      delay: (ms) => this.#delay(ms),
+      log: this.#log,
+      warn: (message) => this.#events.next({ type: 'stall', owner: this.owner, message }),
+      background: (work) => this.#track(work.catch((error: unknown) => this.#fatal(error) || this.#failures.failed('bootstrap', error))),
+    });
+    this.#failures.succeeded('bootstrap');
     await partitions.catch((error: unknown) => this.#fatal(error) || this.#failures.failed('partitions', error));
-    for (const lease of created ?? []) if (lease.owner === this.owner) this.#track(this.#own(lease, sentAt));
-    // Leases this host just created are all there are: the first round starts on them without a listing.
-    this.#scanSoon(0, created);
+    // Owned (or, after a stop() meanwhile, released) from when their creates were sent.
+    for (const lease of bootstrap.created) if (lease.owner === this.owner) this.#track(this.#own(lease, bootstrap.sentAt));
+    return bootstrap;
+  }
+
+  /**
+   * No lease of this processor is left: a reset deleted them (hosts that held one lost it at their next
+   * write), or they were deleted by hand. Bootstraps again, as a start does (once `.info` is gone, as after a
+   * reset); while `.info` says the leases exist there is nothing to read: reported once, with what to do.
+   * Returns the delay until the next round.
+   */
+  async #leasesGone(): Promise<number> {
+    const { created } = await this.#bootstrap();
+    if (created.length > 0) {
+      this.#log('no lease was left under the prefix: bootstrapped again (%d leases)', created.length);
+      this.#goneReported = false;
+      return 0;
+    }
+    if (!this.#goneReported && !this.#stopped) {
+      this.#goneReported = true;
+      const info = `${this.#naming.markerPrefix}.info`;
+      this.#events.next({
+        type: 'stall',
+        owner: this.owner,
+        message: `no lease under prefix '${this.#naming.prefix}' while its bootstrap marker ${info} says they exist: nothing to read. ` +
+          `Delete ${info} (or run \`rxfeed leases reset\`) and the hosts bootstrap again`,
+      });
+    }
+    return this.#t.acquireMs;
   }
 
   async #refreshPartitions(): Promise<readonly Partition[]> {
@@ -247,6 +290,10 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   async #scan(known?: readonly Lease[]): Promise<number> {
     const { leases, corrupt: unreadable } = known ? { leases: known, corrupt: [] } : await listProcessorLeases(this.#store, this.#naming);
     if (this.#stopped) return 0;
+    if (leases.length === 0 && unreadable.length === 0) {
+      this.#reconcile(leases);
+      return this.#leasesGone();
+    }
     for (const corrupt of unreadable) {
       const key = `${corrupt.documentId}\u0000${corrupt.problem}`;
       if (this.#reportedCorrupt.has(key)) continue;
@@ -254,17 +301,24 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       this.#log('skipping corrupt lease document %s: %s', corrupt.documentId, corrupt.problem);
       this.#events.next(errorEvent(this.owner, corrupt, { lease: corrupt.documentId }));
     }
+    // Every decision below is on this host's clock: the leases as it saw them (see Observations).
+    const now = this.#scheduler.now();
+    const seen = leases.map((l) => this.#observed.observe(l, now));
+    this.#observed.keepOnly(new Set(leases.map((l) => l.id)));
     this.#reconcile(leases);
 
-    const now = this.#now();
-    const shared = this.#names.review(leases, now);
+    const shared = this.#names.review(seen, this.#owned, now);
     if (shared) this.#reportSharedName(shared);
-    const plan = (this.#balanceBy === 'load' ? planLoadBalance : planBalance)(this.#names.balanced(leases, this.#owned, now), this.owner, now, {
+    const planned = (this.#balanceBy === 'load' ? planLoadBalance : planBalance)(this.#names.balanced(seen, this.#owned, now), this.owner, now, {
       expirationMs: this.#t.expirationMs,
       minLeases: this.#minLeases,
       maxLeases: this.#maxLeases,
       owned: new Set(this.#owned.keys()),
     });
+    // Back to the leases as stored: writes are conditional on them and keep their fields.
+    const stored = new Map(leases.map((l) => [l.id, l]));
+    const asStored = (list: readonly Lease[]) => list.map((l) => stored.get(l.id)!);
+    const plan = { ...planned, take: asStored(planned.take), steal: asStored(planned.steal), release: asStored(planned.release), handoff: asStored(planned.handoff) };
     const take = plan.take.filter((l) => !this.#coolingDown(l.id));
     if (take.length || plan.steal.length || plan.release.length || plan.handoff.length) {
       this.#balancerLog(
@@ -329,16 +383,16 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
 
   /** A lease this host held turned up as `stored`: under its own name at an epoch it never wrote, it is suspect. */
   #lostUnderOwnName(owned: Ownership, stored: Lease): void {
-    if (this.#names.lost(stored, owned.epoch)) {
+    if (this.#names.lost(this.#observed.observe(stored, this.#scheduler.now()), owned.epoch)) {
       owned.log('taken under this host\'s own name at epoch %d (held at %d): left alone until renewed or expired', stored.epoch, owned.epoch);
     }
   }
 
   /** Another live process uses this host's name: reported once, with what to fix. */
   #reportSharedName(shared: SharedName): void {
+    const how = shared.heldEpoch > 0 ? `took lease ${shared.leaseToken} (epoch ${shared.epoch}) while this one held it (epoch ${shared.heldEpoch})` : `holds lease ${shared.leaseToken} (epoch ${shared.epoch})`;
     const problem =
-      `another live processor uses instanceName '${this.owner}' with lease prefix '${this.#naming.prefix}': it took lease ` +
-      `${shared.leaseToken} (epoch ${shared.epoch}) while this one held it (epoch ${shared.heldEpoch}) and keeps renewing it. ` +
+      `another live processor uses instanceName '${this.owner}' with lease prefix '${this.#naming.prefix}': it ${how} and keeps renewing it. ` +
       'Give every process its own instanceName (e.g. host name and process id); until then this one leaves the leases ' +
       'under that name that it does not hold to the other, until they expire.';
     this.#log('%s', problem);
@@ -352,10 +406,18 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
    */
   #watchHandoff(owned: Ownership, lease: Lease): boolean {
     const to = lease.properties[HANDOFF_TO];
-    const at = Number(lease.properties[HANDOFF_AT]);
-    if (!to || to === this.owner || !Number.isFinite(at)) return false;
-    owned.handoffRequested(to, at + this.#t.expirationMs - this.#t.deadlineMarginMs - this.#now());
+    // Counted from when this host first saw the request (never from the requester's clock; see Observations).
+    const since = this.#observed.requestSince(lease);
+    if (!to || to === this.owner || since === undefined) return false;
+    owned.handoffRequested(to, since + this.#t.expirationMs - this.#t.deadlineMarginMs - this.#scheduler.now());
     return true;
+  }
+
+  /** The host a handoff request in `lease` names, if this host first saw it less than `freshMs` ago. */
+  #freshRequester(lease: Lease, freshMs: number): string | undefined {
+    const now = this.#scheduler.now();
+    const seen = this.#observed.observe(lease, now);
+    return handoffRequest(seen, now, freshMs);
   }
 
   /**
@@ -369,7 +431,10 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       return;
     }
     try {
-      if (await askForLease(this.#store, lease, this.owner, this.#now())) {
+      const stored = await askForLease(this.#store, lease, this.owner, this.#now());
+      if (stored) {
+        this.#observed.asked(stored);
+        this.#askedFor.add(lease.id);
         this.#balancerLog('asked %s to hand over lease %s', lease.owner, lease.leaseToken);
       }
     } catch (error) {
@@ -444,7 +509,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
    */
   #write(owned: Ownership, change: (current: Lease) => Lease): Promise<Lease> {
     return owned.enqueue(async () => {
-      for (;;) {
+      for (let lagging = 0; ; ) {
         if (owned.ended) throw new LeaseLostError(owned.leaseToken, this.owner, undefined);
         const sentAt = this.#scheduler.now();
         try {
@@ -455,7 +520,16 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
         } catch (error) {
           if (!(error instanceof LeaseConflictError)) throw error;
           const fresh = error.kind === 'missing' ? undefined : await this.#store.read(owned.lease.id);
+          if (fresh) this.#observed.observe(fresh, this.#scheduler.now());
           if (fresh && fresh.owner === this.owner && fresh.epoch === owned.epoch) {
+            if (fresh.etag === owned.current.etag) {
+              // Refused, yet read back as the version written against: the store's reads lag its writes. Wait
+              // (doubling from LAGGING_READ_MS up to the renewal retry delay) instead of spinning on 412s; the
+              // local deadline still ends an ownership whose write never lands.
+              await sleep(Math.min(this.#t.renewRetryMs, LAGGING_READ_MS * 2 ** lagging++), this.#scheduler, owned.signal);
+              continue;
+            }
+            lagging = 0;
             // Another host left a signal in this lease (that is what changed it): a handoff request, honoured
             // while it is fresh instead of at the next round (half an expiration away once settled), or a
             // release notice, whose leases are free now. Either way: balance now. A notice is read once.
@@ -586,7 +660,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     this.#end(owned, reason);
     this.#cooldown.set(owned.lease.id, this.#scheduler.now() + this.#t.expirationMs);
     const release = owned
-      .enqueue(() => handBack({ store: this.#store, owner: this.owner, epoch: owned.epoch, now: this.#now, freshRequestMs: 0 }, owned.current))
+      .enqueue(() => handBack({ store: this.#store, owner: this.owner, epoch: owned.epoch, now: this.#now, requester: () => undefined }, owned.current))
       .then(
         () => undefined,
         (error: unknown) => {
@@ -629,7 +703,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       try {
         to = await owned.enqueue(() =>
           handBack(
-            { store: this.#store, owner: this.owner, epoch: owned.epoch, now: this.#now, freshRequestMs: 2 * this.#t.acquireMs },
+            { store: this.#store, owner: this.owner, epoch: owned.epoch, now: this.#now, requester: (lease) => this.#freshRequester(lease, 2 * this.#t.acquireMs) },
             owned.current,
           ),
         );
@@ -646,21 +720,51 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   }
 
   /**
-   * After a shutdown released leases to nobody: tells the live hosts (a notice in a few of their leases,
+   * After a shutdown released what it held: settles the leases this host asked for. One handed to it that
+   * it has not taken yet (nobody reads it, see `isUntaken`) is released; a request not answered yet is
+   * withdrawn, so its owner does not hand the lease to a stopped host. Either would otherwise wait for an
+   * expiration. Then, if it released any to nobody, tells the live hosts (a notice in a few of their leases,
    * which they meet at their next write), so one of them takes the leases within about a checkpoint or a
-   * renewal instead of at its next round. Best effort: without it, the next rounds find the leases.
+   * renewal instead of at its next round. Best effort and bounded: without it, the next rounds find the leases.
    */
-  async #announceRelease(): Promise<void> {
-    const announce = async () => {
+  async #afterRelease(): Promise<void> {
+    const finish = async () => {
+      await Promise.all([...this.#askedFor].filter((id) => !this.#owned.has(id)).map((id) => this.#settleAsked(id)));
+      if (this.#releasedOnStop === 0) return;
       const { leases } = await listProcessorLeases(this.#store, this.#naming);
       const notices = await announceRelease(this.#store, leases, this.owner, this.#now(), this.#t.expirationMs);
       this.#log('released %d leases; left a notice in %d leases of the other hosts', this.#releasedOnStop, notices);
     };
     try {
       // Bounded: past an acquire interval the other hosts' own rounds are as quick.
-      await this.#withTimeout(announce(), this.#t.acquireMs, 'telling the other hosts of the released leases took over %d ms; gave up');
+      await this.#withTimeout(finish(), this.#t.acquireMs, 'settling the leases asked for and telling the other hosts took over %d ms; gave up');
     } catch (error) {
       this.#failures.failed('announce', error);
+    }
+  }
+
+  /** Releases lease `id` if it was handed to this host and not taken, or withdraws this host's request in it. */
+  async #settleAsked(id: string): Promise<void> {
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      const lease = await this.#store.read(id);
+      const handed = lease?.owner === this.owner && isUntaken(lease);
+      if (!lease || (!handed && lease.properties[HANDOFF_TO] !== this.owner)) return;
+      try {
+        // Conditional on the version read: an owner handing the lease over meanwhile makes this conflict.
+        await this.#store.replace(
+          handed ? { ...lease, owner: null, properties: withoutSignals(lease.properties), timestampMs: this.#now() } : { ...lease, properties: withoutRequest(lease.properties) },
+        );
+        if (handed) {
+          this.#releasedOnStop++;
+          this.#log('released lease %s, handed to this host and not taken yet', lease.leaseToken);
+        }
+        return;
+      } catch (error) {
+        if (!(error instanceof LeaseConflictError)) {
+          this.#failures.failed(`release:${id}`, error, lease.leaseToken);
+          return;
+        }
+      }
     }
   }
 

@@ -1,4 +1,4 @@
-import { handoffRequest, isLeaseExpired, planBalance, type BalanceOptions, type BalancePlan } from './balancing.js';
+import { handoffRequest, isLeaseExpired, isUntaken, planBalance, type BalanceOptions, type BalancePlan } from './balancing.js';
 import type { Lease } from './Lease.js';
 
 /**
@@ -123,7 +123,7 @@ export function planLoadBalance(leases: readonly Lease[], owner: string, nowMs: 
 function isFreeFor(lease: Lease, owner: string, nowMs: number, expirationMs: number, owned: ReadonlySet<string> | undefined): boolean {
   const expired = isLeaseExpired(lease, nowMs, expirationMs);
   const mine = lease.owner === owner && (owned === undefined ? !expired : owned.has(lease.id));
-  return !mine && (expired || lease.owner === owner);
+  return !mine && (expired || (lease.owner === owner && isUntaken(lease)));
 }
 
 function byId(a: Lease, b: Lease): number {

@@ -1,12 +1,16 @@
-import type { Subscription } from 'rxjs';
+import { concatMap, type Subscription } from 'rxjs';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { listLeases, releaseLeases, resetLeases, rewindLeases } from '../../src/admin/index.js';
+import type { Change } from '../../src/core/Change.js';
 import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
+import type { FeedEvent } from '../../src/core/events.js';
+import { MemoryDeadLetterStore } from '../../src/deadletter/MemoryDeadLetterStore.js';
 import { InvalidOptionsError, LeaseInUseError } from '../../src/errors/index.js';
 import { createChangeFeed } from '../../src/feed/index.js';
 import type { Lease } from '../../src/leases/Lease.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
+import { eachChange } from '../../src/operators/eachChange.js';
 import { MemorySource } from '../../src/sources/MemorySource.js';
 import { advanceUntil, idsOf, lsnOfPosition } from '../support/memory.js';
 import { withReplace } from '../support/replacing.js';
@@ -105,14 +109,19 @@ describe('lease administration on a lease store', () => {
     expect((await listLeases(common)).leases.map((l) => l.leaseToken)).toEqual(['0', '1']);
     expect((await rewindLeases({ ...common, to: { position: 'x' }, leaseTokens: ['1'] })).map((c) => c.leaseToken)).toEqual(['1']);
     await resetLeases(common);
-    expect(store.snapshot().map((l) => [l.id, l.continuation])).toEqual([[`${PREFIX}v2.1`, 'theirs']]);
+    expect(store.snapshot().map((l) => [l.id, l.continuation]).sort()).toEqual([[`${PREFIX}.floor`, null], [`${PREFIX}v2.1`, 'theirs']]);
   });
 
-  it('reset deletes every lease and the markers, so the next start bootstraps again', async () => {
-    const store = await storeWith(lease('0'), lease('1', { owner: 'dead', timestampMs: T0 - 600_000 }));
+  it('reset deletes every lease and the markers, so the next start bootstraps again, and keeps the highest epoch as the floor', async () => {
+    const store = await storeWith(lease('0', { epoch: 7 }), lease('1', { owner: 'dead', timestampMs: T0 - 600_000, epoch: 12 }));
     const changes = await resetLeases({ leases: store, leasePrefix: PREFIX, now });
     expect(changes.map((c) => c.leaseToken)).toEqual(['0', '1']);
-    expect((await store.list(PREFIX)).leases).toEqual([]);
+    expect((await store.list(PREFIX)).leases.map((l) => [l.id, l.epoch])).toEqual([[`${PREFIX}.floor`, 12]]);
+    expect((await listLeases({ leases: store, leasePrefix: PREFIX, now })).leases).toEqual([]); // the floor is no lease
+    // A second reset never lowers it.
+    await store.createIfAbsent(lease('0', { epoch: 3 }));
+    await resetLeases({ leases: store, leasePrefix: PREFIX, now });
+    expect((await store.read(`${PREFIX}.floor`))!.epoch).toBe(12);
   });
 
   it('explains bad input: empty prefix, unknown token, a position for many leases, a time without a source', async () => {
@@ -190,7 +199,7 @@ describe('lease administration in the .NET lease layout (leaseScheme: dotnet)', 
       ['0', true, undefined],
       ['1', false, undefined],
     ]);
-    expect(idsIn(store)).toEqual([`${PREFIX}0`, `other${NET.slice(11)}..0`, `other${NET.slice(11)}.info`].sort());
+    expect(idsIn(store)).toEqual([`${PREFIX}0`, `other${NET.slice(11)}..0`, `other${NET.slice(11)}.info`].sort()); // epochs were 0: no floor
   });
 
   it('explains a .NET scheme without its prefix, with the separator in it, or an unknown scheme', async () => {
@@ -262,5 +271,54 @@ describe('rewinding a running processor', () => {
     await advanceUntil(() => (void caughtUp(), done && idsOf(seen.slice(before)).length >= 40));
     // Every change is delivered again, and the checkpoints only moved forward from the rewound position.
     expect(new Set(idsOf(seen.slice(before)))).toEqual(new Set(idsOf(seen.slice(0, before))));
+  });
+});
+
+describe('resetting a running processor (reset --force)', () => {
+  let subscription: Subscription | undefined;
+  beforeEach(() => vi.useFakeTimers({ now: T0 }));
+  afterEach(() => {
+    subscription?.unsubscribe();
+    vi.useRealTimers();
+  });
+
+  it('its host loses the lease, bootstraps again above the epoch floor, and dead-letter fences of the old epochs stay consistent', async () => {
+    const source = new MemorySource<Doc>({ partitions: 1 });
+    const range = source.partitions()[0]!.range;
+    const leases = await storeWith(lease('0', { feedRange: range, epoch: 200 }));
+    // Dead letters written by an earlier owner of the partition, at epoch 200: the store fences the range at 200.
+    const deadLetters = new MemoryDeadLetterStore<Doc>();
+    await deadLetters.write([], { leaseToken: '0', range, epoch: 200 });
+    const events: FeedEvent[] = [];
+    const done: string[] = [];
+    const feed = createChangeFeed<Doc>({ source, leases, instanceName: 'host-a', leasePrefix: PREFIX, pollIntervalMs: 1_000, maxItemCount: 1, events: (e) => events.push(e) });
+    subscription = feed.changes$
+      .pipe(
+        eachChange(
+          concatMap(async (c: Change<Doc>) => {
+            if (c.id === 'poison') throw new Error('cannot process (injected)');
+            done.push(c.id);
+            return c;
+          }),
+          { onFailure: { retry: { attempts: 1 }, deadLetter: deadLetters } },
+        ),
+        checkpointEvery({ count: 1, ms: 10 }),
+      )
+      .subscribe();
+    await vi.advanceTimersByTimeAsync(2_000);
+    expect((await leases.read(`${PREFIX}0`))!.epoch).toBe(201);
+
+    await resetLeases({ leases, leasePrefix: PREFIX, force: true });
+    expect((await leases.read(`${PREFIX}.floor`))!.epoch).toBe(201);
+    source.upsert({ id: 'poison', n: 0 });
+    source.upsert({ id: 'after', n: 1 });
+    await vi.advanceTimersByTimeAsync(60_000);
+
+    expect(events.filter((e) => e.type === 'leaseLost').map((e) => e.lease)).toEqual(['0']);
+    const retaken = (await leases.read(`${PREFIX}0`))!;
+    expect(retaken).toMatchObject({ owner: 'host-a', epoch: 202 });
+    expect((await deadLetters.list()).map((l) => l.documentId)).toEqual(['poison']);
+    expect(done).toContain('after');
+    expect(events.filter((e) => e.type === 'error' && e.error.name === 'DeadLetterFencedError')).toEqual([]);
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { HANDOFF_AT, HANDOFF_TO, handoffRequest, isLeaseExpired, planBalance, withoutSignals } from '../../src/leases/balancing.js';
+import { HANDOFF_AT, HANDOFF_TO, handoffRequest, isLeaseExpired, planBalance, UNTAKEN_AT_EPOCH, withoutSignals } from '../../src/leases/balancing.js';
 import type { Lease } from '../../src/leases/Lease.js';
 
 const NOW = 1_000_000;
@@ -66,10 +66,18 @@ describe('planBalance', () => {
     expect(overlapInFour[0]!.filter((id) => overlapInFour[1]!.includes(id)).length).toBeLessThan(4);
   });
 
-  it('takes back leases left over from a previous run under the same name first', () => {
-    const all = leases('aa--');
+  it('takes a lease handed to it (not taken since) first, and leaves a live one under its name that it does not hold alone', () => {
+    const all = leases('aaa--');
+    all[1] = { ...all[1]!, properties: { [UNTAKEN_AT_EPOCH]: String(all[1]!.epoch) } }; // handed to a by its owner
     const plan = planBalance(all, 'a', NOW, { expirationMs: EXP, owned: new Set([all[0]!.id]), maxLeases: 2 });
     expect(plan.take.map((l) => l.id)).toEqual([all[1]!.id]);
+    // all[2]: under a's name, live, not held by this run: another process may read it (a twin, or a previous
+    // run that crashed): taken only once it expires.
+    const wide = planBalance(all, 'a', NOW, { expirationMs: EXP, owned: new Set([all[0]!.id]) });
+    expect(wide.take.map((l) => l.id)).not.toContain(all[2]!.id);
+    expect(wide.nextExpiryMs).toBe(all[2]!.timestampMs + EXP);
+    const later = planBalance(all, 'a', all[2]!.timestampMs + EXP, { expirationMs: EXP, owned: new Set([all[0]!.id]) });
+    expect(later.take.map((l) => l.id)).toContain(all[2]!.id);
   });
 
   it('keeps a held lease the listing shows overdue instead of re-taking it (which would fence itself off)', () => {

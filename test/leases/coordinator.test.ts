@@ -4,7 +4,7 @@ import { MemorySource } from '../../src/sources/MemorySource.js';
 import { createLeaseCoordinator } from '../../src/leases/createLeaseCoordinator.js';
 import type { LeaseListing, LeaseStore } from '../../src/leases/LeaseStore.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
-import { RELEASED_AT, RELEASED_BY } from '../../src/leases/balancing.js';
+import { RELEASED_AT, RELEASED_BY, UNTAKEN_AT_EPOCH } from '../../src/leases/balancing.js';
 import { FakePartitions, startHost } from './hosts.js';
 import { VirtualScheduler } from './virtualScheduler.js';
 import { withReplace } from '../support/replacing.js';
@@ -164,7 +164,7 @@ describe('one host', () => {
     await host.coordinator.stop();
   });
 
-  it('a restarted host under the same name takes its left-over leases back at once, with a new epoch', async () => {
+  it('a host restarted under the same name after a crash takes its previous run\'s leases once they expire, never while another process may read them', async () => {
     const clock = new VirtualScheduler();
     const store = new MemoryLeaseStore();
     const parts = new FakePartitions(3);
@@ -172,8 +172,11 @@ describe('one host', () => {
     await clock.advance(100);
     first.gate.pause(); // dies without releasing
     const second = startHost('a', store, clock, parts.listPartitions, timings);
-    await clock.advance(100);
+    await clock.advance(timings.leaseExpirationMs - 1_000);
+    expect(second.acquired).toEqual([]); // the cost of a crash and restart: one lease expiration
+    await clock.advance(1_000 + timings.leaseAcquireIntervalMs);
     expect(second.acquired.map((o) => o.epoch)).toEqual([2, 2, 2]);
+    expect(second.events.some((e) => e.type === 'error')).toBe(false); // a dead run is no twin
     await second.coordinator.stop();
   });
 
@@ -184,9 +187,13 @@ describe('one host', () => {
     const clock = new VirtualScheduler();
     const inner = new MemoryLeaseStore();
     const parts = new FakePartitions(3);
-    const first = startHost('a', inner, clock, parts.listPartitions, timings);
+    const first = startHost('b', inner, clock, parts.listPartitions, timings);
     await clock.advance(100);
-    first.gate.pause(); // dies without releasing: its leases show owner 'a', which the next 'a' takes at once
+    first.gate.pause();
+    // b handed its three leases to a (as to a host that asked for them) and died: a takes them at once.
+    for (const lease of (await inner.list('p.')).leases.filter((l) => l.owner === 'b')) {
+      await inner.replace({ ...lease, owner: 'a', properties: { [UNTAKEN_AT_EPOCH]: String(lease.epoch) } });
+    }
     let noticed = 0;
     const store = withReplace(inner, async (lease, replace) => {
       if (lease.id === 'p.0' && lease.owner === 'a' && lease.epoch === 2 && noticed === 0) {
@@ -209,24 +216,24 @@ describe('one host', () => {
 describe('two processes under one instanceName', () => {
   const acquireMs = timings.leaseAcquireIntervalMs;
 
-  it('do not take each other\'s leases round after round: the one that lost them reports what to fix, once', async () => {
+  it('never take each other\'s leases: the one that holds none reports what to fix, once', async () => {
     const clock = new VirtualScheduler();
     const store = new MemoryLeaseStore();
     const parts = new FakePartitions(4);
     const first = startHost('a', store, clock, parts.listPartitions, timings);
     await clock.advance(1_000);
-    const second = startHost('a', store, clock, parts.listPartitions, timings); // takes them all as "left over"
+    const second = startHost('a', store, clock, parts.listPartitions, timings); // sees 4 live leases under its name
     for (let round = 0; round < 20; round++) await clock.advance(acquireMs);
 
     const leases = store.snapshot().filter((l) => /^p\.\d$/.test(l.id));
-    expect(leases.map((l) => l.epoch)).toEqual([2, 2, 2, 2]); // taken once, never back and forth
-    expect(second.coordinator.owned()).toHaveLength(4);
-    expect(first.coordinator.owned()).toHaveLength(0);
-    const errors = first.events.filter((e) => e.type === 'error');
+    expect(leases.map((l) => l.epoch)).toEqual([1, 1, 1, 1]); // never taken: no two processes read one lease
+    expect(first.coordinator.owned()).toHaveLength(4);
+    expect(second.coordinator.owned()).toHaveLength(0);
+    const errors = second.events.filter((e) => e.type === 'error');
     expect(errors).toHaveLength(1);
     expect(errors[0]).toMatchObject({ error: { option: 'instanceName' } });
     expect((errors[0] as { error: Error }).error.message).toMatch(/another live processor uses instanceName 'a'.*own instanceName/);
-    expect(second.events.some((e) => e.type === 'error')).toBe(false);
+    expect(first.events.some((e) => e.type === 'error')).toBe(false);
     await Promise.all([first.coordinator.stop(), second.coordinator.stop()]);
   });
 

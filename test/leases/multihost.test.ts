@@ -209,7 +209,9 @@ describe('balancing across hosts (virtual time)', () => {
 
     const elapsed = await w.clock.advanceUntil(() => w.consistent(['a', 'c']), 3 * EXPIRY, 250);
     expect(w.consistent(['a', 'c'])).toBe(true);
-    expect(elapsed).toBeLessThanOrEqual(1.2 * EXPIRY);
+    // One expiration after a survivor first saw the victim's last renewal, which it sees at its next round
+    // (at most half an expiration later once settled): expiry is never judged by another host's clock.
+    expect(elapsed).toBeLessThanOrEqual(1.5 * EXPIRY);
     expect(w.clock.now() - crashedAt).toBe(elapsed);
     expect(spreadOf(w.counts(), ['a', 'c'])).toBe(0);
     const taken = (await w.store.read(victimLeases[0]!.lease.id))!;

@@ -4,7 +4,10 @@ import type { LeaseNaming } from '../../src/leases/coordinator/leaseDocuments.js
 import { replaceGoneLease } from '../../src/leases/coordinator/replaceGoneLease.js';
 import type { Lease } from '../../src/leases/Lease.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
-import { UNTAKEN_AT_EPOCH, withoutSignals } from '../../src/leases/balancing.js';
+import { RELEASED_AT, RELEASED_BY, UNTAKEN_AT_EPOCH, withoutSignals } from '../../src/leases/balancing.js';
+import type { LeaseStore } from '../../src/leases/LeaseStore.js';
+import { raiseFence } from '../../src/deadletter/fence.js';
+import { DeadLetterFencedError } from '../../src/errors/DeadLetterFencedError.js';
 import { FakePartitions } from './hosts.js';
 
 const naming = (owner: string): LeaseNaming => ({ prefix: 'p.', markerPrefix: 'p.', scheme: 'rxfeed', owner, mode: 'latestVersion', now: () => 1_000 });
@@ -80,4 +83,67 @@ describe('replaceGoneLease', () => {
       ['p.2', 'pos-9'],
     ]);
   });
+
+  it('a signal left in the parent before its delete (a release notice) is retried; a host that took the parent meanwhile keeps it (suspicion 1)', async () => {
+    const { store, lease, ctx, ownership } = await splitParent('pos-5');
+    let touch: ((l: Lease) => Promise<void>) | undefined = async (l) => {
+      await store.replace({ ...l, properties: { ...l.properties, [RELEASED_BY]: 'c', [RELEASED_AT]: '1' } });
+    };
+    const racing = { ...ctx('a'), store: withDelete(store, async (l) => {
+      const t = touch;
+      touch = undefined;
+      await t?.(l);
+    }) };
+    expect(await replaceGoneLease(racing, ownership(lease), 'pos-5')).toMatchObject({ kind: 'replaced' });
+    expect(await store.read('p.0')).toBeUndefined();
+
+    const second = await splitParent('pos-5');
+    touch = async (l) => {
+      await second.store.replace({ ...l, owner: 'b', epoch: l.epoch + 1 }); // b takes the parent over
+    };
+    const raced = { ...second.ctx('a'), store: withDelete(second.store, async (l) => {
+      const t = touch;
+      touch = undefined;
+      await t?.(l);
+    }) };
+    expect(await replaceGoneLease(raced, second.ownership(second.lease), 'pos-5')).toEqual({ kind: 'fenced', owner: 'b' });
+    expect(await second.store.read('p.0')).toMatchObject({ owner: 'b', epoch: 4 }); // not deleted under b
+  });
+
+  it('does not replace the parent while the partitions listed cover only part of its range (suspicion 2)', async () => {
+    const { store, lease, ctx, ownership } = await splitParent('pos-5');
+    const listed = await ctx('a').listPartitions();
+    const lagging = { ...ctx('a'), listPartitions: async () => listed.slice(0, 1) }; // the second child is not listed yet
+    await expect(replaceGoneLease(lagging, ownership(lease), 'pos-5')).rejects.toThrow(/cover only part of its range/);
+    expect(await store.read('p.0')).toMatchObject({ owner: 'a' });
+    expect((await store.list('p.')).leases.map((l) => l.id)).toEqual(['p.0']);
+    expect(await replaceGoneLease(ctx('a'), ownership(lease), 'pos-5')).toMatchObject({ kind: 'replaced', children: ['1', '2'] });
+  });
 });
+
+describe('split children and fencing by key range (decided design 5)', () => {
+  it("a child's first epoch is above its parent's: a store fencing by key range refuses the deposed parent's late write", async () => {
+    const { store, lease, ctx, ownership } = await splitParent('pos-5');
+    await replaceGoneLease(ctx('a'), ownership(lease), 'pos-5');
+    const child = (await store.read('p.1'))!;
+    expect(child).toMatchObject({ owner: null, epoch: lease.epoch }); // created untaken at the parent's epoch…
+    const taken = child.epoch + 1; // …and every take raises it: the first owner writes above the parent
+    let fences = raiseFence([], { leaseToken: '0', range: lease.feedRange, epoch: lease.epoch });
+    fences = raiseFence(fences, { leaseToken: '1', range: child.feedRange, epoch: taken });
+    expect(() => raiseFence(fences, { leaseToken: '0', range: lease.feedRange, epoch: lease.epoch })).toThrow(DeadLetterFencedError);
+  });
+});
+
+/** `store` whose `delete` first runs `before` (another writer racing it). */
+function withDelete(store: MemoryLeaseStore, before: (lease: Lease) => Promise<void>): LeaseStore {
+  return {
+    list: (p) => store.list(p),
+    read: (id) => store.read(id),
+    createIfAbsent: (l) => store.createIfAbsent(l),
+    replace: (l) => store.replace(l),
+    delete: async (l) => {
+      await before(l);
+      return store.delete(l);
+    },
+  };
+}

@@ -1,4 +1,4 @@
-import { isLeaseExpired } from '../balancing.js';
+import { isLeaseExpired, isUntaken } from '../balancing.js';
 import type { Lease } from '../Lease.js';
 
 /** A lease taken under this host's name at an epoch it never wrote, and how it was stored then. */
@@ -11,7 +11,7 @@ interface Suspect {
 /** Another live process under this host's name, as shown by one of its leases. */
 export interface SharedName {
   readonly leaseToken: string;
-  /** The epoch this host held the lease at when it was taken. */
+  /** The epoch this host held the lease at when it was taken (0: never held by this host). */
   readonly heldEpoch: number;
   /** The epoch the other process took it at (and keeps renewing). */
   readonly epoch: number;
@@ -19,14 +19,15 @@ export interface SharedName {
 
 /**
  * Tells another live process under this host's name (same `instanceName` and lease prefix) from what a
- * previous run left. Leases under the name that this host does not hold are a previous run's and are taken
- * back at once; but two live processes sharing the name would each take back the other's, every round,
- * each time resuming from the last checkpoint.
+ * previous run left. Leases under the name that this host does not hold are left alone until they expire
+ * (another process may be reading them), unless handed to this host and not taken since; a live process
+ * renews them, a dead one does not.
  *
- * A lease this host held that turns up under its name at an epoch it never wrote is suspect: left alone
- * (not taken back) until it expires (a dead process's late write: it is never renewed) or is renewed under
- * the name at that epoch (another live process: reported once, and from then on every lease under the name
- * that this host does not hold is left alone until it expires).
+ * Another live process is reported once, with what to fix, when a lease under the name that this host does
+ * not hold is renewed twice at one epoch while this host watches, or when a lease this host held turns up
+ * under its name at an epoch it never wrote (suspect: left alone until it expires, a dead process's late
+ * write, or is renewed under the name at that epoch). From then on every lease under the name that this
+ * host does not hold is left alone until it expires.
  *
  * @internal
  */
@@ -34,6 +35,8 @@ export class NameGuard {
   /** Per lease id, the highest epoch this host wrote or was given. */
   readonly #epochs = new Map<string, number>();
   readonly #suspects = new Map<string, Suspect>();
+  /** Leases under the name this host does not hold: how they were first seen, and renewals seen since. */
+  readonly #unheld = new Map<string, { readonly epoch: number; timestampMs: number; renewals: number }>();
   #shared = false;
 
   constructor(
@@ -62,9 +65,9 @@ export class NameGuard {
    * Reviews the suspects against a listing: the first renewed under this name shows another live process
    * (returned, once); those that expired or moved on are dropped.
    */
-  review(leases: readonly Lease[], nowMs: number): SharedName | undefined {
-    if (this.#suspects.size === 0) return undefined;
-    let found: SharedName | undefined;
+  review(leases: readonly Lease[], held: ReadonlyMap<string, unknown>, nowMs: number): SharedName | undefined {
+    let found = this.#renewedUnheld(leases, held);
+    if (this.#suspects.size === 0) return found;
     for (const lease of leases) {
       const suspect = this.#suspects.get(lease.id);
       if (!suspect) continue;
@@ -75,6 +78,28 @@ export class NameGuard {
         found = { leaseToken: lease.leaseToken, heldEpoch: suspect.heldEpoch, epoch: lease.epoch };
       }
     }
+    return found;
+  }
+
+  /** The first lease under the name that this host does not hold and that another process renews (once). */
+  #renewedUnheld(leases: readonly Lease[], held: ReadonlyMap<string, unknown>): SharedName | undefined {
+    if (this.#shared) return undefined;
+    const seen = new Set<string>();
+    let found: SharedName | undefined;
+    for (const lease of leases) {
+      if (lease.owner !== this.owner || held.has(lease.id) || isUntaken(lease)) continue;
+      seen.add(lease.id);
+      const unheld = this.#unheld.get(lease.id);
+      if (!unheld || unheld.epoch !== lease.epoch) {
+        this.#unheld.set(lease.id, { epoch: lease.epoch, timestampMs: lease.timestampMs, renewals: 0 });
+      } else if (lease.timestampMs > unheld.timestampMs) {
+        unheld.timestampMs = lease.timestampMs;
+        // Twice: one write landing late (a dead process's last renewal) is no live process.
+        if (++unheld.renewals >= 2 && !found) found = { leaseToken: lease.leaseToken, heldEpoch: 0, epoch: lease.epoch };
+      }
+    }
+    for (const id of this.#unheld.keys()) if (!seen.has(id)) this.#unheld.delete(id);
+    if (found) this.#shared = true;
     return found;
   }
 

@@ -3,7 +3,7 @@ import { CorruptLeaseError } from '../../errors/index.js';
 import type { Logger } from '../../internal/log.js';
 import type { Lease } from '../Lease.js';
 import type { LeaseStore } from '../LeaseStore.js';
-import { infoId, leaseDocument, lockId, markerDocument, type LeaseNaming } from './leaseDocuments.js';
+import { floorId, infoId, leaseDocument, lockId, markerDocument, type LeaseNaming } from './leaseDocuments.js';
 
 /** A marker document that exists but is not in our format (e.g. the .NET processor's `{ id }`). */
 const FOREIGN = Symbol('foreign marker');
@@ -27,17 +27,27 @@ export interface BootstrapContext {
    * first balancing round would take of leases nobody owns. The others are created free.
    */
   readonly claim: number;
+  /** Scheduler time (ms): when the creates are sent is when the leases this host claims were last confirmed. */
+  readonly clock: () => number;
   /** Work that must finish before the host stops, but that nothing needs to wait for (marking the bootstrap done). */
   readonly background: (work: Promise<unknown>) => void;
 }
 
 /** What {@link bootstrapLeases} found or did. */
 export interface BootstrapResult {
-  /**
-   * The leases this call created, when it created one for every partition and none existed: then they are
-   * all the leases there are, and the first balancing round needs no listing.
-   */
-  readonly created?: readonly Lease[];
+  /** The leases this call created (those it claims are this host's own from `sentAt` on). */
+  readonly created: readonly Lease[];
+  /** True when it created one for every partition and none existed: the first balancing round needs no listing. */
+  readonly complete: boolean;
+  /** When the creates were sent (scheduler time): where the local deadline of a claimed lease counts from. */
+  readonly sentAt: number;
+}
+
+const NOTHING_CREATED: BootstrapResult = { created: [], complete: false, sentAt: 0 };
+
+function createdBy(results: readonly (Lease | undefined)[], sentAt: number): BootstrapResult {
+  const created = results.filter((l) => l !== undefined);
+  return { created, complete: created.length === results.length, sentAt };
 }
 
 async function readMarker(store: LeaseStore, id: string): Promise<Lease | typeof FOREIGN | undefined> {
@@ -51,7 +61,7 @@ async function readMarker(store: LeaseStore, id: string): Promise<Lease | typeof
 
 /**
  * Creates one lease per partition unless `<prefix>.info` says that was done, one host at a time (the host
- * that creates `<prefix>.lock`). A lock of ours older than an expiration is stale (its host died) and is
+ * that creates `<prefix>.lock`), above the epoch floor a reset left (`<prefix>.floor`). A lock of ours older than an expiration is stale (its host died) and is
  * removed. A lock in another format (another processor's, which we cannot date) is waited on for one
  * expiration, then ignored: creating leases is idempotent (deterministic ids), the lock only saves work.
  *
@@ -63,19 +73,21 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
   const lock = lockId(naming.markerPrefix);
   let foreignLockSince: number | undefined;
   while (!ctx.stopped()) {
-    if (await readMarker(store, info)) return {};
-    const ours = await store.createIfAbsent(markerDocument(naming, lock));
+    if (await readMarker(store, info)) return NOTHING_CREATED;
+    // The epoch floor is read beside the lock (no extra round trip), and used only if the lock is ours.
+    const [ours, floor] = await Promise.all([store.createIfAbsent(markerDocument(naming, lock)), epochFloor(ctx)]);
     if (ours) {
       let created: readonly (Lease | undefined)[];
+      const sentAt = ctx.clock();
       try {
-        created = await createLeases(ctx);
+        created = await createLeases(ctx, floor);
       } catch (error) {
         await store.delete(ours).catch(() => undefined);
         throw error;
       }
       // The leases exist: this host may start on them while the bootstrap is marked done and unlocked.
       ctx.background(markDone(ctx, ours));
-      return created.every((l) => l !== undefined) ? { created: created as Lease[] } : {};
+      return createdBy(created, sentAt);
     }
     const existing = await readMarker(store, lock);
     const now = naming.now();
@@ -86,9 +98,10 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
           `the bootstrap lock ${lock} is not in rxfeed's format and has not gone away for ${ctx.expirationMs} ms; ` +
             'creating the leases without it (safe: lease ids are deterministic)',
         );
-        await createLeases(ctx);
+        const sentAt = ctx.clock();
+        const created = await createLeases(ctx, await epochFloor(ctx));
         await markDone(ctx);
-        return {};
+        return createdBy(created, sentAt);
       }
     } else if (existing && now - existing.timestampMs >= ctx.expirationMs) {
       log('removing stale bootstrap lock of %s', existing.owner);
@@ -97,11 +110,20 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
     }
     await ctx.delay(ctx.retryMs);
   }
-  return {};
+  return NOTHING_CREATED;
 }
 
-/** Creates one lease per partition, in parallel (the first `claim` owned by us); `undefined` where one existed already. */
-async function createLeases(ctx: BootstrapContext): Promise<(Lease | undefined)[]> {
+/** The highest epoch of the leases a reset deleted (`<prefix>.floor`), 0 if none: new leases start above it. */
+async function epochFloor(ctx: BootstrapContext): Promise<number> {
+  const floor = await readMarker(ctx.store, floorId(ctx.naming.markerPrefix));
+  return floor && floor !== FOREIGN ? floor.epoch : 0;
+}
+
+/**
+ * Creates one lease per partition, in parallel (the first `claim` owned by us), above the epoch `floor`;
+ * `undefined` where one existed already.
+ */
+async function createLeases(ctx: BootstrapContext, floor: number): Promise<(Lease | undefined)[]> {
   const partitions = await ctx.listPartitions();
   ctx.log('bootstrapping %d leases', partitions.length);
   // Every start is pinned before the first lease exists: no reader can begin before its lease's start is fixed.
@@ -109,7 +131,9 @@ async function createLeases(ctx: BootstrapContext): Promise<(Lease | undefined)[
   return Promise.all(
     partitions.map((p, i) =>
       ctx.store.createIfAbsent(
-        i < ctx.claim ? leaseDocument(ctx.naming, p.id, p.range, starts[i]!, {}, 1, ctx.naming.owner) : leaseDocument(ctx.naming, p.id, p.range, starts[i]!, {}),
+        i < ctx.claim
+          ? leaseDocument(ctx.naming, p.id, p.range, starts[i]!, {}, floor + 1, ctx.naming.owner)
+          : leaseDocument(ctx.naming, p.id, p.range, starts[i]!, {}, floor),
       ),
     ),
   );

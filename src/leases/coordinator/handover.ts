@@ -1,21 +1,20 @@
 import { LeaseConflictError } from '../../errors/LeaseConflictError.js';
-import { HANDOFF_AT, HANDOFF_TO, handoffRequest, isLeaseExpired, RELEASED_AT, RELEASED_BY, withoutSignals } from '../balancing.js';
+import { HANDOFF_AT, HANDOFF_TO, isLeaseExpired, RELEASED_AT, RELEASED_BY, UNTAKEN_AT_EPOCH, withoutSignals } from '../balancing.js';
 import type { Lease } from '../Lease.js';
 import type { LeaseStore } from '../LeaseStore.js';
 
 /**
  * Asks the owner of a live lease to hand it over: writes this host's name and the time into the lease's
- * properties; the owner honours it at its next scan, after draining. Returns false when the lease changed
- * meanwhile (the next scan sees how).
+ * properties; the owner honours it at its next scan, after draining. Returns `undefined` when the lease changed
+ * meanwhile (the next scan sees how); else the lease as stored with the request.
  *
  * @internal
  */
-export async function askForLease(store: LeaseStore, lease: Lease, requester: string, nowMs: number): Promise<boolean> {
+export async function askForLease(store: LeaseStore, lease: Lease, requester: string, nowMs: number): Promise<Lease | undefined> {
   try {
-    await store.replace({ ...lease, properties: { ...lease.properties, [HANDOFF_TO]: requester, [HANDOFF_AT]: String(nowMs) } });
-    return true;
+    return await store.replace({ ...lease, properties: { ...lease.properties, [HANDOFF_TO]: requester, [HANDOFF_AT]: String(nowMs) } });
   } catch (error) {
-    if (error instanceof LeaseConflictError) return false;
+    if (error instanceof LeaseConflictError) return undefined;
     throw error;
   }
 }
@@ -27,10 +26,10 @@ export interface HandBackContext {
   readonly epoch: number;
   readonly now: () => number;
   /**
-   * A handoff request younger than this (ms) is honoured by writing the requester as the owner; an older
-   * one (its host may have died since) releases the lease to nobody, for whichever live host scans first.
+   * The host a fresh handoff request in `lease` names, which the lease is handed to; `undefined` releases
+   * it to nobody, for whichever live host scans first (e.g. for an old request: its host may have died since).
    */
-  readonly freshRequestMs: number;
+  readonly requester: (lease: Lease) => string | undefined;
 }
 
 /**
@@ -44,9 +43,11 @@ export interface HandBackContext {
 export async function handBack(ctx: HandBackContext, current: Lease): Promise<string | null | undefined> {
   for (let attempt = 0; ; attempt++) {
     const now = ctx.now();
-    const to = handoffRequest(current, now, ctx.freshRequestMs) ?? null;
+    const to = ctx.requester(current) ?? null;
     try {
-      await ctx.store.replace({ ...current, owner: to, properties: withoutSignals(current.properties), timestampMs: now });
+      // Handed over, the lease says so until its new owner takes it: nobody reads it meanwhile.
+      const properties = to === null ? withoutSignals(current.properties) : { ...withoutSignals(current.properties), [UNTAKEN_AT_EPOCH]: String(current.epoch) };
+      await ctx.store.replace({ ...current, owner: to, properties, timestampMs: now });
       return to;
     } catch (error) {
       if (!(error instanceof LeaseConflictError) || error.kind === 'missing' || attempt >= 5) throw error;
@@ -114,6 +115,16 @@ export function releaseNotice(lease: Lease): string | undefined {
  */
 export function withoutNotice(properties: Readonly<Record<string, string>>): Record<string, string> {
   const { [RELEASED_BY]: _by, [RELEASED_AT]: _at, ...rest } = properties;
+  return rest;
+}
+
+/**
+ * `properties` without a handoff request (its host withdrew it).
+ *
+ * @internal
+ */
+export function withoutRequest(properties: Readonly<Record<string, string>>): Record<string, string> {
+  const { [HANDOFF_TO]: _to, [HANDOFF_AT]: _at, ...rest } = properties;
   return rest;
 }
 

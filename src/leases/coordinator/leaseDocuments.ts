@@ -33,9 +33,22 @@ export const infoId = (prefix: string): string => `${prefix}.info`;
 /** @internal Id of the marker written while one host creates the leases (`<prefix>.lock`, as .NET). */
 export const lockId = (prefix: string): string => `${prefix}.lock`;
 
+/**
+ * @internal Id of the document holding the processor's epoch floor (`<prefix>.floor`): the highest epoch of the
+ * leases a reset deleted. Leases created later start above it, so epochs never go back (stores that fence by
+ * epoch, such as dead-letter stores, keep accepting the new leases' writes).
+ */
+export const floorId = (prefix: string): string => `${prefix}.floor`;
+
 /** @internal True for the processor's marker documents (never leases). */
 export function isMarkerId(prefix: string, id: string): boolean {
-  return id === infoId(prefix) || id === lockId(prefix);
+  return id === infoId(prefix) || id === lockId(prefix) || id === floorId(prefix);
+}
+
+/** @internal The epoch floor document at `epoch` (its token names it in both schemes, so every store reads it as a lease). */
+export function floorDocument(ids: LeaseIds, epoch: number, now: number): NewLease {
+  const id = floorId(ids.markerPrefix);
+  return { id, leaseToken: id.slice(ids.markerPrefix.length), feedRange: undefined, owner: null, continuation: null, timestampMs: now, epoch, mode: undefined, properties: {} };
 }
 
 /**

@@ -4,7 +4,7 @@ import type { Lease } from '../Lease.js';
 import { LeaseConflictError } from '../../errors/LeaseConflictError.js';
 import type { LeaseStore } from '../LeaseStore.js';
 import { leaseDocument, type LeaseNaming } from './leaseDocuments.js';
-import { childLeases } from './splitMerge.js';
+import { childLeases, coversRange } from './splitMerge.js';
 
 /** @internal What {@link replaceGoneLease} needs. */
 export interface ReplaceContext {
@@ -43,8 +43,12 @@ export async function replaceGoneLease(
   // The parent's stored checkpoint wins: batches acknowledged after the reader's drain gave up may have
   // checkpointed past `position` since, and a child must never start behind its parent's checkpoint.
   const from = fresh ? (fresh.continuation ?? position) : (position ?? parent.continuation);
-  const children = childLeases(owned.leaseToken, parent.feedRange ?? owned.partition.range, await ctx.listPartitions());
+  const range = parent.feedRange ?? owned.partition.range;
+  const children = childLeases(owned.leaseToken, range, await ctx.listPartitions());
   if (!children) throw new Error(`partition ${owned.leaseToken} reported gone, but the source still lists it; retrying`);
+  if (!coversRange(children, range)) {
+    throw new Error(`partition ${owned.leaseToken} reported gone, but the partitions listed cover only part of its range (the listing lags the split?); retrying`);
+  }
   const untaken = { ...withoutSignals(parent.properties), [UNTAKEN_AT_EPOCH]: String(parent.epoch) };
   for (const c of children) {
     const child = leaseDocument(ctx.naming, c.token, c.range, from, untaken, parent.epoch);
@@ -60,10 +64,34 @@ export async function replaceGoneLease(
     }
   }
   if (fresh) {
-    owned.parentDeleteSent = true;
-    await ctx.store.delete(fresh).catch((error: unknown) => {
-      if (!(error instanceof LeaseConflictError)) throw error;
-    });
+    const gone = await deleteParent(ctx, owned, fresh);
+    if (gone !== true) return gone;
   }
   return { kind: 'replaced', children: children.map((c) => c.token), from };
+}
+
+/**
+ * Deletes the parent lease, conditional on the version read. A conflict is re-read: a signal left in the
+ * lease (a release notice, a handoff request) while it is still this ownership's is retried; a lease taken
+ * by another host meanwhile is not this host's to delete (fenced: its new owner replaces it in turn).
+ */
+async function deleteParent(
+  ctx: ReplaceContext,
+  owned: { readonly epoch: number; parentDeleteSent: boolean },
+  parent: Lease,
+): Promise<true | Replacement> {
+  for (let attempt = 1; ; attempt++) {
+    owned.parentDeleteSent = true;
+    try {
+      await ctx.store.delete(parent);
+      return true;
+    } catch (error) {
+      if (!(error instanceof LeaseConflictError) || attempt >= 5) throw error;
+      if (error.kind === 'missing') return true; // an earlier delete of ours landed (its reply was lost)
+      const fresh = await ctx.store.read(parent.id);
+      if (!fresh) return true;
+      if (fresh.owner !== ctx.naming.owner || fresh.epoch !== owned.epoch) return { kind: 'fenced', owner: fresh.owner };
+      parent = fresh;
+    }
+  }
 }

@@ -31,3 +31,20 @@ function childOf(p: Partition, parent: FeedRange): ChildLease {
   const max = p.range.maxExclusive <= parent.maxExclusive ? p.range.maxExclusive : parent.maxExclusive;
   return { token: `${min}-${max}`, range: { minInclusive: min, maxExclusive: max } };
 }
+
+/**
+ * Whether `children` cover `parentRange` without a gap: a listing that misses a child for a moment (it lags
+ * the split) would otherwise replace the parent by leases for part of its range, and the rest would never be
+ * read again.
+ *
+ * @internal
+ */
+export function coversRange(children: readonly ChildLease[], parentRange: FeedRange): boolean {
+  const sorted = [...children].sort((a, b) => (a.range.minInclusive < b.range.minInclusive ? -1 : 1));
+  let reached = parentRange.minInclusive;
+  for (const c of sorted) {
+    if (c.range.minInclusive > reached) return false;
+    if (c.range.maxExclusive > reached) reached = c.range.maxExclusive;
+  }
+  return reached >= parentRange.maxExclusive;
+}
