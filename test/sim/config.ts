@@ -1,0 +1,81 @@
+import type { FeedMode } from '../../src/core/Partition.js';
+
+/**
+ * Which faults a run injects: lease store, source (errors, throttling, slow reads, splits, storms), reads
+ * that hang until aborted (`hang`), view store, hosts (crash, pause past expiry, graceful stop, join), sink
+ * step, and a host started under the name of a live one (`twin`: a misconfigured `instanceName`).
+ */
+export const FAULT_SETS = ['lease', 'source', 'hang', 'view', 'host', 'sink', 'twin'] as const;
+export type FaultSet = (typeof FAULT_SETS)[number];
+
+/** One simulation run; everything else is derived from `seed`. */
+export interface SimConfig {
+  readonly seed: number;
+  readonly faults: readonly FaultSet[];
+  /** Fewest and most hosts at once (2 to 6). */
+  readonly hosts: { readonly min: number; readonly max: number };
+  /** Virtual time with faults and writes, in ms. Default 30 000. */
+  readonly chaosMs?: number;
+  /**
+   * What a host does when its pipeline errors: `'retry'` (default) re-subscribes with RxJS `retry`, as the
+   * `materializeToView` docs advise; `'restart'` stops the processor and starts a new one under the same name,
+   * as a process supervisor would.
+   */
+  readonly onError?: 'retry' | 'restart';
+  /** What the hosts balance: lease counts (default) or the partitions' change rates. */
+  readonly balanceBy?: 'count' | 'load';
+}
+
+/** An invariant that did not hold. */
+export interface Violation {
+  readonly invariant: string;
+  readonly atMs: number;
+  readonly detail: string;
+}
+
+/** What a run did and found. */
+export interface SimResult {
+  readonly config: SimConfig;
+  readonly violations: readonly Violation[];
+  readonly stats: {
+    readonly mode: FeedMode;
+    readonly partitions: number;
+    readonly writes: number;
+    readonly deliveries: number;
+    readonly virtualMs: number;
+    readonly actions: number;
+    readonly faults: Readonly<Record<string, number>>;
+  };
+}
+
+/** Timings shared by every host (virtual ms). */
+export const TIMINGS = {
+  leaseExpirationMs: 1_000,
+  leaseRenewIntervalMs: 300,
+  leaseAcquireIntervalMs: 200,
+  pollIntervalMs: 50,
+  drainTimeoutMs: 500,
+} as const;
+
+/** An owned lease with no read of its partition for this long (virtual ms) is owned-but-unread. */
+export const UNREAD_BOUND_MS = 20_000;
+/** Most virtual time quiescence may take before what is missing counts as lost. */
+export const QUIESCE_MS = 120_000;
+/** Times a lease may be taken while everything settles after the faults stopped before that counts as churn. */
+export const CHURN_MOVES = 4;
+/** Most virtual time a graceful stop may take (drain + the coordinator's final-checkpoint margin + slack). */
+export const STOP_BOUND_MS = 15_000;
+/** Virtual time of the simulation's start (ms since the epoch). */
+export const EPOCH_MS = 1_700_000_000_000;
+/** Lease prefix of every simulated processor. */
+export const PREFIX = 'sim.';
+/** Step of the chaos script and of the invariants checked throughout (virtual ms). */
+export const TICK_MS = 100;
+
+/** The one-line command that replays `config` exactly. */
+export function replayLine(config: SimConfig): string {
+  const chaos = config.chaosMs !== undefined ? ` --chaos-ms ${config.chaosMs}` : '';
+  const onError = config.onError === 'restart' ? ' --on-error restart' : '';
+  const balance = config.balanceBy === 'load' ? ' --balance load' : '';
+  return `npm run sim -- --seed ${config.seed} --faults ${config.faults.join(',') || 'none'} --hosts ${config.hosts.min}-${config.hosts.max}${chaos}${onError}${balance}`;
+}

@@ -1,0 +1,89 @@
+import type { FeedMode } from '../../src/core/Partition.js';
+import { MemorySource } from '../../src/index.js';
+import type { Sim } from './context.js';
+
+/** A simulated document: `v` grows with every write anywhere, so a newer version always has a higher `v`. */
+export interface Doc {
+  readonly id: string;
+  readonly v: number;
+}
+
+/** Reads an LSN out of a `mem:<lsn>` position (-1 for none). */
+export function lsnOf(position: string | null | undefined): number {
+  if (position === null || position === undefined) return -1;
+  const n = Number(position.replace(/^mem:/, ''));
+  return Number.isFinite(n) ? n : -1;
+}
+
+/**
+ * The data the hosts process: a shared `MemorySource` and the writers that keep writing to it (upserts of new
+ * and existing documents, deletes in `allVersionsAndDeletes` mode, splits), with a record of what was written
+ * and what reached the sink, for the quiescence checks.
+ */
+export class World {
+  readonly mode: FeedMode;
+  readonly partitionCount: number;
+  readonly memory: MemorySource<Doc>;
+  /** Latest document per id (undefined when deleted). */
+  readonly latest = new Map<string, Doc | undefined>();
+  /** Latest write per id, as `id@lsn`. */
+  readonly latestKey = new Map<string, string>();
+  /** Every write as `id@lsn`. */
+  readonly written = new Set<string>();
+  /** Every change that reached the sink, as `id@lsn`. */
+  readonly delivered = new Set<string>();
+  deliveries = 0;
+  /** Split children to their parent. */
+  readonly parentOf = new Map<string, string>();
+  #version = 0;
+
+  constructor(private readonly sim: Sim) {
+    this.mode = sim.random() < 0.5 ? 'latestVersion' : 'allVersionsAndDeletes';
+    this.partitionCount = 1 + sim.int(4);
+    this.memory = new MemorySource<Doc>({ partitions: this.partitionCount, mode: this.mode, now: () => sim.clock.now(), scheduler: sim.clock });
+  }
+
+  /** One write: a delete (10% in `allVersionsAndDeletes` mode), an update of an existing id (40%) or a new id. */
+  write(): void {
+    const { random, int } = this.sim;
+    const ids = [...this.latest.keys()];
+    const existing = ids.filter((id) => this.latest.get(id) !== undefined);
+    const r = random();
+    let result;
+    let id: string;
+    if (this.mode === 'allVersionsAndDeletes' && existing.length > 0 && r < 0.1) {
+      id = existing[int(existing.length)]!;
+      result = this.memory.delete(id);
+      this.latest.set(id, undefined);
+    } else {
+      id = ids.length > 0 && r < 0.4 ? ids[int(ids.length)]! : `d${ids.length}`;
+      const doc = { id, v: ++this.#version };
+      result = this.memory.upsert(doc);
+      this.latest.set(id, doc);
+    }
+    const key = `${id}@${result.lsn}`;
+    this.written.add(key);
+    this.latestKey.set(id, key);
+  }
+
+  /** Splits a random live partition (up to 12 live partitions). */
+  split(): void {
+    const live = this.memory.partitions();
+    if (live.length >= 12) return;
+    const parent = live[this.sim.int(live.length)]!;
+    for (const child of this.memory.split(parent.id)) this.parentOf.set(child.id, parent.id);
+    this.sim.tally('source.split');
+  }
+
+  /** Records a change that reached the sink. */
+  deliver(id: string, lsn: number): void {
+    this.delivered.add(`${id}@${lsn}`);
+    this.deliveries++;
+  }
+
+  /** Changes that must have reached the sink and did not: every write, or each id's latest in `latestVersion` mode. */
+  missing(): string[] {
+    const must = this.mode === 'allVersionsAndDeletes' ? [...this.written] : [...this.latestKey.values()];
+    return must.filter((k) => !this.delivered.has(k));
+  }
+}
