@@ -61,6 +61,7 @@ export async function runChaos(sim: Sim, world: World, hosts: Hosts, advance: (m
         }, 1_000 + int(3_000));
       }
     }
+    hosts.clocks.tick(hosts.running());
     await advance(TICK_MS);
   }
 }

@@ -3,9 +3,10 @@ import type { FeedMode } from '../../src/core/Partition.js';
 /**
  * Which faults a run injects: lease store, source (errors, throttling, slow reads, splits, storms), reads
  * that hang until aborted (`hang`), view store, hosts (crash, pause past expiry, graceful stop, join), sink
- * step, and a host started under the name of a live one (`twin`: a misconfigured `instanceName`).
+ * step, a host started under the name of a live one (`twin`: a misconfigured `instanceName`), and a clock
+ * per host (`clock`: skew, drift, steps, event loops that run timers late).
  */
-export const FAULT_SETS = ['lease', 'source', 'hang', 'view', 'host', 'sink', 'twin'] as const;
+export const FAULT_SETS = ['lease', 'source', 'hang', 'view', 'host', 'sink', 'twin', 'clock'] as const;
 export type FaultSet = (typeof FAULT_SETS)[number];
 
 /** One simulation run; everything else is derived from `seed`. */

@@ -23,6 +23,11 @@ export interface Sim {
   readonly random: () => number;
   /** An integer in `[0, n)` from {@link Sim.random}. */
   readonly int: (n: number) => number;
+  /**
+   * A PRNG of its own for one feature (seeded from the run's seed and `name`), so that adding a fault set
+   * to a seed leaves the draws of the others, and so the rest of the run, as they were.
+   */
+  readonly randomFor: (name: string) => () => number;
   readonly clock: VirtualClock;
   readonly env: FaultEnv;
   readonly violations: Violations;

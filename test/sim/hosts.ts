@@ -3,10 +3,11 @@ import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
 // Public API only (the package entry point), so the reader/coordinator rework can move internals freely.
 import { type ChangeFeedProcessor, checkpointEvery, createChangeFeed, materializeToView } from '../../src/index.js';
 import type { ReadRequest, Source } from '../../src/sources/Source.js';
-import { faultyLeaseStore, faultySource, faultyStep, faultyViewStore, gateLeaseStore, gateSource, gateViewStore, HostClock } from '../support/faults/index.js';
+import { faultyLeaseStore, faultySource, faultyStep, faultyViewStore, gateLeaseStore, gateSource, gateViewStore, type HostClock } from '../support/faults/index.js';
 import { PREFIX, TIMINGS } from './config.js';
 import type { Sim } from './context.js';
 import type { FaultPlans } from './faultPlans.js';
+import { HostClocks } from './hostClocks.js';
 import type { ObservedStores } from './observedStores.js';
 import type { Doc, World } from './world.js';
 
@@ -81,6 +82,7 @@ function trackReads(source: Source<Doc>, reads: Map<string, ReadActivity>, now: 
  */
 export class Hosts {
   readonly all: SimHost[] = [];
+  readonly clocks: HostClocks;
   #number = 0;
 
   constructor(
@@ -89,13 +91,15 @@ export class Hosts {
     private readonly stores: ObservedStores,
     private readonly plans: FaultPlans,
     readonly settings: HostSettings,
-  ) {}
+  ) {
+    this.clocks = new HostClocks(sim);
+  }
 
   /** Starts a host, under a new name unless `name` is given (a restart, or a twin). */
   join(name = `h${this.#number++}`): SimHost {
     const { sim, world, stores, plans, settings } = this;
     const { clock, env, config } = sim;
-    const hostClock = new HostClock(clock);
+    const hostClock = this.clocks.create();
     const hostEnv = env.withScheduler(hostClock);
     const reads = new Map<string, ReadActivity>();
     // Outermost first: the host's gate, then the seam's faults, then the shared stores.
@@ -117,6 +121,7 @@ export class Hosts {
     });
     const subscription = feed.changes$
       .pipe(
+        tap((batch) => this.#checkOwner(ref.host!, batch)),
         faultyStep<ChangeBatch<Doc>>(plans.step, hostEnv),
         materializeToView(view, { project: (c) => ({ v: c.document!.v }), concurrency: 2 }),
         tap((batch) => {
@@ -140,6 +145,23 @@ export class Hosts {
     ref.host = host;
     this.all.push(host);
     return host;
+  }
+
+  /**
+   * `two-live-owners`: a host that was never paused emitted a batch of a lease after another host took the
+   * lease at a higher epoch. A lease is taken only after it expired, and its owner stops emitting a margin
+   * before its own deadline, so the two never overlap unless ownership depends on clocks that disagree.
+   */
+  #checkOwner(host: SimHost, batch: ChangeBatch<Doc>): void {
+    if (host.everPaused || batch.epoch === undefined) return;
+    const lease = this.stores.lease(PREFIX + batch.partition);
+    if (lease && lease.epoch > batch.epoch && lease.owner !== null && lease.owner !== host.name) {
+      this.sim.violations.report(
+        'two-live-owners',
+        `${host.name} (clock ${Math.round(host.clock.skewMs)} ms off) emitted a batch of ${batch.partition} at epoch ${batch.epoch} after ${lease.owner} took it at epoch ${lease.epoch}`,
+        `two:${batch.partition}:${batch.epoch}:${lease.epoch}`,
+      );
+    }
   }
 
   /** Hosts that run and were not asked to stop. */

@@ -14,6 +14,7 @@ export async function checkQuiescence(sim: Sim, world: World, stores: ObservedSt
   env.enabled = false;
   env.turnOff('storm');
   for (const h of hosts.all) if (h.clock.state === 'paused') h.clock.resume();
+  hosts.clocks.calm(hosts.all);
   if (hosts.running().length === 0) hosts.join();
 
   const quietFrom = clock.now();

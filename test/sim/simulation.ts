@@ -1,4 +1,4 @@
-import { seededRandom } from '../../src/internal/random.js';
+import { hashString, seededRandom } from '../../src/internal/random.js';
 import { FaultEnv, VirtualClock } from '../support/faults/index.js';
 import { runChaos } from './chaos.js';
 import { EPOCH_MS, type SimConfig, type SimResult, TICK_MS } from './config.js';
@@ -31,6 +31,7 @@ export async function runSimulation(config: SimConfig): Promise<SimResult> {
     faults: new Set(config.faults),
     random,
     int: (n) => Math.floor(random() * n),
+    randomFor: (name) => seededRandom((config.seed ^ hashString(name)) >>> 0),
     clock,
     env: new FaultEnv({ seed: (config.seed ^ 0x5bd1e995) >>> 0, scheduler: clock }),
     violations: new Violations(clock),

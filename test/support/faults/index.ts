@@ -1,4 +1,4 @@
-export { HostClock, type HostState, settle, VirtualClock } from './clock.js';
+export { HostClock, type HostClockOptions, type HostState, settle, VirtualClock } from './clock.js';
 export { faultyLeaseStore, type LeaseFaultKind, type LeaseFaultPlan } from './faultyLeaseStore.js';
 export { faultySource, type SourceFaultKind, type SourceFaultPlan } from './faultySource.js';
 export { faultyStep, type StepFaultKind, type StepFaultPlan } from './faultyStep.js';
