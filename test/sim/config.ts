@@ -1,12 +1,15 @@
 import type { FeedMode } from '../../src/core/Partition.js';
+import { hashString, seededRandom } from '../../src/internal/random.js';
+import type { ViewMode } from '../../src/sinks/ViewStore.js';
 
 /**
  * Which faults a run injects: lease store, source (errors, throttling, slow reads, splits, storms), reads
  * that hang until aborted (`hang`), view store, hosts (crash, pause past expiry, graceful stop, join), sink
  * step, a host started under the name of a live one (`twin`: a misconfigured `instanceName`), and a clock
- * per host (`clock`: skew, drift, steps, event loops that run timers late).
+ * per host (`clock`: skew, drift, steps, event loops that run timers late), and what arrives late (`late`:
+ * view writes that land seconds later, as a long transaction or a pool wait does).
  */
-export const FAULT_SETS = ['lease', 'source', 'hang', 'view', 'host', 'sink', 'twin', 'clock'] as const;
+export const FAULT_SETS = ['lease', 'source', 'hang', 'view', 'host', 'sink', 'twin', 'clock', 'late'] as const;
 export type FaultSet = (typeof FAULT_SETS)[number];
 
 /** One simulation run; everything else is derived from `seed`. */
@@ -25,6 +28,29 @@ export interface SimConfig {
   readonly onError?: 'retry' | 'restart';
   /** What the hosts balance: lease counts (default) or the partitions' change rates. */
   readonly balanceBy?: 'count' | 'load';
+  /** The view's guard: by LSN per row (`'guarded'`, default) or each change applied once (`'exactlyOnce'`). */
+  readonly view?: ViewMode;
+  /**
+   * Also materialize a second, `exactlyOnce` view keyed by a group of documents, so that several partitions
+   * (and a split's parent and children) write one key. Default false.
+   */
+  readonly groups?: boolean;
+}
+
+/** What a product variant sets: the options of {@link SimConfig} that `--faults all` draws per seed. */
+export type Variant = Pick<SimConfig, 'view' | 'groups' | 'balanceBy'>;
+
+/**
+ * The product variant of a seed under `--faults all`, drawn from a PRNG of its own: view mode, group keys,
+ * balancing. Replay lines print each option, so a replay needs no drawing.
+ */
+export function drawVariant(seed: number): Required<Variant> {
+  const random = seededRandom((seed ^ hashString('variant')) >>> 0);
+  return {
+    view: random() < 0.5 ? 'guarded' : 'exactlyOnce',
+    groups: random() < 0.5,
+    balanceBy: random() < 0.25 ? 'load' : 'count',
+  };
 }
 
 /** An invariant that did not hold. */
@@ -77,6 +103,8 @@ export const TICK_MS = 100;
 export function replayLine(config: SimConfig): string {
   const chaos = config.chaosMs !== undefined ? ` --chaos-ms ${config.chaosMs}` : '';
   const onError = config.onError === 'restart' ? ' --on-error restart' : '';
-  const balance = config.balanceBy === 'load' ? ' --balance load' : '';
-  return `npm run sim -- --seed ${config.seed} --faults ${config.faults.join(',') || 'none'} --hosts ${config.hosts.min}-${config.hosts.max}${chaos}${onError}${balance}`;
+  const balance = config.balanceBy !== undefined ? ` --balance ${config.balanceBy}` : '';
+  const view = config.view !== undefined ? ` --view ${config.view}` : '';
+  const groups = config.groups !== undefined ? ` --groups ${config.groups ? 'on' : 'off'}` : '';
+  return `npm run sim -- --seed ${config.seed} --faults ${config.faults.join(',') || 'none'} --hosts ${config.hosts.min}-${config.hosts.max}${chaos}${onError}${balance}${view}${groups}`;
 }

@@ -51,15 +51,19 @@ export function drawFaultPlans({ faults, int }: Sim): FaultPlans {
         ],
       }
     : {};
-  const view: ViewFaultPlan = faults.has('view')
-    ? {
-        write: [
-          { kind: 'failure', probability: 0.01 },
-          { kind: 'slow', probability: 0.05, ms: 20 + int(1_000) },
-          { kind: 'lostReply', probability: 0.01 },
-        ],
-      }
-    : {};
+  const view: ViewFaultPlan = {
+    write: [
+      ...(faults.has('view')
+        ? ([
+            { kind: 'failure', probability: 0.01 },
+            { kind: 'slow', probability: 0.05, ms: 20 + int(1_000) },
+            { kind: 'lostReply', probability: 0.01 },
+          ] as const)
+        : []),
+      // A write that lands long after it left (a long transaction, a pool wait): past drains and handovers.
+      ...(faults.has('late') ? [{ kind: 'slow' as const, probability: 0.01, ms: 2_000 + int(6_000) }] : []),
+    ],
+  };
   const step: StepFaultPlan = faults.has('sink')
     ? {
         next: [

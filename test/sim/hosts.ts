@@ -11,6 +11,11 @@ import { HostClocks } from './hostClocks.js';
 import type { ObservedStores } from './observedStores.js';
 import type { Doc, World } from './world.js';
 
+/** The group key of a document: ids `d0`, `d1`, ... fall in three groups, whatever partition holds them. */
+export function groupOf(id: string): string {
+  return `g${Number(id.slice(1)) % 3}`;
+}
+
 /** Reads of one partition by one host: when the last one started or ended, and those in flight. */
 export interface ReadActivity {
   last: number;
@@ -107,6 +112,7 @@ export class Hosts {
     const leases = gateLeaseStore(faultyLeaseStore(stores.leases, plans.lease, env), hostClock);
     const ref: { host?: SimHost } = {};
     const view = gateViewStore(stores.markDeposed(faultyViewStore(stores.view, plans.view, env), () => ref.host!), hostClock);
+    const groupView = gateViewStore(stores.markDeposed(faultyViewStore(stores.groupView, plans.view, env), () => ref.host!), hostClock);
     const feed = createChangeFeed<Doc>({
       source,
       leases,
@@ -123,7 +129,8 @@ export class Hosts {
       .pipe(
         tap((batch) => this.#checkOwner(ref.host!, batch)),
         faultyStep<ChangeBatch<Doc>>(plans.step, hostEnv),
-        materializeToView(view, { project: (c) => ({ v: c.document!.v }), concurrency: 2 }),
+        materializeToView(view, { project: (c) => ({ v: c.document!.v }), concurrency: 2, mode: config.view ?? 'guarded' }),
+        config.groups ? materializeToView(groupView, { key: (c) => groupOf(c.id), project: (c) => ({ v: c.document!.v }), concurrency: 2, mode: 'exactlyOnce' }) : identity,
         tap((batch) => {
           for (const c of batch.changes) world.deliver(c.id, c.lsn);
         }),

@@ -26,10 +26,12 @@ export interface Writer {
 export class ObservedStores {
   readonly leaseMemory = new MemoryLeaseStore();
   readonly viewMemory = new MemoryViewStore<Row>();
+  /** A second view whose rows are keyed by a group of documents, so several partitions write one key. */
+  readonly groupMemory = new MemoryViewStore<Row>();
   readonly leases: LeaseStore;
   readonly view: ViewStore<Row>;
+  readonly groupView: ViewStore<Row>;
   readonly #lastContinuation = new Map<string, number>();
-  readonly #viewEpochs = new Map<string, number>();
   readonly #deposedWrites = new WeakMap<ViewWrite<unknown>, string>();
 
   constructor(sim: Sim, world: World) {
@@ -42,10 +44,12 @@ export class ObservedStores {
       createIfAbsent: async (lease) => {
         const created = await leaseMemory.createIfAbsent(lease);
         if (created) {
-          const parent = world.parentOf.get(created.leaseToken);
-          const parentLsn = parent !== undefined ? lastContinuation.get(parent) : undefined;
+          // A split child continues its parent's LSNs; a merged child starts at the lowest of its parents'.
+          const parents = world.parentsOf.get(created.leaseToken) ?? [];
+          const known = parents.filter((p) => lastContinuation.has(p));
+          const parentLsn = known.length === parents.length && parents.length > 0 ? Math.min(...known.map((p) => lastContinuation.get(p)!)) : undefined;
           if (parentLsn !== undefined && lsnOf(created.continuation) < parentLsn) {
-            violate('checkpoint-moved-backwards', `child lease ${created.leaseToken} created at ${created.continuation} below parent ${parent}'s checkpoint lsn ${parentLsn}`);
+            violate('checkpoint-moved-backwards', `child lease ${created.leaseToken} created at ${created.continuation} below parent ${parents.join('+')}'s checkpoint lsn ${parentLsn}`);
           }
           lastContinuation.set(created.leaseToken, lsnOf(created.continuation));
         }
@@ -66,29 +70,45 @@ export class ObservedStores {
       delete: (lease) => leaseMemory.delete(lease),
     };
 
-    const viewMemory = this.viewMemory;
-    const viewEpochs = this.#viewEpochs;
-    this.view = {
-      description: viewMemory.description,
+    this.view = this.#observeView(this.viewMemory, 'view', sim, world);
+    this.groupView = this.#observeView(this.groupMemory, 'group view', sim, world);
+  }
+
+  /**
+   * Wraps a view store with the fence invariants, checked on every write it accepted:
+   * `deposed-view-write-accepted` (a partition's write at an epoch below one it wrote before, or a write of a
+   * split or merge parent after one of its children wrote: the parent's range is fenced by its children's)
+   * and `write-after-takeover-accepted` (see {@link ObservedStores.markDeposed}).
+   */
+  #observeView<R>(inner: ViewStore<R>, name: string, sim: Sim, world: World): ViewStore<R> {
+    const violate = sim.violations.report.bind(sim.violations);
+    const epochs = new Map<string, number>();
+    return {
+      description: inner.description,
       write: async (w) => {
-        const result = await viewMemory.write(w);
+        const result = await inner.write(w);
         for (const commit of w.partitions) {
-          const highest = viewEpochs.get(commit.partition) ?? 0;
+          const highest = epochs.get(commit.partition) ?? 0;
           if (commit.epoch < highest) {
-            violate('deposed-view-write-accepted', `partition ${commit.partition}: write at epoch ${commit.epoch} accepted after epoch ${highest}`);
+            violate('deposed-view-write-accepted', `${name}, partition ${commit.partition}: write at epoch ${commit.epoch} accepted after epoch ${highest}`);
           }
-          viewEpochs.set(commit.partition, Math.max(highest, commit.epoch));
+          for (const [other, epoch] of epochs) {
+            if (world.isAncestor(commit.partition, other)) {
+              violate('deposed-view-write-accepted', `${name}: parent ${commit.partition}'s write at epoch ${commit.epoch} accepted after its child ${other} wrote at epoch ${epoch}`, `range:${name}:${commit.partition}:${other}`);
+            }
+          }
+          epochs.set(commit.partition, Math.max(highest, commit.epoch));
         }
         const deposed = this.#deposedWrites.get(w as ViewWrite<unknown>);
-        if (deposed) violate('write-after-takeover-accepted', deposed);
+        if (deposed) violate('write-after-takeover-accepted', `${name}: ${deposed}`);
         return result;
       },
-      get: (key) => viewMemory.get(key),
-      rows: () => viewMemory.rows(),
-      positions: () => viewMemory.positions(),
-      pruneTombstones: (before) => viewMemory.pruneTombstones(before),
-      clearPositions: () => viewMemory.clearPositions(),
-      close: () => viewMemory.close(),
+      get: (key) => inner.get(key),
+      rows: () => inner.rows(),
+      positions: () => inner.positions(),
+      pruneTombstones: (before) => inner.pruneTombstones(before),
+      clearPositions: () => inner.clearPositions(),
+      close: () => inner.close(),
     };
   }
 
@@ -101,7 +121,7 @@ export class ObservedStores {
    * Wraps one host's view (outside the faults): marks a write issued by a never-paused host after another host
    * took the lease at a higher epoch, so that the observer reports it if the view accepts it.
    */
-  markDeposed(view: ViewStore<Row>, writer: () => Writer): ViewStore<Row> {
+  markDeposed<R>(view: ViewStore<R>, writer: () => Writer): ViewStore<R> {
     return {
       ...view,
       description: view.description,

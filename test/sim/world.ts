@@ -33,8 +33,8 @@ export class World {
   /** Every change that reached the sink, as `id@lsn`. */
   readonly delivered = new Set<string>();
   deliveries = 0;
-  /** Split children to their parent. */
-  readonly parentOf = new Map<string, string>();
+  /** Split (and merge) children to their parents. */
+  readonly parentsOf = new Map<string, readonly string[]>();
   #version = 0;
 
   constructor(private readonly sim: Sim) {
@@ -71,8 +71,14 @@ export class World {
     const live = this.memory.partitions();
     if (live.length >= 12) return;
     const parent = live[this.sim.int(live.length)]!;
-    for (const child of this.memory.split(parent.id)) this.parentOf.set(child.id, parent.id);
+    for (const child of this.memory.split(parent.id)) this.parentsOf.set(child.id, [parent.id]);
     this.sim.tally('source.split');
+  }
+
+  /** Whether `ancestor` is a parent, grandparent, ... of `partition` (its range holds some of `partition`'s). */
+  isAncestor(ancestor: string, partition: string): boolean {
+    const parents = this.parentsOf.get(partition) ?? [];
+    return parents.includes(ancestor) || parents.some((p) => this.isAncestor(ancestor, p));
   }
 
   /** Records a change that reached the sink. */
