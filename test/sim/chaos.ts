@@ -14,6 +14,8 @@ export async function runChaos(sim: Sim, world: World, hosts: Hosts, advance: (m
   const chaosMs = config.chaosMs ?? 30_000;
   const initial = config.hosts.min + int(config.hosts.max - config.hosts.min + 1);
   for (let i = 0; i < initial; i++) hosts.join();
+  const bootstrap = faults.has('bootstrap') ? sim.randomFor('bootstrap') : undefined;
+  if (bootstrap) interruptBootstraps(sim, hosts, bootstrap);
   for (let i = 0; i < 50 + int(150); i++) world.write();
   let storm = false;
   for (let t = 0; t < chaosMs; t += TICK_MS) {
@@ -61,7 +63,27 @@ export async function runChaos(sim: Sim, world: World, hosts: Hosts, advance: (m
         }, 1_000 + int(3_000));
       }
     }
+    if (bootstrap && bootstrap() < 0.01 && hosts.alive().length < config.hosts.max) {
+      // A host that joins and is stopped or crashes before its first leases are settled.
+      interruptBootstraps(sim, hosts, bootstrap, hosts.join());
+    }
     hosts.clocks.tick(hosts.running());
     await advance(TICK_MS);
   }
+}
+
+/**
+ * The `bootstrap` fault set: a host (the first to start, or `host`) is stopped or crashes 0–200 ms after it
+ * started, while it creates the leases under the bootstrap lock (a crash leaves the lock behind: the next
+ * bootstrap waits for it to go stale).
+ */
+function interruptBootstraps(sim: Sim, hosts: Hosts, random: () => number, host = hosts.all[0]): void {
+  if (!host || random() >= 0.5) return;
+  const crash = random() < 0.5;
+  sim.clock.schedule(() => {
+    if (host.clock.state !== 'running' || host.stopCalledAt !== undefined) return;
+    sim.tally(crash ? 'bootstrap.crash' : 'bootstrap.stop');
+    if (crash) host.clock.kill();
+    else hosts.stop(host);
+  }, Math.floor(random() * 200));
 }

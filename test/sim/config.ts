@@ -7,9 +7,10 @@ import type { ViewMode } from '../../src/sinks/ViewStore.js';
  * that hang until aborted (`hang`), view store, hosts (crash, pause past expiry, graceful stop, join), sink
  * step, a host started under the name of a live one (`twin`: a misconfigured `instanceName`), and a clock
  * per host (`clock`: skew, drift, steps, event loops that run timers late), and what arrives late (`late`:
- * view writes that land seconds later, as a long transaction or a pool wait does).
+ * view writes that land seconds later, as a long transaction or a pool wait does), and hosts that stop or
+ * crash while they bootstrap, leaving the bootstrap lock behind (`bootstrap`).
  */
-export const FAULT_SETS = ['lease', 'source', 'hang', 'view', 'host', 'sink', 'twin', 'clock', 'late'] as const;
+export const FAULT_SETS = ['lease', 'source', 'hang', 'view', 'host', 'sink', 'twin', 'clock', 'late', 'bootstrap'] as const;
 export type FaultSet = (typeof FAULT_SETS)[number];
 
 /** One simulation run; everything else is derived from `seed`. */

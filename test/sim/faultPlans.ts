@@ -27,7 +27,7 @@ export function drawFaultPlans({ faults, int }: Sim): FaultPlans {
         listPartitions: faults.has('source') ? [{ kind: 'transient', probability: 0.1 }] : [],
       }
     : {};
-  const lease: LeaseFaultPlan = faults.has('lease')
+  const lease: LeaseFaultPlan = withBootstrap(faults.has('bootstrap'), faults.has('lease')
     ? {
         list: [{ kind: 'transient', probability: 0.03 }],
         read: [
@@ -50,7 +50,7 @@ export function drawFaultPlans({ faults, int }: Sim): FaultPlans {
           { kind: 'lostReply', probability: 0.03 },
         ],
       }
-    : {};
+    : {});
   const view: ViewFaultPlan = {
     write: [
       ...(faults.has('view')
@@ -73,4 +73,10 @@ export function drawFaultPlans({ faults, int }: Sim): FaultPlans {
       }
     : {};
   return { source, lease, view, step };
+}
+
+/** Under the `bootstrap` fault set, lease creates are slow (a stop or crash lands while they are in flight). */
+function withBootstrap(on: boolean, plan: LeaseFaultPlan): LeaseFaultPlan {
+  if (!on) return plan;
+  return { ...plan, createIfAbsent: [{ kind: 'slow', probability: 0.5, ms: 300 }, ...(plan.createIfAbsent ?? [])] };
 }

@@ -1,5 +1,6 @@
 import { identity, retry, type Subscription, tap, timer } from 'rxjs';
 import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
+import type { FeedEvent } from '../../src/core/events.js';
 // Public API only (the package entry point), so the reader/coordinator rework can move internals freely.
 import { type ChangeFeedProcessor, checkpointEvery, createChangeFeed, materializeToView } from '../../src/index.js';
 import type { ReadRequest, Source } from '../../src/sources/Source.js';
@@ -29,6 +30,8 @@ export interface SimHost {
   readonly feed: ChangeFeedProcessor<Doc>;
   readonly subscription: Subscription;
   readonly reads: Map<string, ReadActivity>;
+  /** Epoch at which this host last acquired each lease token (from its `leaseAcquired` events). */
+  readonly acquired: Map<string, number>;
   /**
    * When this incarnation of the name started: a lease its name owns from an earlier incarnation (restarted
    * or crashed and rejoined) counts as unread only from then.
@@ -109,8 +112,8 @@ export class Hosts {
     const reads = new Map<string, ReadActivity>();
     // Outermost first: the host's gate, then the seam's faults, then the shared stores.
     const source = gateSource(trackReads(faultySource(world.memory, plans.source, env), reads, () => clock.now()), hostClock);
-    const leases = gateLeaseStore(faultyLeaseStore(stores.leases, plans.lease, env), hostClock);
     const ref: { host?: SimHost } = {};
+    const leases = gateLeaseStore(stores.tagWrites(faultyLeaseStore(stores.leases, plans.lease, env), () => ref.host!), hostClock);
     const view = gateViewStore(stores.markDeposed(faultyViewStore(stores.view, plans.view, env), () => ref.host!), hostClock);
     const groupView = gateViewStore(stores.markDeposed(faultyViewStore(stores.groupView, plans.view, env), () => ref.host!), hostClock);
     const feed = createChangeFeed<Doc>({
@@ -122,6 +125,7 @@ export class Hosts {
       maxInFlightChanges: settings.budget,
       scheduler: hostClock,
       stallTimeoutMs: 10_000,
+      events: (event) => this.#onEvent(ref.host!, event),
       ...(config.balanceBy ? { balanceBy: config.balanceBy } : {}),
       ...TIMINGS,
     });
@@ -148,7 +152,7 @@ export class Hosts {
           this.join(name);
         },
       });
-    const host: SimHost = { name, clock: hostClock, feed, subscription, reads, joinedAt: clock.now(), everPaused: false, stopCalledAt: undefined, stopped: false };
+    const host: SimHost = { name, clock: hostClock, feed, subscription, reads, acquired: new Map(), joinedAt: clock.now(), everPaused: false, stopCalledAt: undefined, stopped: false };
     ref.host = host;
     this.all.push(host);
     return host;
@@ -168,6 +172,24 @@ export class Hosts {
         `${host.name} (clock ${Math.round(host.clock.skewMs)} ms off) emitted a batch of ${batch.partition} at epoch ${batch.epoch} after ${lease.owner} took it at epoch ${lease.epoch}`,
         `two:${batch.partition}:${batch.epoch}:${lease.epoch}`,
       );
+    }
+  }
+
+  /**
+   * `lease-dropped-while-owned`: a host reported a lease lost that the store still shows it owning at the
+   * epoch it acquired, in a run where nothing can delay its renewals (no lease-store faults, no clock
+   * faults, no pause, no twin): its own deadline ended an ownership nobody contested (e.g. a deadline that
+   * started in the past).
+   */
+  #onEvent(host: SimHost | undefined, event: FeedEvent): void {
+    if (!host) return;
+    if (event.type === 'leaseAcquired') host.acquired.set(event.lease, event.epoch);
+    if (event.type !== 'leaseLost' || host.everPaused) return;
+    const { faults } = this.sim;
+    if (faults.has('lease') || faults.has('clock') || faults.has('twin')) return;
+    const stored = this.stores.lease(PREFIX + event.lease);
+    if (stored && stored.owner === host.name && stored.epoch === host.acquired.get(event.lease)) {
+      this.sim.violations.report('lease-dropped-while-owned', `${host.name} reported ${event.lease} lost while the store shows it owning it at epoch ${stored.epoch}`, `dropped:${host.name}:${event.lease}:${stored.epoch}`);
     }
   }
 

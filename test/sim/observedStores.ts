@@ -34,6 +34,9 @@ export class ObservedStores {
   readonly #lastContinuation = new Map<string, number>();
   readonly #deposedWrites = new WeakMap<ViewWrite<unknown>, string>();
 
+  /** Which host incarnation issued a lease write (see {@link ObservedStores.tagWrites}). */
+  readonly #issuedBy = new WeakMap<object, { readonly name: string; readonly stopped: boolean }>();
+
   constructor(sim: Sim, world: World) {
     const violate = sim.violations.report.bind(sim.violations);
     const leaseMemory = this.leaseMemory;
@@ -43,6 +46,7 @@ export class ObservedStores {
       read: (id) => leaseMemory.read(id),
       createIfAbsent: async (lease) => {
         const created = await leaseMemory.createIfAbsent(lease);
+        if (created) this.#checkStopped(lease, created, 'created', violate);
         if (created) {
           // A split child continues its parent's LSNs; a merged child starts at the lowest of its parents'.
           const parents = world.parentsOf.get(created.leaseToken) ?? [];
@@ -58,6 +62,7 @@ export class ObservedStores {
       replace: async (lease) => {
         const before = this.lease(lease.id);
         const after = await leaseMemory.replace(lease);
+        this.#checkStopped(lease, after, 'written', violate);
         if (before && after.epoch < before.epoch) {
           violate('deposed-lease-write-accepted', `lease ${after.leaseToken}: epoch ${after.epoch} written over ${before.epoch} by ${after.owner}`);
         }
@@ -110,6 +115,29 @@ export class ObservedStores {
       clearPositions: () => inner.clearPositions(),
       close: () => inner.close(),
     };
+  }
+
+  /** Wraps one host's lease store (outside the faults) so that the observer knows which host issued a write. */
+  tagWrites(store: LeaseStore, host: () => { readonly name: string; readonly stopped: boolean }): LeaseStore {
+    const tag = <L extends object>(lease: L): L => {
+      this.#issuedBy.set(lease, host());
+      return lease;
+    };
+    return {
+      list: (prefix) => store.list(prefix),
+      read: (id) => store.read(id),
+      createIfAbsent: (lease) => store.createIfAbsent(tag(lease)),
+      replace: (lease) => store.replace(tag(lease)),
+      delete: (lease) => store.delete(lease),
+    };
+  }
+
+  /** `write-after-stop`: a lease document owned by the host that wrote it landed after its `stop()` resolved. */
+  #checkStopped(written: object, lease: Lease, how: string, violate: (invariant: string, detail: string, once?: string) => void): void {
+    const writer = this.#issuedBy.get(written);
+    if (writer?.stopped && lease.owner === writer.name) {
+      violate('write-after-stop', `${lease.id} ${how} owned by ${lease.owner} (epoch ${lease.epoch}) after its stop() resolved`, `stop:${lease.id}:${lease.owner}`);
+    }
   }
 
   /** The stored lease with this id, read synchronously. */
