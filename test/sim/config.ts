@@ -8,9 +8,10 @@ import type { ViewMode } from '../../src/sinks/ViewStore.js';
  * step, a host started under the name of a live one (`twin`: a misconfigured `instanceName`), and a clock
  * per host (`clock`: skew, drift, steps, event loops that run timers late), and what arrives late (`late`:
  * view writes that land seconds later, as a long transaction or a pool wait does), and hosts that stop or
- * crash while they bootstrap, leaving the bootstrap lock behind (`bootstrap`).
+ * crash while they bootstrap, leaving the bootstrap lock behind (`bootstrap`), and changes no handler can
+ * process, handlers that fail once, and a dead-letter store that fails, slows down or loses replies (`poison`).
  */
-export const FAULT_SETS = ['lease', 'source', 'hang', 'view', 'host', 'sink', 'twin', 'clock', 'late', 'bootstrap'] as const;
+export const FAULT_SETS = ['lease', 'source', 'hang', 'view', 'host', 'sink', 'twin', 'clock', 'late', 'bootstrap', 'poison'] as const;
 export type FaultSet = (typeof FAULT_SETS)[number];
 
 /** One simulation run; everything else is derived from `seed`. */
@@ -36,10 +37,17 @@ export interface SimConfig {
    * (and a split's parent and children) write one key. Default false.
    */
   readonly groups?: boolean;
+  /**
+   * How the hosts process: the Rx form (`'rx'`, default: `changes$` → `materializeToView` → `checkpointEvery`)
+   * or the handler form (`'handler'`: `processChanges` with a handler that writes the view itself).
+   */
+  readonly form?: 'rx' | 'handler';
+  /** What happens to a change user code fails on, after retries: dead-lettered (default) or its partition halts. */
+  readonly policy?: 'deadLetter' | 'halt';
 }
 
 /** What a product variant sets: the options of {@link SimConfig} that `--faults all` draws per seed. */
-export type Variant = Pick<SimConfig, 'view' | 'groups' | 'balanceBy'>;
+export type Variant = Pick<SimConfig, 'view' | 'groups' | 'balanceBy' | 'form' | 'policy'>;
 
 /**
  * The product variant of a seed under `--faults all`, drawn from a PRNG of its own: view mode, group keys,
@@ -51,6 +59,8 @@ export function drawVariant(seed: number): Required<Variant> {
     view: random() < 0.5 ? 'guarded' : 'exactlyOnce',
     groups: random() < 0.5,
     balanceBy: random() < 0.25 ? 'load' : 'count',
+    form: random() < 0.5 ? 'rx' : 'handler',
+    policy: random() < 0.7 ? 'deadLetter' : 'halt',
   };
 }
 
@@ -107,5 +117,7 @@ export function replayLine(config: SimConfig): string {
   const balance = config.balanceBy !== undefined ? ` --balance ${config.balanceBy}` : '';
   const view = config.view !== undefined ? ` --view ${config.view}` : '';
   const groups = config.groups !== undefined ? ` --groups ${config.groups ? 'on' : 'off'}` : '';
-  return `npm run sim -- --seed ${config.seed} --faults ${config.faults.join(',') || 'none'} --hosts ${config.hosts.min}-${config.hosts.max}${chaos}${onError}${balance}${view}${groups}`;
+  const form = config.form !== undefined ? ` --form ${config.form}` : '';
+  const policy = config.policy !== undefined ? ` --policy ${config.policy}` : '';
+  return `npm run sim -- --seed ${config.seed} --faults ${config.faults.join(',') || 'none'} --hosts ${config.hosts.min}-${config.hosts.max}${chaos}${onError}${balance}${view}${groups}${form}${policy}`;
 }

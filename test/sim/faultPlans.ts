@@ -1,4 +1,4 @@
-import type { LeaseFaultPlan, SourceFaultPlan, StepFaultPlan, ViewFaultPlan } from '../support/faults/index.js';
+import type { DeadLetterFaultPlan, LeaseFaultPlan, SourceFaultPlan, StepFaultPlan, ViewFaultPlan } from '../support/faults/index.js';
 import type { Sim } from './context.js';
 
 /** The fault plan of every seam, drawn for one run from its fault sets. */
@@ -7,6 +7,7 @@ export interface FaultPlans {
   readonly lease: LeaseFaultPlan;
   readonly view: ViewFaultPlan;
   readonly step: StepFaultPlan;
+  readonly deadLetter: DeadLetterFaultPlan;
 }
 
 /** Draws the plans (in this order: source, lease, view, step; the draws are part of the seed's replay). */
@@ -72,7 +73,17 @@ export function drawFaultPlans({ faults, int }: Sim): FaultPlans {
         ],
       }
     : {};
-  return { source, lease, view, step };
+  // The `poison` set: the dead-letter store fails, slows down or loses its reply now and then.
+  const deadLetter: DeadLetterFaultPlan = faults.has('poison')
+    ? {
+        write: [
+          { kind: 'failure', probability: 0.1 },
+          { kind: 'slow', probability: 0.1, ms: 300 },
+          { kind: 'lostReply', probability: 0.05 },
+        ],
+      }
+    : {};
+  return { source, lease, view, step, deadLetter };
 }
 
 /** Under the `bootstrap` fault set, lease creates are slow (a stop or crash lands while they are in flight). */

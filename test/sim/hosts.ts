@@ -1,15 +1,18 @@
-import { identity, retry, type Subscription, tap, timer } from 'rxjs';
+import { identity, retry, Subscription, tap, timer } from 'rxjs';
 import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import type { FeedEvent } from '../../src/core/events.js';
 // Public API only (the package entry point), so the reader/coordinator rework can move internals freely.
-import { type ChangeFeedProcessor, checkpointEvery, createChangeFeed, materializeToView } from '../../src/index.js';
+import { checkpointEvery, createChangeFeed, materializeToView, processChanges } from '../../src/index.js';
+import type { Change } from '../../src/core/Change.js';
+import { LeaseLostError } from '../../src/errors/index.js';
+import type { ViewCommit, ViewMode, ViewWrite } from '../../src/sinks/ViewStore.js';
 import type { ReadRequest, Source } from '../../src/sources/Source.js';
-import { faultyLeaseStore, faultySource, faultyStep, faultyViewStore, gateLeaseStore, gateSource, gateViewStore, type HostClock } from '../support/faults/index.js';
+import { type FaultEnv, faultyDeadLetterSink, gateDeadLetterSink, faultyLeaseStore, faultySource, faultyStep, faultyViewStore, gateLeaseStore, gateSource, gateViewStore, type HostClock } from '../support/faults/index.js';
 import { PREFIX, TIMINGS } from './config.js';
 import type { Sim } from './context.js';
 import type { FaultPlans } from './faultPlans.js';
 import { HostClocks } from './hostClocks.js';
-import type { ObservedStores } from './observedStores.js';
+import type { ObservedStores, Row } from './observedStores.js';
 import type { Doc, World } from './world.js';
 
 /** The group key of a document: ids `d0`, `d1`, ... fall in three groups, whatever partition holds them. */
@@ -23,11 +26,45 @@ export interface ReadActivity {
   readonly inFlight: number[];
 }
 
+/** What the simulation needs of a running processor, in either form. */
+export interface Processor {
+  stop(): Promise<void>;
+  readonly inFlightChanges: number;
+}
+
+/** Retries of a failing change: 3 attempts, no jitter (a replay must draw nothing from `Math.random`). */
+const RETRY = { attempts: 3, initialBackoffMs: 50, maxBackoffMs: 400, jitter: 0 } as const;
+
+/** The view write a handler makes for its changes (one partition, in order). */
+function handlerWrite(changes: readonly Change<Doc>[], commit: Omit<ViewCommit, 'position' | 'lsn'>, mode: ViewMode, key: (c: Change<Doc>) => string): ViewWrite<Row> {
+  const last = changes[changes.length - 1]!.lsn;
+  return {
+    mode,
+    changes: changes.map((c) => ({ key: key(c), row: c.document ? { v: c.document.v } : undefined, lsn: c.lsn, timestampMs: c.timestampMs, partition: commit.partition })),
+    partitions: [{ ...commit, position: `mem:${last}`, lsn: last }],
+  };
+}
+
+/**
+ * What a careful handler does with its own store: retries a failed write (5 attempts, 100 ms apart) unless
+ * the store fenced it (`LeaseLostError` and subclasses: ownership ended, never an item failure).
+ */
+async function patiently<R>(write: () => Promise<R>, env: FaultEnv): Promise<R> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await write();
+    } catch (error) {
+      if (error instanceof LeaseLostError || attempt >= 5) throw error;
+      await env.delay(100);
+    }
+  }
+}
+
 /** One simulated process running a change feed. */
 export interface SimHost {
   readonly name: string;
   readonly clock: HostClock;
-  readonly feed: ChangeFeedProcessor<Doc>;
+  readonly processor: Processor;
   readonly subscription: Subscription;
   readonly reads: Map<string, ReadActivity>;
   /** Epoch at which this host last acquired each lease token (from its `leaseAcquired` events). */
@@ -116,7 +153,11 @@ export class Hosts {
     const leases = gateLeaseStore(stores.tagWrites(faultyLeaseStore(stores.leases, plans.lease, env), () => ref.host!), hostClock);
     const view = gateViewStore(stores.markDeposed(faultyViewStore(stores.view, plans.view, env), () => ref.host!), hostClock);
     const groupView = gateViewStore(stores.markDeposed(faultyViewStore(stores.groupView, plans.view, env), () => ref.host!), hostClock);
-    const feed = createChangeFeed<Doc>({
+    const deadLetters = gateDeadLetterSink(faultyDeadLetterSink(stores.deadLetters, plans.deadLetter, env), hostClock);
+    const onFailure = config.policy === 'halt' ? { retry: RETRY, halt: true as const, scheduler: hostClock } : { retry: RETRY, deadLetter: deadLetters, scheduler: hostClock };
+    // Without the `poison` fault set or the handler form, the pipeline is the one older seeds ran.
+    const failure = sim.faults.has('poison') || config.form === 'handler' ? { onFailure } : {};
+    const options = {
       source,
       leases,
       instanceName: name,
@@ -125,34 +166,69 @@ export class Hosts {
       maxInFlightChanges: settings.budget,
       scheduler: hostClock,
       stallTimeoutMs: 10_000,
-      events: (event) => this.#onEvent(ref.host!, event),
+      events: (event: FeedEvent) => this.#onEvent(ref.host!, event),
       ...(config.balanceBy ? { balanceBy: config.balanceBy } : {}),
       ...TIMINGS,
-    });
-    const subscription = feed.changes$
-      .pipe(
-        tap((batch) => this.#checkOwner(ref.host!, batch)),
-        faultyStep<ChangeBatch<Doc>>(plans.step, hostEnv),
-        materializeToView(view, { project: (c) => ({ v: c.document!.v }), concurrency: 2, mode: config.view ?? 'guarded' }),
-        config.groups ? materializeToView(groupView, { key: (c) => groupOf(c.id), project: (c) => ({ v: c.document!.v }), concurrency: 2, mode: 'exactlyOnce' }) : identity,
-        tap((batch) => {
-          for (const c of batch.changes) world.deliver(c.id, c.lsn);
-        }),
-        checkpointEvery({ count: settings.checkpointCount, ms: settings.checkpointMs, scheduler: hostClock }),
-        // What the materializeToView docs advise for a failed write: restart the pipeline.
-        config.onError === 'restart' ? identity : retry({ delay: () => timer(200, hostClock) }),
-      )
-      .subscribe({
-        error: () => {
-          // A supervisor restarts the process: the old one is gone for good, a new one takes its name.
-          sim.tally('host.restart');
-          hostClock.kill();
-          const index = this.all.indexOf(ref.host!);
-          if (index >= 0) this.all.splice(index, 1);
-          this.join(name);
+    };
+    let processor: Processor;
+    let subscription: Subscription;
+    if (config.form === 'handler') {
+      const flaky = sim.faults.has('poison') ? sim.randomFor(`flaky:${name}:${clock.now()}`) : undefined;
+      const failedOnce = new Set<string>();
+      const handle = processChanges<Doc>(
+        { ...options, checkpoint: { count: settings.checkpointCount, ms: settings.checkpointMs }, ...failure },
+        {
+          processChanges: async (changes, context) => {
+            this.#checkOwner(ref.host!, context.leaseToken, context.epoch);
+            for (const c of changes) {
+              if (c.document?.poison) throw new Error(`poison change ${c.id}@${c.lsn}`);
+              const key = `${c.id}@${c.lsn}`;
+              if (flaky && !failedOnce.has(key) && flaky() < 0.05) {
+                failedOnce.add(key);
+                throw new Error(`handler failed once on ${key}`);
+              }
+            }
+            const commit = { partition: context.leaseToken, epoch: context.epoch, range: context.partition.range };
+            await patiently(() => view.write(handlerWrite(changes, commit, config.view ?? 'guarded', (c) => c.id)), hostEnv);
+            if (config.groups) await patiently(() => groupView.write(handlerWrite(changes, commit, 'exactlyOnce', (c) => groupOf(c.id))), hostEnv);
+            for (const c of changes) world.deliver(c.id, c.lsn);
+          },
         },
-      });
-    const host: SimHost = { name, clock: hostClock, feed, subscription, reads, acquired: new Map(), joinedAt: clock.now(), everPaused: false, stopCalledAt: undefined, stopped: false };
+      );
+      processor = { stop: () => handle.close(), get inFlightChanges() { return handle.inFlightChanges; } };
+      subscription = new Subscription(() => void handle.close());
+    } else {
+      const feed = createChangeFeed<Doc>(options);
+      processor = feed;
+      const project = (c: Change<Doc>) => {
+        if (c.document!.poison) throw new Error(`poison change ${c.id}@${c.lsn}`);
+        return { v: c.document!.v };
+      };
+      subscription = feed.changes$
+        .pipe(
+          tap((batch) => batch.epoch !== undefined && this.#checkOwner(ref.host!, batch.partition, batch.epoch)),
+          faultyStep<ChangeBatch<Doc>>(plans.step, hostEnv),
+          materializeToView(view, { project, concurrency: 2, mode: config.view ?? 'guarded', ...failure }),
+          config.groups ? materializeToView(groupView, { key: (c) => groupOf(c.id), project, concurrency: 2, mode: 'exactlyOnce', ...failure }) : identity,
+          tap((batch) => {
+            for (const c of batch.changes) world.deliver(c.id, c.lsn);
+          }),
+          checkpointEvery({ count: settings.checkpointCount, ms: settings.checkpointMs, scheduler: hostClock }),
+          // What the materializeToView docs advise for a failed write: restart the pipeline.
+          config.onError === 'restart' ? identity : retry({ delay: () => timer(200, hostClock) }),
+        )
+        .subscribe({
+          error: () => {
+            // A supervisor restarts the process: the old one is gone for good, a new one takes its name.
+            sim.tally('host.restart');
+            hostClock.kill();
+            const index = this.all.indexOf(ref.host!);
+            if (index >= 0) this.all.splice(index, 1);
+            this.join(name);
+          },
+        });
+    }
+    const host: SimHost = { name, clock: hostClock, processor, subscription, reads, acquired: new Map(), joinedAt: clock.now(), everPaused: false, stopCalledAt: undefined, stopped: false };
     ref.host = host;
     this.all.push(host);
     return host;
@@ -163,14 +239,14 @@ export class Hosts {
    * lease at a higher epoch. A lease is taken only after it expired, and its owner stops emitting a margin
    * before its own deadline, so the two never overlap unless ownership depends on clocks that disagree.
    */
-  #checkOwner(host: SimHost, batch: ChangeBatch<Doc>): void {
-    if (host.everPaused || batch.epoch === undefined) return;
-    const lease = this.stores.lease(PREFIX + batch.partition);
-    if (lease && lease.epoch > batch.epoch && lease.owner !== null && lease.owner !== host.name) {
+  #checkOwner(host: SimHost, partition: string, epoch: number): void {
+    if (host.everPaused) return;
+    const lease = this.stores.lease(PREFIX + partition);
+    if (lease && lease.epoch > epoch && lease.owner !== null && lease.owner !== host.name) {
       this.sim.violations.report(
         'two-live-owners',
-        `${host.name} (clock ${Math.round(host.clock.skewMs)} ms off) emitted a batch of ${batch.partition} at epoch ${batch.epoch} after ${lease.owner} took it at epoch ${lease.epoch}`,
-        `two:${batch.partition}:${batch.epoch}:${lease.epoch}`,
+        `${host.name} (clock ${Math.round(host.clock.skewMs)} ms off) emitted a batch of ${partition} at epoch ${epoch} after ${lease.owner} took it at epoch ${lease.epoch}`,
+        `two:${partition}:${epoch}:${lease.epoch}`,
       );
     }
   }
@@ -184,6 +260,10 @@ export class Hosts {
   #onEvent(host: SimHost | undefined, event: FeedEvent): void {
     if (!host) return;
     if (event.type === 'leaseAcquired') host.acquired.set(event.lease, event.epoch);
+    if (event.type === 'leaseReleased' && event.reason === 'Halted') {
+      this.world.halted.add(event.lease);
+      this.sim.tally('poison.halted');
+    }
     if (event.type !== 'leaseLost' || host.everPaused) return;
     const { faults } = this.sim;
     if (faults.has('lease') || faults.has('clock') || faults.has('twin')) return;
@@ -206,7 +286,7 @@ export class Hosts {
   /** Calls `stop()` (a graceful stop); the host counts as stopped once it resolved. */
   stop(h: SimHost): void {
     h.stopCalledAt = this.sim.clock.now();
-    void h.feed.stop().then(() => {
+    void h.processor.stop().then(() => {
       h.stopped = true;
       h.subscription.unsubscribe();
     });

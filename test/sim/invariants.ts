@@ -25,8 +25,8 @@ export class Throughout {
     const budget = this.hosts.settings.budget;
     for (const h of this.hosts.all) {
       if (h.clock.state === 'dead') continue;
-      if (h.feed.inFlightChanges > budget) {
-        violations.report('credit-above-budget', `${h.name}: ${h.feed.inFlightChanges} changes in flight > maxInFlightChanges ${budget}`, `credit:${h.name}`);
+      if (h.processor.inFlightChanges > budget) {
+        violations.report('credit-above-budget', `${h.name}: ${h.processor.inFlightChanges} changes in flight > maxInFlightChanges ${budget}`, `credit:${h.name}`);
       }
     }
     const seen = new Set<string>();

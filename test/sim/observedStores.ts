@@ -1,10 +1,11 @@
-import { MemoryLeaseStore, MemoryViewStore } from '../../src/index.js';
+import { MemoryDeadLetterStore, MemoryLeaseStore, MemoryViewStore } from '../../src/index.js';
+import type { DeadLetterSink } from '../../src/deadletter/DeadLetterSink.js';
 import type { Lease } from '../../src/leases/Lease.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import type { ViewStore, ViewWrite } from '../../src/sinks/ViewStore.js';
 import { PREFIX } from './config.js';
 import type { Sim } from './context.js';
-import { lsnOf, type World } from './world.js';
+import { type Doc, lsnOf, type World } from './world.js';
 
 /** The row a simulated view keeps per document. */
 export interface Row {
@@ -28,6 +29,9 @@ export class ObservedStores {
   readonly viewMemory = new MemoryViewStore<Row>();
   /** A second view whose rows are keyed by a group of documents, so several partitions write one key. */
   readonly groupMemory = new MemoryViewStore<Row>();
+  /** Where poison changes go (it fences by key range, as every dead-letter store does). */
+  readonly deadLetterMemory = new MemoryDeadLetterStore<Doc>();
+  readonly deadLetters: DeadLetterSink<Doc>;
   readonly leases: LeaseStore;
   readonly view: ViewStore<Row>;
   readonly groupView: ViewStore<Row>;
@@ -76,6 +80,18 @@ export class ObservedStores {
     };
 
     this.view = this.#observeView(this.viewMemory, 'view', sim, world);
+    this.deadLetters = {
+      description: this.deadLetterMemory.description,
+      write: async (letters, writer) => {
+        await this.deadLetterMemory.write(letters, writer);
+        for (const letter of letters) {
+          const key = `${letter.documentId}@${letter.lsn}`;
+          if (!world.poisoned.has(key)) {
+            violate('good-change-dead-lettered', `${key} (partition ${letter.leaseToken}, epoch ${writer.epoch}) dead-lettered after ${letter.attempts} attempts: ${letter.error.name}: ${letter.error.message}`, `letter:${key}`);
+          }
+        }
+      },
+    };
     this.groupView = this.#observeView(this.groupMemory, 'group view', sim, world);
   }
 
@@ -168,10 +184,22 @@ export class ObservedStores {
     };
   }
 
+  /**
+   * `poison-not-contained`: a poison change that had to be processed is neither dead-lettered nor behind a
+   * halted partition (it was skipped, or its partition is stuck without saying so).
+   */
+  async uncontainedPoison(world: World): Promise<string[]> {
+    const letters = new Set((await this.deadLetterMemory.list({ limit: 1_000_000 })).map((l) => `${l.documentId}@${l.lsn}`));
+    const must = world.mode === 'allVersionsAndDeletes' ? [...world.poisoned] : [...world.latestKey.values()].filter((k) => world.poisoned.has(k));
+    return must.filter((k) => !letters.has(k) && !world.excused(k));
+  }
+
   /** The view's first difference from the source's latest documents, if any. */
   async viewDiffers(world: World): Promise<string | undefined> {
     const rows = new Map((await this.viewMemory.rows()).map((r) => [r.key, r.row.v]));
     for (const [id, doc] of world.latest) {
+      const key = world.latestKey.get(id)!;
+      if (world.poisoned.has(key) || world.excused(key)) continue; // left out by design: dead-lettered, or halted
       const row = rows.get(id);
       if (doc === undefined ? row !== undefined : row !== doc.v) return `${id}: view has ${String(row)}, source has ${doc === undefined ? 'deleted' : doc.v}`;
     }

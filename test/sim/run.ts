@@ -3,7 +3,8 @@
  * Options: `--seed N` (one seed, replays a failure exactly), `--seeds N` (seeds from `--from`, default 1),
  * `--faults a,b` (of lease, source, view, host, sink, or `all`/`none`; default all), `--hosts min-max`
  * (default 2-6), `--chaos-ms N` (default 30000), `--on-error retry|restart` (default retry), `--balance count|load`
- * (default count), `--view guarded|exactlyOnce` (default guarded), `--groups on|off` (default off), `--verbose`.
+ * (default count), `--view guarded|exactlyOnce` (default guarded), `--groups on|off` (default off),
+ * `--form rx|handler` (default rx), `--policy deadLetter|halt` (default deadLetter), `--verbose`.
  * With `--faults all`, options not given are drawn per seed (the whole product; see test/sim/README.md).
  * Prints one line per failing seed that replays it; exits 1 when any seed failed.
  */
@@ -34,7 +35,17 @@ function parse(argv: readonly string[]): { configs: SimConfig[]; verbose: boolea
   if (view !== undefined && view !== 'guarded' && view !== 'exactlyOnce') throw new Error('--view: give guarded or exactlyOnce');
   const groups = args.get('groups');
   if (groups !== undefined && groups !== 'on' && groups !== 'off') throw new Error('--groups: give on or off');
-  const explicit: Variant = { ...(balanceBy ? { balanceBy } : {}), ...(view ? { view } : {}), ...(groups ? { groups: groups === 'on' } : {}) };
+  const form = args.get('form');
+  if (form !== undefined && form !== 'rx' && form !== 'handler') throw new Error('--form: give rx or handler');
+  const policy = args.get('policy');
+  if (policy !== undefined && policy !== 'deadLetter' && policy !== 'halt') throw new Error('--policy: give deadLetter or halt');
+  const explicit: Variant = {
+    ...(balanceBy ? { balanceBy } : {}),
+    ...(view ? { view } : {}),
+    ...(groups ? { groups: groups === 'on' } : {}),
+    ...(form ? { form } : {}),
+    ...(policy ? { policy } : {}),
+  };
   // `--faults all` is the whole product: each seed draws a variant (view mode, group keys, balancing, ...);
   // options given explicitly win. A list of fault sets runs the classic variant (old replay lines stay exact).
   const variant = (seed: number): Variant => (faultsArg === 'all' ? { ...drawVariant(seed), ...explicit } : explicit);

@@ -6,6 +6,8 @@ import type { Sim } from './context.js';
 export interface Doc {
   readonly id: string;
   readonly v: number;
+  /** A change no handler can process (the `poison` fault set): it must be dead-lettered or halt its partition. */
+  readonly poison?: true;
 }
 
 /** Reads an LSN out of a `mem:<lsn>` position (-1 for none). */
@@ -35,12 +37,20 @@ export class World {
   deliveries = 0;
   /** Split (and merge) children to their parents. */
   readonly parentsOf = new Map<string, readonly string[]>();
+  /** Poison changes, as `id@lsn`. */
+  readonly poisoned = new Set<string>();
+  /** The partition each change was written to, by `id@lsn`. */
+  readonly writtenTo = new Map<string, string>();
+  /** Partitions whose processing halted on a poison change (their later changes may never arrive). */
+  readonly halted = new Set<string>();
   #version = 0;
+  readonly #poison: (() => number) | undefined;
 
   constructor(private readonly sim: Sim) {
     this.mode = sim.random() < 0.5 ? 'latestVersion' : 'allVersionsAndDeletes';
     this.partitionCount = 1 + sim.int(4);
     this.memory = new MemorySource<Doc>({ partitions: this.partitionCount, mode: this.mode, now: () => sim.clock.now(), scheduler: sim.clock });
+    this.#poison = sim.faults.has('poison') ? sim.randomFor('poison') : undefined;
   }
 
   /** One write: a delete (10% in `allVersionsAndDeletes` mode), an update of an existing id (40%) or a new id. */
@@ -57,13 +67,18 @@ export class World {
       this.latest.set(id, undefined);
     } else {
       id = ids.length > 0 && r < 0.4 ? ids[int(ids.length)]! : `d${ids.length}`;
-      const doc = { id, v: ++this.#version };
+      const doc: Doc = this.#poison && this.#poison() < 0.02 ? { id, v: ++this.#version, poison: true } : { id, v: ++this.#version };
       result = this.memory.upsert(doc);
       this.latest.set(id, doc);
     }
     const key = `${id}@${result.lsn}`;
     this.written.add(key);
     this.latestKey.set(id, key);
+    this.writtenTo.set(key, result.partition);
+    if (this.latest.get(id)?.poison) {
+      this.poisoned.add(key);
+      this.sim.tally('poison.change');
+    }
   }
 
   /** Splits a random live partition (up to 12 live partitions). */
@@ -87,9 +102,19 @@ export class World {
     this.deliveries++;
   }
 
-  /** Changes that must have reached the sink and did not: every write, or each id's latest in `latestVersion` mode. */
+  /**
+   * Changes that must have reached the sink and did not: every write, or each id's latest in `latestVersion`
+   * mode; neither poison changes (see {@link World.excused}) nor changes of a partition that halted.
+   */
   missing(): string[] {
     const must = this.mode === 'allVersionsAndDeletes' ? [...this.written] : [...this.latestKey.values()];
-    return must.filter((k) => !this.delivered.has(k));
+    return must.filter((k) => !this.delivered.has(k) && !this.poisoned.has(k) && !this.excused(k));
+  }
+
+  /** Whether a change may never arrive because its partition (or a child of it) halted on a poison change. */
+  excused(key: string): boolean {
+    const partition = this.writtenTo.get(key);
+    if (partition === undefined || this.halted.size === 0) return false;
+    return [...this.halted].some((h) => h === partition || this.isAncestor(partition, h));
   }
 }

@@ -5,3 +5,4 @@ export { faultyStep, type StepFaultKind, type StepFaultPlan } from './faultyStep
 export { faultyViewStore, type ViewFaultKind, type ViewFaultPlan } from './faultyViewStore.js';
 export { gateLeaseStore, gateSource, gateViewStore } from './gate.js';
 export { abortReason, FaultEnv, type FaultPlan, type FaultRule, hang, type InjectedFault } from './plan.js';
+export { type DeadLetterFaultKind, type DeadLetterFaultPlan, faultyDeadLetterSink, gateDeadLetterSink } from './faultyDeadLetterSink.js';
