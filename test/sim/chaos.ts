@@ -12,6 +12,7 @@ import type { World } from './world.js';
 export async function runChaos(sim: Sim, world: World, hosts: Hosts, advance: (ms: number) => Promise<void>): Promise<void> {
   const { config, faults, random, int, clock, env } = sim;
   const chaosMs = config.chaosMs ?? 30_000;
+  await world.writeBeforeStart(advance);
   const initial = config.hosts.min + int(config.hosts.max - config.hosts.min + 1);
   for (let i = 0; i < initial; i++) hosts.join();
   const bootstrap = faults.has('bootstrap') ? sim.randomFor('bootstrap') : undefined;

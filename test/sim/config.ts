@@ -44,10 +44,21 @@ export interface SimConfig {
   readonly form?: 'rx' | 'handler';
   /** What happens to a change user code fails on, after retries: dead-lettered (default) or its partition halts. */
   readonly policy?: 'deadLetter' | 'halt';
+  /**
+   * Where a partition without a checkpoint starts: `'beginning'` (default), `'now'`, `'time'` (a Date between
+   * the writes made before the processor started and its start) or `'function'` (per partition, one of those).
+   * With any but `'beginning'`, writes are made before the first host starts: those need not be delivered;
+   * every change written after it must be.
+   */
+  readonly start?: 'beginning' | 'now' | 'time' | 'function';
+  /** How lease documents are named: rxfeed's layout (default) or the .NET processor's (`'dotnet'`). */
+  readonly leaseScheme?: 'rxfeed' | 'dotnet';
 }
 
 /** What a product variant sets: the options of {@link SimConfig} that `--faults all` draws per seed. */
-export type Variant = Pick<SimConfig, 'view' | 'groups' | 'balanceBy' | 'form' | 'policy'>;
+export type Variant = Pick<SimConfig, 'view' | 'groups' | 'balanceBy' | 'form' | 'policy' | 'start' | 'leaseScheme'>;
+
+const STARTS = ['beginning', 'now', 'time', 'function'] as const;
 
 /**
  * The product variant of a seed under `--faults all`, drawn from a PRNG of its own: view mode, group keys,
@@ -61,6 +72,8 @@ export function drawVariant(seed: number): Required<Variant> {
     balanceBy: random() < 0.25 ? 'load' : 'count',
     form: random() < 0.5 ? 'rx' : 'handler',
     policy: random() < 0.7 ? 'deadLetter' : 'halt',
+    start: STARTS[Math.floor(random() * STARTS.length)]!,
+    leaseScheme: random() < 0.25 ? 'dotnet' : 'rxfeed',
   };
 }
 
@@ -105,8 +118,16 @@ export const CHURN_MOVES = 4;
 export const STOP_BOUND_MS = 15_000;
 /** Virtual time of the simulation's start (ms since the epoch). */
 export const EPOCH_MS = 1_700_000_000_000;
-/** Lease prefix of every simulated processor. */
+/** Lease prefix of every simulated processor (rxfeed's scheme). */
 export const PREFIX = 'sim.';
+/** Lease prefix under `leaseScheme: 'dotnet'` (what `dotnetLeasePrefix` would give: no trailing dot). */
+export const DOTNET_PREFIX = 'simhost_sim_rid';
+
+/** The lease prefix and lease document id of a lease token under a config's scheme. */
+export function leaseNaming(config: SimConfig): { readonly prefix: string; readonly id: (token: string) => string } {
+  if (config.leaseScheme === 'dotnet') return { prefix: DOTNET_PREFIX, id: (token) => `${DOTNET_PREFIX}..${token}` };
+  return { prefix: PREFIX, id: (token) => PREFIX + token };
+}
 /** Step of the chaos script and of the invariants checked throughout (virtual ms). */
 export const TICK_MS = 100;
 
@@ -119,5 +140,7 @@ export function replayLine(config: SimConfig): string {
   const groups = config.groups !== undefined ? ` --groups ${config.groups ? 'on' : 'off'}` : '';
   const form = config.form !== undefined ? ` --form ${config.form}` : '';
   const policy = config.policy !== undefined ? ` --policy ${config.policy}` : '';
-  return `npm run sim -- --seed ${config.seed} --faults ${config.faults.join(',') || 'none'} --hosts ${config.hosts.min}-${config.hosts.max}${chaos}${onError}${balance}${view}${groups}${form}${policy}`;
+  const start = config.start !== undefined ? ` --start ${config.start}` : '';
+  const scheme = config.leaseScheme !== undefined ? ` --lease-scheme ${config.leaseScheme}` : '';
+  return `npm run sim -- --seed ${config.seed} --faults ${config.faults.join(',') || 'none'} --hosts ${config.hosts.min}-${config.hosts.max}${chaos}${onError}${balance}${view}${groups}${form}${policy}${start}${scheme}`;
 }

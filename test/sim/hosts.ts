@@ -8,7 +8,7 @@ import { LeaseLostError } from '../../src/errors/index.js';
 import type { ViewCommit, ViewMode, ViewWrite } from '../../src/sinks/ViewStore.js';
 import type { ReadRequest, Source } from '../../src/sources/Source.js';
 import { type FaultEnv, faultyDeadLetterSink, gateDeadLetterSink, faultyLeaseStore, faultySource, faultyStep, faultyViewStore, gateLeaseStore, gateSource, gateViewStore, type HostClock } from '../support/faults/index.js';
-import { PREFIX, TIMINGS } from './config.js';
+import { leaseNaming, TIMINGS } from './config.js';
 import type { Sim } from './context.js';
 import type { FaultPlans } from './faultPlans.js';
 import { HostClocks } from './hostClocks.js';
@@ -103,6 +103,8 @@ function trackReads(source: Source<Doc>, reads: Map<string, ReadActivity>, now: 
   return {
     description: source.description,
     mode: source.mode,
+    ...(source.checkStart ? { checkStart: (from) => source.checkStart!(from) } : {}),
+    ...(source.positionAt ? { positionAt: (p, at, signal) => source.positionAt!(p, at, signal) } : {}),
     listPartitions: (signal) => source.listPartitions(signal),
     read: async (request: ReadRequest) => {
       const token = request.partition.id;
@@ -161,7 +163,9 @@ export class Hosts {
       source,
       leases,
       instanceName: name,
-      leasePrefix: PREFIX,
+      leasePrefix: leaseNaming(config).prefix,
+      ...(config.leaseScheme ? { leaseScheme: config.leaseScheme } : {}),
+      ...(world.startFrom ? { startFrom: world.startFrom } : {}),
       maxItemCount: settings.maxItemCount,
       maxInFlightChanges: settings.budget,
       scheduler: hostClock,
@@ -241,7 +245,7 @@ export class Hosts {
    */
   #checkOwner(host: SimHost, partition: string, epoch: number): void {
     if (host.everPaused) return;
-    const lease = this.stores.lease(PREFIX + partition);
+    const lease = this.stores.leaseOf(partition);
     if (lease && lease.epoch > epoch && lease.owner !== null && lease.owner !== host.name) {
       this.sim.violations.report(
         'two-live-owners',
@@ -267,7 +271,7 @@ export class Hosts {
     if (event.type !== 'leaseLost' || host.everPaused) return;
     const { faults } = this.sim;
     if (faults.has('lease') || faults.has('clock') || faults.has('twin')) return;
-    const stored = this.stores.lease(PREFIX + event.lease);
+    const stored = this.stores.leaseOf(event.lease);
     if (stored && stored.owner === host.name && stored.epoch === host.acquired.get(event.lease)) {
       this.sim.violations.report('lease-dropped-while-owned', `${host.name} reported ${event.lease} lost while the store shows it owning it at epoch ${stored.epoch}`, `dropped:${host.name}:${event.lease}:${stored.epoch}`);
     }

@@ -3,7 +3,7 @@ import type { DeadLetterSink } from '../../src/deadletter/DeadLetterSink.js';
 import type { Lease } from '../../src/leases/Lease.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import type { ViewStore, ViewWrite } from '../../src/sinks/ViewStore.js';
-import { PREFIX } from './config.js';
+import { leaseNaming } from './config.js';
 import type { Sim } from './context.js';
 import { type Doc, lsnOf, type World } from './world.js';
 
@@ -41,7 +41,10 @@ export class ObservedStores {
   /** Which host incarnation issued a lease write (see {@link ObservedStores.tagWrites}). */
   readonly #issuedBy = new WeakMap<object, { readonly name: string; readonly stopped: boolean }>();
 
+  readonly #leaseId: (token: string) => string;
+
   constructor(sim: Sim, world: World) {
+    this.#leaseId = leaseNaming(sim.config).id;
     const violate = sim.violations.report.bind(sim.violations);
     const leaseMemory = this.leaseMemory;
     const lastContinuation = this.#lastContinuation;
@@ -156,6 +159,11 @@ export class ObservedStores {
     }
   }
 
+  /** The stored lease of a lease token, read synchronously. */
+  leaseOf(token: string): Lease | undefined {
+    return this.lease(this.#leaseId(token));
+  }
+
   /** The stored lease with this id, read synchronously. */
   lease(id: string): Lease | undefined {
     return this.leaseMemory.snapshot().find((l) => l.id === id);
@@ -173,7 +181,7 @@ export class ObservedStores {
         const h = writer();
         if (!h.everPaused) {
           for (const commit of w.partitions) {
-            const lease = this.lease(PREFIX + commit.partition);
+            const lease = this.leaseOf(commit.partition);
             if (lease && lease.epoch > commit.epoch && lease.owner !== h.name) {
               this.#deposedWrites.set(w as ViewWrite<unknown>, `${h.name} wrote partition ${commit.partition} at epoch ${commit.epoch} after ${lease.owner} took it at epoch ${lease.epoch}`);
             }
@@ -199,7 +207,8 @@ export class ObservedStores {
     const rows = new Map((await this.viewMemory.rows()).map((r) => [r.key, r.row.v]));
     for (const [id, doc] of world.latest) {
       const key = world.latestKey.get(id)!;
-      if (world.poisoned.has(key) || world.excused(key)) continue; // left out by design: dead-lettered, or halted
+      // Left out by design: dead-lettered, halted, or written before the processor started (not 'beginning').
+      if (world.poisoned.has(key) || world.excused(key) || world.beforeStart.has(key)) continue;
       const row = rows.get(id);
       if (doc === undefined ? row !== undefined : row !== doc.v) return `${id}: view has ${String(row)}, source has ${doc === undefined ? 'deleted' : doc.v}`;
     }

@@ -4,7 +4,8 @@
  * `--faults a,b` (of lease, source, view, host, sink, or `all`/`none`; default all), `--hosts min-max`
  * (default 2-6), `--chaos-ms N` (default 30000), `--on-error retry|restart` (default retry), `--balance count|load`
  * (default count), `--view guarded|exactlyOnce` (default guarded), `--groups on|off` (default off),
- * `--form rx|handler` (default rx), `--policy deadLetter|halt` (default deadLetter), `--verbose`.
+ * `--form rx|handler` (default rx), `--policy deadLetter|halt` (default deadLetter), `--start beginning|now|time|function`
+ * (default beginning), `--lease-scheme rxfeed|dotnet` (default rxfeed), `--verbose`.
  * With `--faults all`, options not given are drawn per seed (the whole product; see test/sim/README.md).
  * Prints one line per failing seed that replays it; exits 1 when any seed failed.
  */
@@ -39,7 +40,13 @@ function parse(argv: readonly string[]): { configs: SimConfig[]; verbose: boolea
   if (form !== undefined && form !== 'rx' && form !== 'handler') throw new Error('--form: give rx or handler');
   const policy = args.get('policy');
   if (policy !== undefined && policy !== 'deadLetter' && policy !== 'halt') throw new Error('--policy: give deadLetter or halt');
+  const start = args.get('start');
+  if (start !== undefined && !['beginning', 'now', 'time', 'function'].includes(start)) throw new Error('--start: give beginning, now, time or function');
+  const leaseScheme = args.get('lease-scheme');
+  if (leaseScheme !== undefined && leaseScheme !== 'rxfeed' && leaseScheme !== 'dotnet') throw new Error('--lease-scheme: give rxfeed or dotnet');
   const explicit: Variant = {
+    ...(start ? { start: start as NonNullable<Variant['start']> } : {}),
+    ...(leaseScheme ? { leaseScheme } : {}),
     ...(balanceBy ? { balanceBy } : {}),
     ...(view ? { view } : {}),
     ...(groups ? { groups: groups === 'on' } : {}),

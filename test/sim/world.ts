@@ -1,4 +1,4 @@
-import type { FeedMode } from '../../src/core/Partition.js';
+import type { FeedMode, Partition, StartFrom } from '../../src/core/Partition.js';
 import { MemorySource } from '../../src/index.js';
 import type { Sim } from './context.js';
 
@@ -43,6 +43,10 @@ export class World {
   readonly writtenTo = new Map<string, string>();
   /** Partitions whose processing halted on a poison change (their later changes may never arrive). */
   readonly halted = new Set<string>();
+  /** Changes written before the processor started (under a start other than `'beginning'`: not required). */
+  readonly beforeStart = new Set<string>();
+  /** The `startFrom` option of every host (undefined: the default, `'beginning'`). */
+  startFrom: StartFrom | ((partition: Partition) => StartFrom) | undefined;
   #version = 0;
   readonly #poison: (() => number) | undefined;
 
@@ -81,6 +85,20 @@ export class World {
     }
   }
 
+  /**
+   * Under a start other than `'beginning'`: writes made before the first host starts, then a second of
+   * quiet; sets {@link World.startFrom} to the config's start (a time between those writes and the start).
+   */
+  async writeBeforeStart(advance: (ms: number) => Promise<void>): Promise<void> {
+    const start = this.sim.config.start;
+    if (start === undefined || start === 'beginning') return;
+    for (let n = 20 + this.sim.int(40); n > 0; n--) this.write();
+    for (const key of this.written) this.beforeStart.add(key);
+    const at = new Date(this.sim.clock.now() + 500);
+    await advance(1_000);
+    this.startFrom = start === 'now' ? 'now' : start === 'time' ? at : (p: Partition) => (Number(p.id) % 2 === 0 ? 'now' : at);
+  }
+
   /** Splits a random live partition (up to 12 live partitions). */
   split(): void {
     const live = this.memory.partitions();
@@ -108,7 +126,7 @@ export class World {
    */
   missing(): string[] {
     const must = this.mode === 'allVersionsAndDeletes' ? [...this.written] : [...this.latestKey.values()];
-    return must.filter((k) => !this.delivered.has(k) && !this.poisoned.has(k) && !this.excused(k));
+    return must.filter((k) => !this.delivered.has(k) && !this.poisoned.has(k) && !this.excused(k) && !this.beforeStart.has(k));
   }
 
   /** Whether a change may never arrive because its partition (or a child of it) halted on a poison change. */
