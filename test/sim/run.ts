@@ -3,10 +3,13 @@
  * Options: `--seed N` (one seed, replays a failure exactly), `--seeds N` (seeds from `--from`, default 1),
  * `--faults a,b` (of lease, source, view, host, sink, or `all`/`none`; default all), `--hosts min-max`
  * (default 2-6), `--chaos-ms N` (default 30000), `--on-error retry|restart` (default retry), `--balance count|load`
- * (default count), `--verbose`.
+ * (default count), `--view guarded|exactlyOnce` (default guarded), `--groups on|off` (default off),
+ * `--form rx|handler` (default rx), `--policy deadLetter|halt` (default deadLetter), `--start beginning|now|time|function`
+ * (default beginning), `--lease-scheme rxfeed|dotnet` (default rxfeed), `--verbose`.
+ * With `--faults all`, options not given are drawn per seed (the whole product; see test/sim/README.md).
  * Prints one line per failing seed that replays it; exits 1 when any seed failed.
  */
-import { FAULT_SETS, type FaultSet, replayLine, runSimulation, type SimConfig } from './simulation.js';
+import { drawVariant, FAULT_SETS, type FaultSet, replayLine, runSimulation, type SimConfig, type Variant } from './simulation.js';
 
 function parse(argv: readonly string[]): { configs: SimConfig[]; verbose: boolean } {
   const args = new Map<string, string>();
@@ -29,10 +32,34 @@ function parse(argv: readonly string[]): { configs: SimConfig[]; verbose: boolea
   if (onError !== undefined && onError !== 'retry' && onError !== 'restart') throw new Error('--on-error: give retry or restart');
   const balanceBy = args.get('balance');
   if (balanceBy !== undefined && balanceBy !== 'count' && balanceBy !== 'load') throw new Error('--balance: give count or load');
+  const view = args.get('view');
+  if (view !== undefined && view !== 'guarded' && view !== 'exactlyOnce') throw new Error('--view: give guarded or exactlyOnce');
+  const groups = args.get('groups');
+  if (groups !== undefined && groups !== 'on' && groups !== 'off') throw new Error('--groups: give on or off');
+  const form = args.get('form');
+  if (form !== undefined && form !== 'rx' && form !== 'handler') throw new Error('--form: give rx or handler');
+  const policy = args.get('policy');
+  if (policy !== undefined && policy !== 'deadLetter' && policy !== 'halt') throw new Error('--policy: give deadLetter or halt');
+  const start = args.get('start');
+  if (start !== undefined && !['beginning', 'now', 'time', 'function'].includes(start)) throw new Error('--start: give beginning, now, time or function');
+  const leaseScheme = args.get('lease-scheme');
+  if (leaseScheme !== undefined && leaseScheme !== 'rxfeed' && leaseScheme !== 'dotnet') throw new Error('--lease-scheme: give rxfeed or dotnet');
+  const explicit: Variant = {
+    ...(start ? { start: start as NonNullable<Variant['start']> } : {}),
+    ...(leaseScheme ? { leaseScheme } : {}),
+    ...(balanceBy ? { balanceBy } : {}),
+    ...(view ? { view } : {}),
+    ...(groups ? { groups: groups === 'on' } : {}),
+    ...(form ? { form } : {}),
+    ...(policy ? { policy } : {}),
+  };
+  // `--faults all` is the whole product: each seed draws a variant (view mode, group keys, balancing, ...);
+  // options given explicitly win. A list of fault sets runs the classic variant (old replay lines stay exact).
+  const variant = (seed: number): Variant => (faultsArg === 'all' ? { ...drawVariant(seed), ...explicit } : explicit);
   const seeds = args.has('seed') ? [Number(args.get('seed'))] : Array.from({ length: Number(args.get('seeds') ?? 20) }, (_, i) => Number(args.get('from') ?? 1) + i);
   return {
     verbose,
-    configs: seeds.map((seed) => ({ seed, faults, hosts: { min: min!, max: max! }, ...(chaosMs !== undefined ? { chaosMs } : {}), ...(onError ? { onError } : {}), ...(balanceBy ? { balanceBy } : {}) })),
+    configs: seeds.map((seed) => ({ seed, faults, hosts: { min: min!, max: max! }, ...(chaosMs !== undefined ? { chaosMs } : {}), ...(onError ? { onError } : {}), ...variant(seed) })),
   };
 }
 

@@ -121,17 +121,32 @@ export class VirtualClock implements SchedulerLike {
 /** State of a {@link HostClock}. */
 export type HostState = 'running' | 'paused' | 'dead';
 
+/** How a {@link HostClock}'s time differs from the shared clock. */
+export interface HostClockOptions {
+  /** How far this host's clock is ahead of the shared one at creation (negative: behind), in ms. Default 0. */
+  readonly skewMs?: number;
+  /**
+   * How much faster this host's clock runs than the shared one: 0.01 gains 10 ms per second, -0.01 loses
+   * them; timers run by this clock (a 1 000 ms timer fires after 1 000 of this host's ms). Default 0.
+   */
+  readonly drift?: number;
+  /** Randomness for how late timers run on a slow event loop (see {@link HostClock.slow}). Default `Math.random`. */
+  readonly random?: () => number;
+}
+
 const never = new Promise<never>(() => undefined);
 
 /**
- * One process's view of a shared {@link VirtualClock}: `pause()` freezes it (due timers wait, calls through
+ * One process's view of a shared {@link VirtualClock}: its own time (`skewMs` ahead or behind, running
+ * `drift` faster or slower, stepped by {@link HostClock.step}), an event loop that can run timers late
+ * ({@link HostClock.slow}: slow, not frozen), `pause()` freezes it (due timers wait, calls through
  * {@link HostClock.gate} hang before and after reaching the other side) until `resume()`, when the late
  * timers fire at once, as after a long GC pause; `kill()` is a crash: no timer of this host fires again and
  * every gated call hangs for good (a dead process never sees a reply).
  *
  * @example
  * ```ts
- * const host = new HostClock(clock);
+ * const host = new HostClock(clock, { skewMs: -8_000, drift: 0.01 });
  * createChangeFeed({ ...options, scheduler: host, leases: gateLeaseStore(store, host) });
  * host.pause(); await clock.advance(5_000); host.resume(); // a zombie
  * ```
@@ -140,17 +155,57 @@ export class HostClock implements SchedulerLike {
   #state: HostState = 'running';
   #resumed: Promise<void> | undefined;
   #resume: (() => void) | undefined;
+  #offsetMs: number;
+  readonly #drift: number;
+  readonly #origin: number;
+  readonly #random: () => number;
+  #lateMs = 0;
   /** When the host was last paused or killed, in virtual ms. */
   since = 0;
 
-  constructor(readonly clock: VirtualClock) {}
+  constructor(
+    readonly clock: VirtualClock,
+    options: HostClockOptions = {},
+  ) {
+    this.#offsetMs = options.skewMs ?? 0;
+    this.#drift = options.drift ?? 0;
+    if (!(this.#drift > -0.5 && this.#drift < 0.5)) throw new RangeError(`drift must be within ±0.5, got ${this.#drift}`);
+    this.#origin = clock.now();
+    this.#random = options.random ?? Math.random;
+  }
 
   get state(): HostState {
     return this.#state;
   }
 
+  /** This host's time: the shared clock's, plus its skew and what drift added since creation. */
   now(): number {
-    return this.clock.now();
+    const shared = this.clock.now();
+    return shared + this.#offsetMs + this.#drift * (shared - this.#origin);
+  }
+
+  /** How far this host's clock is ahead of the shared one now (negative: behind), in ms. */
+  get skewMs(): number {
+    return this.now() - this.clock.now();
+  }
+
+  /** Steps this host's clock by `ms` (an NTP correction; negative steps it back). */
+  step(ms: number): void {
+    this.#offsetMs += ms;
+  }
+
+  /**
+   * Makes this host's event loop slow: from now on every timer runs up to `lateMs` late (uniformly drawn),
+   * as under CPU starvation or a busy loop; `slow(0)` makes it prompt again. Unlike a pause, the host keeps
+   * running and talking to the stores.
+   */
+  slow(lateMs: number): void {
+    this.#lateMs = Math.max(0, lateMs);
+  }
+
+  /** Most a timer runs late now (0 when the event loop is prompt). */
+  get lateMs(): number {
+    return this.#lateMs;
   }
 
   schedule<T>(work: (this: SchedulerAction<T>, state?: T) => void, delay = 0, state?: T): Subscription {
@@ -158,17 +213,18 @@ export class HostClock implements SchedulerLike {
     const action = Object.assign(outer, {
       schedule: (nextState?: T, nextDelay = 0) => this.schedule(work, nextDelay, nextState),
     }) as unknown as SchedulerAction<T>;
+    const hostDelay = Math.max(0, Number.isFinite(delay) ? delay : 0);
+    const late = this.#lateMs > 0 ? Math.floor(this.#random() * this.#lateMs) : 0;
     outer.add(
       this.clock.schedule(() => {
         if (this.#state === 'running') return work.call(action, state);
         void this.pass().then(() => {
           if (!outer.closed) work.call(action, state);
         });
-      }, delay),
+      }, hostDelay / (1 + this.#drift) + late),
     );
     return outer;
   }
-
   /** Freezes the host until {@link HostClock.resume}. */
   pause(): void {
     if (this.#state !== 'running') return;

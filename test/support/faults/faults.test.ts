@@ -199,4 +199,33 @@ describe('HostClock', () => {
     await clock.advance(100);
     expect(fired).toEqual([10, 20, 30]);
   });
+
+  it('has a time of its own: skewed, drifting, stepped; its timers run on its own time', async () => {
+    const clock = new VirtualClock(10_000);
+    const host = new HostClock(clock, { skewMs: -8_000, drift: 0.25 });
+    expect(host.now()).toBe(2_000);
+    const fired: number[] = [];
+    host.schedule(() => void fired.push(host.now()), 1_000); // 1 000 of the host's ms: 800 shared ms
+    await clock.advance(800);
+    expect(fired).toEqual([3_000]);
+    host.step(500);
+    expect(host.now()).toBe(3_500);
+    expect(host.skewMs).toBe(3_500 - 10_800);
+  });
+
+  it('a slow event loop runs timers late, by at most lateMs, and keeps running', async () => {
+    const clock = new VirtualClock();
+    const host = new HostClock(clock, { random: () => 0.5 });
+    host.slow(400);
+    const fired: number[] = [];
+    host.schedule(() => void fired.push(clock.now()), 100);
+    await clock.advance(299);
+    expect(fired).toEqual([]);
+    await clock.advance(1);
+    expect(fired).toEqual([300]);
+    host.slow(0);
+    host.schedule(() => void fired.push(clock.now()), 100);
+    await clock.advance(100);
+    expect(fired).toEqual([300, 400]);
+  });
 });

@@ -32,6 +32,7 @@ export function gateSource<T>(source: Source<T>, host: HostClock): Source<T> {
       return source.mode;
     },
     ...(source.checkStart ? { checkStart: (from) => source.checkStart!(from) } : {}),
+    ...(source.positionAt ? { positionAt: (p, at, signal) => host.gate(() => source.positionAt!(p, at, signal)) } : {}),
     listPartitions: (signal) => host.gate(() => source.listPartitions(signal)),
     read: (request) => host.gate(() => source.read(request)),
   };

@@ -1,0 +1,61 @@
+import { HostClock } from '../support/faults/index.js';
+import { TIMINGS } from './config.js';
+import type { Sim } from './context.js';
+
+/** Most a host's clock is off at start under the `clock` fault set: three lease expirations either way. */
+export const MAX_SKEW_MS = 3 * TIMINGS.leaseExpirationMs;
+/** Most a host's clock drifts under the `clock` fault set (±2%: 20 ms a second). */
+export const MAX_DRIFT = 0.02;
+/** Most a slow event loop runs a timer late (a fifth of the lease expiration). */
+export const MAX_LATE_MS = TIMINGS.leaseExpirationMs / 5;
+
+/**
+ * The `clock` fault set: each host gets a clock of its own (half of them off by up to {@link MAX_SKEW_MS},
+ * the rest by up to 50 ms; all drifting by up to {@link MAX_DRIFT}), clocks are stepped now and then (NTP
+ * corrections), and event loops turn slow for a while (timers up to {@link MAX_LATE_MS} late). Draws come
+ * from a PRNG of its own; without the set every host shares the run's clock, as before.
+ */
+export class HostClocks {
+  readonly #random: () => number;
+  readonly #on: boolean;
+
+  constructor(private readonly sim: Sim) {
+    this.#on = sim.faults.has('clock');
+    this.#random = sim.randomFor('clock');
+  }
+
+  /** The clock of a host that joins now. */
+  create(): HostClock {
+    const { clock } = this.sim;
+    if (!this.#on) return new HostClock(clock);
+    const r = this.#random;
+    const far = r() < 0.5;
+    const skewMs = Math.round((r() * 2 - 1) * (far ? MAX_SKEW_MS : 50));
+    const drift = (r() * 2 - 1) * MAX_DRIFT;
+    if (far) this.sim.tally('clock.skewed');
+    return new HostClock(clock, { skewMs, drift, random: this.sim.randomFor(`late:${r()}`) });
+  }
+
+  /** One tick of the chaos script: now and then a clock steps, or an event loop turns slow for 1–5 s. */
+  tick(running: readonly { readonly clock: HostClock }[]): void {
+    if (!this.#on || running.length === 0) return;
+    const r = this.#random;
+    if (r() < 0.005) {
+      const victim = running[Math.floor(r() * running.length)]!;
+      victim.clock.step(Math.round((r() * 2 - 1) * TIMINGS.leaseExpirationMs * 2));
+      this.sim.tally('clock.step');
+    }
+    if (r() < 0.01) {
+      const victim = running[Math.floor(r() * running.length)]!;
+      if (victim.clock.lateMs > 0) return;
+      victim.clock.slow(20 + Math.floor(r() * MAX_LATE_MS));
+      this.sim.tally('clock.slowLoop');
+      this.sim.clock.schedule(() => victim.clock.slow(0), 1_000 + Math.floor(r() * 4_000));
+    }
+  }
+
+  /** Quiescence: every event loop prompt again (clocks stay as they are: skew does not go away). */
+  calm(all: readonly { readonly clock: HostClock }[]): void {
+    for (const h of all) h.clock.slow(0);
+  }
+}

@@ -1,0 +1,298 @@
+import { identity, retry, Subscription, tap, timer } from 'rxjs';
+import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
+import type { FeedEvent } from '../../src/core/events.js';
+// Public API only (the package entry point), so the reader/coordinator rework can move internals freely.
+import { checkpointEvery, createChangeFeed, materializeToView, processChanges } from '../../src/index.js';
+import type { Change } from '../../src/core/Change.js';
+import { LeaseLostError } from '../../src/errors/index.js';
+import type { ViewCommit, ViewMode, ViewWrite } from '../../src/sinks/ViewStore.js';
+import type { ReadRequest, Source } from '../../src/sources/Source.js';
+import { type FaultEnv, faultyDeadLetterSink, gateDeadLetterSink, faultyLeaseStore, faultySource, faultyStep, faultyViewStore, gateLeaseStore, gateSource, gateViewStore, type HostClock } from '../support/faults/index.js';
+import { leaseNaming, TIMINGS } from './config.js';
+import type { Sim } from './context.js';
+import type { FaultPlans } from './faultPlans.js';
+import { HostClocks } from './hostClocks.js';
+import type { ObservedStores, Row } from './observedStores.js';
+import type { Doc, World } from './world.js';
+
+/** The group key of a document: ids `d0`, `d1`, ... fall in three groups, whatever partition holds them. */
+export function groupOf(id: string): string {
+  return `g${Number(id.slice(1)) % 3}`;
+}
+
+/** Reads of one partition by one host: when the last one started or ended, and those in flight. */
+export interface ReadActivity {
+  last: number;
+  readonly inFlight: number[];
+}
+
+/** What the simulation needs of a running processor, in either form. */
+export interface Processor {
+  stop(): Promise<void>;
+  readonly inFlightChanges: number;
+}
+
+/** Retries of a failing change: 3 attempts, no jitter (a replay must draw nothing from `Math.random`). */
+const RETRY = { attempts: 3, initialBackoffMs: 50, maxBackoffMs: 400, jitter: 0 } as const;
+
+/** The view write a handler makes for its changes (one partition, in order). */
+function handlerWrite(changes: readonly Change<Doc>[], commit: Omit<ViewCommit, 'position' | 'lsn'>, mode: ViewMode, key: (c: Change<Doc>) => string): ViewWrite<Row> {
+  const last = changes[changes.length - 1]!.lsn;
+  return {
+    mode,
+    changes: changes.map((c) => ({ key: key(c), row: c.document ? { v: c.document.v } : undefined, lsn: c.lsn, timestampMs: c.timestampMs, partition: commit.partition })),
+    partitions: [{ ...commit, position: `mem:${last}`, lsn: last }],
+  };
+}
+
+/**
+ * What a careful handler does with its own store: retries a failed write (5 attempts, 100 ms apart) unless
+ * the store fenced it (`LeaseLostError` and subclasses: ownership ended, never an item failure).
+ */
+async function patiently<R>(write: () => Promise<R>, env: FaultEnv): Promise<R> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await write();
+    } catch (error) {
+      if (error instanceof LeaseLostError || attempt >= 5) throw error;
+      await env.delay(100);
+    }
+  }
+}
+
+/** One simulated process running a change feed. */
+export interface SimHost {
+  readonly name: string;
+  readonly clock: HostClock;
+  readonly processor: Processor;
+  readonly subscription: Subscription;
+  readonly reads: Map<string, ReadActivity>;
+  /** Epoch at which this host last acquired each lease token (from its `leaseAcquired` events). */
+  readonly acquired: Map<string, number>;
+  /**
+   * When this incarnation of the name started: a lease its name owns from an earlier incarnation (restarted
+   * or crashed and rejoined) counts as unread only from then.
+   */
+  readonly joinedAt: number;
+  everPaused: boolean;
+  /** Set once `stop()` was called; `stopped` once it resolved. */
+  stopCalledAt: number | undefined;
+  stopped: boolean;
+}
+
+/** Settings every host of one run shares, drawn from the seed. */
+export interface HostSettings {
+  readonly maxItemCount: number;
+  /** `maxInFlightChanges`. */
+  readonly budget: number;
+  readonly checkpointCount: number;
+  readonly checkpointMs: number;
+}
+
+/** Draws the hosts' settings (after the world, before the fault plans). */
+export function drawHostSettings({ int }: Sim): HostSettings {
+  const maxItemCount = 5 + int(20);
+  const budget = maxItemCount * (2 + int(8));
+  const checkpointCount = 1 + int(50);
+  const checkpointMs = 50 + int(500);
+  return { maxItemCount, budget, checkpointCount, checkpointMs };
+}
+
+/** Records every read of the source by one host (for `owned-but-unread`). */
+function trackReads(source: Source<Doc>, reads: Map<string, ReadActivity>, now: () => number): Source<Doc> {
+  return {
+    description: source.description,
+    mode: source.mode,
+    ...(source.checkStart ? { checkStart: (from) => source.checkStart!(from) } : {}),
+    ...(source.positionAt ? { positionAt: (p, at, signal) => source.positionAt!(p, at, signal) } : {}),
+    listPartitions: (signal) => source.listPartitions(signal),
+    read: async (request: ReadRequest) => {
+      const token = request.partition.id;
+      let activity = reads.get(token);
+      if (!activity) reads.set(token, (activity = { last: now(), inFlight: [] }));
+      const start = now();
+      activity.last = start;
+      activity.inFlight.push(start);
+      try {
+        return await source.read(request);
+      } finally {
+        activity.inFlight.splice(activity.inFlight.indexOf(start), 1);
+        activity.last = now();
+      }
+    },
+  };
+}
+
+/**
+ * The hosts of one run: each runs the real `createChangeFeed` → `materializeToView` → `checkpointEvery` over
+ * the shared stores, each seam seen through its own gate (pause, crash) and the run's faults.
+ */
+export class Hosts {
+  readonly all: SimHost[] = [];
+  readonly clocks: HostClocks;
+  #number = 0;
+
+  constructor(
+    private readonly sim: Sim,
+    private readonly world: World,
+    private readonly stores: ObservedStores,
+    private readonly plans: FaultPlans,
+    readonly settings: HostSettings,
+  ) {
+    this.clocks = new HostClocks(sim);
+  }
+
+  /** Starts a host, under a new name unless `name` is given (a restart, or a twin). */
+  join(name = `h${this.#number++}`): SimHost {
+    const { sim, world, stores, plans, settings } = this;
+    const { clock, env, config } = sim;
+    const hostClock = this.clocks.create();
+    const hostEnv = env.withScheduler(hostClock);
+    const reads = new Map<string, ReadActivity>();
+    // Outermost first: the host's gate, then the seam's faults, then the shared stores.
+    const source = gateSource(trackReads(faultySource(world.memory, plans.source, env), reads, () => clock.now()), hostClock);
+    const ref: { host?: SimHost } = {};
+    const leases = gateLeaseStore(stores.tagWrites(faultyLeaseStore(stores.leases, plans.lease, env), () => ref.host!), hostClock);
+    const view = gateViewStore(stores.markDeposed(faultyViewStore(stores.view, plans.view, env), () => ref.host!), hostClock);
+    const groupView = gateViewStore(stores.markDeposed(faultyViewStore(stores.groupView, plans.view, env), () => ref.host!), hostClock);
+    const deadLetters = gateDeadLetterSink(faultyDeadLetterSink(stores.deadLetters, plans.deadLetter, env), hostClock);
+    const onFailure = config.policy === 'halt' ? { retry: RETRY, halt: true as const, scheduler: hostClock } : { retry: RETRY, deadLetter: deadLetters, scheduler: hostClock };
+    // Without the `poison` fault set or the handler form, the pipeline is the one older seeds ran.
+    const failure = sim.faults.has('poison') || config.form === 'handler' ? { onFailure } : {};
+    const options = {
+      source,
+      leases,
+      instanceName: name,
+      leasePrefix: leaseNaming(config).prefix,
+      ...(config.leaseScheme ? { leaseScheme: config.leaseScheme } : {}),
+      ...(world.startFrom ? { startFrom: world.startFrom } : {}),
+      maxItemCount: settings.maxItemCount,
+      maxInFlightChanges: settings.budget,
+      scheduler: hostClock,
+      stallTimeoutMs: 10_000,
+      events: (event: FeedEvent) => this.#onEvent(ref.host!, event),
+      ...(config.balanceBy ? { balanceBy: config.balanceBy } : {}),
+      ...TIMINGS,
+    };
+    let processor: Processor;
+    let subscription: Subscription;
+    if (config.form === 'handler') {
+      const flaky = sim.faults.has('poison') ? sim.randomFor(`flaky:${name}:${clock.now()}`) : undefined;
+      const failedOnce = new Set<string>();
+      const handle = processChanges<Doc>(
+        { ...options, checkpoint: { count: settings.checkpointCount, ms: settings.checkpointMs }, ...failure },
+        {
+          processChanges: async (changes, context) => {
+            this.#checkOwner(ref.host!, context.leaseToken, context.epoch);
+            for (const c of changes) {
+              if (c.document?.poison) throw new Error(`poison change ${c.id}@${c.lsn}`);
+              const key = `${c.id}@${c.lsn}`;
+              if (flaky && !failedOnce.has(key) && flaky() < 0.05) {
+                failedOnce.add(key);
+                throw new Error(`handler failed once on ${key}`);
+              }
+            }
+            const commit = { partition: context.leaseToken, epoch: context.epoch, range: context.partition.range };
+            await patiently(() => view.write(handlerWrite(changes, commit, config.view ?? 'guarded', (c) => c.id)), hostEnv);
+            if (config.groups) await patiently(() => groupView.write(handlerWrite(changes, commit, 'exactlyOnce', (c) => groupOf(c.id))), hostEnv);
+            for (const c of changes) world.deliver(c.id, c.lsn);
+          },
+        },
+      );
+      processor = { stop: () => handle.close(), get inFlightChanges() { return handle.inFlightChanges; } };
+      subscription = new Subscription(() => void handle.close());
+    } else {
+      const feed = createChangeFeed<Doc>(options);
+      processor = feed;
+      const project = (c: Change<Doc>) => {
+        if (c.document!.poison) throw new Error(`poison change ${c.id}@${c.lsn}`);
+        return { v: c.document!.v };
+      };
+      subscription = feed.changes$
+        .pipe(
+          tap((batch) => batch.epoch !== undefined && this.#checkOwner(ref.host!, batch.partition, batch.epoch)),
+          faultyStep<ChangeBatch<Doc>>(plans.step, hostEnv),
+          materializeToView(view, { project, concurrency: 2, mode: config.view ?? 'guarded', ...failure }),
+          config.groups ? materializeToView(groupView, { key: (c) => groupOf(c.id), project, concurrency: 2, mode: 'exactlyOnce', ...failure }) : identity,
+          tap((batch) => {
+            for (const c of batch.changes) world.deliver(c.id, c.lsn);
+          }),
+          checkpointEvery({ count: settings.checkpointCount, ms: settings.checkpointMs, scheduler: hostClock }),
+          // What the materializeToView docs advise for a failed write: restart the pipeline.
+          config.onError === 'restart' ? identity : retry({ delay: () => timer(200, hostClock) }),
+        )
+        .subscribe({
+          error: () => {
+            // A supervisor restarts the process: the old one is gone for good, a new one takes its name.
+            sim.tally('host.restart');
+            hostClock.kill();
+            const index = this.all.indexOf(ref.host!);
+            if (index >= 0) this.all.splice(index, 1);
+            this.join(name);
+          },
+        });
+    }
+    const host: SimHost = { name, clock: hostClock, processor, subscription, reads, acquired: new Map(), joinedAt: clock.now(), everPaused: false, stopCalledAt: undefined, stopped: false };
+    ref.host = host;
+    this.all.push(host);
+    return host;
+  }
+
+  /**
+   * `two-live-owners`: a host that was never paused emitted a batch of a lease after another host took the
+   * lease at a higher epoch. A lease is taken only after it expired, and its owner stops emitting a margin
+   * before its own deadline, so the two never overlap unless ownership depends on clocks that disagree.
+   */
+  #checkOwner(host: SimHost, partition: string, epoch: number): void {
+    if (host.everPaused) return;
+    const lease = this.stores.leaseOf(partition);
+    if (lease && lease.epoch > epoch && lease.owner !== null && lease.owner !== host.name) {
+      this.sim.violations.report(
+        'two-live-owners',
+        `${host.name} (clock ${Math.round(host.clock.skewMs)} ms off) emitted a batch of ${partition} at epoch ${epoch} after ${lease.owner} took it at epoch ${lease.epoch}`,
+        `two:${partition}:${epoch}:${lease.epoch}`,
+      );
+    }
+  }
+
+  /**
+   * `lease-dropped-while-owned`: a host reported a lease lost that the store still shows it owning at the
+   * epoch it acquired, in a run where nothing can delay its renewals (no lease-store faults, no clock
+   * faults, no pause, no twin): its own deadline ended an ownership nobody contested (e.g. a deadline that
+   * started in the past).
+   */
+  #onEvent(host: SimHost | undefined, event: FeedEvent): void {
+    if (!host) return;
+    if (event.type === 'leaseAcquired') host.acquired.set(event.lease, event.epoch);
+    if (event.type === 'leaseReleased' && event.reason === 'Halted') {
+      this.world.halted.add(event.lease);
+      this.sim.tally('poison.halted');
+    }
+    if (event.type !== 'leaseLost' || host.everPaused) return;
+    const { faults } = this.sim;
+    if (faults.has('lease') || faults.has('clock') || faults.has('twin')) return;
+    const stored = this.stores.leaseOf(event.lease);
+    if (stored && stored.owner === host.name && stored.epoch === host.acquired.get(event.lease)) {
+      this.sim.violations.report('lease-dropped-while-owned', `${host.name} reported ${event.lease} lost while the store shows it owning it at epoch ${stored.epoch}`, `dropped:${host.name}:${event.lease}:${stored.epoch}`);
+    }
+  }
+
+  /** Hosts that run and were not asked to stop. */
+  running(): SimHost[] {
+    return this.all.filter((h) => h.clock.state === 'running' && h.stopCalledAt === undefined);
+  }
+
+  /** Hosts that have not crashed or finished stopping. */
+  alive(): SimHost[] {
+    return this.all.filter((h) => h.clock.state !== 'dead' && !h.stopped);
+  }
+
+  /** Calls `stop()` (a graceful stop); the host counts as stopped once it resolved. */
+  stop(h: SimHost): void {
+    h.stopCalledAt = this.sim.clock.now();
+    void h.processor.stop().then(() => {
+      h.stopped = true;
+      h.subscription.unsubscribe();
+    });
+  }
+}

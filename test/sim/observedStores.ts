@@ -1,0 +1,218 @@
+import { MemoryDeadLetterStore, MemoryLeaseStore, MemoryViewStore } from '../../src/index.js';
+import type { DeadLetterSink } from '../../src/deadletter/DeadLetterSink.js';
+import type { Lease } from '../../src/leases/Lease.js';
+import type { LeaseStore } from '../../src/leases/LeaseStore.js';
+import type { ViewStore, ViewWrite } from '../../src/sinks/ViewStore.js';
+import { leaseNaming } from './config.js';
+import type { Sim } from './context.js';
+import { type Doc, lsnOf, type World } from './world.js';
+
+/** The row a simulated view keeps per document. */
+export interface Row {
+  readonly v: number;
+}
+
+/** Who issues a view write, as {@link ObservedStores.markDeposed} needs to know. */
+export interface Writer {
+  readonly name: string;
+  /** A host that was ever paused may write late by design (the fence, not the host, must stop it). */
+  readonly everPaused: boolean;
+}
+
+/**
+ * The shared lease and view stores, wrapped innermost (they see only what the store accepted) by observers
+ * that check the store invariants: `deposed-lease-write-accepted`, `checkpoint-moved-backwards`,
+ * `deposed-view-write-accepted`, `write-after-takeover-accepted`.
+ */
+export class ObservedStores {
+  readonly leaseMemory = new MemoryLeaseStore();
+  readonly viewMemory = new MemoryViewStore<Row>();
+  /** A second view whose rows are keyed by a group of documents, so several partitions write one key. */
+  readonly groupMemory = new MemoryViewStore<Row>();
+  /** Where poison changes go (it fences by key range, as every dead-letter store does). */
+  readonly deadLetterMemory = new MemoryDeadLetterStore<Doc>();
+  readonly deadLetters: DeadLetterSink<Doc>;
+  readonly leases: LeaseStore;
+  readonly view: ViewStore<Row>;
+  readonly groupView: ViewStore<Row>;
+  readonly #lastContinuation = new Map<string, number>();
+  readonly #deposedWrites = new WeakMap<ViewWrite<unknown>, string>();
+
+  /** Which host incarnation issued a lease write (see {@link ObservedStores.tagWrites}). */
+  readonly #issuedBy = new WeakMap<object, { readonly name: string; readonly stopped: boolean }>();
+
+  readonly #leaseId: (token: string) => string;
+
+  constructor(sim: Sim, world: World) {
+    this.#leaseId = leaseNaming(sim.config).id;
+    const violate = sim.violations.report.bind(sim.violations);
+    const leaseMemory = this.leaseMemory;
+    const lastContinuation = this.#lastContinuation;
+    this.leases = {
+      list: (prefix) => leaseMemory.list(prefix),
+      read: (id) => leaseMemory.read(id),
+      createIfAbsent: async (lease) => {
+        const created = await leaseMemory.createIfAbsent(lease);
+        if (created) this.#checkStopped(lease, created, 'created', violate);
+        if (created) {
+          // A split child continues its parent's LSNs; a merged child starts at the lowest of its parents'.
+          const parents = world.parentsOf.get(created.leaseToken) ?? [];
+          const known = parents.filter((p) => lastContinuation.has(p));
+          const parentLsn = known.length === parents.length && parents.length > 0 ? Math.min(...known.map((p) => lastContinuation.get(p)!)) : undefined;
+          if (parentLsn !== undefined && lsnOf(created.continuation) < parentLsn) {
+            violate('checkpoint-moved-backwards', `child lease ${created.leaseToken} created at ${created.continuation} below parent ${parents.join('+')}'s checkpoint lsn ${parentLsn}`);
+          }
+          lastContinuation.set(created.leaseToken, lsnOf(created.continuation));
+        }
+        return created;
+      },
+      replace: async (lease) => {
+        const before = this.lease(lease.id);
+        const after = await leaseMemory.replace(lease);
+        this.#checkStopped(lease, after, 'written', violate);
+        if (before && after.epoch < before.epoch) {
+          violate('deposed-lease-write-accepted', `lease ${after.leaseToken}: epoch ${after.epoch} written over ${before.epoch} by ${after.owner}`);
+        }
+        if (before && lsnOf(after.continuation) < lsnOf(before.continuation)) {
+          violate('checkpoint-moved-backwards', `lease ${after.leaseToken}: ${before.continuation} → ${after.continuation} (owner ${after.owner}, epoch ${after.epoch})`);
+        }
+        lastContinuation.set(after.leaseToken, Math.max(lastContinuation.get(after.leaseToken) ?? -1, lsnOf(after.continuation)));
+        return after;
+      },
+      delete: (lease) => leaseMemory.delete(lease),
+    };
+
+    this.view = this.#observeView(this.viewMemory, 'view', sim, world);
+    this.deadLetters = {
+      description: this.deadLetterMemory.description,
+      write: async (letters, writer) => {
+        await this.deadLetterMemory.write(letters, writer);
+        for (const letter of letters) {
+          const key = `${letter.documentId}@${letter.lsn}`;
+          if (!world.poisoned.has(key)) {
+            violate('good-change-dead-lettered', `${key} (partition ${letter.leaseToken}, epoch ${writer.epoch}) dead-lettered after ${letter.attempts} attempts: ${letter.error.name}: ${letter.error.message}`, `letter:${key}`);
+          }
+        }
+      },
+    };
+    this.groupView = this.#observeView(this.groupMemory, 'group view', sim, world);
+  }
+
+  /**
+   * Wraps a view store with the fence invariants, checked on every write it accepted:
+   * `deposed-view-write-accepted` (a partition's write at an epoch below one it wrote before, or a write of a
+   * split or merge parent after one of its children wrote: the parent's range is fenced by its children's)
+   * and `write-after-takeover-accepted` (see {@link ObservedStores.markDeposed}).
+   */
+  #observeView<R>(inner: ViewStore<R>, name: string, sim: Sim, world: World): ViewStore<R> {
+    const violate = sim.violations.report.bind(sim.violations);
+    const epochs = new Map<string, number>();
+    return {
+      description: inner.description,
+      write: async (w) => {
+        const result = await inner.write(w);
+        for (const commit of w.partitions) {
+          const highest = epochs.get(commit.partition) ?? 0;
+          if (commit.epoch < highest) {
+            violate('deposed-view-write-accepted', `${name}, partition ${commit.partition}: write at epoch ${commit.epoch} accepted after epoch ${highest}`);
+          }
+          for (const [other, epoch] of epochs) {
+            if (world.isAncestor(commit.partition, other)) {
+              violate('deposed-view-write-accepted', `${name}: parent ${commit.partition}'s write at epoch ${commit.epoch} accepted after its child ${other} wrote at epoch ${epoch}`, `range:${name}:${commit.partition}:${other}`);
+            }
+          }
+          epochs.set(commit.partition, Math.max(highest, commit.epoch));
+        }
+        const deposed = this.#deposedWrites.get(w as ViewWrite<unknown>);
+        if (deposed) violate('write-after-takeover-accepted', `${name}: ${deposed}`);
+        return result;
+      },
+      get: (key) => inner.get(key),
+      rows: () => inner.rows(),
+      positions: () => inner.positions(),
+      pruneTombstones: (before) => inner.pruneTombstones(before),
+      clearPositions: () => inner.clearPositions(),
+      close: () => inner.close(),
+    };
+  }
+
+  /** Wraps one host's lease store (outside the faults) so that the observer knows which host issued a write. */
+  tagWrites(store: LeaseStore, host: () => { readonly name: string; readonly stopped: boolean }): LeaseStore {
+    const tag = <L extends object>(lease: L): L => {
+      this.#issuedBy.set(lease, host());
+      return lease;
+    };
+    return {
+      list: (prefix) => store.list(prefix),
+      read: (id) => store.read(id),
+      createIfAbsent: (lease) => store.createIfAbsent(tag(lease)),
+      replace: (lease) => store.replace(tag(lease)),
+      delete: (lease) => store.delete(lease),
+    };
+  }
+
+  /** `write-after-stop`: a lease document owned by the host that wrote it landed after its `stop()` resolved. */
+  #checkStopped(written: object, lease: Lease, how: string, violate: (invariant: string, detail: string, once?: string) => void): void {
+    const writer = this.#issuedBy.get(written);
+    if (writer?.stopped && lease.owner === writer.name) {
+      violate('write-after-stop', `${lease.id} ${how} owned by ${lease.owner} (epoch ${lease.epoch}) after its stop() resolved`, `stop:${lease.id}:${lease.owner}`);
+    }
+  }
+
+  /** The stored lease of a lease token, read synchronously. */
+  leaseOf(token: string): Lease | undefined {
+    return this.lease(this.#leaseId(token));
+  }
+
+  /** The stored lease with this id, read synchronously. */
+  lease(id: string): Lease | undefined {
+    return this.leaseMemory.snapshot().find((l) => l.id === id);
+  }
+
+  /**
+   * Wraps one host's view (outside the faults): marks a write issued by a never-paused host after another host
+   * took the lease at a higher epoch, so that the observer reports it if the view accepts it.
+   */
+  markDeposed<R>(view: ViewStore<R>, writer: () => Writer): ViewStore<R> {
+    return {
+      ...view,
+      description: view.description,
+      write: (w) => {
+        const h = writer();
+        if (!h.everPaused) {
+          for (const commit of w.partitions) {
+            const lease = this.leaseOf(commit.partition);
+            if (lease && lease.epoch > commit.epoch && lease.owner !== h.name) {
+              this.#deposedWrites.set(w as ViewWrite<unknown>, `${h.name} wrote partition ${commit.partition} at epoch ${commit.epoch} after ${lease.owner} took it at epoch ${lease.epoch}`);
+            }
+          }
+        }
+        return view.write(w);
+      },
+    };
+  }
+
+  /**
+   * `poison-not-contained`: a poison change that had to be processed is neither dead-lettered nor behind a
+   * halted partition (it was skipped, or its partition is stuck without saying so).
+   */
+  async uncontainedPoison(world: World): Promise<string[]> {
+    const letters = new Set((await this.deadLetterMemory.list({ limit: 1_000_000 })).map((l) => `${l.documentId}@${l.lsn}`));
+    const must = world.mode === 'allVersionsAndDeletes' ? [...world.poisoned] : [...world.latestKey.values()].filter((k) => world.poisoned.has(k));
+    return must.filter((k) => !letters.has(k) && !world.excused(k));
+  }
+
+  /** The view's first difference from the source's latest documents, if any. */
+  async viewDiffers(world: World): Promise<string | undefined> {
+    const rows = new Map((await this.viewMemory.rows()).map((r) => [r.key, r.row.v]));
+    for (const [id, doc] of world.latest) {
+      const key = world.latestKey.get(id)!;
+      // Left out by design: dead-lettered, halted, or written before the processor started (not 'beginning').
+      if (world.poisoned.has(key) || world.excused(key) || world.beforeStart.has(key)) continue;
+      const row = rows.get(id);
+      if (doc === undefined ? row !== undefined : row !== doc.v) return `${id}: view has ${String(row)}, source has ${doc === undefined ? 'deleted' : doc.v}`;
+    }
+    for (const key of rows.keys()) if (!world.latest.has(key)) return `${key}: in the view, never written`;
+    return undefined;
+  }
+}

@@ -1,0 +1,63 @@
+import { CHURN_MOVES, QUIESCE_MS, STOP_BOUND_MS, TICK_MS } from './config.js';
+import type { Sim } from './context.js';
+import type { Hosts } from './hosts.js';
+import type { ObservedStores } from './observedStores.js';
+import type { World } from './world.js';
+
+/**
+ * After the chaos: faults stop, paused hosts resume, writes stop; then everything must converge
+ * (`change-never-delivered`, `view-differs-from-source`, `credit-not-returned`), leases settle
+ * (`lease-churn`), and a graceful stop of every live host finishes (`stop-never-finished`).
+ */
+export async function checkQuiescence(sim: Sim, world: World, stores: ObservedStores, hosts: Hosts, advance: (ms: number) => Promise<void>): Promise<void> {
+  const { clock, env, violations } = sim;
+  env.enabled = false;
+  env.turnOff('storm');
+  for (const h of hosts.all) if (h.clock.state === 'paused') h.clock.resume();
+  hosts.clocks.calm(hosts.all);
+  if (hosts.running().length === 0) hosts.join();
+
+  const quietFrom = clock.now();
+  while (clock.now() - quietFrom < QUIESCE_MS) {
+    await advance(500);
+    if (world.missing().length === 0 && (await stores.viewDiffers(world)) === undefined && (await stores.uncontainedPoison(world)).length === 0) break;
+  }
+  // Let checkpoint timers and acknowledgements settle. Faults have stopped: a lease may still move once or
+  // twice (balancing), but one taken again and again is churn (e.g. twins taking each other's leases).
+  const epochsBefore = new Map(stores.leaseMemory.snapshot().map((l) => [l.id, l.epoch]));
+  const settleMs = Math.max(2_000, hosts.settings.checkpointMs * 2);
+  await advance(settleMs);
+  for (const lease of stores.leaseMemory.snapshot()) {
+    if (world.halted.has(lease.leaseToken)) continue; // a halted partition is given back and retried by design
+    const moves = lease.epoch - (epochsBefore.get(lease.id) ?? lease.epoch);
+    if (moves >= CHURN_MOVES) violations.report('lease-churn', `${lease.id} was taken ${moves} times in ${settleMs / 1000} s without faults (now ${lease.owner ?? 'free'})`);
+  }
+
+  const lost = world.missing();
+  if (lost.length > 0) {
+    violations.report('change-never-delivered', `${lost.length} of ${world.written.size} changes never reached the sink, e.g. ${lost.slice(0, 3).join(', ')}`);
+  }
+  const poison = await stores.uncontainedPoison(world);
+  if (poison.length > 0) violations.report('poison-not-contained', `${poison.length} poison changes neither dead-lettered nor halting their partition, e.g. ${poison.slice(0, 3).join(', ')}`);
+  const mismatch = await stores.viewDiffers(world);
+  if (mismatch) violations.report('view-differs-from-source', mismatch);
+  // A halted partition is taken, read, retried and given back again and again: its host is never idle.
+  for (const h of world.halted.size > 0 ? [] : hosts.running()) {
+    if (h.processor.inFlightChanges !== 0) {
+      violations.report('credit-not-returned', `${h.name}: ${h.processor.inFlightChanges} changes still in flight when idle`);
+    }
+  }
+
+  const stopping = hosts.running();
+  for (const h of stopping) hosts.stop(h);
+  const stopStart = clock.now();
+  while (clock.now() - stopStart < STOP_BOUND_MS && stopping.some((h) => !h.stopped)) await advance(TICK_MS);
+  for (const h of stopping) {
+    if (!h.stopped) violations.report('stop-never-finished', `${h.name}: stop() did not resolve within ${STOP_BOUND_MS / 1000} s`);
+    else if (h.processor.inFlightChanges !== 0) violations.report('credit-not-returned', `${h.name}: ${h.processor.inFlightChanges} changes still in flight after stop() resolved`);
+  }
+  for (const h of hosts.all) {
+    h.subscription.unsubscribe();
+    h.clock.kill();
+  }
+}
