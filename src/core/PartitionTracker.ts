@@ -37,6 +37,8 @@ export interface PartitionTracker {
    * Optional: where missing (a batch built by hand), a halting failure errors the stream instead.
    */
   halt?(sequence: number, error: Error): void;
+  /** Runs `fn` with the telemetry context (the OpenTelemetry span) of batch `sequence` active. */
+  activate?<R>(sequence: number, fn: () => R): R;
   /**
    * Aborted when this host's ownership of the lease ended (lost, released, gone, past its local deadline).
    * Sinks must not write batches of an ended ownership: drop them instead (the next owner reads them again).

@@ -145,6 +145,7 @@ function headerText(headers: Record<string, unknown> | undefined, name: string):
  */
 export class CosmosSource<T = unknown> implements Source<T> {
   readonly description: string;
+  readonly destination: { readonly system: string; readonly name: string };
   readonly mode: FeedMode;
 
   readonly #container: Container;
@@ -173,6 +174,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
     this.#container = container;
     this.mode = mode;
     this.description = options.description ?? `dbs/${container.database.id}/colls/${container.id}`;
+    this.destination = { system: 'azure_cosmosdb', name: container.id };
     this.#reuseIterators = options.reuseIterators ?? true;
     this.#priorityLevel = options.priorityLevel;
   }
@@ -427,14 +429,16 @@ export class CosmosSource<T = unknown> implements Source<T> {
       if (sessionToken !== undefined) entry.session = { token: sessionToken, lsn: latestLsn };
     }
     latestLsn ??= lsnOfPosition(headerText(headers, 'lsn'));
+    const charge = response.requestCharge;
+    const extra = { ...(latestLsn !== undefined ? { latestLsn } : {}), ...(Number.isFinite(charge) ? { requestCharge: charge } : {}) };
     const docs = status === 200 && Array.isArray(response.result) ? (response.result as unknown[]) : [];
-    if (docs.length === 0) return { changes: [], position: etag, ...(latestLsn !== undefined ? { latestLsn } : {}) };
+    if (docs.length === 0) return { changes: [], position: etag, ...extra };
     const fallbackLsn = lsnOfPosition(etag) ?? 0;
     const changes: Change<T>[] =
       this.mode === 'allVersionsAndDeletes'
         ? docs.map((d) => allVersionsChange<T>(d, info.keyPaths, fallbackLsn))
         : docs.map((d) => latestVersionChange<T>(d, info.keyPaths, fallbackLsn));
-    return { changes, position: etag, ...(latestLsn !== undefined ? { latestLsn } : {}) };
+    return { changes, position: etag, ...extra };
   }
 
   /**
