@@ -36,7 +36,12 @@ export interface CosmosSourceOptions {
    */
   readonly reuseIterators?: boolean;
   /** Priority of the change feed requests (`'Low'` lets them yield to the application's traffic). Default: the service default. */
-  readonly priorityLevel?: PriorityLevel;
+  readonly priorityLevel?: PriorityLevel | `${PriorityLevel}`;
+  /**
+   * Throughput bucket of the change feed requests (an integer the account's throughput buckets define), so a
+   * processor draws from a bucket of its own and cannot starve the application. Default: none.
+   */
+  readonly throughputBucket?: number;
 }
 
 /**
@@ -151,6 +156,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
   readonly #container: Container;
   readonly #reuseIterators: boolean;
   readonly #priorityLevel: PriorityLevel | undefined;
+  readonly #throughputBucket: number | undefined;
   readonly #iterators = new Map<string, CachedIterator>();
   #info: Promise<ContainerInfo> | undefined;
   /** What `#info` resolved to, for the reads after the first (no await per read). */
@@ -176,7 +182,14 @@ export class CosmosSource<T = unknown> implements Source<T> {
     this.description = options.description ?? `dbs/${container.database.id}/colls/${container.id}`;
     this.destination = { system: 'azure_cosmosdb', name: container.id };
     this.#reuseIterators = options.reuseIterators ?? true;
-    this.#priorityLevel = options.priorityLevel;
+    if (options.priorityLevel !== undefined && options.priorityLevel !== 'High' && options.priorityLevel !== 'Low') {
+      throw new InvalidOptionsError('priorityLevel', `expected 'High' or 'Low', got ${String(options.priorityLevel)}`);
+    }
+    this.#priorityLevel = options.priorityLevel as PriorityLevel | undefined;
+    if (options.throughputBucket !== undefined && (!Number.isInteger(options.throughputBucket) || options.throughputBucket < 1)) {
+      throw new InvalidOptionsError('throughputBucket', `must be a positive integer (a bucket of the account), got ${String(options.throughputBucket)}`);
+    }
+    this.#throughputBucket = options.throughputBucket;
   }
 
   /**
@@ -382,6 +395,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
       changeFeedStartFrom: startFrom,
       changeFeedMode: this.mode === 'allVersionsAndDeletes' ? ChangeFeedMode.AllVersionsAndDeletes : ChangeFeedMode.LatestVersion,
       ...(this.#priorityLevel ? { priorityLevel: this.#priorityLevel } : {}),
+      ...(this.#throughputBucket !== undefined ? { throughputBucket: this.#throughputBucket } : {}),
     });
     return { iterator, position: NO_POSITION, maxItemCount, busy: false };
   }
