@@ -26,10 +26,8 @@ export interface TelemetryIdentity {
 
 /** The instruments of one processor. */
 interface Instruments {
-  readonly consumed: Counter;
   readonly processDuration: Histogram;
   readonly operationDuration: Histogram;
-  readonly requestCharge: Counter;
   readonly readRetries: Counter;
   readonly checkpoints: Counter;
   readonly checkpointedChanges: Counter;
@@ -50,7 +48,12 @@ export class FeedTelemetry {
   readonly #common: Attributes;
   readonly #now: () => number;
   readonly #linkField: string | null;
+  readonly #spanName: string;
   readonly #partitions = new Map<string, PartitionTelemetry>();
+  /** Totals of ownerships that ended, by their attributes (counters never go back when a lease moves on). */
+  readonly #retired = new Map<Attributes, { consumed: number; readCharge: number }>();
+  readonly #retiredByLease = new Map<string, Attributes>();
+  readonly #leaseCharges = new Map<string, number>();
 
   /** Telemetry for a processor, or `undefined` when turned off or `@opentelemetry/api` is not installed. */
   static create(option: TelemetryOptions | false | undefined, identity: TelemetryIdentity): FeedTelemetry | undefined {
@@ -67,6 +70,7 @@ export class FeedTelemetry {
     this.#tracer = tracer;
     this.#now = identity.now;
     this.#linkField = linkField;
+    this.#spanName = `process ${identity.destination}`;
     this.#common = {
       'messaging.system': identity.system,
       'messaging.destination.name': identity.destination,
@@ -75,16 +79,24 @@ export class FeedTelemetry {
     };
     const seconds = { unit: 's', advice: { explicitBucketBoundaries: DURATION_BUCKETS } };
     this.#instruments = {
-      consumed: meter.createCounter('messaging.client.consumed.messages', { unit: '{message}', description: 'Changes delivered to the pipeline' }),
       processDuration: meter.createHistogram('messaging.process.duration', { ...seconds, description: 'Time from a batch being emitted to its acknowledgement at checkpointEvery' }),
       operationDuration: meter.createHistogram('messaging.client.operation.duration', { ...seconds, description: 'Duration of change feed reads' }),
-      requestCharge: meter.createCounter('rxfeed.request_charge', { unit: '{request_unit}', description: 'Request units charged, by operation' }),
       readRetries: meter.createCounter('rxfeed.read.retries', { unit: '{retry}', description: 'Failed partition reads that are retried, by cause' }),
       checkpoints: meter.createCounter('rxfeed.checkpoints', { unit: '{checkpoint}', description: 'Checkpoints written' }),
       checkpointedChanges: meter.createCounter('rxfeed.checkpointed.changes', { unit: '{change}', description: 'Changes covered by written checkpoints' }),
       errors: meter.createCounter('rxfeed.errors', { unit: '{error}', description: 'Errors reported on the events stream, by type and kind' }),
       leaseEvents: meter.createCounter('rxfeed.lease.events', { unit: '{event}', description: 'Lease ownership events (acquired, released, lost, taken_over, split)' }),
     };
+    // Counted in plain numbers on the hot path, reported when the reader collects (no attribute hashing per batch).
+    meter.createObservableCounter('messaging.client.consumed.messages', { unit: '{message}', description: 'Changes delivered to the pipeline' }).addCallback((result) => {
+      for (const p of this.#partitions.values()) result.observe(p.consumed, p.attributes);
+      for (const [attributes, total] of this.#retired) result.observe(total.consumed, attributes);
+    });
+    meter.createObservableCounter('rxfeed.request_charge', { unit: '{request_unit}', description: 'Request units charged, by operation' }).addCallback((result) => {
+      for (const p of this.#partitions.values()) result.observe(p.readCharge, p.readChargeAttributes);
+      for (const [attributes, total] of this.#retired) result.observe(total.readCharge, { ...attributes, 'rxfeed.operation': 'read_feed' });
+      for (const [operation, charge] of this.#leaseCharges) result.observe(charge, { ...this.#common, 'rxfeed.operation': operation });
+    });
     meter.createObservableGauge('rxfeed.lease.lag', { unit: '{change}', description: 'Changes after the last acknowledged one, per owned lease, as of its last read' }).addCallback((result) => {
       for (const p of this.#partitions.values()) {
         const lag = p.lag;
@@ -98,14 +110,16 @@ export class FeedTelemetry {
 
   /** The telemetry of one owned lease's batches; `end` it when the ownership ends. */
   partition(leaseToken: string): PartitionTelemetry {
-    const partition = new PartitionTelemetry(this, leaseToken, { ...this.#common, 'messaging.destination.partition.id': leaseToken });
+    const attributes = this.#retiredByLease.get(leaseToken) ?? { ...this.#common, 'messaging.destination.partition.id': leaseToken };
+    const partition = new PartitionTelemetry(this, leaseToken, attributes, this.#retired.get(attributes));
+    this.#retired.delete(attributes);
     this.#partitions.set(leaseToken, partition);
     return partition;
   }
 
   /** Records what a lease store request cost (`operation`: e.g. `lease.replace`). */
   leaseRequest(operation: string, requestCharge: number): void {
-    this.#instruments.requestCharge.add(requestCharge, { ...this.#common, 'rxfeed.operation': operation });
+    this.#leaseCharges.set(operation, (this.#leaseCharges.get(operation) ?? 0) + requestCharge);
   }
 
   /** Metrics and lease life-cycle spans from a processor event. */
@@ -141,7 +155,6 @@ export class FeedTelemetry {
     if (event.type === 'leaseAcquired') attributes['rxfeed.lease.epoch'] = event.epoch;
     if (event.type === 'leaseReleased') attributes['rxfeed.lease.close_reason'] = event.reason;
     if (event.type === 'partitionSplit') attributes['rxfeed.lease.children'] = [...event.children];
-    if (event.type === 'leaseReleased' || event.type === 'leaseLost' || event.type === 'partitionSplit') this.#partitions.delete(event.lease);
     this.#instruments.leaseEvents.add(1, { ...this.#common, 'rxfeed.lease.event': name });
     const at = this.#now();
     this.#tracer.startSpan(`lease ${name}`, { kind: this.#api.SpanKind.INTERNAL, attributes, startTime: at }).end(at);
@@ -161,23 +174,24 @@ export class FeedTelemetry {
     return this.#now();
   }
 
-  /** @internal Starts the CONSUMER span of a batch. */
+  /** @internal Starts the CONSUMER span of a batch (`attributes`: its partition's process attributes). */
   startBatchSpan(batch: ChangeBatch<unknown>, attributes: Attributes, at: number): Span {
-    const links = this.#linkField === null ? [] : traceLinks(this.#api, batch.changes, this.#linkField);
-    return this.#tracer.startSpan(
-      `process ${String(this.#common['messaging.destination.name'])}`,
-      {
-        kind: this.#api.SpanKind.CONSUMER,
-        startTime: at,
-        links,
-        attributes: { ...attributes, 'messaging.operation.type': 'process', 'messaging.operation.name': 'process', 'messaging.batch.message_count': batch.size },
-      },
+    const links = this.#linkField === null ? undefined : traceLinks(this.#api, batch.changes, this.#linkField);
+    const span = this.#tracer.startSpan(
+      this.#spanName,
+      { kind: this.#api.SpanKind.CONSUMER, startTime: at, attributes, ...(links?.length ? { links } : {}) },
       this.#api.ROOT_CONTEXT,
     );
+    span.setAttribute('messaging.batch.message_count', batch.size);
+    return span;
   }
 
-  /** @internal */ forget(partition: PartitionTelemetry): void {
-    if (this.#partitions.get(partition.leaseToken) === partition) this.#partitions.delete(partition.leaseToken);
+  /** @internal An ownership ended: its counts stay in the totals. */
+  forget(partition: PartitionTelemetry): void {
+    if (this.#partitions.get(partition.leaseToken) !== partition) return;
+    this.#partitions.delete(partition.leaseToken);
+    this.#retired.set(partition.attributes, { consumed: partition.consumed, readCharge: partition.readCharge });
+    this.#retiredByLease.set(partition.leaseToken, partition.attributes);
   }
 }
 
@@ -206,17 +220,29 @@ interface OpenBatch {
  */
 export class PartitionTelemetry {
   readonly leaseToken: string;
+  /** The partition's own metric attributes (`messaging.destination.partition.id` with the processor's). */
   readonly attributes: Attributes;
+  readonly readChargeAttributes: Attributes;
+  /** Changes delivered to the pipeline, and request units of its reads, in all (what the counters report). */
+  consumed = 0;
+  readCharge = 0;
   readonly #feed: FeedTelemetry;
+  readonly #processAttributes: Attributes;
+  readonly #readAttributes: Attributes;
   /** Open spans by batch sequence, oldest first (sequences only grow). */
   readonly #open = new Map<number, OpenBatch>();
   #latestLsn: number | undefined;
   #ackedLsn: number | undefined;
 
-  constructor(feed: FeedTelemetry, leaseToken: string, attributes: Attributes) {
+  constructor(feed: FeedTelemetry, leaseToken: string, attributes: Attributes, totals?: { consumed: number; readCharge: number }) {
     this.#feed = feed;
     this.leaseToken = leaseToken;
     this.attributes = attributes;
+    this.consumed = totals?.consumed ?? 0;
+    this.readCharge = totals?.readCharge ?? 0;
+    this.readChargeAttributes = { ...attributes, 'rxfeed.operation': 'read_feed' };
+    this.#processAttributes = { ...attributes, 'messaging.operation.type': 'process', 'messaging.operation.name': 'process' };
+    this.#readAttributes = { ...attributes, 'messaging.operation.type': 'receive', 'messaging.operation.name': 'read_feed' };
   }
 
   /** Changes after the last acknowledged one as of the last read; `undefined` until a read said. */
@@ -227,13 +253,11 @@ export class PartitionTelemetry {
 
   /** A read finished (`page`) or failed (`error`) after `durationMs`. */
   read(durationMs: number, outcome: { readonly page?: Page<unknown>; readonly error?: Error }): void {
-    const { instruments } = this.#feed;
-    const attributes: Attributes = { ...this.attributes, 'messaging.operation.type': 'receive', 'messaging.operation.name': 'read_feed' };
-    if (outcome.error) attributes['error.type'] = outcome.error.name;
-    instruments.operationDuration.record(durationMs / 1000, attributes);
+    const attributes = outcome.error ? { ...this.#readAttributes, 'error.type': outcome.error.name } : this.#readAttributes;
+    this.#feed.instruments.operationDuration.record(durationMs / 1000, attributes);
     const page = outcome.page;
     if (!page) return;
-    if (page.requestCharge !== undefined) instruments.requestCharge.add(page.requestCharge, { ...this.attributes, 'rxfeed.operation': 'read_feed' });
+    if (page.requestCharge !== undefined) this.readCharge += page.requestCharge;
     if (page.latestLsn !== undefined) this.#latestLsn = page.latestLsn;
     const last = page.changes[page.changes.length - 1]?.lsn;
     if (last !== undefined && this.#latestLsn !== undefined && last > this.#latestLsn) this.#latestLsn = last;
@@ -242,8 +266,8 @@ export class PartitionTelemetry {
   /** Batch `sequence` was emitted: its span starts. */
   emitted(sequence: number, batch: ChangeBatch<unknown>): void {
     const at = this.#feed.now();
-    this.#open.set(sequence, { span: this.#feed.startBatchSpan(batch, this.attributes, at), emittedAt: at, lsn: batch.readLsn });
-    if (batch.size > 0) this.#feed.instruments.consumed.add(batch.size, this.attributes);
+    this.#open.set(sequence, { span: this.#feed.startBatchSpan(batch, this.#processAttributes, at), emittedAt: at, lsn: batch.readLsn });
+    this.consumed += batch.size;
   }
 
   /** Runs `fn` with the span of batch `sequence` active (as is, if the span has ended). */
@@ -279,9 +303,9 @@ export class PartitionTelemetry {
     this.#open.delete(sequence);
     const at = this.#feed.now();
     const { span } = open;
-    const attributes: Attributes = { ...this.attributes, 'messaging.operation.type': 'process', 'messaging.operation.name': 'process' };
+    let attributes = this.#processAttributes;
     if (errorType !== undefined) {
-      attributes['error.type'] = errorType;
+      attributes = { ...attributes, 'error.type': errorType };
       span.setAttribute('error.type', errorType);
       span.setStatus({ code: this.#feed.api.SpanStatusCode.ERROR, ...(error ? { message: error.message } : {}) });
       if (error) span.recordException(error, at);
