@@ -27,6 +27,10 @@ export * from './iterable/index.js';
 // Operators
 export * from './operators/index.js';
 
+// Observability: OpenTelemetry, health probes, signals
+export * from './telemetry/index.js';
+export * from './health/index.js';
+
 // Sources
 export type { Source, Page, ReadRequest } from './sources/Source.js';
 export * from './sources/MemorySource.js';

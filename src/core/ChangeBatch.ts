@@ -21,6 +21,8 @@ export interface ChangeBatchInit<T> {
   readonly range?: FeedRange;
   /** @internal Link back to the reader; set by the feed engine. */
   readonly origin?: BatchOrigin;
+  /** Request units the read of this batch cost, where the source charges for reads (Cosmos DB). */
+  readonly requestCharge?: number;
 }
 
 /**
@@ -54,6 +56,8 @@ export class ChangeBatch<T> implements Iterable<Change<T>> {
   readonly range: FeedRange | undefined;
   /** @internal Link back to the reader that produced the batch. */
   readonly origin: BatchOrigin | undefined;
+  /** Request units the read of this batch cost (Cosmos DB's charge for the page), if the source said. */
+  readonly requestCharge: number | undefined;
 
   constructor(init: ChangeBatchInit<T>) {
     this.partition = init.partition;
@@ -64,6 +68,7 @@ export class ChangeBatch<T> implements Iterable<Change<T>> {
     this.readLsn = init.readLsn ?? init.changes[init.changes.length - 1]?.lsn;
     this.range = init.range;
     this.origin = init.origin;
+    this.requestCharge = init.requestCharge;
     Object.freeze(this);
   }
 
@@ -92,6 +97,7 @@ export class ChangeBatch<T> implements Iterable<Change<T>> {
       readLsn: this.readLsn,
       range: this.range,
       origin: this.origin,
+      requestCharge: this.requestCharge,
     });
   }
 

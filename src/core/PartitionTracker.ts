@@ -37,6 +37,8 @@ export interface PartitionTracker {
    * Optional: where missing (a batch built by hand), a halting failure errors the stream instead.
    */
   halt?(sequence: number, error: Error): void;
+  /** Runs `fn` with the telemetry context (the OpenTelemetry span) of batch `sequence` active. */
+  activate?<R>(sequence: number, fn: () => R): R;
   /**
    * The pipeline is about to end with `error`, a failure no wait can fix (a sink refusing for good, a
    * `SinkError`): the reader should checkpoint what was acknowledged and give the lease back at once with

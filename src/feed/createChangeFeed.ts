@@ -12,6 +12,8 @@ import { CreditPool } from './CreditPool.js';
 import { type ChangeFeedOptions, type ResolvedOptions, resolveOptions } from './options.js';
 import { type PartitionFeed, type ReaderContext, readPartition } from './reader/readPartition.js';
 import { pinStart, startOf } from './startPosition.js';
+import { FeedTelemetry } from '../telemetry/FeedTelemetry.js';
+import { FeedHealth, type ProcessorHealth } from '../health/FeedHealth.js';
 
 /**
  * A running change feed processor: the batches of every partition this host owns, the per-partition
@@ -36,6 +38,8 @@ export interface ChangeFeedProcessor<T> {
   readonly owner: string;
   /** Changes read but not yet acknowledged by `checkpointEvery`, over all partitions (never above the budget). */
   readonly inFlightChanges: number;
+  /** What the processor is doing now, for probes and dashboards (see {@link healthHandler}). */
+  health(): ProcessorHealth;
   /**
    * Stops reading, lets batches in flight reach the checkpoint (bounded by `drainTimeoutMs`), writes the
    * final checkpoints, releases the leases and completes `changes$`. Resolves when all of that is done,
@@ -71,8 +75,19 @@ export function createChangeFeed<T>(options: ChangeFeedOptions<T>): ChangeFeedPr
   if (o.events) events.subscribe(typeof o.events === 'function' ? { next: o.events } : o.events);
   // Nothing important is silent: with no one listening, important events become process warnings.
   const warnings = new ProcessWarnings(owner, () => o.scheduler.now());
+  const now = () => o.scheduler.now();
+  const telemetry = FeedTelemetry.create(o.telemetry, {
+    system: o.source.destination?.system ?? 'rxfeed',
+    destination: o.source.destination?.name ?? o.source.description,
+    consumerGroup: o.leasePrefix,
+    owner,
+    now,
+  });
+  const health = new FeedHealth(owner, now, Math.max(60_000, 3 * o.idlePollIntervalMs));
   const emit = (event: FeedEvent) => {
     if (!events.observed) warnings.consider(event);
+    health.event(event);
+    telemetry?.event(event);
     events.next(event);
   };
   let current: Run<T> | undefined;
@@ -80,9 +95,17 @@ export function createChangeFeed<T>(options: ChangeFeedOptions<T>): ChangeFeedPr
   // Each subscription while no run is active starts a fresh run (so retry and repeat work); concurrent
   // subscribers share the active one, so no lease is ever read twice by this processor.
   const partitions$ = new Observable<PartitionFeed<T>>((subscriber) => {
-    const run = startRun(o, options.startFrom !== undefined, emit, log);
+    const run = startRun(o, options.startFrom !== undefined, emit, log, { telemetry, health });
     current = run;
-    const subscription = run.partitions$.subscribe(subscriber);
+    health.status = 'running';
+    const subscription = run.partitions$.subscribe({
+      next: (feed) => subscriber.next(feed),
+      error: (error: unknown) => {
+        health.status = 'failed';
+        subscriber.error(error);
+      },
+      complete: () => subscriber.complete(),
+    });
     return () => {
       subscription.unsubscribe();
       void run.stop();
@@ -98,6 +121,7 @@ export function createChangeFeed<T>(options: ChangeFeedOptions<T>): ChangeFeedPr
     get inFlightChanges() {
       return current?.pool.inFlight ?? 0;
     },
+    health: () => health.snapshot(),
     stop: () => current?.stop() ?? Promise.resolve(),
   };
 }
@@ -109,7 +133,13 @@ interface Run<T> {
   stop(): Promise<void>;
 }
 
-function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (event: FeedEvent) => void, log: Logger): Run<T> {
+/** What watches a processor across its runs. */
+interface Watchers {
+  readonly telemetry: FeedTelemetry | undefined;
+  readonly health: FeedHealth;
+}
+
+function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (event: FeedEvent) => void, log: Logger, watchers: Watchers): Run<T> {
   const owner = o.instanceName;
   // "now" is this moment: the leases the bootstrap creates start at the sources' positions of it.
   const startedAtMs = o.scheduler.now();
@@ -151,11 +181,13 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
   const stop = (): Promise<void> =>
     (stopping ??= (async () => {
       log('stopping');
+      watchers.health.status = 'stopping';
       stopRequested.next();
       failed.complete();
       await coordinator.stop();
       while (writes.size > 0) await Promise.allSettled([...writes]);
       coordinatorEvents.unsubscribe();
+      watchers.health.status = 'stopped';
       log('stopped');
     })());
 
@@ -179,7 +211,10 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
     pool,
     emit,
     writes,
+    telemetry: watchers.telemetry,
+    health: watchers.health,
     fatal: (error) => {
+      watchers.health.status = 'failed';
       failed.error(error);
       void stop();
     },

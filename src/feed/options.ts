@@ -9,6 +9,7 @@ import type { LeaseCoordinator } from '../leases/LeaseCoordinator.js';
 import type { LeaseCoordinatorOptions } from '../leases/createLeaseCoordinator.js';
 import type { LeaseStore } from '../leases/LeaseStore.js';
 import type { Source } from '../sources/Source.js';
+import { resolveTelemetryOptions, type TelemetryOptions } from '../telemetry/options.js';
 
 /** What a lease coordinator factory receives: the coordinator's own options, with the feed's source and prefix. */
 export type CoordinatorFactoryOptions = Pick<
@@ -136,6 +137,11 @@ export interface ChangeFeedOptions<T> {
   /** Receives every {@link FeedEvent} (same as subscribing to `events$`). */
   readonly events?: Partial<Observer<FeedEvent>> | ((event: FeedEvent) => void);
   /**
+   * OpenTelemetry traces and metrics (see {@link TelemetryOptions}): on whenever `@opentelemetry/api` is
+   * installed, through the global providers unless given others; `false` turns them off. Default `{}`.
+   */
+  readonly telemetry?: TelemetryOptions | false;
+  /**
    * @internal Builds the lease coordinator. Default `createLeaseCoordinator`. For tests of the feed engine.
    */
   readonly coordinator?: (options: CoordinatorFactoryOptions) => LeaseCoordinator;
@@ -252,6 +258,7 @@ export function resolveOptions<T>(options: ChangeFeedOptions<T>): ResolvedOption
   if (options.events !== undefined && typeof options.events !== 'function' && typeof options.events !== 'object') {
     throw new InvalidOptionsError('events', 'expected an observer object or a callback');
   }
+  resolveTelemetryOptions(options.telemetry);
   const maxItemCount = options.maxItemCount ?? DEFAULTS.maxItemCount;
   const maxInFlightChanges = options.maxInFlightChanges ?? DEFAULTS.maxInFlightChanges;
   if (options.maxItemCount !== undefined && options.maxInFlightChanges !== undefined && maxInFlightChanges < maxItemCount) {

@@ -123,7 +123,7 @@ export function relay<B extends AnyBatches, M>(
   const initialMs = backoff.initialMs ?? 100;
   const maxMs = backoff.maxMs ?? 30_000;
   if (!(initialMs >= 0 && maxMs >= initialMs)) throw new InvalidOptionsError('backoff', 'needs 0 <= initialMs <= maxMs (milliseconds)');
-  const policy = resolveOnFailure(options.onFailure ?? 'halt')!;
+  const policy = resolveOnFailure(options, scheduler);
   type T = DocumentOf<B>;
 
   return (source) =>

@@ -37,7 +37,12 @@ export interface CosmosSourceOptions {
    */
   readonly reuseIterators?: boolean;
   /** Priority of the change feed requests (`'Low'` lets them yield to the application's traffic). Default: the service default. */
-  readonly priorityLevel?: PriorityLevel;
+  readonly priorityLevel?: PriorityLevel | `${PriorityLevel}`;
+  /**
+   * Throughput bucket of the change feed requests (an integer the account's throughput buckets define), so a
+   * processor draws from a bucket of its own and cannot starve the application. Default: none.
+   */
+  readonly throughputBucket?: number;
 }
 
 /**
@@ -146,11 +151,13 @@ function headerText(headers: Record<string, unknown> | undefined, name: string):
  */
 export class CosmosSource<T = unknown> implements Source<T> {
   readonly description: string;
+  readonly destination: { readonly system: string; readonly name: string };
   readonly mode: FeedMode;
 
   readonly #container: Container;
   readonly #reuseIterators: boolean;
   readonly #priorityLevel: PriorityLevel | undefined;
+  readonly #throughputBucket: number | undefined;
   readonly #iterators = new Map<string, CachedIterator>();
   #info: Promise<ContainerInfo> | undefined;
   /** What `#info` resolved to, for the reads after the first (no await per read). */
@@ -176,8 +183,16 @@ export class CosmosSource<T = unknown> implements Source<T> {
     this.#container = container;
     this.mode = mode;
     this.description = options.description ?? `dbs/${container.database.id}/colls/${container.id}`;
+    this.destination = { system: 'azure_cosmosdb', name: container.id };
     this.#reuseIterators = options.reuseIterators ?? true;
-    this.#priorityLevel = options.priorityLevel;
+    if (options.priorityLevel !== undefined && options.priorityLevel !== 'High' && options.priorityLevel !== 'Low') {
+      throw new InvalidOptionsError('priorityLevel', `expected 'High' or 'Low', got ${String(options.priorityLevel)}`);
+    }
+    this.#priorityLevel = options.priorityLevel as PriorityLevel | undefined;
+    if (options.throughputBucket !== undefined && (!Number.isInteger(options.throughputBucket) || options.throughputBucket < 1)) {
+      throw new InvalidOptionsError('throughputBucket', `must be a positive integer (a bucket of the account), got ${String(options.throughputBucket)}`);
+    }
+    this.#throughputBucket = options.throughputBucket;
     this.#host = new HostCheck(endpointOf(container), this.description);
   }
 
@@ -404,6 +419,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
       changeFeedStartFrom: startFrom,
       changeFeedMode: this.mode === 'allVersionsAndDeletes' ? ChangeFeedMode.AllVersionsAndDeletes : ChangeFeedMode.LatestVersion,
       ...(this.#priorityLevel ? { priorityLevel: this.#priorityLevel } : {}),
+      ...(this.#throughputBucket !== undefined ? { throughputBucket: this.#throughputBucket } : {}),
     });
     return { iterator, position: NO_POSITION, maxItemCount, busy: false };
   }
@@ -451,14 +467,16 @@ export class CosmosSource<T = unknown> implements Source<T> {
       if (sessionToken !== undefined) entry.session = { token: sessionToken, lsn: latestLsn };
     }
     latestLsn ??= lsnOfPosition(headerText(headers, 'lsn'));
+    const charge = response.requestCharge;
+    const extra = { ...(latestLsn !== undefined ? { latestLsn } : {}), ...(Number.isFinite(charge) ? { requestCharge: charge } : {}) };
     const docs = status === 200 && Array.isArray(response.result) ? (response.result as unknown[]) : [];
-    if (docs.length === 0) return { changes: [], position: etag, ...(latestLsn !== undefined ? { latestLsn } : {}) };
+    if (docs.length === 0) return { changes: [], position: etag, ...extra };
     const fallbackLsn = lsnOfPosition(etag) ?? 0;
     const changes: Change<T>[] =
       this.mode === 'allVersionsAndDeletes'
         ? docs.map((d) => allVersionsChange<T>(d, info.keyPaths, fallbackLsn))
         : docs.map((d) => latestVersionChange<T>(d, info.keyPaths, fallbackLsn));
-    return { changes, position: etag, ...(latestLsn !== undefined ? { latestLsn } : {}) };
+    return { changes, position: etag, ...extra };
   }
 
   /**

@@ -21,6 +21,8 @@ export interface Page<T> {
   readonly position: Position;
   /** The partition's latest LSN when read, if the source knows it (used for lag estimates). */
   readonly latestLsn?: number;
+  /** What the read cost, in request units, where the source charges for reads (Cosmos DB). */
+  readonly requestCharge?: number;
 }
 
 /**
@@ -42,6 +44,11 @@ export interface Page<T> {
 export interface Source<T = unknown> {
   /** Human-readable name of what is read (for logs), e.g. `dbs/shop/colls/orders`. Never a secret. */
   readonly description: string;
+  /**
+   * What telemetry calls this feed: the messaging system (`messaging.system`, e.g. `azure_cosmosdb`) and the
+   * container (`messaging.destination.name`). Default: system `rxfeed`, name `description`.
+   */
+  readonly destination?: { readonly system: string; readonly name: string };
   /** Which changes the feed delivers. */
   readonly mode: FeedMode;
   /** The live partitions, covering the whole key space without overlap. */

@@ -13,6 +13,7 @@ import { sleep } from '../../internal/wait.js';
 import { AckLedger } from './AckLedger.js';
 import { CheckpointWriter } from './CheckpointWriter.js';
 import { StallMonitor } from './StallMonitor.js';
+import type { FeedTelemetry, PartitionTelemetry } from '../../telemetry/FeedTelemetry.js';
 
 /** @internal What a {@link LeaseTracker} needs from its processor. */
 export interface TrackerContext {
@@ -24,6 +25,8 @@ export interface TrackerContext {
   readonly emit: (event: FeedEvent) => void;
   /** In-flight checkpoint writes, so `stop()` can await them. */
   readonly writes: Set<Promise<unknown>>;
+  /** OpenTelemetry spans and metrics, when on. */
+  readonly telemetry?: FeedTelemetry | undefined;
 }
 
 /**
@@ -57,6 +60,8 @@ export class LeaseTracker implements PartitionTracker {
   #haltedAt = Infinity;
   /** When a batch of this ownership last left the pipeline (acknowledged or dropped; scheduler time). */
   #lastProgressAt = Number.NEGATIVE_INFINITY;
+  /** This ownership's spans and metrics, when telemetry is on. */
+  readonly telemetry: PartitionTelemetry | undefined;
 
   constructor(owned: OwnedLease, ctx: TrackerContext, log: Logger) {
     this.leaseToken = owned.leaseToken;
@@ -64,6 +69,7 @@ export class LeaseTracker implements PartitionTracker {
     this.#owned = owned;
     this.#ctx = ctx;
     this.#log = log;
+    this.telemetry = ctx.telemetry?.partition(owned.leaseToken);
     this.#account = ctx.pool.open();
     this.#ledger = new AckLedger(this.#account, owned.lease.continuation);
     this.#writer = new CheckpointWriter(owned, ctx.writes, ctx.emit, ctx.owner, log, () => this.#ledger.ackedChanges);
@@ -134,7 +140,7 @@ export class LeaseTracker implements PartitionTracker {
     const count = page.changes.length;
     const sequence = this.#ledger.record(count, this.#ctx.scheduler.now());
     this.#stall.read();
-    return new ChangeBatch<T>({
+    const batch = new ChangeBatch<T>({
       partition: this.leaseToken,
       changes: page.changes,
       position: page.position,
@@ -142,7 +148,15 @@ export class LeaseTracker implements PartitionTracker {
       // The lease's own range (a merge's per-parent lease reads only part of its partition).
       range: this.#owned.lease.feedRange ?? this.#owned.partition.range,
       origin: { tracker: this, sequence, readCount: count },
+      ...(page.requestCharge !== undefined ? { requestCharge: page.requestCharge } : {}),
     });
+    this.telemetry?.emitted(sequence, batch);
+    return batch;
+  }
+
+  /** Runs `fn` with the span of batch `sequence` active (telemetry on), else just runs it. */
+  activate<R>(sequence: number, fn: () => R): R {
+    return this.telemetry ? this.telemetry.activate(sequence, fn) : fn();
   }
 
   acknowledge(sequence: number, position: Position): void {
@@ -152,18 +166,21 @@ export class LeaseTracker implements PartitionTracker {
     }
     const done = this.#ledger.acknowledge(sequence, position);
     if (!done) return; // a replay, or a batch overtaken by a later one
+    this.telemetry?.acknowledged(sequence);
     this.#progressed();
     if (done.skipped) this.#reportSkipped(done.skipped, sequence);
   }
 
   drop(sequence: number, error?: Error): void {
     this.#ledger.drop(sequence);
+    this.telemetry?.dropped(sequence, error);
     this.#progressed();
     if (error instanceof LeaseLostError) this.#owned.lose(`a write for batch ${sequence} was fenced: ${error.message}`);
   }
 
   halt(sequence: number, error: Error): void {
     this.#ledger.drop(sequence);
+    this.telemetry?.dropped(sequence, error);
     if (this.#haltedAt !== Infinity) return;
     this.#haltedAt = sequence;
     this.#log('halted at batch %d: %s', sequence, error.message);
@@ -240,6 +257,7 @@ export class LeaseTracker implements PartitionTracker {
    */
   close(subscriberLeft: boolean): void {
     if (subscriberLeft) this.unsubscribed = true;
+    this.telemetry?.closed(subscriberLeft ? 'unsubscribed' : 'ownership_ended');
     this.#ledger.releaseAll();
     this.#stall.stop();
     this.#account.close();

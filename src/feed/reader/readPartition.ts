@@ -69,6 +69,8 @@ export interface ReaderContext<T> extends TrackerContext {
   readonly scheduler: SchedulerLike;
   /** A failure that must stop the whole processor (resource gone, credentials, a lease of the other mode). */
   readonly fatal: (error: Error) => void;
+  /** Told of every successful read, for `health()`. */
+  readonly health?: { read(lease: string): void };
 }
 
 /** How a read loop ended. */
@@ -179,6 +181,7 @@ async function readLoop<T>(
         page = await deadline.run((attempt) => ctx.source.read({ partition, from: position, maxItemCount: credit, signal: attempt }), what);
       } catch (error) {
         tracker.settle(0);
+        tracker.telemetry?.read(ctx.scheduler.now() - startedAt, { error: error instanceof Error ? error : new Error(String(error)) });
         if (signal.aborted) break;
         if (error instanceof PartitionGoneError) return { kind: 'gone' };
         if (isFatal(error)) return { kind: 'fatal', error };
@@ -201,6 +204,8 @@ async function readLoop<T>(
         break;
       }
       tracker.settle(page.changes.length);
+      tracker.telemetry?.read(ctx.scheduler.now() - startedAt, { page });
+      ctx.health?.read(owned.leaseToken);
       const rate = meter.add(page.changes.length, ctx.scheduler.now());
       if (rate !== undefined) owned.reportLoad?.(rate);
       failures.succeeded();
@@ -277,7 +282,11 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
     const run = async () => {
       const mismatch = modeMismatch(owned, ctx.source as Source<unknown>);
       if (mismatch) return fail(mismatch);
-      const end = await readLoop(owned, ctx, tracker, reading.signal, log, (batch) => subscriber.next(batch));
+      // Each batch is emitted with its span active, so synchronous downstream work nests under it.
+      const emit = tracker.telemetry
+        ? (batch: ChangeBatch<T>) => tracker.activate(batch.origin!.sequence, () => subscriber.next(batch))
+        : (batch: ChangeBatch<T>) => subscriber.next(batch);
+      const end = await readLoop(owned, ctx, tracker, reading.signal, log, emit);
       if (tracker.unsubscribed) return;
       switch (end.kind) {
         case 'fatal':

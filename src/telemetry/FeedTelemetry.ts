@@ -1,0 +1,316 @@
+import type { Attributes, Counter, Histogram, Meter, Span, Tracer } from '@opentelemetry/api';
+import type { ChangeBatch } from '../core/ChangeBatch.js';
+import type { FeedEvent } from '../core/events.js';
+import type { Page } from '../sources/Source.js';
+import { openTelemetryApi, type OtelApi } from './openTelemetryApi.js';
+import { resolveTelemetryOptions, type TelemetryOptions } from './options.js';
+import { traceLinks } from './traceLinks.js';
+
+const NAME = 'rxfeed';
+/** Bucket boundaries (s) the messaging semantic conventions advise for durations. */
+const DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
+
+/** Who is consuming what: the attributes every span and metric of one processor carries. @internal */
+export interface TelemetryIdentity {
+  /** `messaging.system`, e.g. `azure_cosmosdb`. */
+  readonly system: string;
+  /** `messaging.destination.name`: the container. */
+  readonly destination: string;
+  /** `messaging.consumer.group.name`: the processor's lease prefix. */
+  readonly consumerGroup: string;
+  /** `messaging.client.id`: this host's instance name. */
+  readonly owner: string;
+  /** Milliseconds now (the processor's scheduler clock). */
+  readonly now: () => number;
+}
+
+/** The instruments of one processor. */
+interface Instruments {
+  readonly processDuration: Histogram;
+  readonly operationDuration: Histogram;
+  readonly readRetries: Counter;
+  readonly checkpoints: Counter;
+  readonly checkpointedChanges: Counter;
+  readonly errors: Counter;
+  readonly leaseEvents: Counter;
+}
+
+/**
+ * OpenTelemetry traces and metrics of one processor: created only when `@opentelemetry/api` is installed and
+ * telemetry is not turned off. Each owned lease gets a {@link PartitionTelemetry} for its batches.
+ *
+ * @internal
+ */
+export class FeedTelemetry {
+  readonly #api: OtelApi;
+  readonly #tracer: Tracer;
+  readonly #instruments: Instruments;
+  readonly #common: Attributes;
+  readonly #now: () => number;
+  readonly #linkField: string | null;
+  readonly #spanName: string;
+  readonly #partitions = new Map<string, PartitionTelemetry>();
+  /** Totals of ownerships that ended, by their attributes (counters never go back when a lease moves on). */
+  readonly #retired = new Map<Attributes, { consumed: number; readCharge: number }>();
+  readonly #retiredByLease = new Map<string, Attributes>();
+  readonly #leaseCharges = new Map<string, number>();
+
+  /** Telemetry for a processor, or `undefined` when turned off or `@opentelemetry/api` is not installed. */
+  static create(option: TelemetryOptions | false | undefined, identity: TelemetryIdentity): FeedTelemetry | undefined {
+    const resolved = resolveTelemetryOptions(option);
+    const api = resolved === false ? undefined : openTelemetryApi();
+    if (resolved === false || api === undefined) return undefined;
+    const tracer = (resolved.tracerProvider ?? api.trace.getTracerProvider()).getTracer(NAME) as Tracer;
+    const meter = (resolved.meterProvider ?? api.metrics.getMeterProvider()).getMeter(NAME) as Meter;
+    return new FeedTelemetry(api, tracer, meter, identity, resolved.traceContextField);
+  }
+
+  private constructor(api: OtelApi, tracer: Tracer, meter: Meter, identity: TelemetryIdentity, linkField: string | null) {
+    this.#api = api;
+    this.#tracer = tracer;
+    this.#now = identity.now;
+    this.#linkField = linkField;
+    this.#spanName = `process ${identity.destination}`;
+    this.#common = {
+      'messaging.system': identity.system,
+      'messaging.destination.name': identity.destination,
+      'messaging.consumer.group.name': identity.consumerGroup,
+      'messaging.client.id': identity.owner,
+    };
+    const seconds = { unit: 's', advice: { explicitBucketBoundaries: DURATION_BUCKETS } };
+    this.#instruments = {
+      processDuration: meter.createHistogram('messaging.process.duration', { ...seconds, description: 'Time from a batch being emitted to its acknowledgement at checkpointEvery' }),
+      operationDuration: meter.createHistogram('messaging.client.operation.duration', { ...seconds, description: 'Duration of change feed reads' }),
+      readRetries: meter.createCounter('rxfeed.read.retries', { unit: '{retry}', description: 'Failed partition reads that are retried, by cause' }),
+      checkpoints: meter.createCounter('rxfeed.checkpoints', { unit: '{checkpoint}', description: 'Checkpoints written' }),
+      checkpointedChanges: meter.createCounter('rxfeed.checkpointed.changes', { unit: '{change}', description: 'Changes covered by written checkpoints' }),
+      errors: meter.createCounter('rxfeed.errors', { unit: '{error}', description: 'Errors reported on the events stream, by type and kind' }),
+      leaseEvents: meter.createCounter('rxfeed.lease.events', { unit: '{event}', description: 'Lease ownership events (acquired, released, lost, taken_over, split)' }),
+    };
+    // Counted in plain numbers on the hot path, reported when the reader collects (no attribute hashing per batch).
+    meter.createObservableCounter('messaging.client.consumed.messages', { unit: '{message}', description: 'Changes delivered to the pipeline' }).addCallback((result) => {
+      for (const p of this.#partitions.values()) result.observe(p.consumed, p.attributes);
+      for (const [attributes, total] of this.#retired) result.observe(total.consumed, attributes);
+    });
+    meter.createObservableCounter('rxfeed.request_charge', { unit: '{request_unit}', description: 'Request units charged, by operation' }).addCallback((result) => {
+      for (const p of this.#partitions.values()) result.observe(p.readCharge, p.readChargeAttributes);
+      for (const [attributes, total] of this.#retired) result.observe(total.readCharge, { ...attributes, 'rxfeed.operation': 'read_feed' });
+      for (const [operation, charge] of this.#leaseCharges) result.observe(charge, { ...this.#common, 'rxfeed.operation': operation });
+    });
+    meter.createObservableGauge('rxfeed.lease.lag', { unit: '{change}', description: 'Changes after the last acknowledged one, per owned lease, as of its last read' }).addCallback((result) => {
+      for (const p of this.#partitions.values()) {
+        const lag = p.lag;
+        if (lag !== undefined) result.observe(lag, p.attributes);
+      }
+    });
+    meter.createObservableGauge('rxfeed.leases.owned', { unit: '{lease}', description: 'Leases this host owns' }).addCallback((result) => {
+      result.observe(this.#partitions.size, this.#common);
+    });
+  }
+
+  /** The telemetry of one owned lease's batches; `end` it when the ownership ends. */
+  partition(leaseToken: string): PartitionTelemetry {
+    const attributes = this.#retiredByLease.get(leaseToken) ?? { ...this.#common, 'messaging.destination.partition.id': leaseToken };
+    const partition = new PartitionTelemetry(this, leaseToken, attributes, this.#retired.get(attributes));
+    this.#retired.delete(attributes);
+    this.#partitions.set(leaseToken, partition);
+    return partition;
+  }
+
+  /** Records what a lease store request cost (`operation`: e.g. `lease.replace`). */
+  leaseRequest(operation: string, requestCharge: number): void {
+    this.#leaseCharges.set(operation, (this.#leaseCharges.get(operation) ?? 0) + requestCharge);
+  }
+
+  /** Metrics and lease life-cycle spans from a processor event. */
+  event(event: FeedEvent): void {
+    const i = this.#instruments;
+    switch (event.type) {
+      case 'leaseAcquired':
+      case 'leaseReleased':
+      case 'leaseLost':
+      case 'leaseTakenOver':
+      case 'partitionSplit':
+        this.#leaseEvent(event);
+        break;
+      case 'checkpoint':
+        i.checkpoints.add(1, this.#common);
+        i.checkpointedChanges.add(event.changes, this.#common);
+        break;
+      case 'error':
+        i.errors.add(1, { ...this.#common, 'error.type': event.error.name, 'rxfeed.error.kind': event.kind });
+        break;
+      case 'readRetry':
+        i.readRetries.add(1, { ...this.#common, 'messaging.destination.partition.id': event.lease, 'rxfeed.read.failure': event.failure });
+        break;
+      case 'stall':
+        break;
+    }
+  }
+
+  #leaseEvent(event: Extract<FeedEvent, { lease: string }>): void {
+    const name = LEASE_EVENT_NAMES[event.type];
+    if (name === undefined) return;
+    const attributes: Attributes = { ...this.#common, 'messaging.destination.partition.id': event.lease, 'rxfeed.lease.event': name };
+    if (event.type === 'leaseAcquired') attributes['rxfeed.lease.epoch'] = event.epoch;
+    if (event.type === 'leaseReleased') attributes['rxfeed.lease.close_reason'] = event.reason;
+    if (event.type === 'partitionSplit') attributes['rxfeed.lease.children'] = [...event.children];
+    this.#instruments.leaseEvents.add(1, { ...this.#common, 'rxfeed.lease.event': name });
+    const at = this.#now();
+    this.#tracer.startSpan(`lease ${name}`, { kind: this.#api.SpanKind.INTERNAL, attributes, startTime: at }).end(at);
+  }
+
+  // ---- used by PartitionTelemetry ------------------------------------------------------------------------
+
+  /** @internal */ get api(): OtelApi {
+    return this.#api;
+  }
+
+  /** @internal */ get instruments(): Instruments {
+    return this.#instruments;
+  }
+
+  /** @internal */ now(): number {
+    return this.#now();
+  }
+
+  /** @internal Starts the CONSUMER span of a batch (`attributes`: its partition's process attributes). */
+  startBatchSpan(batch: ChangeBatch<unknown>, attributes: Attributes, at: number): Span {
+    const links = this.#linkField === null ? undefined : traceLinks(this.#api, batch.changes, this.#linkField);
+    const span = this.#tracer.startSpan(
+      this.#spanName,
+      { kind: this.#api.SpanKind.CONSUMER, startTime: at, attributes, ...(links?.length ? { links } : {}) },
+      this.#api.ROOT_CONTEXT,
+    );
+    span.setAttribute('messaging.batch.message_count', batch.size);
+    return span;
+  }
+
+  /** @internal An ownership ended: its counts stay in the totals. */
+  forget(partition: PartitionTelemetry): void {
+    if (this.#partitions.get(partition.leaseToken) !== partition) return;
+    this.#partitions.delete(partition.leaseToken);
+    this.#retired.set(partition.attributes, { consumed: partition.consumed, readCharge: partition.readCharge });
+    this.#retiredByLease.set(partition.leaseToken, partition.attributes);
+  }
+}
+
+const LEASE_EVENT_NAMES: Partial<Record<FeedEvent['type'], string>> = {
+  leaseAcquired: 'acquired',
+  leaseReleased: 'released',
+  leaseLost: 'lost',
+  leaseTakenOver: 'taken_over',
+  partitionSplit: 'split',
+};
+
+/** One batch's span, and when it was emitted. */
+interface OpenBatch {
+  readonly span: Span;
+  readonly emittedAt: number;
+  /** The LSN the batch was read up to, for the lag. */
+  readonly lsn: number | undefined;
+}
+
+/**
+ * The spans and per-lease metrics of one ownership: a span per batch from emission to acknowledgement (or to
+ * the moment it left the pipeline otherwise), read durations and charges, and the lease's lag as of its last
+ * read.
+ *
+ * @internal
+ */
+export class PartitionTelemetry {
+  readonly leaseToken: string;
+  /** The partition's own metric attributes (`messaging.destination.partition.id` with the processor's). */
+  readonly attributes: Attributes;
+  readonly readChargeAttributes: Attributes;
+  /** Changes delivered to the pipeline, and request units of its reads, in all (what the counters report). */
+  consumed = 0;
+  readCharge = 0;
+  readonly #feed: FeedTelemetry;
+  readonly #processAttributes: Attributes;
+  readonly #readAttributes: Attributes;
+  /** Open spans by batch sequence, oldest first (sequences only grow). */
+  readonly #open = new Map<number, OpenBatch>();
+  #latestLsn: number | undefined;
+  #ackedLsn: number | undefined;
+
+  constructor(feed: FeedTelemetry, leaseToken: string, attributes: Attributes, totals?: { consumed: number; readCharge: number }) {
+    this.#feed = feed;
+    this.leaseToken = leaseToken;
+    this.attributes = attributes;
+    this.consumed = totals?.consumed ?? 0;
+    this.readCharge = totals?.readCharge ?? 0;
+    this.readChargeAttributes = { ...attributes, 'rxfeed.operation': 'read_feed' };
+    this.#processAttributes = { ...attributes, 'messaging.operation.type': 'process', 'messaging.operation.name': 'process' };
+    this.#readAttributes = { ...attributes, 'messaging.operation.type': 'receive', 'messaging.operation.name': 'read_feed' };
+  }
+
+  /** Changes after the last acknowledged one as of the last read; `undefined` until a read said. */
+  get lag(): number | undefined {
+    if (this.#latestLsn === undefined) return undefined;
+    return Math.max(0, this.#latestLsn - (this.#ackedLsn ?? 0));
+  }
+
+  /** A read finished (`page`) or failed (`error`) after `durationMs`. */
+  read(durationMs: number, outcome: { readonly page?: Page<unknown>; readonly error?: Error }): void {
+    const attributes = outcome.error ? { ...this.#readAttributes, 'error.type': outcome.error.name } : this.#readAttributes;
+    this.#feed.instruments.operationDuration.record(durationMs / 1000, attributes);
+    const page = outcome.page;
+    if (!page) return;
+    if (page.requestCharge !== undefined) this.readCharge += page.requestCharge;
+    if (page.latestLsn !== undefined) this.#latestLsn = page.latestLsn;
+    const last = page.changes[page.changes.length - 1]?.lsn;
+    if (last !== undefined && this.#latestLsn !== undefined && last > this.#latestLsn) this.#latestLsn = last;
+  }
+
+  /** Batch `sequence` was emitted: its span starts. */
+  emitted(sequence: number, batch: ChangeBatch<unknown>): void {
+    const at = this.#feed.now();
+    this.#open.set(sequence, { span: this.#feed.startBatchSpan(batch, this.#processAttributes, at), emittedAt: at, lsn: batch.readLsn });
+    this.consumed += batch.size;
+  }
+
+  /** Runs `fn` with the span of batch `sequence` active (as is, if the span has ended). */
+  activate<R>(sequence: number, fn: () => R): R {
+    const open = this.#open.get(sequence);
+    if (!open) return fn();
+    const { api } = this.#feed;
+    return api.context.with(api.trace.setSpan(api.context.active(), open.span), fn);
+  }
+
+  /** Batch `sequence` reached the checkpoint (with every batch before it): their spans end. */
+  acknowledged(sequence: number): void {
+    for (const [s, open] of this.#open) {
+      if (s > sequence) break;
+      if (s === sequence && open.lsn !== undefined) this.#ackedLsn = Math.max(this.#ackedLsn ?? 0, open.lsn);
+      this.#end(s, open, s === sequence ? undefined : 'skipped');
+    }
+  }
+
+  /** Batch `sequence` left the pipeline without an acknowledgement (`error`: why, if it failed). */
+  dropped(sequence: number, error?: Error): void {
+    const open = this.#open.get(sequence);
+    if (open) this.#end(sequence, open, error?.name ?? 'dropped', error);
+  }
+
+  /** The ownership ended (`reason`): spans still open end unacknowledged. */
+  closed(reason: string): void {
+    for (const [s, open] of this.#open) this.#end(s, open, reason);
+    this.#feed.forget(this);
+  }
+
+  #end(sequence: number, open: OpenBatch, errorType: string | undefined, error?: Error): void {
+    this.#open.delete(sequence);
+    const at = this.#feed.now();
+    const { span } = open;
+    let attributes = this.#processAttributes;
+    if (errorType !== undefined) {
+      attributes = { ...attributes, 'error.type': errorType };
+      span.setAttribute('error.type', errorType);
+      span.setStatus({ code: this.#feed.api.SpanStatusCode.ERROR, ...(error ? { message: error.message } : {}) });
+      if (error) span.recordException(error, at);
+    }
+    span.end(at);
+    this.#feed.instruments.processDuration.record(Math.max(0, at - open.emittedAt) / 1000, attributes);
+  }
+}

@@ -1,0 +1,2 @@
+export { inBatchContext } from './inBatchContext.js';
+export type { MeterProviderLike, TelemetryOptions, TracerProviderLike } from './options.js';
