@@ -5,7 +5,7 @@ import type { PGliteLike, SqlRunner } from './sql/SqlRunner.js';
 
 /** Options of {@link PGliteViewStore}. */
 export interface PGliteViewStoreOptions {
-  /** Rows table name (lower-case SQL name). rxfeed also creates `<table>_tombstones` and `<table>_positions`. */
+  /** Rows table name (lower-case SQL name). rxfeed also creates `<table>_tombstones`, `<table>_positions` and `<table>_lineage`. */
   readonly table: string;
   /** Schema, created if missing. Default `'public'`. */
   readonly schema?: string;

@@ -45,7 +45,7 @@ export interface PostgresSearchIndexOptions {
    * instance (or a promise of one). Only a connection string opens (and later closes) its own pool.
    */
   readonly connection: PostgresConnection | PGliteLike | Promise<PGliteLike>;
-  /** Table name (lower-case SQL name); `<table>_tombstones` and `<table>_positions` are created too. */
+  /** Table name (lower-case SQL name); `<table>_tombstones`, `<table>_positions` and `<table>_lineage` are created too. */
   readonly table: string;
   /** Schema, created if missing. Default `'public'`. */
   readonly schema?: string;

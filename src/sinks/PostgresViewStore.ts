@@ -10,7 +10,7 @@ export interface PostgresViewStoreOptions {
    * connected `Client` you own (never closed by rxfeed; a single client runs one transaction at a time).
    */
   readonly connection: PostgresConnection;
-  /** Rows table name (lower-case SQL name). rxfeed also creates `<table>_tombstones` and `<table>_positions`. */
+  /** Rows table name (lower-case SQL name). rxfeed also creates `<table>_tombstones`, `<table>_positions` and `<table>_lineage`. */
   readonly table: string;
   /** Schema, created if missing. Default `'public'`. */
   readonly schema?: string;

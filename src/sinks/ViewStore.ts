@@ -167,9 +167,10 @@ export interface ViewStore<R> {
    */
   pruneTombstones(beforeTimestampMs: number): Promise<number>;
   /**
-   * Forgets every partition's position, epoch and LSN mark (rows and tombstones stay). Needed after the
-   * lease container was reset or recreated: new leases start again at low epochs, which the view would
-   * otherwise reject as deposed owners.
+   * Forgets every partition's position, epoch, range and LSN mark (rows and tombstones stay): the range
+   * fence starts over. Needed after the lease container was recreated: new leases start again at low
+   * epochs, which the view would otherwise reject as deposed owners (of the partition, or of any range
+   * overlapping theirs).
    */
   clearPositions(): Promise<void>;
   /** Releases what the store opened itself (never a pool, client or database you passed in). */
