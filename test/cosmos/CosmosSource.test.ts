@@ -189,7 +189,7 @@ describe('CosmosSource: partitions and start positions', () => {
     expect(page.latestLsn).toBeGreaterThanOrEqual(Number(page.position.replace(/"/g, '')));
   });
 
-  it('keeps an iterator for every partition of a container listed with more than 1,024 ranges', async () => {
+  it('keeps an iterator for every partition of a container listed with more than 1,024 ranges', { timeout: 90_000 }, async () => {
     // An emulator of its own, which gives a container one range per 10,000 RU/s.
     const emulator = await CosmosEmulator.start();
     const client = new CosmosClient({ endpoint: emulator.endpoint, key: emulator.key });

@@ -67,26 +67,27 @@ export async function checkHostResolves(endpoint: string, what: string): Promise
 }
 
 /**
- * Checks an account's host name before the SDK is asked, once, and again after every network failure (until
- * the name resolves): a host that does not resolve is reported at once instead of after the SDK's retries.
+ * Checks an account's host name before the SDK is asked: once, and again after every network failure. A
+ * name that does not resolve is reported at once instead of after the SDK's retries; the call after that
+ * goes to the SDK all the same (its own HTTP agent or proxy may reach a host this one cannot resolve).
  *
  * @internal
  */
 export class HostCheck {
   readonly #endpoint: string | undefined;
   readonly #what: string;
-  #resolved = false;
+  #checked = false;
   #checking: Promise<void> | undefined;
 
   constructor(endpoint: string | undefined, what: string) {
     this.#endpoint = endpoint;
     this.#what = what;
-    this.#resolved = endpoint === undefined;
+    this.#checked = endpoint === undefined;
   }
 
-  /** True once the name resolved (and no network failure came since). */
+  /** True when the next request needs no check (the name was looked up, and no network failure came since). */
   get resolved(): boolean {
-    return this.#resolved;
+    return this.#checked;
   }
 
   /** `host:port` of the endpoint, for messages. */
@@ -94,24 +95,18 @@ export class HostCheck {
     return hostPortOf(this.#endpoint);
   }
 
-  /** Resolves at once once the name resolved; otherwise looks it up (one lookup for concurrent callers). */
+  /** Resolves at once once checked; otherwise looks the name up (one lookup for concurrent callers). */
   check(): Promise<void> {
-    if (this.#resolved) return Promise.resolve();
-    this.#checking ??= checkHostResolves(this.#endpoint!, this.#what).then(
-      () => {
-        this.#resolved = true;
-        this.#checking = undefined;
-      },
-      (error: unknown) => {
-        this.#checking = undefined;
-        throw error;
-      },
-    );
+    if (this.#checked) return Promise.resolve();
+    this.#checking ??= checkHostResolves(this.#endpoint!, this.#what).finally(() => {
+      this.#checked = true;
+      this.#checking = undefined;
+    });
     return this.#checking;
   }
 
   /** A request failed on the network: look the name up again before the next one. */
   networkFailed(): void {
-    if (this.#endpoint !== undefined) this.#resolved = false;
+    if (this.#endpoint !== undefined) this.#checked = false;
   }
 }
