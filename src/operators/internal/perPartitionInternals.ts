@@ -2,6 +2,7 @@ import { concat, defer, from, ignoreElements, Observable, of, type ObservableInp
 import { asBatches, ChangeBatch, type BatchOrBatches } from '../../core/ChangeBatch.js';
 import { InvalidOptionsError } from '../../errors/index.js';
 import type { AnyBatches, DocumentOf } from '../types.js';
+import { inBatchContext } from '../../telemetry/inBatchContext.js';
 
 /*
  * The machinery behind every rxfeed operator that does asynchronous work per batch (eachBatch, eachChange,
@@ -182,24 +183,32 @@ export function mapPerPartition<T, R>(
           result = DROPPED;
           return done();
         }
-        let produced: ReturnType<BatchProjection<T, R>>;
-        try {
-          produced = project(batch, abort.signal);
-        } catch (error) {
-          return subscriber.error(error);
-        }
-        // Synchronous work (a map, a filter) gives its batch directly: no Observable per batch.
-        if (produced === DROPPED || produced instanceof ChangeBatch) {
-          result = produced;
-          return done();
-        }
-        const subscription = from(produced).subscribe({
-          next: (value) => {
-            result = value;
-          },
-          error: (error: unknown) => subscriber.error(error),
-          complete: done,
-        });
+        // The user's work runs with the batch's telemetry span active (its own spans nest under it), from
+        // the call through whatever it starts when subscribed.
+        const start = (): Subscription | undefined => {
+          let produced: ReturnType<BatchProjection<T, R>>;
+          try {
+            produced = project(batch, abort.signal);
+          } catch (error) {
+            subscriber.error(error);
+            return undefined;
+          }
+          // Synchronous work (a map, a filter) gives its batch directly: no Observable per batch.
+          if (produced === DROPPED || produced instanceof ChangeBatch) {
+            result = produced;
+            done();
+            return undefined;
+          }
+          return from(produced).subscribe({
+            next: (value) => {
+              result = value;
+            },
+            error: (error: unknown) => subscriber.error(error),
+            complete: done,
+          });
+        };
+        const subscription = inBatchContext(batch as ChangeBatch<unknown>, start);
+        if (!subscription) return;
         // Work that finished synchronously has already cleaned up after itself.
         if (!finished && !subscription.closed) running.set(partition, subscription);
       };
