@@ -113,7 +113,7 @@ export function toViewWrite<T, R>(batches: readonly ChangeBatch<T>[], mode: View
  * Batches whose ownership ended before or while their write waited are dropped the same way, unwritten. A
  * write that fails in a way waiting can fix (connection refused, reset or dropped, a timeout, a
  * serialization failure or deadlock, an admin shutdown, too many connections; see `classifyFailure`) is
- * retried inside the sink with capped exponential backoff ({@link SINK_RETRY}: 100 ms doubling to 10 s)
+ * retried inside the sink with capped exponential backoff (100 ms doubling to 10 s, ±20 % jitter, no limit)
  * while the leases are kept, and reported as `error` events of kind `infrastructure` with the running
  * `attempts` (at 1, 3, 10, 30, …). A write that cannot succeed by waiting (rejected credentials, a missing
  * table, bad SQL) ends the stream with a {@link SinkError}.

@@ -70,6 +70,8 @@ export interface PgPoolLike {
   readonly totalCount: number;
   /** pg pools emit `error` when an idle connection dies; rxfeed listens on the pools it creates. */
   on?(event: 'error', listener: (error: Error) => void): unknown;
+  /** pg pools emit `connect` with each new client. */
+  on?(event: 'connect', listener: (client: { on(event: 'error', listener: (error: Error) => void): unknown }) => void): unknown;
 }
 
 /** A client checked out of a `pg` pool. */
@@ -265,6 +267,10 @@ export async function pgRunner(connection: PostgresConnection, description: stri
     // An idle connection closed by the server (restart, failover, a proxy's idle timeout) is reported here;
     // without a listener Node ends the process. The pool drops that connection and opens a new one on demand.
     pool.on?.('error', (error) => logger('sql')('%s: idle connection closed: %s', description, error.message));
+    // And a connection can die while checked out with no statement running, between pg-pool's listeners
+    // (a server's FATAL message read in the same chunk as the last reply): every client of the pool listens
+    // for its whole life; the statement that uses it next rejects, and that is what the caller sees.
+    pool.on?.('connect', (client) => client.on('error', (error) => logger('sql')('%s: connection closed: %s', description, error.message)));
     return pgPoolRunner(pool, description, true, prepare);
   }
   if (isPgPool(connection)) return pgPoolRunner(connection, description, false, prepare);
