@@ -1,4 +1,4 @@
-import { asyncScheduler, type OperatorFunction, type SchedulerLike } from 'rxjs';
+import { asyncScheduler, type OperatorFunction, type SchedulerAction, type SchedulerLike } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { InvalidOptionsError } from '../errors/index.js';
@@ -48,7 +48,10 @@ export interface PublishToAmqpOptions<T> extends RelayOptions<T> {
   readonly routingKey: (change: Change<T>) => string;
   /** The message body. Default: JSON of `{ id, operation, lsn, timestampMs, partitionKey, partition, document }`. */
   readonly payload?: (change: Change<T>, batch: ChangeBatch<T>) => Buffer | string;
-  /** How long to wait for the broker's confirm of one message before sending it again, in milliseconds. Default `30000`. */
+  /**
+   * How long the broker may confirm nothing while messages wait for confirms, in milliseconds, before they are
+   * sent again (on a new channel). Default `30000`.
+   */
   readonly confirmTimeoutMs?: number;
 }
 
@@ -67,8 +70,9 @@ export function isTransientAmqpError(error: unknown): boolean {
   if (typeof code === 'number' && PERMANENT_CODES.has(code)) return false;
   if (/ACCESS_REFUSED|NOT_FOUND|PRECONDITION_FAILED|NOT_ALLOWED|ACCESS-REFUSED|NOT-FOUND/.test(message)) return false;
   if (typeof code === 'string' && TRANSIENT_CODES.has(code)) return true;
-  if (name === 'TimeoutError' || code === 320) return true; // 320: CONNECTION_FORCED (broker restarting)
-  return /nack|closed|socket|unexpected close|connection_forced|heartbeat|timed? ?out|ECONNRE/i.test(message);
+  // IllegalOperationError: the channel or connection closed under a publish. 320: CONNECTION_FORCED (a restart).
+  if (name === 'TimeoutError' || name === 'IllegalOperationError' || code === 320) return true;
+  return /nack|closed|closing|socket|unexpected close|connection_forced|heartbeat|timed? ?out|ECONNRE/i.test(message);
 }
 
 class AmqpPublisher implements BrokerPublisher<AmqpMessage> {
@@ -143,32 +147,45 @@ class AmqpPublisher implements BrokerPublisher<AmqpMessage> {
     } catch (error) {
       return messages.map(() => ({ ok: false, error }));
     }
-    const confirms: Promise<PublishResult>[] = [];
+    const results: PublishResult[] = new Array<PublishResult>(messages.length);
+    let outstanding = messages.length;
+    let confirmed = 0;
+    let finish!: () => void;
+    const done = new Promise<void>((resolve) => (finish = resolve));
+    const settle = (i: number, result: PublishResult) => {
+      if (results[i] !== undefined) return;
+      results[i] = result;
+      if (result.ok) confirmed++;
+      if (--outstanding === 0) finish();
+    };
+    const failRest = (error: unknown) => {
+      for (let i = 0; i < messages.length; i++) settle(i, { ok: false, error });
+    };
+    this.#pending.add(failRest);
+    // One watch per round, not a timer per message: it fails what is unconfirmed once no confirm came for a while.
+    const timeoutMs = this.#timeoutMs;
+    let seen = 0;
+    const watch = this.#scheduler.schedule(function (this: SchedulerAction<unknown>) {
+      if (confirmed === seen) {
+        const error = new Error(`no confirm from the broker for ${timeoutMs} ms`);
+        error.name = 'TimeoutError';
+        return failRest(error);
+      }
+      seen = confirmed;
+      this.schedule(undefined, timeoutMs);
+    }, timeoutMs);
     for (const [i, m] of messages.entries()) {
+      if (results[i] !== undefined) continue; // the round failed already (the channel closed, no confirms)
       let ready = true;
-      const confirm = new Promise<PublishResult>((resolve) => {
-        const settle = (result: PublishResult) => {
-          timer.unsubscribe();
-          this.#pending.delete(fail);
-          resolve(result);
-        };
-        const fail = (error: unknown) => settle({ ok: false, error });
-        const timer = this.#scheduler.schedule(() => {
-          const error = new Error(`no confirm from the broker within ${this.#timeoutMs} ms`);
-          error.name = 'TimeoutError';
-          fail(error);
-        }, this.#timeoutMs);
-        this.#pending.add(fail);
-        try {
-          ready = channel.publish(this.#exchange, m.routingKey, m.content, m.options, (error) =>
-            // A channel the broker closed calls back with a bare "channel closed": report the broker's reason.
-            settle(error ? { ok: false, error: this.#closedBy ?? (error instanceof Error ? error : new Error('message nacked by the broker')) } : { ok: true, duplicate: false }),
-          );
-        } catch (error) {
-          fail(error); // the channel closed under us (IllegalOperationError)
-        }
-      });
-      confirms.push(confirm);
+      try {
+        ready = channel.publish(this.#exchange, m.routingKey, m.content, m.options, (error) =>
+          // A channel the broker closed calls back with a bare "channel closed": report the broker's reason.
+          settle(i, error ? { ok: false, error: this.#closedBy ?? (error instanceof Error ? error : new Error('message nacked by the broker')) } : { ok: true, duplicate: false }),
+        );
+      } catch (error) {
+        failRest(error); // the channel closed under us (IllegalOperationError)
+        break;
+      }
       // The socket's buffer is full: wait for it to drain (or the channel to close) before sending more.
       if (!ready && i < messages.length - 1) {
         await new Promise<void>((resolve) => {
@@ -177,7 +194,9 @@ class AmqpPublisher implements BrokerPublisher<AmqpMessage> {
         });
       }
     }
-    const results = await Promise.all(confirms);
+    if (messages.length > 0) await done;
+    watch.unsubscribe();
+    this.#pending.delete(failRest);
     const failed = results.find((r) => !r.ok);
     if (failed && /timed? ?out|no confirm/i.test(String((failed.error as Error)?.message))) {
       // A channel that stopped confirming is dropped; the next attempt opens a new one.

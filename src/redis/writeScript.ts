@@ -75,7 +75,8 @@ local function inherited(partition, mn, mx)
 end
 
 -- 1. Fencing, before anything is written: the partition's own epoch, and every key range overlapping the
---    commit's range (a split child or a merge written with a higher epoch fences its parents).
+--    commit's range (or its partition's stored one): a split child or a merge written with a higher epoch
+--    fences its parents.
 local commits, marks = {}, {}
 local i = 3
 for _ = 1, commitCount do
@@ -87,9 +88,12 @@ for _ = 1, commitCount do
   local raw = redis.call('HGET', partsKey, c.part)
   if raw then c.rec = cjson.decode(raw) end
   local highest = c.rec and tonumber(c.rec.e) or -1
-  if c.mx then
+  -- The commit's range, or the one stored with its partition when the commit gives none.
+  c.fmn, c.fmx = c.mn, c.mx
+  if not c.fmx and c.rec and c.rec.mx then c.fmn, c.fmx = c.rec.mn, c.rec.mx end
+  if c.fmx then
     for _, f in ipairs(loadFences()) do
-      if f.e > highest and overlaps(f.mn, f.mx, c.mn, c.mx) then highest = f.e end
+      if f.e > highest and overlaps(f.mn, f.mx, c.fmn, c.fmx) then highest = f.e end
     end
   end
   if highest > epoch then return { 'FENCED', c.part, c.epoch, tostring(highest) } end
@@ -156,8 +160,8 @@ for _, c in ipairs(commits) do
   local mn, mx = rec.mn, rec.mx
   if c.mx then mn, mx = c.mn, c.mx end
   redis.call('HSET', partsKey, c.part, cjson.encode({ p = position, e = epoch, l = lsn, mn = mn, mx = mx }))
-  if c.mx then
-    local field = cjson.encode({ c.mn, c.mx })
+  if c.fmx then
+    local field = cjson.encode({ c.fmn, c.fmx })
     local stored = redis.call('HGET', fencesKey, field)
     if not stored or tonumber(stored) < tonumber(c.epoch) then redis.call('HSET', fencesKey, field, c.epoch) end
   end

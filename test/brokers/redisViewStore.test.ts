@@ -45,6 +45,8 @@ describe.skipIf(skip !== undefined)('RedisViewStore', () => {
     expect(refused).toBeInstanceOf(ViewFencedError);
     expect(refused).toMatchObject({ leaseToken: 'P', epoch: 3, currentEpoch: 4 });
     expect(await store.get('b')).toBeUndefined();
+    // A commit that leaves its range out is fenced over the range stored with its partition.
+    await expect(store.write(writeOf([change('P', 'b', 6, 6)], { epoch: 3 }))).rejects.toMatchObject({ leaseToken: 'P', currentEpoch: 4 });
     // The sibling R [80,FF) at its own (higher) epoch does not overlap L and is accepted; so is a merge above both.
     await store.write({ mode: 'guarded', changes: [change('R', 'c', 7, 7)], partitions: [at('R', '80', 'FF', 4, 7)] });
     await store.write({ mode: 'guarded', changes: [change('M', 'd', 9, 9)], partitions: [at('M', '', 'FF', 5, 9)] });
