@@ -43,6 +43,8 @@ export class LeaseTracker implements PartitionTracker {
   unsubscribed = false;
   /** Called once when user code halts the partition ({@link LeaseTracker.halt}); set by the reader. */
   onHalt: ((error: Error) => void) | undefined;
+  /** Called once when the pipeline is about to fail for good ({@link LeaseTracker.fatal}); set by the reader. */
+  onFatal: ((error: Error) => void) | undefined;
 
   readonly #owned: OwnedLease;
   readonly #ctx: TrackerContext;
@@ -176,6 +178,14 @@ export class LeaseTracker implements PartitionTracker {
     this.telemetry?.dropped(sequence, error);
     this.#progressed();
     if (error instanceof LeaseLostError) this.#owned.lose(`a write for batch ${sequence} was fenced: ${error.message}`);
+  }
+
+  /** The pipeline ends with `error` (a sink refusing for good): stop reading and give the lease back with `Error`. */
+  fatal(error: Error): void {
+    if (this.#halting.signal.aborted) return;
+    this.#log('the pipeline failed for good: %s', error.message);
+    this.#halting.abort(error);
+    this.onFatal?.(error);
   }
 
   halt(sequence: number, error: Error): void {

@@ -258,6 +258,11 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
       stopReading();
       void tracker.flush().finally(() => owned.release(`halted by a failure policy: ${error.message}`, 'Halted'));
     };
+    tracker.onFatal = (error) => {
+      // The pipeline fails right after: checkpoint what was acknowledged, and say why the lease was let go.
+      stopReading();
+      void tracker.flush().finally(() => owned.release(`the pipeline failed: ${error.message}`, 'Error'));
+    };
     owned.onDrain(async () => {
       log('draining');
       stopReading();
