@@ -484,7 +484,11 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   /** Starts owning `stored`, written as ours by a request sent at `sentAt` (scheduler time). */
   async #own(stored: Lease, sentAt: number, takenFrom?: string | null): Promise<void> {
     if (this.#stopped) {
-      await this.#store.replace({ ...stored, owner: null, timestampMs: this.#now() }).catch(() => undefined);
+      // Acquired (or created) while stopping: released at once, re-read if a signal landed in it meanwhile.
+      const ctx = { store: this.#store, owner: this.owner, epoch: stored.epoch, now: this.#now, requester: () => undefined };
+      await handBack(ctx, stored).catch((error: unknown) => {
+        if (!(error instanceof LeaseConflictError)) this.#failures.failed(`release:${stored.id}`, error, stored.leaseToken);
+      });
       return;
     }
     const partition = this.#partitions.get(stored.leaseToken) ?? { id: stored.leaseToken, range: stored.feedRange ?? FULL_RANGE };
@@ -728,16 +732,22 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
    * renewal instead of at its next round. Best effort and bounded: without it, the next rounds find the leases.
    */
   async #afterRelease(): Promise<void> {
-    const finish = async () => {
-      await Promise.all([...this.#askedFor].filter((id) => !this.#owned.has(id)).map((id) => this.#settleAsked(id)));
-      if (this.#releasedOnStop === 0) return;
+    const asked = [...this.#askedFor].filter((id) => !this.#owned.has(id));
+    const announce = async () => {
       const { leases } = await listProcessorLeases(this.#store, this.#naming);
       const notices = await announceRelease(this.#store, leases, this.owner, this.#now(), this.#t.expirationMs);
       this.#log('released %d leases; left a notice in %d leases of the other hosts', this.#releasedOnStop, notices);
     };
+    // Each step bounded: past an acquire interval the other hosts' own rounds are as quick.
     try {
-      // Bounded: past an acquire interval the other hosts' own rounds are as quick.
-      await this.#withTimeout(finish(), this.#t.acquireMs, 'settling the leases asked for and telling the other hosts took over %d ms; gave up');
+      if (asked.length > 0) {
+        await this.#withTimeout(Promise.all(asked.map((id) => this.#settleAsked(id))).then(() => undefined), this.#t.acquireMs, 'settling the leases asked for took over %d ms; gave up');
+      }
+    } catch (error) {
+      this.#failures.failed('settle', error);
+    }
+    try {
+      if (this.#releasedOnStop > 0) await this.#withTimeout(announce(), this.#t.acquireMs, 'telling the other hosts of the released leases took over %d ms; gave up');
     } catch (error) {
       this.#failures.failed('announce', error);
     }

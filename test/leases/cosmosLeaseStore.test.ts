@@ -208,7 +208,7 @@ describe('coordinators over CosmosLeaseStore (emulator, real time, short timings
     await hosts[0]!.stop(); // released leases go to the others
     await waitFor(async () => [...(await counts()).values()].join() === '3,3');
     expect([...(await counts()).values()].sort()).toEqual([3, 3]);
-    expect(errors).toEqual([]);
+    expect(errors.map(String)).toEqual([]);
     await Promise.all(hosts.map((h) => h.stop()));
     expect((await counts()).size).toBe(0);
   });
@@ -233,9 +233,10 @@ describe('markers in the .NET format', () => {
     await coordinator.stop();
     const { leases, corrupt } = await new CosmosLeaseStore({ container: byId }).list('dotnet.');
     // nothing bootstrapped: .info says it was done; the marker reads as one (empty LeaseToken), not as corrupt
+    // (with no lease under the prefix there is nothing to read, which the host says with a stall event)
     expect(leases.map((l) => [l.id, l.leaseToken])).toEqual([['dotnet..info', '']]);
     expect(corrupt).toEqual([]);
-    expect(events).toEqual([]);
+    expect(events.filter((e) => e !== 'stall')).toEqual([]);
   });
 });
 
