@@ -29,35 +29,37 @@ export interface RetryDecision {
  */
 export class ReadFailures {
   #attempts = 0;
-  #since = 0;
+  /** Since when no read has been answered at all (throttling is an answer); `undefined` while answered. */
+  #unansweredSince: number | undefined;
 
   constructor(
     private readonly now: () => number,
-    /** How long (ms) a partition may stay unreadable before its lease is given up. */
     private readonly unreadableMs: number,
   ) {}
 
-  /** Consecutive failures so far (0 after a success). */
   get attempts(): number {
     return this.#attempts;
   }
 
   /**
-   * Records a failed read that began at `startedAt` (scheduler time); `retryAfterMs` is the delay the
-   * service asked for, if any.
+   * One more failed read (started at `startedAt`). A throttled read (`throttled`: the service answered 429)
+   * is retried after `retryAfterMs` but never counts towards giving the lease up: the partition is readable,
+   * and another host would be throttled the same (the budget is the account's, not the host's), so handing
+   * the lease around during a long throttling storm would only leave it unowned.
    */
-  failed(retryAfterMs: number | undefined, startedAt = this.now()): RetryDecision {
-    if (this.#attempts === 0) this.#since = startedAt;
+  failed(retryAfterMs: number | undefined, startedAt = this.now(), throttled = false): RetryDecision {
     const attempts = ++this.#attempts;
+    if (throttled) this.#unansweredSince = undefined;
+    else this.#unansweredSince ??= startedAt;
     return {
       attempts,
       delayMs: retryAfterMs ?? backoffMs(attempts),
-      giveUp: this.now() - this.#since >= this.unreadableMs,
+      giveUp: this.#unansweredSince !== undefined && this.now() - this.#unansweredSince >= this.unreadableMs,
     };
   }
 
-  /** Records a successful read. */
   succeeded(): void {
     this.#attempts = 0;
+    this.#unansweredSince = undefined;
   }
 }

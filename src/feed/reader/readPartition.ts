@@ -186,7 +186,8 @@ async function readLoop<T>(
         if (error instanceof PartitionGoneError) return { kind: 'gone' };
         if (isFatal(error)) return { kind: 'fatal', error };
         const err = error instanceof Error ? error : new Error(String(error));
-        const decision = failures.failed(error instanceof TransientError ? error.retryAfterMs : undefined, startedAt);
+        const throttled = (error as { statusCode?: unknown }).statusCode === 429;
+        const decision = failures.failed(error instanceof TransientError ? error.retryAfterMs : undefined, startedAt, throttled);
         log('read failed (%s); attempt %d, retry in %d ms', err.message, decision.attempts, decision.delayMs);
         tracker.reportRetry(err, decision.attempts, decision.delayMs);
         if (decision.giveUp) return { kind: 'unreadable', why: `unreadable for ${ctx.unreadableTimeoutMs} ms (${decision.attempts} failed reads, last: ${err.message})` };
