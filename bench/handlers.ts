@@ -38,7 +38,7 @@ async function work(changes: readonly Change<Doc>[]): Promise<void> {
 }
 
 function feedOptions(source: MemorySource<Doc>) {
-  return { source, leases: new MemoryLeaseStore(), instanceName: 'bench', maxItemCount: PAGE, maxInFlightChanges: PAGE * 32, pollIntervalMs: 1_000 };
+  return { source, leases: new MemoryLeaseStore(), instanceName: 'bench', leasePrefix: 'bench.', maxItemCount: PAGE, maxInFlightChanges: PAGE * 32, pollIntervalMs: 1_000 };
 }
 
 async function rxForm(source: MemorySource<Doc>): Promise<number> {

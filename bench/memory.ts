@@ -100,7 +100,7 @@ export async function runMemory({ changes = 200_000, partitions = 4, durationMs 
   const rxfeed = await measure(
     'rxfeed (maxInFlightChanges 10 000)',
     () => {
-      const feed = createChangeFeed<Doc>({ source, leases: new MemoryLeaseStore(), instanceName: 'bench', maxItemCount: 100 });
+      const feed = createChangeFeed<Doc>({ source, leases: new MemoryLeaseStore(), leasePrefix: 'test.', instanceName: 'bench', maxItemCount: 100 });
       let processed = 0;
       const sub = feed.changes$
         .pipe(concatMap(slowSink), checkpointEvery({ count: 1_000, ms: 1_000 }))

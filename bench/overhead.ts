@@ -61,7 +61,7 @@ async function throughRxfeed(source: MemorySource<Doc>, pageSize: number, total:
   const feed = createChangeFeed<Doc>({
     source,
     leases: new MemoryLeaseStore(),
-    instanceName: 'bench',
+    leasePrefix: 'test.', instanceName: 'bench',
     maxItemCount: pageSize,
     maxInFlightChanges: pageSize * 32,
     pollIntervalMs: 1_000,

@@ -21,7 +21,7 @@ const source = new MemorySource({ partitions: 4, mode: 'allVersionsAndDeletes' }
 for (let i = 0; i < 1000; i++) source.upsert({ id: `order-${i % 100}`, status: i < 500 ? 'open' : 'paid', total: i });
 
 const stats = new RelayStats();
-const feed = createChangeFeed({ source, leases: new MemoryLeaseStore(), instanceName: 'example', pollIntervalMs: 50 });
+const feed = createChangeFeed({ source, leases: new MemoryLeaseStore(), instanceName: 'example', leasePrefix: 'example.', pollIntervalMs: 50 });
 const subscription = feed.changes$
   .pipe(
     publishToJetStream(jetstream(nc), { subject: (c) => `${stream}.${c.document?.status ?? 'deleted'}.${c.id}`, stats }),

@@ -26,7 +26,7 @@ for (let i = 0; i < 2000; i++) {
   }
 }
 
-const feed = createChangeFeed({ source, leases: new MemoryLeaseStore(), instanceName: 'example', pollIntervalMs: 50 });
+const feed = createChangeFeed({ source, leases: new MemoryLeaseStore(), instanceName: 'example', leasePrefix: 'example.', pollIntervalMs: 50 });
 const subscription = feed.changes$
   .pipe(
     bufferTime(100, null, 20),

@@ -2,7 +2,7 @@ import { asyncScheduler, type Observer, type SchedulerLike } from 'rxjs';
 import type { FeedEvent } from '../core/events.js';
 import type { Partition, StartFrom } from '../core/Partition.js';
 import { InvalidOptionsError } from '../errors/index.js';
-import { checkLeasePrefix, DEFAULT_LEASE_PREFIX, resolveTimings } from '../leases/coordinator/timings.js';
+import { checkLeasePrefix, resolveTimings } from '../leases/coordinator/timings.js';
 import type { LeaseScheme } from '../leases/coordinator/leaseDocuments.js';
 import { checkBalanceBy, checkLeaseScheme } from '../leases/coordinator/options.js';
 import type { LeaseCoordinator } from '../leases/LeaseCoordinator.js';
@@ -52,10 +52,11 @@ export interface ChangeFeedOptions<T> {
    */
   readonly instanceName: string;
   /**
-   * Prefix of this processor's lease ids; processors sharing a store need distinct prefixes (they may nest:
-   * `'orders.'` and `'orders.v2.'`). Default `'rxfeed.'`.
+   * This processor's name: the prefix of its lease ids. Required (as the .NET processor's name is): processors
+   * sharing a lease store need distinct prefixes (they may nest: `'orders.'` and `'orders.v2.'`), and two
+   * apps that both left it out would silently split one set of leases. End it with a separator.
    */
-  readonly leasePrefix?: string;
+  readonly leasePrefix: string;
   /**
    * How lease documents are named. `'dotnet'`: the layout of the .NET v3 change feed processor and the
    * Azure Functions Cosmos DB trigger, so their lease container is continued where it stopped and their
@@ -162,7 +163,6 @@ export interface ResolvedOptions<T> extends ChangeFeedOptions<T> {
 
 /** @internal Defaults of {@link ChangeFeedOptions}. */
 export const DEFAULTS = {
-  leasePrefix: DEFAULT_LEASE_PREFIX,
   startFrom: 'beginning',
   maxItemCount: 100,
   pollIntervalMs: 5_000,
@@ -226,7 +226,7 @@ export function resolveOptions<T>(options: ChangeFeedOptions<T>): ResolvedOption
   if (typeof options.instanceName !== 'string' || options.instanceName.trim() === '') {
     throw new InvalidOptionsError('instanceName', 'pass a non-empty name unique to this host, e.g. os.hostname()');
   }
-  checkLeasePrefix('leasePrefix', options.leasePrefix);
+  checkLeasePrefix('leasePrefix', options.leasePrefix, true);
   checkLeaseScheme('leaseScheme', options.leaseScheme, options.leasePrefix, 'leasePrefix');
   checkBalanceBy('balanceBy', options.balanceBy);
   const startFrom = options.startFrom;
@@ -269,7 +269,7 @@ export function resolveOptions<T>(options: ChangeFeedOptions<T>): ResolvedOption
   }
   return {
     ...options,
-    leasePrefix: options.leasePrefix ?? DEFAULTS.leasePrefix,
+    leasePrefix: options.leasePrefix,
     startFrom: startFrom ?? DEFAULTS.startFrom,
     maxItemCount,
     pollIntervalMs,

@@ -124,7 +124,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     this.#names = new NameGuard(this.owner, this.#t.expirationMs);
     this.#observed = new Observations(this.owner);
     this.#naming = namingOf(
-      checkLeasePrefix('prefix', options.prefix),
+      checkLeasePrefix('prefix', options.prefix, true),
       options.leaseScheme ?? 'rxfeed',
       this.owner,
       options.mode ?? options.source?.mode ?? 'latestVersion',

@@ -161,9 +161,9 @@ describe('CosmosSource: partitions and start positions', () => {
     await expect(source.read({ partition: p!, from: new Date(), maxItemCount: 10 })).rejects.toThrow(/'now' or a saved position/);
     // A feed that could never start fails at construction, not with a retry loop on every read.
     const leases = new MemoryLeaseStore();
-    expect(() => createChangeFeed({ source, leases, instanceName: 'a' })).toThrow(/startFrom.*'now'/);
-    expect(() => createChangeFeed({ source, leases, instanceName: 'a', startFrom: new Date() })).toThrow(InvalidOptionsError);
-    expect(() => createChangeFeed({ source, leases, instanceName: 'a', startFrom: 'now' })).not.toThrow();
+    expect(() => createChangeFeed({ source, leases, leasePrefix: 'test.', instanceName: 'a' })).toThrow(/startFrom.*'now'/);
+    expect(() => createChangeFeed({ source, leases, leasePrefix: 'test.', instanceName: 'a', startFrom: new Date() })).toThrow(InvalidOptionsError);
+    expect(() => createChangeFeed({ source, leases, leasePrefix: 'test.', instanceName: 'a', startFrom: 'now' })).not.toThrow();
   });
 
   it('refuses bad options at construction', () => {

@@ -75,7 +75,7 @@ describe.each(['CommonJS build (require)', 'second copy on disk (ESM)'])('a cont
       expect(total).toBe(20);
 
       const batches = await lastValueFrom(
-        changeFeed<Doc>({ source: new CosmosSource<Doc>(container), leases: new MemoryLeaseStore(), instanceName: 'copies', pollIntervalMs: 50 }).pipe(
+        changeFeed<Doc>({ source: new CosmosSource<Doc>(container), leases: new MemoryLeaseStore(), leasePrefix: 'test.', instanceName: 'copies', pollIntervalMs: 50 }).pipe(
           checkpointEvery(1),
           take(2),
           toArray(),

@@ -172,7 +172,7 @@ describe('createChangeFeed', () => {
   it('changeFeed() and partitionFeeds() expose the same engine', async () => {
     const source = new MemorySource<Doc>({ partitions: 2 });
     for (let i = 0; i < 10; i++) source.write({ id: `d${i}`, n: i });
-    const base = { source, instanceName: 'x', pollIntervalMs: 100 };
+    const base = { source, instanceName: 'x', leasePrefix: 'x.', pollIntervalMs: 100 };
     const merged: string[] = [];
     subscription = changeFeed({ ...base, leases: new MemoryLeaseStore() })
       .pipe(checkpointEvery(1))
@@ -384,7 +384,7 @@ describe('createChangeFeed', () => {
     [{ minLeases: 4, maxLeases: 2 }, 'minLeases'],
     [{ leaseAcquireIntervalMs: 120_000 }, 'leaseAcquireIntervalMs'],
   ])('rejects invalid options at construction: %o', (bad, option) => {
-    const good = { source: new MemorySource(), leases: new MemoryLeaseStore(), instanceName: 'a' };
+    const good = { source: new MemorySource(), leases: new MemoryLeaseStore(), instanceName: 'a', leasePrefix: 'a.' };
     const attempt = () => createChangeFeed({ ...good, ...(bad as object) } as ChangeFeedOptions<unknown>);
     expect(attempt).toThrow(InvalidOptionsError);
     try {

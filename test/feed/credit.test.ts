@@ -208,7 +208,7 @@ describe('credit flow control in a feed', () => {
     const feed = createChangeFeed<{ id: string }>({
       source,
       leases: new MemoryLeaseStore(),
-      instanceName: 'a',
+      leasePrefix: 'test.', instanceName: 'a',
       maxInFlightChanges: 1_000,
       maxItemCount: 100,
       pollIntervalMs: 100,

@@ -34,7 +34,7 @@ describe('guarantees', () => {
     const feed = createChangeFeed<Doc>({
       source,
       leases: new MemoryLeaseStore(),
-      instanceName: 'slow',
+      leasePrefix: 'test.', instanceName: 'slow',
       maxInFlightChanges: budget,
       maxItemCount: 500,
       ...timings,

@@ -30,7 +30,7 @@ describe('graceful scale-in, end to end (virtual time, default lease timings)', 
       const log: { partition: string; at: number }[] = [];
       reads.set(name, log);
       source.onPage = (_page, request) => log.push({ partition: request.partition.id, at: Date.now() });
-      const feed = createChangeFeed<Doc>({ source, leases, instanceName: name, pollIntervalMs: 1_000 });
+      const feed = createChangeFeed<Doc>({ source, leases, leasePrefix: 'test.', instanceName: name, pollIntervalMs: 1_000 });
       subscriptions.push(
         feed.changes$
           .pipe(

@@ -80,7 +80,7 @@ describe('startFrom as a function of the partition', () => {
   });
 
   it('rejects a startFrom that is neither a start nor a function, and a bad maxWaitTimeMs', () => {
-    const base = { source: new MemorySource<Doc>(), leases: new MemoryLeaseStore(), instanceName: 'a' };
+    const base = { source: new MemorySource<Doc>(), leases: new MemoryLeaseStore(), instanceName: 'a', leasePrefix: 'a.' };
     expect(() => createChangeFeed({ ...base, startFrom: 42 as never })).toThrow(/startFrom.*function/);
     expect(() => createChangeFeed({ ...base, maxWaitTimeMs: 0 })).toThrow(/maxWaitTimeMs/);
   });
@@ -192,7 +192,7 @@ describe('idlePollIntervalMs', () => {
   });
 
   it('must not be smaller than pollIntervalMs', () => {
-    expect(() => createChangeFeed<Doc>({ source: new MemorySource<Doc>(), leases: new MemoryLeaseStore(), instanceName: 'a', pollIntervalMs: 1_000, idlePollIntervalMs: 500 })).toThrow(
+    expect(() => createChangeFeed<Doc>({ source: new MemorySource<Doc>(), leases: new MemoryLeaseStore(), leasePrefix: 'test.', instanceName: 'a', pollIntervalMs: 1_000, idlePollIntervalMs: 500 })).toThrow(
       InvalidOptionsError,
     );
   });

@@ -141,7 +141,7 @@ describe('processChanges', () => {
   });
 
   it('rejects handlers without processChanges and bad checkpoint options', () => {
-    const base = { source: new MemorySource<Doc>(), leases: new MemoryLeaseStore(), instanceName: 'a' };
+    const base = { source: new MemorySource<Doc>(), leases: new MemoryLeaseStore(), instanceName: 'a', leasePrefix: 'a.' };
     expect(() => processChanges(base, {} as ChangeHandlers<Doc>)).toThrow(InvalidOptionsError);
     expect(() => processChanges({ ...base, checkpoint: { count: 0 } }, { processChanges: () => undefined })).toThrow(/count/);
     expect(() => processChanges({ ...base, onFailure: {} as never }, { processChanges: () => undefined })).toThrow(/onFailure/);

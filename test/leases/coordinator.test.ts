@@ -12,7 +12,7 @@ import { withReplace } from '../support/replacing.js';
 const timings = { leaseAcquireIntervalMs: 13_000, leaseRenewIntervalMs: 40_000, leaseExpirationMs: 60_000 };
 
 describe('createLeaseCoordinator options', () => {
-  const base = { store: new MemoryLeaseStore(), listPartitions: async () => [], owner: 'a' };
+  const base = { store: new MemoryLeaseStore(), listPartitions: async () => [], owner: 'a', prefix: 'a.' };
   it.each([
     [{ owner: '' }, 'owner'],
     [{ leaseRenewIntervalMs: 60_000, leaseExpirationMs: 60_000 }, 'leaseRenewIntervalMs'],

@@ -137,7 +137,7 @@ describe('CosmosLeaseStore', () => {
   it('a processor on a lease container partitioned on the wrong path stops at once with that error (no retry storm)', async () => {
     const { database } = await cosmos.client.databases.createIfNotExists({ id: 'rxfeed-leases' });
     const { container } = await database.containers.createIfNotExists({ id: 'wrong-pk', partitionKey: { paths: ['/tenant'] } });
-    const feed = createChangeFeed({ source: new MemorySource({ partitions: 2 }), leases: new CosmosLeaseStore({ container }), instanceName: 'a' });
+    const feed = createChangeFeed({ source: new MemorySource({ partitions: 2 }), leases: new CosmosLeaseStore({ container }), leasePrefix: 'test.', instanceName: 'a' });
     const failure = await firstValueFrom(feed.changes$).catch((e: unknown) => e);
     expect(failure).toBeInstanceOf(InvalidOptionsError);
     expect((failure as Error).message).toMatch(/partitioned on \/tenant/);

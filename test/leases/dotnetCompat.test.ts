@@ -222,7 +222,7 @@ describe('leaseScheme: dotnet', () => {
 
   it('refuses the .NET scheme without the prefix it needs', () => {
     expect(() =>
-      createChangeFeed({ source: new CosmosSource(cosmos.client.database('db').container('x')), leases: new CosmosLeaseStore(cosmos.client.database('db').container('y')), instanceName: 'h', leaseScheme: 'dotnet' }),
+      createChangeFeed({ source: new CosmosSource(cosmos.client.database('db').container('x')), leases: new CosmosLeaseStore(cosmos.client.database('db').container('y')), leasePrefix: 'test.', instanceName: 'h', leaseScheme: 'dotnet' }),
     ).toThrow(/dotnetLeasePrefix/);
     // a prefix written with the separator would make ids `<prefix>....<token>`
     expect(() =>

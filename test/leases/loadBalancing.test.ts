@@ -131,7 +131,7 @@ describe("createLeaseCoordinator with balanceBy: 'load'", () => {
 
   it("rejects an unknown balanceBy, naming the option", () => {
     expect(() =>
-      createLeaseCoordinator({ store: new MemoryLeaseStore(), listPartitions: async () => [], owner: 'a', balanceBy: 'lag' as 'load' }),
+      createLeaseCoordinator({ store: new MemoryLeaseStore(), listPartitions: async () => [], prefix: 'test.', owner: 'a', balanceBy: 'lag' as 'load' }),
     ).toThrow(/balanceBy/);
   });
 });

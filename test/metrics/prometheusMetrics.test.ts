@@ -29,7 +29,7 @@ describe('prometheusMetrics', () => {
     // Two failed reads of one partition: below the 3 in a row that make an error event, counted all the same.
     source.faults.add({ kind: 'throttle', retryAfterMs: 10, count: 1, partition: '0' });
     source.faults.add({ kind: 'transient', statusCode: 503, count: 1, partition: '0' });
-    const feed = createChangeFeed<Doc>({ source, leases: new MemoryLeaseStore(), instanceName: 'host-a', pollIntervalMs: 100 });
+    const feed = createChangeFeed<Doc>({ source, leases: new MemoryLeaseStore(), leasePrefix: 'test.', instanceName: 'host-a', pollIntervalMs: 100 });
     const registry = new Registry();
     const metrics = await prometheusMetrics(feed, { registry });
     let seen = 0;

@@ -30,9 +30,9 @@ export interface LeaseCoordinatorOptions {
   /**
    * Prefix of every lease id of this processor, so several processors can share one store. Non-empty; end
    * it with a separator (e.g. `'orders-view.'`) so that no other processor's prefix starts with it.
-   * Default `'rxfeed.'`.
+   * Required: it names the processor.
    */
-  readonly prefix?: string;
+  readonly prefix: string;
   /**
    * How lease documents are named. `'dotnet'` reads and writes the layout of the .NET v3 change feed
    * processor and the Azure Functions Cosmos DB trigger (leases `<prefix>..<token>`, markers
@@ -101,7 +101,7 @@ export function validateOptions(options: LeaseCoordinatorOptions): Timings {
   if (!options.listPartitions && typeof options.source?.listPartitions !== 'function') {
     throw new InvalidOptionsError('source', 'pass a source (or a listPartitions function) so leases can be created');
   }
-  checkLeasePrefix('prefix', options.prefix);
+  checkLeasePrefix('prefix', options.prefix, true);
   checkLeaseScheme('leaseScheme', options.leaseScheme, options.prefix);
   checkBalanceBy('balanceBy', options.balanceBy);
   for (const name of ['minLeases', 'maxLeases'] as const) {

@@ -95,8 +95,19 @@ export function resolveTimings(options: TimingOptions): Timings {
   };
 }
 
-/** @internal Checks a lease prefix: non-empty, so one processor never takes another's leases. */
-export function checkLeasePrefix(name: string, prefix: unknown): string {
+/**
+ * @internal Checks a lease prefix: non-empty, so one processor never takes another's leases. A processor must
+ * name its own (`required`): two apps that both left it out would silently split one set of leases between
+ * them. Tools that only read leases (admin, estimator) fall back to `'rxfeed.'`, the default of earlier versions.
+ */
+export function checkLeasePrefix(name: string, prefix: unknown, required = false): string {
+  if (prefix === undefined && required) {
+    throw new InvalidOptionsError(
+      name,
+      "is required: name this processor, e.g. 'orders-view.' (the prefix of its lease ids). Processors sharing a lease " +
+        `container need distinct names; leases written by earlier versions without one are under '${DEFAULT_LEASE_PREFIX}'`,
+    );
+  }
   if (prefix === undefined) return DEFAULT_LEASE_PREFIX;
   if (typeof prefix !== 'string') throw new InvalidOptionsError(name, `must be a string, e.g. 'orders-view.' (got ${typeof prefix})`);
   if (prefix === '') {
