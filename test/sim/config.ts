@@ -7,7 +7,8 @@ import type { ViewMode } from '../../src/sinks/ViewStore.js';
  * that hang until aborted (`hang`), view store, hosts (crash, pause past expiry, graceful stop, join), sink
  * step, a host started under the name of a live one (`twin`: a misconfigured `instanceName`), and a clock
  * per host (`clock`: skew, drift, steps, event loops that run timers late), and what arrives late (`late`:
- * view writes that land seconds later, as a long transaction or a pool wait does), and hosts that stop or
+ * view writes that land seconds later, as a long transaction or a pool wait does; lease listings and reads
+ * that lag the store's writes by 50–400 ms), and hosts that stop or
  * crash while they bootstrap, leaving the bootstrap lock behind (`bootstrap`), and changes no handler can
  * process, handlers that fail once, and a dead-letter store that fails, slows down or loses replies (`poison`).
  */

@@ -152,7 +152,7 @@ export class Hosts {
     // Outermost first: the host's gate, then the seam's faults, then the shared stores.
     const source = gateSource(trackReads(faultySource(world.memory, plans.source, env), reads, () => clock.now()), hostClock);
     const ref: { host?: SimHost } = {};
-    const leases = gateLeaseStore(stores.tagWrites(faultyLeaseStore(stores.leases, plans.lease, env), () => ref.host!), hostClock);
+    const leases = gateLeaseStore(stores.tagWrites(faultyLeaseStore(stores.leasesFor(name), plans.lease, env), () => ref.host!, sim), hostClock);
     const view = gateViewStore(stores.markDeposed(faultyViewStore(stores.view, plans.view, env), () => ref.host!), hostClock);
     const groupView = gateViewStore(stores.markDeposed(faultyViewStore(stores.groupView, plans.view, env), () => ref.host!), hostClock);
     const deadLetters = gateDeadLetterSink(faultyDeadLetterSink(stores.deadLetters, plans.deadLetter, env), hostClock);

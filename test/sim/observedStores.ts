@@ -3,9 +3,13 @@ import type { DeadLetterSink } from '../../src/deadletter/DeadLetterSink.js';
 import type { Lease } from '../../src/leases/Lease.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import type { ViewStore, ViewWrite } from '../../src/sinks/ViewStore.js';
+import { laggingLeaseStore } from '../support/faults/index.js';
 import { leaseNaming } from './config.js';
 import type { Sim } from './context.js';
 import { type Doc, lsnOf, type World } from './world.js';
+
+/** Most lease-store calls one host may make within one virtual millisecond (see `lease-request-spin`). */
+export const SPIN_CALLS = 200;
 
 /** The row a simulated view keeps per document. */
 export interface Row {
@@ -32,6 +36,8 @@ export class ObservedStores {
   /** Where poison changes go (it fences by key range, as every dead-letter store does). */
   readonly deadLetterMemory = new MemoryDeadLetterStore<Doc>();
   readonly deadLetters: DeadLetterSink<Doc>;
+  /** The lease store as host `name` sees it (under the `late` fault set, reads lag other hosts' writes). */
+  readonly leasesFor: (name: string) => LeaseStore;
   readonly leases: LeaseStore;
   readonly view: ViewStore<Row>;
   readonly groupView: ViewStore<Row>;
@@ -81,6 +87,14 @@ export class ObservedStores {
       },
       delete: (lease) => leaseMemory.delete(lease),
     };
+    if (sim.faults.has('late')) {
+      const lagMs = 50 + Math.floor(sim.randomFor('late')() * 350);
+      const lagging = laggingLeaseStore(this.leases, sim.clock, lagMs);
+      this.leasesFor = (name) => lagging.session(name);
+      sim.tally(`lease.readLagMs.${lagMs}`);
+    } else {
+      this.leasesFor = () => this.leases;
+    }
 
     this.view = this.#observeView(this.viewMemory, 'view', sim, world);
     this.deadLetters = {
@@ -136,18 +150,36 @@ export class ObservedStores {
     };
   }
 
-  /** Wraps one host's lease store (outside the faults) so that the observer knows which host issued a write. */
-  tagWrites(store: LeaseStore, host: () => { readonly name: string; readonly stopped: boolean }): LeaseStore {
+  /**
+   * Wraps one host's lease store (outside the faults) so that the observer knows which host issued a write,
+   * and checks `lease-request-spin`: more than {@link SPIN_CALLS} lease-store calls from one host within one
+   * virtual millisecond is a loop without a delay (virtual time would never move again: the simulation
+   * reports it, then makes each further call of that instant wait 1 ms so the run can go on).
+   */
+  tagWrites(store: LeaseStore, host: () => { readonly name: string; readonly stopped: boolean }, sim: Sim): LeaseStore {
     const tag = <L extends object>(lease: L): L => {
       this.#issuedBy.set(lease, host());
       return lease;
     };
+    let instant = Number.NaN;
+    let calls = 0;
+    let limit = SPIN_CALLS;
+    const paced = async <R>(op: string, call: () => Promise<R>): Promise<R> => {
+      const now = sim.clock.now();
+      if (now !== instant) [instant, calls] = [now, 0];
+      if (++calls > limit) {
+        sim.violations.report('lease-request-spin', `${host().name} made more than ${SPIN_CALLS} lease-store calls (last: ${op}) within 1 virtual ms`, `spin:${host().name}`);
+        limit = 10; // once it spun, pace it hard (50 ms) so that the run stays cheap
+        await sim.env.delay(50);
+      }
+      return call();
+    };
     return {
-      list: (prefix) => store.list(prefix),
-      read: (id) => store.read(id),
-      createIfAbsent: (lease) => store.createIfAbsent(tag(lease)),
-      replace: (lease) => store.replace(tag(lease)),
-      delete: (lease) => store.delete(lease),
+      list: (prefix) => paced('list', () => store.list(prefix)),
+      read: (id) => paced('read', () => store.read(id)),
+      createIfAbsent: (lease) => paced('createIfAbsent', () => store.createIfAbsent(tag(lease))),
+      replace: (lease) => paced('replace', () => store.replace(tag(lease))),
+      delete: (lease) => paced('delete', () => store.delete(lease)),
     };
   }
 
@@ -199,7 +231,7 @@ export class ObservedStores {
   async uncontainedPoison(world: World): Promise<string[]> {
     const letters = new Set((await this.deadLetterMemory.list({ limit: 1_000_000 })).map((l) => `${l.documentId}@${l.lsn}`));
     const must = world.mode === 'allVersionsAndDeletes' ? [...world.poisoned] : [...world.latestKey.values()].filter((k) => world.poisoned.has(k));
-    return must.filter((k) => !letters.has(k) && !world.excused(k));
+    return must.filter((k) => !letters.has(k) && !world.excused(k) && !world.beforeStart.has(k));
   }
 
   /** The view's first difference from the source's latest documents, if any. */

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { replayLine, runSimulation, type SimConfig } from './simulation.js';
+import { FOUND_BEING_FIXED } from './found.js';
+import { drawVariant, FAULT_SETS, replayLine, runSimulation, type SimConfig } from './simulation.js';
 
 async function expectNoViolations(config: SimConfig): Promise<void> {
   const { violations, stats } = await runSimulation(config);
@@ -14,16 +15,16 @@ const seeds = (from: number, n: number) => Array.from({ length: n }, (_, i) => f
 describe('simulation', () => {
   // Hosts crash, pause past expiry and come back as zombies, stop and join; sinks fail (the host restarts)
   // and slow down; writers keep writing. Every invariant must hold throughout and at quiescence.
-  for (const seed of seeds(1, 30)) {
+  for (const seed of seeds(1, 12)) {
     it(`hosts and sink faults, seed ${seed}`, () =>
       expectNoViolations({ seed, faults: ['host', 'sink'], hosts: { min: 2, max: 6 }, onError: 'restart' }));
   }
   // View writes fail, lose their reply or slow down too.
-  for (const seed of seeds(1, 11)) {
+  for (const seed of seeds(1, 6)) {
     it(`hosts, sink and view faults, seed ${seed}`, () =>
       expectNoViolations({ seed, faults: ['host', 'sink', 'view'], hosts: { min: 2, max: 6 }, onError: 'restart' }));
   }
-  for (const seed of seeds(1, 4)) {
+  for (const seed of seeds(1, 2)) {
     it(`no faults, seed ${seed}`, () => expectNoViolations({ seed, faults: [], hosts: { min: 2, max: 6 } }));
   }
 
@@ -61,8 +62,42 @@ describe('simulation: seeds that found issue-9 bugs', () => {
 });
 
 describe('simulation: every fault kind at once', () => {
-  for (const seed of seeds(100, 15)) {
+  for (const seed of seeds(100, 6)) {
     it(`lease, source, view, host, sink and hang faults, seed ${seed}`, () =>
-      expectNoViolations({ seed, faults: ['lease', 'source', 'view', 'host', 'sink', 'hang'], hosts: { min: 2, max: 6 } }));
+      expectNoViolations({ seed, faults: ['lease', 'source', 'view', 'host', 'sink', 'hang'], hosts: { min: 2, max: 6 }, chaosMs: 10_000 }));
+  }
+});
+
+/**
+ * Seeds that found bugs of issue 25 being fixed on other branches: each breaks its invariant until its fix is
+ * merged. When one of these tests fails, the fix is in: move the seed to the regression list above.
+ */
+describe('simulation: found, being fixed (expected to break their invariant until the fix is merged)', () => {
+  for (const { bug, invariant, config } of FOUND_BEING_FIXED) {
+    it(`${invariant}: ${bug}: ${replayLine(config)}`, async () => {
+      const { violations } = await runSimulation(config);
+      expect(violations.map((v) => v.invariant)).toContain(invariant);
+    });
+  }
+});
+
+/**
+ * The whole product: each new fault set alone, and every fault set with a product variant per seed (view
+ * mode, group keys, handler form, failure policy, start position, lease scheme, balancing). Short runs; the
+ * variants that break an invariant of a bug being fixed are listed above, so these only count what struck.
+ */
+describe('simulation: every fault kind and mode (smoke)', () => {
+  const all = FAULT_SETS.filter((f) => f !== 'twin');
+  for (const seed of seeds(1, 4)) {
+    const config: SimConfig = { seed, faults: all, hosts: { min: 2, max: 4 }, chaosMs: 3_000, ...drawVariant(seed) };
+    it(`all faults, ${replayLine(config)}`, async () => {
+      const { stats } = await runSimulation(config);
+      expect(stats.writes).toBeGreaterThan(0);
+      expect(Object.keys(stats.faults).length).toBeGreaterThan(3);
+    });
+  }
+  for (const variant of [{ form: 'handler', policy: 'deadLetter' }, { form: 'rx', policy: 'halt' }, { form: 'handler', policy: 'halt' }, { view: 'exactlyOnce', groups: true }, { start: 'time', leaseScheme: 'dotnet', balanceBy: 'load' }] as const) {
+    const config: SimConfig = { seed: 3, faults: ['host', 'poison'], hosts: { min: 2, max: 3 }, chaosMs: 4_000, ...variant };
+    it(`poison changes and hosts, ${replayLine(config)}`, () => expectNoViolations(config));
   }
 });

@@ -6,3 +6,4 @@ export { faultyViewStore, type ViewFaultKind, type ViewFaultPlan } from './fault
 export { gateLeaseStore, gateSource, gateViewStore } from './gate.js';
 export { abortReason, FaultEnv, type FaultPlan, type FaultRule, hang, type InjectedFault } from './plan.js';
 export { type DeadLetterFaultKind, type DeadLetterFaultPlan, faultyDeadLetterSink, gateDeadLetterSink } from './faultyDeadLetterSink.js';
+export { laggingLeaseStore } from './laggingLeaseStore.js';

@@ -1,0 +1,23 @@
+import type { SimConfig } from './config.js';
+
+/** A seed that found a bug being fixed on another branch: the invariant it breaks until the fix is merged. */
+export interface Found {
+  readonly bug: string;
+  readonly invariant: string;
+  readonly config: SimConfig;
+}
+
+/**
+ * Seeds the new fault sets and variants found, each for a bug listed in issue 25 that another branch fixes
+ * (see test/sim/README.md, "Found, being fixed"). `sim.test.ts` expects each to break its invariant today;
+ * once the fix is merged the test says so, and the seed moves to the regression list.
+ */
+export const FOUND_BEING_FIXED: readonly Found[] = [
+  { bug: 'clock skew: two live owners (issue 25 item 6, leases)', invariant: 'two-live-owners', config: { seed: 1, faults: ['clock'], hosts: { min: 2, max: 2 }, chaosMs: 3_000 } },
+  { bug: 'clock skew: needless drops and retakes (issue 25 item 6, leases)', invariant: 'lease-churn', config: { seed: 5, faults: ['clock'], hosts: { min: 2, max: 2 }, chaosMs: 3_000 } },
+  { bug: "a split parent's late view write after its child's, exactlyOnce (issue 25 item 2, views)", invariant: 'deposed-view-write-accepted', config: { seed: 17, faults: ['host', 'source', 'view', 'sink', 'hang'], hosts: { min: 2, max: 6 }, chaosMs: 10_000, view: 'exactlyOnce' } },
+  { bug: "a split parent's view write accepted after its child's, guarded (issue 25 item 2, views)", invariant: 'deposed-view-write-accepted', config: { seed: 17, faults: ['host', 'source', 'view', 'sink', 'hang'], hosts: { min: 2, max: 6 }, chaosMs: 10_000 } },
+  { bug: 'stop() during the bootstrap (issue 25 item 3, leases)', invariant: 'write-after-stop', config: { seed: 2, faults: ['bootstrap'], hosts: { min: 2, max: 3 }, chaosMs: 5_000 } },
+  { bug: "startFrom 'now' taken at the first read (issue 25 item 1, feed)", invariant: 'change-never-delivered', config: { seed: 9, faults: ['host', 'source'], hosts: { min: 2, max: 4 }, chaosMs: 6_000, start: 'now' } },
+  { bug: 'a lease write looping on conflicts without a delay when reads lag (issue 25 suspicion 7, leases)', invariant: 'lease-request-spin', config: { seed: 4, faults: ['late'], hosts: { min: 2, max: 4 }, chaosMs: 8_000 } },
+];
