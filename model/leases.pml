@@ -1,10 +1,15 @@
 /*
  * The rxfeed lease protocol as a Promela model (docs/lease-protocol.md is its prose; change them together).
  *
- * Checked exhaustively by test/model/spin.test.ts:
- *   spin -a model/leases.pml && gcc -O2 -DSAFETY -o pan pan.c && ./pan -m100000
- *   spin -a -DLIVENESS model/leases.pml && gcc -O2 -o pan pan.c && ./pan -a -f -m100000
- * Each -DBUG_* puts back one protocol bug fixed earlier; spin must then find a counterexample.
+ * Checked exhaustively by test/model/spin.test.ts (scope -DONE_LEASE: lineage 0 and its split, two hosts):
+ *   spin -a -DONE_LEASE leases.pml && gcc -O2 -DSAFETY -o pan pan.c && ./pan -m200000
+ * Without -DONE_LEASE lease 1 (a second lineage) is added: too many states for a test run here.
+ * Each -DBUG_* puts back one protocol bug fixed earlier; spin must then find a counterexample:
+ *   BUG_SKEWED_EXPIRY       expiry judged from the writer's timestamp against the reader's wall clock
+ *   BUG_REQUESTER_CLOCK     the owner's handoff deadline computed from the requester's timestamp
+ *   BUG_CHILD_EPOCH         a split child created at epoch 0 instead of its parent's epoch
+ *   BUG_STOP_LEAVES_HANDED  stop() not releasing a lease handed to it and not taken yet
+ * Liveness (every lease eventually owned and read) is not checked yet.
  *
  * Scope: H hosts, two lineages: lease 0 (split once into child lease 2, which replaces it) and lease 1.
  * Time is discrete and relative: every age and deadline below is a count of ticks, saturating, so the state
