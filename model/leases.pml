@@ -1,0 +1,289 @@
+/*
+ * The rxfeed lease protocol as a Promela model (docs/lease-protocol.md is its prose; change them together).
+ *
+ * Checked exhaustively by test/model/spin.test.ts (scope -DONE_LEASE: lineage 0 and its split, two hosts):
+ *   spin -a -DONE_LEASE leases.pml && gcc -O2 -DSAFETY -o pan pan.c && ./pan -m200000
+ * Without -DONE_LEASE lease 1 (a second lineage) is added: too many states for a test run here.
+ * Each -DBUG_* puts back one protocol bug fixed earlier; spin must then find a counterexample:
+ *   BUG_SKEWED_EXPIRY       expiry judged from the writer's timestamp against the reader's wall clock
+ *   BUG_REQUESTER_CLOCK     the owner's handoff deadline computed from the requester's timestamp
+ *   BUG_CHILD_EPOCH         a split child created at epoch 0 instead of its parent's epoch
+ *   BUG_STOP_LEAVES_HANDED  stop() not releasing a lease handed to it and not taken yet
+ * Liveness (every lease eventually owned and read) is not checked yet.
+ *
+ * Scope: H hosts, two lineages: lease 0 (split once into child lease 2, which replaces it) and lease 1.
+ * Time is discrete and relative: every age and deadline below is a count of ticks, saturating, so the state
+ * space is finite; epochs are bounded by MAXEP (no acquisition past it: an under-approximation).
+ *
+ * Code map (src/leases/):
+ *   acquire   - createLeaseCoordinator #acquire / #own (epoch + 1, signals dropped, local deadline starts)
+ *   ask       - coordinator/handover.ts askForLease (handoff request: rxfeed.handoffTo / rxfeed.handoffAt)
+ *   renew     - #renew / #write (conditional on the etag; a conflict re-reads, a new request is watched)
+ *   emit      - the reader emitting a batch into a sink/view that fences by epoch along the lineage
+ *   ckpt      - OwnedLease.checkpoint -> #write
+ *   split     - partitionGone -> coordinator/replaceGoneLease.ts (children at the parent's epoch, untaken)
+ *   handback  - #close -> handBack (drain, then owner := requester, rxfeed.untakenAtEpoch)
+ *   (Clock)   - Ownership.confirm / handoffRequested timers -> lose
+ *   stop      - stop(): #close every ownership, #afterRelease (settle asked leases, release notices)
+ *   crash     - the process dies: nothing written
+ */
+
+#ifndef H
+#define H 2            /* hosts 1..H */
+#endif
+#define NL 3           /* lease slots: 0 = parent of lineage 0, 1 = lineage 1, 2 = the child replacing 0 */
+#define LIN(l) ((l) == 1 -> 1 : 0)
+
+/* Timings in ticks (defaults in coordinator/timings.ts: expiration 60 s, renew 40 s, deadline margin
+ * min(exp/10, (exp-renew)/2) = 6 s). The model keeps their order, not their ratios, to stay small:
+ * 1 tick = 15 s, expiration 4, renewal due 1 tick after a write, margin 2 ticks (> DRIFT), drift 1 tick. */
+#define EXP 4          /* leaseExpirationMs */
+#define MARGIN 2       /* deadlineMarginMs: the owner stops this long before others may take the lease */
+#define USABLE (EXP - MARGIN)
+#define RENEW 1        /* leaseRenewIntervalMs: a renewal is due this long after the last confirmed write */
+#define DRIFT 1        /* clocks run at about the same rate: an observer's count may run ahead by DRIFT */
+#define TAKE (EXP - DRIFT) /* the earliest an observer may judge a version it first saw as expired */
+#define SKEW 2         /* wall clocks may differ by any offset; the bugs' model uses 0 or SKEW */
+#define MAXPOS 2       /* positions of lineage 0: 1 in the parent, 2 in the child; lineage 1: 1..2 */
+#define PARENT_END 1
+#define MAXEP 3
+#define NONE 255
+#define SAT(x, m) if :: x != NONE && x < m -> x++ :: else -> skip fi
+
+/* ---- the lease store (one document per slot; every write is conditional on the version read) ---- */
+bit  ex[NL];           /* the document exists */
+byte own[NL];          /* Owner: 0 = free, else host id */
+byte ep[NL];           /* epoch (fencing token), +1 on each change of owner */
+byte ck[NL];           /* ContinuationToken: the checkpoint */
+byte req[NL];          /* rxfeed.handoffTo: host asking for the lease, 0 = none */
+bit  ans[NL];          /* the owner wrote the lease since the request landed (the requester's clock starts) */
+bit  untaken[NL];      /* rxfeed.untakenAtEpoch == epoch: handed over / a child, no process reads it yet */
+bit  notice[NL];       /* rxfeed.releasedBy: a stopping host's release notice */
+/* Observations (coordinator/Observations.ts), worst case: every host sees each version the moment it is
+ * written, so one age per lease stands for every host's "first seen" (seeing it later only delays takeovers). */
+byte age[NL];          /* ticks since the current version was written (its etag first seen) */
+byte aage[NL];         /* ticks since the owner first wrote a version carrying the request, NONE = not yet */
+#if defined(BUG_SKEWED_EXPIRY) || defined(BUG_REQUESTER_CLOCK)
+#define WALL_CLOCKS
+byte sage[NL];         /* ticks since the last write (only the skewed-clock bugs read it) */
+byte wby[NL];          /* who wrote the timestamp last */
+byte off[H + 1];       /* wall-clock offset of each host */
+#endif
+
+/* ---- the view (a sink fencing by key range along the lineage) ---- */
+byte vep[2];           /* highest epoch written per lineage */
+byte lck[2];           /* highest checkpoint ever stored per lineage (for the assertion only) */
+
+/* ---- hosts ---- */
+bit  alive[H + 1];
+byte down;             /* hosts crashed or stopped: at most H - 1, one host stays alive */
+#define I(h, l) ((h) * NL + (l))
+bit  held[(H + 1) * NL];   /* an Ownership is live: the host reads (and may emit for) the lease */
+byte hep[(H + 1) * NL];    /* its epoch */
+byte rem[(H + 1) * NL];    /* ticks to its local deadline (Ownership.confirm: sentAt + expiration - margin) */
+byte hdl[(H + 1) * NL];    /* ticks to its handoff deadline (Ownership.handoffRequested), NONE if no request */
+byte pos[(H + 1) * NL];    /* reader position */
+
+/* Any write of lease l is a new version (a new etag): every host's observation of it starts over. */
+inline written(l, by) {
+  age[l] = 0;
+  if :: !ans[l] -> aage[l] = NONE :: else -> skip fi;
+#ifdef WALL_CLOCKS
+  sage[l] = 0; wby[l] = by;
+#endif
+  skip
+}
+
+/* Expiry as the code judges it: one expiration after this host FIRST SAW the current version (Observations),
+ * never the writer's timestamp against this host's clock. DRIFT lets the observer's count run ahead. */
+#ifdef BUG_SKEWED_EXPIRY
+#define EXPIRED(h, l) (own[l] == 0 || sage[l] + off[h] >= TAKE + off[wby[l]])
+#else
+#define EXPIRED(h, l) (own[l] == 0 || age[l] >= TAKE)
+#endif
+
+/* Handoff deadline of the owner h for a request by r, from when h first saw it. */
+#ifdef BUG_REQUESTER_CLOCK
+#define HANDOFF_DUE(h, r) (USABLE + off[r] - off[h])
+#else
+#define HANDOFF_DUE(h, r) (USABLE)
+#endif
+
+/* Never two live ownerships in one lineage (checked whenever one starts or emits). */
+inline mutex(h, l) {
+  for (k : 1 .. H) {
+    if
+    :: k != h -> assert(!held[I(k, 0)] && !held[I(k, 2)] || LIN(l) == 1);
+                 assert(!held[I(k, 1)] || LIN(l) == 0)
+    :: else -> skip
+    fi
+  }
+}
+
+inline lose(h, l) { held[I(h, l)] = 0; hdl[I(h, l)] = NONE }
+
+/* Starts an ownership: #own. The local deadline counts from the write's send. */
+inline start(h, l, deadline) {
+  held[I(h, l)] = 1; hep[I(h, l)] = ep[l]; rem[I(h, l)] = deadline; hdl[I(h, l)] = NONE; pos[I(h, l)] = ck[l];
+  mutex(h, l)
+}
+
+/* A write under an owned lease (renewal or checkpoint): conditional on owner and epoch (the etag re-read). */
+#define OURS(h, l) (ex[l] && own[l] == h && ep[l] == hep[I(h, l)])
+
+proctype Host(byte h) {
+  byte l, k, r;
+  do
+  /* acquire a free, expired or handed-over lease (planBalance take), or one asked for whose request went
+   * unanswered for an expiration since its owner's first answer (force). Conditional on the version seen. */
+  :: atomic { alive[h] -> l = 0;
+       do
+       :: l < NL && ex[l] && !held[I(h, l)] && ep[l] < MAXEP &&
+          (EXPIRED(h, l) || own[l] == h && untaken[l] ||
+           req[l] == h && aage[l] != NONE && aage[l] >= TAKE) ->
+            own[l] = h; ep[l]++; req[l] = 0; ans[l] = 0; untaken[l] = 0; notice[l] = 0; written(l, h);
+            aage[l] = NONE;
+            start(h, l, USABLE); break
+       :: l < NL -> l++
+       :: l == NL -> break
+       od; l = 0 }
+  /* ask the live owner of a lease for it (a steal): askForLease */
+  :: atomic { alive[h] -> l = 0;
+       do
+       :: l < NL && ex[l] && own[l] != 0 && own[l] != h && req[l] == 0 && !untaken[l] &&
+!EXPIRED(h, l) && !held[I(h, 0)] && !held[I(h, 1)] && !held[I(h, 2)] ->
+            req[l] = h; ans[l] = 0; aage[l] = NONE; written(l, h); break
+       :: l < NL -> l++
+       :: l == NL -> break
+       od; l = 0 }
+  /* renew / checkpoint: a conditional write; the owner drops a release notice it meets, answers a request */
+  :: atomic { alive[h] -> l = 0;
+       do
+       :: l < NL && held[I(h, l)] && (rem[I(h, l)] <= USABLE - RENEW || pos[I(h, l)] > ck[l]) ->
+            if
+            :: OURS(h, l) ->
+                 if :: req[l] != 0 && hdl[I(h, l)] == NONE -> hdl[I(h, l)] = HANDOFF_DUE(h, req[l]) :: else -> skip fi;
+                 assert(pos[I(h, l)] >= lck[LIN(l)]);   /* checkpoints never move backwards along a lineage */
+                 ck[l] = pos[I(h, l)]; lck[LIN(l)] = ck[l];
+                 if :: req[l] != 0 && !ans[l] -> ans[l] = 1; aage[l] = 0 :: else -> skip fi;
+                 notice[l] = 0; written(l, h);
+                 rem[I(h, l)] = USABLE
+            :: else -> lose(h, l)                    /* another host's epoch: LeaseLost */
+            fi; break
+       :: l < NL -> l++
+       :: l == NL -> break
+       od; l = 0 }
+  /* emit a batch into the view, fenced by epoch along the lineage */
+  :: atomic { alive[h] -> l = 0;
+       do
+       :: l < NL && held[I(h, l)] && pos[I(h, l)] < (l == 0 -> PARENT_END : MAXPOS) ->
+            if
+            :: hep[I(h, l)] < vep[LIN(l)] ->
+                 /* refused (ViewFencedError): never the store's current owner at its current epoch */
+                 assert(!(OURS(h, l) && !untaken[l]));
+                 lose(h, l)
+            :: else ->
+                 mutex(h, l);
+                 vep[LIN(l)] = hep[I(h, l)]; pos[I(h, l)]++
+            fi; break
+       :: l < NL -> l++
+       :: l == NL -> break
+       od; l = 0 }
+  /* split: the parent's reader reached its end and checkpointed it; the child is created at the parent's
+   * epoch (taking it makes epoch + 1, above every write of the parent), untaken; the parent is deleted. */
+  :: atomic { alive[h] && held[I(h, 0)] && OURS(h, 0) && ck[0] == PARENT_END && !ex[2] ->
+       ex[2] = 1; own[2] = 0; ck[2] = ck[0]; untaken[2] = 1; req[2] = 0; ans[2] = 0; notice[2] = 0;
+#ifdef BUG_CHILD_EPOCH
+       ep[2] = 0;
+#else
+       ep[2] = ep[0];
+#endif
+       written(2, h);
+       ex[0] = 0; own[0] = 0; req[0] = 0; ans[0] = 0; written(0, h);
+       lose(h, 0) }
+  /* hand a lease back to the host that asked for it (after draining): handBack */
+  :: atomic { alive[h] -> l = 0;
+       do
+       :: l < NL && held[I(h, l)] && OURS(h, l) && req[l] != 0 && req[l] != h ->
+            own[l] = req[l]; req[l] = 0; ans[l] = 0; untaken[l] = 1; written(l, h); lose(h, l); break
+       :: l < NL -> l++
+       :: l == NL -> break
+       od; l = 0 }
+  /* graceful stop(): release every ownership, settle the leases asked for, leave release notices */
+  :: atomic { alive[h] && down < H - 1 ->
+       for (l : 0 .. NL - 1) {
+         if :: held[I(h, l)] && OURS(h, l) -> own[l] = 0; req[l] = 0; ans[l] = 0; untaken[l] = 0; written(l, h) :: else -> skip fi;
+         lose(h, l);
+#ifndef BUG_STOP_LEAVES_HANDED
+         if :: ex[l] && own[l] == h && untaken[l] -> own[l] = 0; untaken[l] = 0; written(l, h) :: else -> skip fi;
+#endif
+         if :: ex[l] && req[l] == h -> req[l] = 0; ans[l] = 0; written(l, h) :: else -> skip fi
+       };
+       for (l : 0 .. NL - 1) {
+         if :: ex[l] && own[l] != 0 && own[l] != h -> notice[l] = 1; written(l, h) :: else -> skip fi
+       };
+       /* stop() leaves nothing owned that it held or was handed (a lease it lost at its local deadline still
+        * names it until it expires: another process under the same name may be reading it) */
+       for (l : 0 .. NL - 1) { assert(!(ex[l] && own[l] == h && untaken[l])) };
+       alive[h] = 0; down++; break }
+  /* crash: nothing is written */
+  :: atomic { alive[h] && down < H - 1 ->
+       for (l : 0 .. NL - 1) { lose(h, l) };
+       alive[h] = 0; down++; break }
+  od
+}
+
+/* Time: one tick. The owners' timers are exact on their own clocks: a local deadline or a handoff deadline
+ * that falls on this tick ends the ownership within the tick (Ownership.confirm / handoffRequested -> lose);
+ * the drift between hosts is on the observers' side (see EXPIRED). */
+proctype Clock() {
+  byte h, l;
+  do
+  :: atomic {
+       for (l : 0 .. NL - 1) { SAT(age[l], TAKE); SAT(aage[l], TAKE) };
+       for (h : 1 .. H) {
+         for (l : 0 .. NL - 1) {
+           if
+           :: held[I(h, l)] ->
+                rem[I(h, l)]--;
+                if :: hdl[I(h, l)] != NONE -> hdl[I(h, l)]-- :: else -> skip fi;
+                if :: rem[I(h, l)] == 0 || hdl[I(h, l)] == 0 -> lose(h, l) :: else -> skip fi
+           :: else -> skip
+           fi
+         }
+       };
+#ifdef WALL_CLOCKS
+       for (l : 0 .. NL - 1) { SAT(sage[l], TAKE + SKEW) };
+#endif
+       h = 0; l = 0
+     }
+  od
+}
+
+init {
+  atomic {
+    byte h, l, k;
+    for (h : 1 .. H) {
+      alive[h] = 1;
+      for (l : 0 .. NL - 1) { hdl[I(h, l)] = NONE; aage[l] = NONE }
+    };
+#ifdef WALL_CLOCKS
+    for (h : 1 .. H) { if :: off[h] = 0 :: off[h] = SKEW fi };
+#endif
+    /* bootstrap (coordinator/bootstrap.ts): the host holding .lock creates one lease per partition; it may
+     * claim them (owner = itself, epoch 1, deadline from their creates) or leave them free (epoch 0). */
+    ex[0] = 1;
+#ifndef ONE_LEASE
+    ex[1] = 1;          /* the second lease (lineage 1); -DONE_LEASE checks lineage 0 and its split alone */
+#endif
+    if
+    :: skip
+    :: own[0] = 1; own[1] = ex[1]; ep[0] = 1; ep[1] = ex[1]; 
+       start(1, 0, USABLE);
+       if :: ex[1] -> start(1, 1, USABLE) :: else -> skip fi
+    fi;
+    written(0, 1); written(1, 1);   /* the creates are the leases' first versions */
+    run Clock();
+    for (h : 1 .. H) { run Host(h) }
+  }
+}
