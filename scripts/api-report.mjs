@@ -18,6 +18,10 @@ const entries = [
   ['rxfeed/leases', 'leases.d.ts'],
   ['rxfeed/emulator', 'emulator/index.d.ts'],
   ['rxfeed/sse', 'sse/index.d.ts'],
+  ['rxfeed/sse/client', 'sse/client/index.d.ts'],
+  ['rxfeed/redis', 'redis/index.d.ts'],
+  ['rxfeed/nats', 'nats/index.d.ts'],
+  ['rxfeed/amqp', 'amqp/index.d.ts'],
 ];
 
 if (!existsSync(join(root, 'dist', 'esm', 'index.d.ts'))) {
@@ -31,7 +35,7 @@ const forgotten = /The symbol "([^"]+)" needs to be exported/;
 
 let failed = false;
 for (const [entry, dts] of entries) {
-  const reportName = entry.replace('/', '-');
+  const reportName = entry.replaceAll('/', '-');
   const config = ExtractorConfig.prepare({
     configObjectFullPath: join(root, 'api', `${reportName}.json`),
     packageJsonFullPath: join(root, 'package.json'),

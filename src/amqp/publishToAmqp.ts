@@ -44,7 +44,7 @@ export type AmqpTarget = string | { readonly connect: () => Promise<AmqpConnecti
 export interface PublishToAmqpOptions<T> extends RelayOptions<T> {
   /** The exchange to publish to (declared by you; `''` is the default exchange). */
   readonly exchange: string;
-  /** The routing key of a change's message, e.g. `(c) => \`order.${c.operation}\``. */
+  /** The routing key of a change's message, e.g. a function returning `order.` followed by the change's operation. */
   readonly routingKey: (change: Change<T>) => string;
   /** The message body. Default: JSON of `{ id, operation, lsn, timestampMs, partitionKey, partition, document }`. */
   readonly payload?: (change: Change<T>, batch: ChangeBatch<T>) => Buffer | string;

@@ -12,7 +12,7 @@ export interface BalanceOptions {
   /**
    * Ids of the leases this host really holds in memory. A lease the store says this owner holds but that
    * is not in `owned` is taken first if it was handed to this host and no process took it since (see
-   * {@link isUntaken}); otherwise another process under the same name may be reading it (a previous run
+   * `isUntaken`); otherwise another process under the same name may be reading it (a previous run
    * that crashed, or a misconfigured twin), and it is left alone until it expires. When omitted, every
    * unexpired lease owned by `owner` counts as owned by this run.
    */

@@ -26,7 +26,7 @@ export type JetStreamTarget = JetStreamClientLike | { readonly servers: string |
 
 /** Options of {@link publishToJetStream}. */
 export interface PublishToJetStreamOptions<T> extends RelayOptions<T> {
-  /** The subject of a change's message, e.g. `(c) => \`orders.${c.document?.customer}\``. A stream must capture it. */
+  /** The subject of a change's message, e.g. a function returning `orders.` followed by the customer of the change's document. A stream must capture it. */
   readonly subject: (change: Change<T>) => string;
   /**
    * The message body. Default: JSON of `{ id, operation, lsn, timestampMs, partitionKey, partition, document }`

@@ -13,10 +13,13 @@ const log = logger('sse');
 export interface SseResponse {
   /** Writes a chunk; `flushed` runs once it is handed to the operating system (or the write failed). */
   write(chunk: string, flushed?: (error?: Error | null) => void): boolean;
+  /** Ends the response (the client may reconnect). */
   end(): unknown;
+  /** Closes the connection at once (a client that did not go after `end`). */
   destroy(): unknown;
   /** Bytes accepted by `write` but not yet handed to the operating system. */
   readonly writableLength: number;
+  /** Calls `listener` once the connection closed, from either side. */
   once(event: 'close', listener: () => void): unknown;
 }
 

@@ -5,11 +5,13 @@ import { InvalidOptionsError } from '../errors/index.js';
  * types do not need `@opentelemetry/api` installed).
  */
 export interface TracerProviderLike {
+  /** The tracer rxfeed creates its spans with (named `rxfeed`). */
   getTracer(name: string, version?: string): unknown;
 }
 
 /** Anything with `getMeter`, such as an OpenTelemetry `MeterProvider`. */
 export interface MeterProviderLike {
+  /** The meter rxfeed creates its instruments with (named `rxfeed`). */
   getMeter(name: string, version?: string): unknown;
 }
 

@@ -180,9 +180,12 @@ describe("balanceBy: 'load' end to end (CosmosSource, CosmosLeaseStore, four ran
       const leaseDocs = docs.filter((d) => d.LeaseToken !== undefined && !d.LeaseToken.startsWith('.'));
       expect(leaseDocs.length).toBe(partitions.length);
       for (const doc of leaseDocs) expect(doc.properties?.[LOAD_PROPERTY], `lease ${doc.LeaseToken}`).toMatch(/^\d+(\.\d+)?(e[+-]?\d+)?$/);
+      // A cold range may carry a little load: a 'now' start is pinned to the start time, which the service
+      // resolves to the second, so what was written in the second before host-a started is read too.
+      const coolest = Math.min(...leases.filter((l) => hotRanges.includes(l.leaseToken)).map(publishedLoad));
       for (const l of leases) {
         if (hotRanges.includes(l.leaseToken)) expect(publishedLoad(l), `hot lease ${l.leaseToken}`).toBeGreaterThan(0);
-        else expect(l.properties[LOAD_PROPERTY], `cold lease ${l.leaseToken}`).toBe('0');
+        else expect(publishedLoad(l), `cold lease ${l.leaseToken}`).toBeLessThan(coolest / 4);
       }
 
       stopWriting.abort();
