@@ -1,6 +1,6 @@
 import type { SimConfig } from './config.js';
 
-/** A seed that found a bug being fixed on another branch: the invariant it breaks until the fix is merged. */
+/** A seed that found a bug of issue 25, and the invariant it broke before the fix. */
 export interface Found {
   readonly bug: string;
   readonly invariant: string;
@@ -8,9 +8,8 @@ export interface Found {
 }
 
 /**
- * Seeds the new fault sets and variants found, each for a bug listed in issue 25 that another branch fixes
- * (see test/sim/README.md, "Found, being fixed"). `sim.test.ts` expects each to break its invariant today;
- * once the fix is merged the test says so, and the seed moves to the regression list.
+ * Seeds the new fault sets and variants found, each for a bug listed in issue 25 (see test/sim/README.md,
+ * "Found and fixed"): `sim.test.ts` runs each as a regression test.
  */
 export const FOUND_BEING_FIXED: readonly Found[] = [
   { bug: 'clock skew: two live owners (issue 25 item 6, leases)', invariant: 'two-live-owners', config: { seed: 1, faults: ['clock'], hosts: { min: 2, max: 2 }, chaosMs: 3_000 } },
