@@ -1,3 +1,4 @@
+import type { SchedulerLike } from 'rxjs';
 import type { Position } from './Partition.js';
 
 /**
@@ -11,6 +12,8 @@ import type { Position } from './Partition.js';
 export interface PartitionTracker {
   /** The lease token of the partition. */
   readonly leaseToken: string;
+  /** The clock of the processor that read the batch: waits for its batches (retries, backoff) run on it. */
+  readonly scheduler?: SchedulerLike;
   /**
    * The batch with this sequence number (and every earlier one of the partition) reached the checkpoint:
    * its work is done and its credit can be returned.

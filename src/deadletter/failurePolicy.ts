@@ -4,6 +4,7 @@ import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { worthReporting } from '../core/errorEvent.js';
 import { fencingError } from '../errors/classify.js';
 import { HandlerError, InvalidOptionsError } from '../errors/index.js';
+import { hashString, seededRandom } from '../internal/random.js';
 import { sleep } from '../internal/wait.js';
 import { logger } from '../internal/log.js';
 import { deadLetterId, errorData, type DeadLetter } from './DeadLetter.js';
@@ -61,8 +62,25 @@ export interface FailurePolicy<T> {
   readonly action: FailureAction;
   readonly retry: ResolvedRetryPolicy;
   readonly deadLetter: DeadLetterSink<T> | undefined;
-  readonly scheduler: SchedulerLike;
-  readonly random: () => number;
+  /** The scheduler named for the waits, if any; else they run on the clock of the batch's processor. */
+  readonly scheduler: SchedulerLike | undefined;
+}
+
+/**
+ * The clock of `batch`'s retry waits: the one the policy names, else the scheduler of the processor that read
+ * the batch (so a processor on virtual time retries on virtual time), else `asyncScheduler`. @internal
+ */
+export function clockOf(policy: FailurePolicy<unknown>, batch: ChangeBatch<unknown> | undefined): SchedulerLike {
+  return policy.scheduler ?? batch?.origin?.tracker.scheduler ?? asyncScheduler;
+}
+
+/**
+ * The random numbers that spread one batch's retry waits: seeded by its partition and place in it, so waits of
+ * different partitions (and so of different hosts, which own different partitions) do not line up, and a run
+ * on virtual time replays exactly. @internal
+ */
+export function jitterFor(batch: ChangeBatch<unknown>): () => number {
+  return seededRandom(hashString(`${batch.partition}:${batch.origin?.sequence ?? String(batch.position)}`));
 }
 
 /** One change user code gave up on. @internal */
@@ -80,7 +98,7 @@ const SHAPES = "'halt' (the default), 'skip', 'throw', { retry?, deadLetter }, {
  */
 export function resolveOnFailure<T>(
   options: { readonly onFailure?: OnFailure<T> } | undefined,
-  scheduler: SchedulerLike = asyncScheduler,
+  scheduler?: SchedulerLike,
 ): FailurePolicy<T> {
   const removed = (options as { onError?: unknown } | undefined)?.onError;
   if (removed !== undefined) {
@@ -98,7 +116,6 @@ export function resolveOnFailure<T>(
     retry: resolveRetryPolicy(retry, 'onFailure.retry'),
     deadLetter,
     scheduler: own ?? scheduler,
-    random: Math.random,
   });
   if (option === 'halt' || option === 'skip' || option === 'throw') return policy(option, undefined);
   if (typeof option !== 'object' || option === null) throw new InvalidOptionsError('onFailure', `expected ${SHAPES} (got ${String(option)})`);
@@ -130,7 +147,7 @@ export async function attempt<T, R>(
   const signal = batch.origin?.tracker.signal;
   if (signal?.aborted) return undefined;
   const retryable = (error: unknown) => fencingError(error) === undefined && retry.retryable(error);
-  let outcome = retryWithPolicy(work, { ...retry, retryable }, { scheduler: policy.scheduler, random: policy.random });
+  let outcome = retryWithPolicy(work, { ...retry, retryable }, { scheduler: clockOf(policy, batch), random: jitterFor(batch) });
   if (signal) outcome = outcome.pipe(takeUntil(fromEvent(signal, 'abort').pipe(take(1))));
   const result = await lastValueFrom(outcome, { defaultValue: undefined });
   return signal?.aborted ? undefined : result;
@@ -261,7 +278,7 @@ async function deadLetter<T>(
   const tracker = batch.origin?.tracker;
   const log = logger('operators', { lease: batch.partition });
   const sink = policy.deadLetter!;
-  const now = policy.scheduler.now();
+  const now = clockOf(policy, batch).now();
   const letters = failures.map((f, i): DeadLetter<T> => ({
     id: deadLetterId(batch.partition, f.change.lsn, f.change.id),
     leaseToken: batch.partition,
@@ -295,7 +312,7 @@ async function deadLetter<T>(
         tracker?.reportError(new Error(`dead-letter write to ${sink.description} failed; holding the partition's checkpoint: ${err.message}`, { cause: error }), tries);
       }
       if (!tracker) throw err;
-      await sleep(backoffMs(policy.retry, Math.min(tries, 30), policy.random), policy.scheduler, tracker.signal);
+      await sleep(backoffMs(policy.retry, Math.min(tries, 30), jitterFor(batch)), clockOf(policy, batch), tracker.signal);
     }
   }
 }

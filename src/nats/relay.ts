@@ -2,7 +2,7 @@ import { asyncScheduler, defer, finalize, type OperatorFunction, type SchedulerL
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { worthReporting } from '../core/errorEvent.js';
-import { type FailureOptions, giveUp, resolveOnFailure } from '../deadletter/failurePolicy.js';
+import { type FailureOptions, giveUp, jitterFor, resolveOnFailure } from '../deadletter/failurePolicy.js';
 import { InvalidOptionsError, RxfeedError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import { sleep } from '../internal/wait.js';
@@ -116,7 +116,7 @@ export function relay<B extends AnyBatches, M>(
   toMessage: (change: Change<DocumentOf<B>>, batch: ChangeBatch<DocumentOf<B>>) => M,
   options: RelayOptions<DocumentOf<B>>,
 ): OperatorFunction<B, B> {
-  const { concurrency = 4, backoff = {}, stats, scheduler = asyncScheduler } = options;
+  const { concurrency = 4, backoff = {}, stats, scheduler } = options;
   if (!(concurrency === Infinity || (Number.isInteger(concurrency) && concurrency > 0))) {
     throw new InvalidOptionsError('concurrency', `must be a positive integer or Infinity (got ${String(concurrency)})`);
   }
@@ -191,7 +191,7 @@ export function relay<B extends AnyBatches, M>(
             first.origin?.tracker.reportError(report, attempts);
           }
           const wait = Math.min(maxMs, initialMs * 2 ** Math.min(attempts - 1, 30));
-          await sleepUnless(wait * (0.8 + 0.4 * Math.random()), scheduler, stopped.signal, first.origin?.tracker.signal);
+          await sleepUnless(wait * (0.8 + 0.4 * jitterFor(first)()), scheduler ?? first.origin?.tracker.scheduler ?? asyncScheduler, stopped.signal, first.origin?.tracker.signal);
           if (stopped.signal.aborted) return undefined;
           // Ownership that ended meanwhile: the next owner publishes those batches again.
           batches = handBack(batches, ended);

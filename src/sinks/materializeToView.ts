@@ -2,7 +2,7 @@ import { defer, finalize, type OperatorFunction } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { worthReporting } from '../core/errorEvent.js';
-import { attempt, type Failure, type FailurePolicy, type FailureOptions, giveUp, goesOn, isFenced, resolveOnFailure } from '../deadletter/failurePolicy.js';
+import { attempt, type Failure, type FailurePolicy, type FailureOptions, clockOf, giveUp, goesOn, isFenced, jitterFor, resolveOnFailure } from '../deadletter/failurePolicy.js';
 import { backoffMs, resolveRetryPolicy } from '../deadletter/RetryPolicy.js';
 import { classifyFailure, fencingError } from '../errors/classify.js';
 import { InvalidOptionsError, SinkError } from '../errors/index.js';
@@ -164,6 +164,7 @@ export function materializeToView<B extends AnyBatches, R>(
           batches = batches.filter((b) => !rows.gone.has(b));
           batches = dropBatches(batches, ended);
           // Each round ends in a write, or drops the batches of a partition (fenced, or its ownership ended).
+          let jitter: (() => number) | undefined;
           for (let failures = 0; ; ) {
             if (batches.length === 0) return undefined;
             const write = toViewWrite(batches, mode, rows.rows);
@@ -205,7 +206,7 @@ export function materializeToView<B extends AnyBatches, R>(
               }
               // Waits, unless a partition's ownership ends meanwhile: its batches are then dropped at once.
               const signals = batches.flatMap((b) => (b.origin ? [b.origin.tracker.signal] : []));
-              await sleep(backoffMs(SINK_RETRY, Math.min(failures, 30), policy.random), policy.scheduler, AbortSignal.any([left.signal, ...signals]));
+              await sleep(backoffMs(SINK_RETRY, Math.min(failures, 30), (jitter ??= jitterFor(batches[0]!))), clockOf(policy, batches[0]), AbortSignal.any([left.signal, ...signals]));
               if (left.signal.aborted) return undefined; // nothing is emitted any more; the next run reads them again
               batches = dropBatches(batches, ended);
             }

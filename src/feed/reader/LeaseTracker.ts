@@ -156,6 +156,11 @@ export class LeaseTracker implements PartitionTracker {
     return batch;
   }
 
+  /** The processor's clock (the waits of operators retrying this ownership's batches run on it). */
+  get scheduler(): SchedulerLike {
+    return this.#ctx.scheduler;
+  }
+
   /** Runs `fn` with the span of batch `sequence` active (telemetry on), else just runs it. */
   activate<R>(sequence: number, fn: () => R): R {
     return this.telemetry ? this.telemetry.activate(sequence, fn) : fn();
