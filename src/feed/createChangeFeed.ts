@@ -169,6 +169,9 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
     scheduler: o.scheduler,
   });
   const coordinatorEvents = coordinator.events$.subscribe({ next: emit });
+  // What the lease requests cost, where the store says (Cosmos DB request units): into the telemetry.
+  const telemetry = watchers.telemetry;
+  const unwatchCharges = telemetry ? o.leases.watchRequestCharges?.((operation, ru) => telemetry.leaseRequest(operation, ru)) : undefined;
   // An account that cannot be reached at all is said at once: the SDK's own retries take minutes to give up.
   source.checkReachable?.().catch((error: unknown) => stopping === undefined && emit(errorEvent(owner, error, { attempts: 1 })));
   const pool = new CreditPool(o.maxInFlightChanges, o.maxItemCount);
@@ -187,6 +190,7 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
       await coordinator.stop();
       while (writes.size > 0) await Promise.allSettled([...writes]);
       coordinatorEvents.unsubscribe();
+      unwatchCharges?.();
       watchers.health.status = 'stopped';
       log('stopped');
     })());

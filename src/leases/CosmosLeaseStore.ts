@@ -111,6 +111,7 @@ export class CosmosLeaseStore implements LeaseStore {
   readonly #statedPath: '/id' | '/partitionKey' | undefined;
   readonly #groups: WriteGroups<Lease> | undefined;
   #ready: Promise<'/id' | '/partitionKey'> | undefined;
+  readonly #chargeListeners = new Set<(operation: string, requestUnits: number) => void>();
 
   /**
    * @param containerOrOptions the lease container, or all options.
@@ -145,6 +146,7 @@ export class CosmosLeaseStore implements LeaseStore {
             create: (doc) => this.#createOne(doc),
             read: (id) => this.#readDocument(id),
             parse: (doc) => this.#parsed(doc),
+            charged: (requestUnits) => this.#charged('lease.bulk', requestUnits),
           })
         : undefined;
   }
@@ -184,7 +186,8 @@ export class CosmosLeaseStore implements LeaseStore {
     let emptyPages = 0;
     while (query.hasMoreResults()) {
       // An empty page comes back with `resources` undefined.
-      const { resources } = await query.fetchNext();
+      const { resources, requestCharge } = await query.fetchNext();
+      this.#charged('lease.list', requestCharge);
       if (resources !== undefined && resources.length > 0) {
         docs.push(...resources);
         emptyPages = 0;
@@ -214,7 +217,8 @@ export class CosmosLeaseStore implements LeaseStore {
 
   async #createOne(doc: ItemDefinition): Promise<Lease | undefined> {
     try {
-      const { resource } = await this.#container.items.create(doc);
+      const { resource, requestCharge } = await this.#container.items.create(doc);
+      this.#charged('lease.create', requestCharge);
       return this.#parsed(resource);
     } catch (error) {
       if (statusOf(error) === 409) return undefined;
@@ -228,21 +232,47 @@ export class CosmosLeaseStore implements LeaseStore {
   }
 
   #readDocument(id: string): Promise<Record<string, unknown> | undefined> {
-    return this.#call(id, async () => (await this.#container.item(id, id).read<Record<string, unknown>>()).resource);
+    return this.#call(id, async () => {
+      const { resource, requestCharge } = await this.#container.item(id, id).read<Record<string, unknown>>();
+      this.#charged('lease.read', requestCharge);
+      return resource;
+    });
   }
 
   #replaceOne(id: string, etag: string, doc: ItemDefinition): Promise<Lease> {
     return this.#call(id, async () => {
-      const { resource } = await this.#container.item(id, id).replace(doc, { accessCondition: { type: 'IfMatch', condition: etag } });
+      const { resource, requestCharge } = await this.#container.item(id, id).replace(doc, { accessCondition: { type: 'IfMatch', condition: etag } });
+      this.#charged('lease.replace', requestCharge);
       return this.#parsed(resource);
     });
   }
 
   async delete(lease: Lease): Promise<void> {
     await this.#init();
-    await this.#call(lease.id, () =>
-      this.#container.item(lease.id, lease.id).delete({ accessCondition: { type: 'IfMatch', condition: lease.etag } }),
-    );
+    await this.#call(lease.id, async () => {
+      const { requestCharge } = await this.#container.item(lease.id, lease.id).delete({ accessCondition: { type: 'IfMatch', condition: lease.etag } });
+      this.#charged('lease.delete', requestCharge);
+    });
+  }
+
+  /**
+   * Calls `listener` with the request units of every request this store sends that the service answered
+   * (operations `lease.list`, `lease.read`, `lease.create`, `lease.replace`, `lease.delete`, `lease.bulk`), so
+   * a processor can report what its leases cost. Returns a function that stops the calls.
+   *
+   * @example
+   * ```ts
+   * const stop = leases.watchRequestCharges((operation, ru) => console.log(operation, ru));
+   * ```
+   */
+  watchRequestCharges(listener: (operation: string, requestUnits: number) => void): () => void {
+    this.#chargeListeners.add(listener);
+    return () => this.#chargeListeners.delete(listener);
+  }
+
+  #charged(operation: string, requestUnits: number | undefined): void {
+    if (requestUnits === undefined || !Number.isFinite(requestUnits)) return;
+    for (const listener of this.#chargeListeners) listener(operation, requestUnits);
   }
 
   #parsed(resource: unknown): Lease {

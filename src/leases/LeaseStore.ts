@@ -37,4 +37,9 @@ export interface LeaseStore {
   replace(lease: Lease): Promise<Lease>;
   /** Deletes the lease if its etag still equals `lease.etag`; throws {@link LeaseConflictError} otherwise. */
   delete(lease: Lease): Promise<void>;
+  /**
+   * Optional: calls `listener` with what each request cost where the store is charged for them (request units
+   * of Cosmos DB); returns a function that stops the calls. A processor reports them in its telemetry.
+   */
+  watchRequestCharges?(listener: (operation: string, requestUnits: number) => void): () => void;
 }

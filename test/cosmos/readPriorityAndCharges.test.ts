@@ -5,7 +5,7 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import type { ClientRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CosmosSource, InvalidOptionsError } from '../../src/index.js';
+import { CosmosLeaseStore, CosmosSource, InvalidOptionsError } from '../../src/index.js';
 import { startTestCosmos, type TestCosmos } from '../support/cosmos.js';
 
 let cosmos: TestCosmos;
@@ -50,6 +50,27 @@ describe('CosmosSource: priority, throughput bucket, request charges', () => {
       expect(String(headers['x-ms-cosmos-throughput-bucket'])).toBe('3');
     }
     expect(charge).toBeGreaterThan(0);
+  });
+
+  it('reports what each lease request cost', async () => {
+    const { database } = await cosmos.client.databases.createIfNotExists({ id: 'priority' });
+    const { container } = await database.containers.createIfNotExists({ id: 'leases', partitionKey: { paths: ['/id'] } });
+    const store = new CosmosLeaseStore({ container, groupWritesMs: 0 });
+    const charges: [string, number][] = [];
+    const stop = store.watchRequestCharges((operation, ru) => charges.push([operation, ru]));
+    const created = await store.createIfAbsent({
+      id: 'ru.0', leaseToken: '0', feedRange: undefined, owner: 'a', continuation: null, timestampMs: 0, epoch: 1, mode: 'latestVersion', properties: {},
+    });
+    const replaced = await store.replace({ ...created!, epoch: 2 });
+    await store.read('ru.0');
+    await store.list('ru.');
+    await store.delete(replaced);
+    stop();
+    await store.list('ru.');
+    const operations = charges.map(([operation]) => operation);
+    expect(operations).toEqual(expect.arrayContaining(['lease.create', 'lease.replace', 'lease.read', 'lease.list', 'lease.delete']));
+    expect(operations.filter((o) => o === 'lease.list')).toHaveLength(1); // none after stop()
+    for (const [, ru] of charges) expect(ru).toBeGreaterThan(0);
   });
 
   it('refuses a priority or bucket that is not one', async () => {

@@ -24,6 +24,8 @@ export interface SingleWrites<R> {
   read(id: string): Promise<Doc | undefined>;
   /** The document as stored (with `_etag`) → the caller's result; throws for a document it cannot read. */
   parse(stored: Doc): R;
+  /** The request units a bulk request cost, in all. */
+  charged?(requestUnits: number): void;
 }
 
 /**
@@ -133,6 +135,7 @@ export class WriteGroups<R> {
       for (const write of group) this.#again(write);
       return;
     }
+    this.single.charged?.(results.reduce((sum, r) => sum + (r?.requestCharge ?? 0), 0));
     group.forEach((write, i) => {
       const result = results[i];
       const status = result?.statusCode;
