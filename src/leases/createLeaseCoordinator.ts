@@ -214,10 +214,12 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
       warn: (message) => this.#events.next({ type: 'stall', owner: this.owner, message }),
       background: (work) => this.#track(work.catch((error: unknown) => this.#fatal(error) || this.#failures.failed('bootstrap', error))),
     });
-    this.#failures.succeeded('bootstrap');
+    if (bootstrap.failure === undefined) this.#failures.succeeded('bootstrap');
     await partitions.catch((error: unknown) => this.#fatal(error) || this.#failures.failed('partitions', error));
-    // Owned (or, after a stop() meanwhile, released) from when their creates were sent.
+    // Owned (or, after a stop() meanwhile, released) from when their creates were sent; also when some of
+    // the creates failed: those that landed are claimed by this host all the same.
     for (const lease of bootstrap.created) if (lease.owner === this.owner) this.#track(this.#own(lease, bootstrap.sentAt));
+    if (bootstrap.failure !== undefined) throw bootstrap.failure;
     return bootstrap;
   }
 
@@ -652,8 +654,22 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   lose(owned: Ownership, newOwner: string | null | undefined, why: string): void {
     if (owned.ended) return;
     owned.log('lost: %s', why);
+    const before = owned.current;
     this.#end(owned, 'LeaseLost');
     this.#events.next({ type: 'leaseLost', owner: this.owner, lease: owned.leaseToken, ...(newOwner !== undefined ? { newOwner } : {}) });
+    // A write sent before the loss (a renewal or checkpoint that outlived the local deadline) may still land:
+    // the store then shows this host owning a lease it no longer reads (after stop(): a stopped host). Once
+    // the writes in flight settled (the queue), one that landed is released; tracked, so stop() waits for it.
+    this.#track(
+      owned.enqueue(async () => {
+        const landed = owned.current;
+        if (landed === before || landed.owner !== this.owner || landed.epoch !== owned.epoch) return;
+        owned.log('a write sent before the lease was lost landed after: releasing it');
+        await handBack({ store: this.#store, owner: this.owner, epoch: owned.epoch, now: this.#now, requester: () => undefined }, landed).catch((error: unknown) => {
+          if (!(error instanceof LeaseConflictError)) this.#failures.failed(`release:${owned.lease.id}`, error, owned.leaseToken);
+        });
+      }),
+    );
   }
 
   /** Ends the ownership at once and releases the lease to nobody; this host leaves it to others for an expiration. */

@@ -1,11 +1,13 @@
 /**
  * Start and stop at awkward moments: a stop() while the bootstrap's creates are in flight, a bootstrap that
- * first waited out a dead host's lock, a stop() right after a lease was handed to the stopping host.
+ * first waited out a dead host's lock, a stop() right after a lease was handed to the stopping host, a
+ * bootstrap whose creates partly fail, a renewal that lands after its lease was lost.
  */
 import { describe, expect, it } from 'vitest';
 import { isUntaken } from '../../src/leases/balancing.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
+import { FaultEnv, faultyLeaseStore } from '../support/faults/index.js';
 import { withReplace } from '../support/replacing.js';
 import { FakePartitions, startHost } from './hosts.js';
 import { VirtualScheduler } from './virtualScheduler.js';
@@ -58,6 +60,72 @@ describe('stop() during the bootstrap', () => {
     await clock.advance(1_000);
     expect(b.coordinator.owned()).toHaveLength(4);
     await b.coordinator.stop();
+  });
+});
+
+describe('a bootstrap whose creates partly fail (the simulation, seed 138 of --faults all)', () => {
+  /** Lease p.1's create fails at once; p.0, p.2 and p.3 are slow: still in flight when the bootstrap fails. */
+  function partlyFailingCreates(clock: VirtualScheduler) {
+    const inner = new MemoryLeaseStore();
+    const env = new FaultEnv({ seed: 1, scheduler: clock });
+    const slow = (key: string) => ({ kind: 'slow' as const, ms: 500, count: 1, key });
+    const store = faultyLeaseStore(inner, { createIfAbsent: [{ kind: 'transient', count: 1, key: 'p.1' }, slow('p.0'), slow('p.2'), slow('p.3')] }, env);
+    return { inner, store };
+  }
+
+  it('waits for the creates still in flight: stop() then leaves none of them owned by the stopped host', async () => {
+    const clock = new VirtualScheduler(1_000_000);
+    const { inner, store } = partlyFailingCreates(clock);
+    const a = startHost('a', store, clock, new FakePartitions(4).listPartitions, timings);
+    await clock.advance(10); // p.1's create failed; the other three are in flight, claiming their leases for a
+    let stopped = false;
+    const stopping = a.coordinator.stop().then(() => (stopped = true));
+    await clock.advance(10);
+    expect(stopped).toBe(false);
+    await clock.advance(1_000);
+    await stopping;
+
+    await clock.advance(timings.leaseAcquireIntervalMs);
+    expect(inner.snapshot().filter((l) => isLease(l.id) && l.owner === 'a')).toEqual([]);
+    expect(await inner.read('p..lock')).toBeUndefined();
+  });
+
+  it('owns the leases those creates claimed at once (never holds one it does not read), and creates the failed one at its next try', async () => {
+    const clock = new VirtualScheduler(1_000_000);
+    const { inner, store } = partlyFailingCreates(clock);
+    const a = startHost('a', store, clock, new FakePartitions(4).listPartitions, timings);
+    await clock.advance(1_000);
+    expect(a.coordinator.owned().map((o) => o.leaseToken).sort()).toEqual(['0', '2', '3']);
+    await clock.advance(timings.leaseAcquireIntervalMs);
+    expect(a.coordinator.owned().map((o) => o.leaseToken).sort()).toEqual(['0', '1', '2', '3']);
+    expect(await inner.read('p..info')).toBeDefined();
+    expect(a.events.filter((e) => e.type === 'leaseLost')).toEqual([]);
+    await a.coordinator.stop();
+  });
+});
+
+describe('a renewal that lands after the local deadline ended its ownership (the simulation, seed 53 of --faults all)', () => {
+  it('is released once it lands; stop() waits for it and leaves nothing owned by the stopped host', async () => {
+    const clock = new VirtualScheduler(1_000_000);
+    const inner = new MemoryLeaseStore();
+    const env = new FaultEnv({ seed: 1, scheduler: clock });
+    // The first renewal (sent 40 s in) takes 30 s: the local deadline (54 s) ends the ownership before it lands.
+    const store = faultyLeaseStore(inner, { replace: [{ kind: 'slow', ms: 30_000, count: 1, key: 'p.0' }] }, env);
+    const a = startHost('a', store, clock, new FakePartitions(1).listPartitions, timings);
+    await clock.advance(55_000);
+    expect(a.events.filter((e) => e.type === 'leaseLost').map((e) => e.lease)).toEqual(['0']);
+    expect(a.coordinator.owned()).toEqual([]);
+
+    let stopped = false;
+    const stopping = a.coordinator.stop().then(() => (stopped = true));
+    await clock.advance(10_000);
+    expect(stopped).toBe(false); // the renewal is still in flight
+    await clock.advance(10_000);
+    await stopping;
+    const lease = (await inner.read('p.0'))!;
+    expect(lease).toMatchObject({ owner: null, epoch: 1 });
+    await clock.advance(timings.leaseExpirationMs);
+    expect((await inner.read('p.0'))!.owner).toBeNull();
   });
 });
 

@@ -41,12 +41,20 @@ export interface BootstrapResult {
   readonly complete: boolean;
   /** When the creates were sent (scheduler time): where the local deadline of a claimed lease counts from. */
   readonly sentAt: number;
+  /**
+   * Why some of the creates failed, when any did: the bootstrap is not done (its lock is removed, `.info` is
+   * not written; the next attempt creates what is missing). The creates that landed are in `created` all the
+   * same, once every create settled: those claimed are this host's, to own (or release), never to leave
+   * behind owned by nobody's reader (or by a host that stopped).
+   */
+  readonly failure?: unknown;
 }
 
 const NOTHING_CREATED: BootstrapResult = { created: [], complete: false, sentAt: 0 };
 
-function createdBy(results: readonly (Lease | undefined)[], sentAt: number): BootstrapResult {
+function createdBy({ results, failure }: Creates, sentAt: number): BootstrapResult {
   const created = results.filter((l) => l !== undefined);
+  if (failure !== undefined) return { created, complete: false, sentAt, failure };
   return { created, complete: created.length === results.length, sentAt };
 }
 
@@ -74,20 +82,33 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
   let foreignLockSince: number | undefined;
   while (!ctx.stopped()) {
     if (await readMarker(store, info)) return NOTHING_CREATED;
-    // The epoch floor is read beside the lock (no extra round trip), and used only if the lock is ours.
-    const [ours, floor] = await Promise.all([store.createIfAbsent(markerDocument(naming, lock)), epochFloor(ctx)]);
+    // The epoch floor is read beside the lock (no extra round trip), and used only if the lock is ours. Both
+    // settle before either failure is thrown: a lock created while the floor's read failed is removed, not
+    // left behind (nor landing after a stop() that did not wait for it).
+    const [lockCreate, floorRead] = await Promise.allSettled([store.createIfAbsent(markerDocument(naming, lock)), epochFloor(ctx)]);
+    if (lockCreate.status === 'rejected') throw lockCreate.reason;
+    const ours = lockCreate.value;
+    if (floorRead.status === 'rejected') {
+      if (ours) await store.delete(ours).catch(() => undefined);
+      throw floorRead.reason;
+    }
+    const floor = floorRead.value;
     if (ours) {
-      let created: readonly (Lease | undefined)[];
+      let creates: Creates;
       const sentAt = ctx.clock();
       try {
-        created = await createLeases(ctx, floor);
+        creates = await createLeases(ctx, floor);
       } catch (error) {
         await store.delete(ours).catch(() => undefined);
         throw error;
       }
+      if (creates.failure !== undefined) {
+        await store.delete(ours).catch(() => undefined);
+        return createdBy(creates, sentAt);
+      }
       // The leases exist: this host may start on them while the bootstrap is marked done and unlocked.
       ctx.background(markDone(ctx, ours));
-      return createdBy(created, sentAt);
+      return createdBy(creates, sentAt);
     }
     const existing = await readMarker(store, lock);
     const now = naming.now();
@@ -99,9 +120,9 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
             'creating the leases without it (safe: lease ids are deterministic)',
         );
         const sentAt = ctx.clock();
-        const created = await createLeases(ctx, await epochFloor(ctx));
-        await markDone(ctx);
-        return createdBy(created, sentAt);
+        const creates = await createLeases(ctx, await epochFloor(ctx));
+        if (creates.failure === undefined) await markDone(ctx);
+        return createdBy(creates, sentAt);
       }
     } else if (existing && now - existing.timestampMs >= ctx.expirationMs) {
       log('removing stale bootstrap lock of %s', existing.owner);
@@ -119,16 +140,24 @@ async function epochFloor(ctx: BootstrapContext): Promise<number> {
   return floor && floor !== FOREIGN ? floor.epoch : 0;
 }
 
+/** What the creates of one bootstrap did: per partition the lease created (`undefined`: it existed, or its create failed). */
+interface Creates {
+  readonly results: readonly (Lease | undefined)[];
+  /** The first failure, if a create failed. */
+  readonly failure?: unknown;
+}
+
 /**
- * Creates one lease per partition, in parallel (the first `claim` owned by us), above the epoch `floor`;
- * `undefined` where one existed already.
+ * Creates one lease per partition, in parallel (the first `claim` owned by us), above the epoch `floor`,
+ * and waits for every create to settle, failed or not: a create still in flight when another failed may
+ * land later, claimed by this host, and must be in the result. Throws only when nothing was sent.
  */
-async function createLeases(ctx: BootstrapContext, floor: number): Promise<(Lease | undefined)[]> {
+async function createLeases(ctx: BootstrapContext, floor: number): Promise<Creates> {
   const partitions = await ctx.listPartitions();
   ctx.log('bootstrapping %d leases', partitions.length);
   // Every start is pinned before the first lease exists: no reader can begin before its lease's start is fixed.
   const starts = await Promise.all(partitions.map((p) => ctx.startPosition?.(p) ?? null));
-  return Promise.all(
+  const settled = await Promise.allSettled(
     partitions.map((p, i) =>
       ctx.store.createIfAbsent(
         i < ctx.claim
@@ -137,6 +166,9 @@ async function createLeases(ctx: BootstrapContext, floor: number): Promise<(Leas
       ),
     ),
   );
+  const failed = settled.find((s) => s.status === 'rejected');
+  const results = settled.map((s) => (s.status === 'fulfilled' ? s.value : undefined));
+  return failed ? { results, failure: failed.reason } : { results };
 }
 
 /** Records that the leases exist (`<prefix>.info`), then removes our lock, if we hold one. */
