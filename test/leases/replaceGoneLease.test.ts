@@ -8,6 +8,8 @@ import { RELEASED_AT, RELEASED_BY, UNTAKEN_AT_EPOCH, withoutSignals } from '../.
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import { raiseFence } from '../../src/deadletter/fence.js';
 import { DeadLetterFencedError } from '../../src/errors/DeadLetterFencedError.js';
+import { uncoveredParts } from '../../src/leases/coordinator/splitMerge.js';
+import { FaultEnv, faultyLeaseStore, VirtualClock } from '../support/faults/index.js';
 import { FakePartitions } from './hosts.js';
 
 const naming = (owner: string): LeaseNaming => ({ prefix: 'p.', markerPrefix: 'p.', scheme: 'rxfeed', owner, mode: 'latestVersion', now: () => 1_000 });
@@ -118,6 +120,52 @@ describe('replaceGoneLease', () => {
     expect(await store.read('p.0')).toMatchObject({ owner: 'a' });
     expect((await store.list('p.')).leases.map((l) => l.id)).toEqual(['p.0']);
     expect(await replaceGoneLease(ctx('a'), ownership(lease), 'pos-5')).toMatchObject({ kind: 'replaced', children: ['1', '2'] });
+  });
+});
+
+describe('a retry after its children split again (the simulation, seed 44 of --faults all)', () => {
+  it("leaves a child's own children to it: none is created from the grandparent's older checkpoint", async () => {
+    const store = new MemoryLeaseStore();
+    const parts = new FakePartitions(1);
+    const grandparent = parts.list[0]!;
+    const lease = (await store.createIfAbsent({
+      id: 'p.0', leaseToken: '0', feedRange: grandparent.range, owner: 'a', continuation: 'pos-5', timestampMs: 0, epoch: 3, mode: 'latestVersion', properties: {},
+    }))!;
+    parts.split('0'); // into 1 and 2
+    // a's first attempt creates 1 and 2 at pos-5; its delete of the parent fails.
+    const env = new FaultEnv({ seed: 1, scheduler: new VirtualClock() });
+    const failingDelete = faultyLeaseStore(store, { delete: [{ kind: 'transient', count: 1 }] }, env);
+    const owned = { current: lease, epoch: 3, leaseToken: '0', partition: grandparent, parentDeleteSent: false };
+    await expect(replaceGoneLease({ store: failingDelete, naming: naming('a'), listPartitions: parts.listPartitions }, owned, 'pos-5')).rejects.toThrow(/injected/);
+    // b takes child 1 and reads it on to pos-9; then partition 1 splits too (into 3 and 4).
+    const child = (await store.read('p.1'))!;
+    await store.replace({ ...child, owner: 'b', epoch: 4, continuation: 'pos-9', properties: withoutSignals(child.properties) });
+    parts.split('1');
+
+    // a's retry: the partitions listed now are 2, 3 and 4. 3 and 4 are child 1's to replace, from pos-9.
+    expect(await replaceGoneLease({ store, naming: naming('a'), listPartitions: parts.listPartitions }, owned, 'pos-5')).toMatchObject({ kind: 'replaced', from: 'pos-5' });
+    expect((await store.list('p.')).leases.map((l) => [l.id, l.continuation])).toEqual([
+      ['p.1', 'pos-9'],
+      ['p.2', 'pos-5'],
+    ]);
+    const replacedChild = { current: (await store.read('p.1'))!, epoch: 4, leaseToken: '1', partition: { id: '1', range: child.feedRange! }, parentDeleteSent: false };
+    expect(await replaceGoneLease({ store, naming: naming('b'), listPartitions: parts.listPartitions }, replacedChild, 'pos-9')).toMatchObject({ kind: 'replaced', children: ['3', '4'], from: 'pos-9' });
+    expect((await store.list('p.')).leases.map((l) => [l.id, l.continuation])).toEqual([
+      ['p.2', 'pos-5'],
+      ['p.3', 'pos-9'],
+      ['p.4', 'pos-9'],
+    ]);
+  });
+
+  it('the parts of a listed partition no such child covers get a lease of their own (a merge), and only those', () => {
+    const range = { minInclusive: '', maxExclusive: 'FF' };
+    expect(uncoveredParts(range, [])).toEqual([range]);
+    expect(uncoveredParts(range, [{ minInclusive: '', maxExclusive: '8000' }])).toEqual([{ minInclusive: '8000', maxExclusive: 'FF' }]);
+    expect(uncoveredParts(range, [{ minInclusive: '4000', maxExclusive: '8000' }, { minInclusive: '', maxExclusive: '2000' }])).toEqual([
+      { minInclusive: '2000', maxExclusive: '4000' },
+      { minInclusive: '8000', maxExclusive: 'FF' },
+    ]);
+    expect(uncoveredParts(range, [{ minInclusive: '', maxExclusive: '8000' }, { minInclusive: '8000', maxExclusive: 'FF' }])).toEqual([]);
   });
 });
 

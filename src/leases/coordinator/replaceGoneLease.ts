@@ -1,10 +1,10 @@
-import type { Partition, Position } from '../../core/Partition.js';
+import type { FeedRange, Partition, Position } from '../../core/Partition.js';
 import { UNTAKEN_AT_EPOCH, withoutSignals } from '../balancing.js';
 import type { Lease } from '../Lease.js';
 import { LeaseConflictError } from '../../errors/LeaseConflictError.js';
 import type { LeaseStore } from '../LeaseStore.js';
-import { leaseDocument, type LeaseNaming } from './leaseDocuments.js';
-import { childLeases, coversRange } from './splitMerge.js';
+import { isLeaseOf, leaseDocument, type LeaseNaming } from './leaseDocuments.js';
+import { childLeases, type ChildLease, coversRange, uncoveredParts } from './splitMerge.js';
 
 /** @internal What {@link replaceGoneLease} needs. */
 export interface ReplaceContext {
@@ -50,7 +50,7 @@ export async function replaceGoneLease(
     throw new Error(`partition ${owned.leaseToken} reported gone, but the partitions listed cover only part of its range (the listing lags the split?); retrying`);
   }
   const untaken = { ...withoutSignals(parent.properties), [UNTAKEN_AT_EPOCH]: String(parent.epoch) };
-  for (const c of children) {
+  for (const c of await notYetReplaced(ctx, parent, range, children)) {
     const child = leaseDocument(ctx.naming, c.token, c.range, from, untaken, parent.epoch);
     if (await ctx.store.createIfAbsent(child)) continue;
     // It exists: an earlier attempt (this host's, or a deposed owner's) created it from an older checkpoint of
@@ -68,6 +68,31 @@ export async function replaceGoneLease(
     if (gone !== true) return gone;
   }
   return { kind: 'replaced', children: children.map((c) => c.token), from };
+}
+
+/**
+ * The children this replacement creates: those of `children` (the partitions listed now) that no other
+ * lease under the parent's range covers yet. Such a lease (a descendant: its range lies inside the parent's)
+ * that is not one of `children` was created by an earlier attempt of this replacement (this host's, whose
+ * parent delete failed, or a deposed owner's) and is gone itself by now, split or merged again: the
+ * partitions under its range are its to replace, from its own checkpoint, which is past the parent's.
+ * Created from the parent's checkpoint instead, they would start behind it (the lineage's checkpoint would
+ * move backwards). A listed partition such a lease covers in part (it merged with a part nobody read since
+ * the parent) gets an EPK lease for each part left uncovered.
+ */
+async function notYetReplaced(ctx: ReplaceContext, parent: Lease, range: FeedRange, children: readonly ChildLease[]): Promise<readonly ChildLease[]> {
+  const tokens = new Set(children.map((c) => c.token));
+  const inside = (r: FeedRange) => r.minInclusive >= range.minInclusive && r.maxExclusive <= range.maxExclusive;
+  const listing = await ctx.store.list(ctx.naming.prefix);
+  const descendants = listing.leases
+    .filter((l) => isLeaseOf(ctx.naming, l) && l.id !== parent.id && !tokens.has(l.leaseToken) && l.feedRange !== undefined && inside(l.feedRange))
+    .map((l) => l.feedRange!);
+  if (descendants.length === 0) return children;
+  return children.flatMap((c) => {
+    const parts = uncoveredParts(c.range, descendants);
+    if (parts.length === 1 && parts[0]!.minInclusive === c.range.minInclusive && parts[0]!.maxExclusive === c.range.maxExclusive) return [c];
+    return parts.map((r) => ({ token: `${r.minInclusive}-${r.maxExclusive}`, range: r }));
+  });
 }
 
 /**

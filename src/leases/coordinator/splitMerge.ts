@@ -48,3 +48,20 @@ export function coversRange(children: readonly ChildLease[], parentRange: FeedRa
   }
   return reached >= parentRange.maxExclusive;
 }
+
+/**
+ * The parts of `range` that none of `covers` overlaps, in order (all of `range` when none does). Pure.
+ *
+ * @internal
+ */
+export function uncoveredParts(range: FeedRange, covers: readonly FeedRange[]): FeedRange[] {
+  const sorted = covers.filter((c) => rangesOverlap(c, range)).sort((a, b) => (a.minInclusive < b.minInclusive ? -1 : a.minInclusive > b.minInclusive ? 1 : 0));
+  const parts: FeedRange[] = [];
+  let from = range.minInclusive;
+  for (const c of sorted) {
+    if (c.minInclusive > from) parts.push({ minInclusive: from, maxExclusive: c.minInclusive });
+    if (c.maxExclusive > from) from = c.maxExclusive;
+  }
+  if (from < range.maxExclusive) parts.push({ minInclusive: from, maxExclusive: range.maxExclusive });
+  return parts;
+}
