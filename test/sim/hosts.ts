@@ -2,7 +2,7 @@ import { identity, retry, Subscription, tap, timer } from 'rxjs';
 import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import type { FeedEvent } from '../../src/core/events.js';
 // Public API only (the package entry point), so the reader/coordinator rework can move internals freely.
-import { checkpointEvery, createChangeFeed, materializeToView, processChanges } from '../../src/index.js';
+import { checkpointEvery, createChangeFeed, materializeToView, type PartitionContext, processChanges } from '../../src/index.js';
 import type { Change } from '../../src/core/Change.js';
 import { LeaseLostError } from '../../src/errors/index.js';
 import type { ViewCommit, ViewMode, ViewWrite } from '../../src/sinks/ViewStore.js';
@@ -47,14 +47,18 @@ function handlerWrite(changes: readonly Change<Doc>[], commit: Omit<ViewCommit, 
 
 /**
  * What a careful handler does with its own store: retries a failed write (5 attempts, 100 ms apart) unless
- * the store fenced it (`LeaseLostError` and subclasses: ownership ended, never an item failure).
+ * the store fenced it (`LeaseLostError` and subclasses: ownership ended, never an item failure), and writes
+ * nothing once its ownership ended (`context.signal`, as the `processChanges` docs show): a call may outlast
+ * the ownership (slow or late writes, retries), and the view can fence the old owner only after the new
+ * one wrote.
  */
-async function patiently<R>(write: () => Promise<R>, env: FaultEnv): Promise<R> {
+async function patiently<R>(write: () => Promise<R>, env: FaultEnv, context: PartitionContext): Promise<R> {
   for (let attempt = 1; ; attempt++) {
+    if (context.signal.aborted) throw new LeaseLostError(context.leaseToken, context.owner, undefined);
     try {
       return await write();
     } catch (error) {
-      if (error instanceof LeaseLostError || attempt >= 5) throw error;
+      if (error instanceof LeaseLostError || attempt >= 5 || context.signal.aborted) throw error;
       await env.delay(100);
     }
   }
@@ -193,8 +197,8 @@ export class Hosts {
               }
             }
             const commit = { partition: context.leaseToken, epoch: context.epoch, range: context.partition.range };
-            await patiently(() => view.write(handlerWrite(changes, commit, config.view ?? 'guarded', (c) => c.id)), hostEnv);
-            if (config.groups) await patiently(() => groupView.write(handlerWrite(changes, commit, 'exactlyOnce', (c) => groupOf(c.id))), hostEnv);
+            await patiently(() => view.write(handlerWrite(changes, commit, config.view ?? 'guarded', (c) => c.id)), hostEnv, context);
+            if (config.groups) await patiently(() => groupView.write(handlerWrite(changes, commit, 'exactlyOnce', (c) => groupOf(c.id))), hostEnv, context);
             for (const c of changes) world.deliver(c.id, c.lsn);
           },
         },
