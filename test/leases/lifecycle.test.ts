@@ -104,6 +104,26 @@ describe('a bootstrap whose creates partly fail (the simulation, seed 138 of --f
   });
 });
 
+describe('a bootstrap lock created while the epoch floor could not be read (the simulation, seed 3 of --faults lease,bootstrap)', () => {
+  it('is removed once its create lands: stop() leaves no lock of the stopped host behind', async () => {
+    const clock = new VirtualScheduler(1_000_000);
+    const inner = new MemoryLeaseStore();
+    const env = new FaultEnv({ seed: 1, scheduler: clock });
+    const store = faultyLeaseStore(inner, { createIfAbsent: [{ kind: 'slow', ms: 500, count: 1, key: 'p..lock' }], read: [{ kind: 'transient', count: 1, key: 'p..floor' }] }, env);
+    const a = startHost('a', store, clock, new FakePartitions(2).listPartitions, timings);
+    await clock.advance(10); // the floor's read failed; the lock's create is in flight
+    let stopped = false;
+    const stopping = a.coordinator.stop().then(() => (stopped = true));
+    await clock.advance(10);
+    expect(stopped).toBe(false);
+    await clock.advance(1_000);
+    await stopping;
+    await clock.advance(1_000);
+    expect(await inner.read('p..lock')).toBeUndefined();
+    expect(inner.snapshot().filter((l) => l.owner === 'a')).toEqual([]);
+  });
+});
+
 describe('a renewal that lands after the local deadline ended its ownership (the simulation, seed 53 of --faults all)', () => {
   it('is released once it lands; stop() waits for it and leaves nothing owned by the stopped host', async () => {
     const clock = new VirtualScheduler(1_000_000);
