@@ -19,4 +19,6 @@ export const FOUND_BEING_FIXED: readonly Found[] = [
   { bug: 'stop() during the bootstrap (issue 25 item 3, leases)', invariant: 'write-after-stop', config: { seed: 2, faults: ['bootstrap'], hosts: { min: 2, max: 3 }, chaosMs: 5_000 } },
   { bug: "startFrom 'now' taken at the first read (issue 25 item 1, feed)", invariant: 'change-never-delivered', config: { seed: 9, faults: ['host', 'source'], hosts: { min: 2, max: 4 }, chaosMs: 6_000, start: 'now' } },
   { bug: 'a lease write looping on conflicts without a delay when reads lag (issue 25 suspicion 7, leases)', invariant: 'lease-request-spin', config: { seed: 4, faults: ['late'], hosts: { min: 2, max: 4 }, chaosMs: 8_000 } },
+  { bug: "a failed bootstrap's lock and lease creates landing after stop() (leases; seeds 10, 138, 212, 319 of --faults all)", invariant: 'write-after-stop', config: { seed: 3, faults: ['lease', 'bootstrap'], hosts: { min: 2, max: 2 }, chaosMs: 3_000 } },
+  { bug: "the simulated handler writing on after its ownership ended (the simulation's handler; seeds 63, 85, 254, 348 of --faults all)", invariant: 'write-after-takeover-accepted', config: { seed: 71, faults: ['lease', 'view'], hosts: { min: 2, max: 2 }, chaosMs: 10_000, groups: true, form: 'handler' } },
 ];
