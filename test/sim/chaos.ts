@@ -19,6 +19,7 @@ export async function runChaos(sim: Sim, world: World, hosts: Hosts, advance: (m
   if (bootstrap) interruptBootstraps(sim, hosts, bootstrap);
   for (let i = 0; i < 50 + int(150); i++) world.write();
   let storm = false;
+  const topology = faults.has('topology') ? sim.randomFor('topology') : undefined;
   for (let t = 0; t < chaosMs; t += TICK_MS) {
     for (let n = int(4); n > 0; n--) world.write();
     if (faults.has('host') && random() < 0.03) {
@@ -63,6 +64,12 @@ export async function runChaos(sim: Sim, world: World, hosts: Hosts, advance: (m
           env.turnOff('storm');
         }, 1_000 + int(3_000));
       }
+    }
+    if (topology) {
+      // Merges (and splits, so that merged partitions split and split ones merge), from a PRNG of their own.
+      const r = topology();
+      if (r < 0.006) world.merge(topology);
+      else if (r < 0.01) world.split(topology);
     }
     if (bootstrap && bootstrap() < 0.01 && hosts.alive().length < config.hosts.max) {
       // A host that joins and is stopped or crashes before its first leases are settled.

@@ -60,6 +60,7 @@ export class ObservedStores {
       createIfAbsent: async (lease) => {
         const created = await leaseMemory.createIfAbsent(lease);
         if (created) this.#checkStopped(lease, created, 'created', violate);
+        if (created && created.feedRange && world.registerToken(created.leaseToken, created.feedRange)) sim.tally('lease.epkCreated');
         if (created) {
           // A split child continues its parent's LSNs; a merged child starts at the lowest of its parents'.
           const parents = world.parentsOf.get(created.leaseToken) ?? [];
