@@ -88,7 +88,7 @@ export class World {
     for (const p of this.memory.partitions()) this.#lineage.set(p.id, { range: p.range, born: 0 });
     this.#history.push({ atMs: sim.clock.now(), partitions: this.memory.partitions() });
     const history = this.#history;
-    const world = this;
+    const latest = () => this.#latestChange;
     this.listings = {
       at(atMs) {
         let found = history[0]!.partitions;
@@ -96,7 +96,7 @@ export class World {
         return found;
       },
       get latestChange() {
-        return world.#latestChange;
+        return latest();
       },
     };
   }

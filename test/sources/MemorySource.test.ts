@@ -139,7 +139,7 @@ describe('MemorySource', () => {
   it('merge: both parents are gone, the child holds both logs and continues above both LSNs', async () => {
     const source = new MemorySource<Doc>({ partitions: 2, mode: 'allVersionsAndDeletes' });
     for (let i = 0; i < 40; i++) source.write({ id: `d${i}`, n: i });
-    const [left, right] = source.partitions();
+    const [left] = source.partitions();
     const leftPosition = (await readAll(source, left!)).position;
     const merged = source.merge('0', '1');
     expect(merged.parents).toEqual(['0', '1']);
