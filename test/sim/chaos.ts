@@ -9,7 +9,7 @@ import type { World } from './world.js';
  * in storms, each tick of {@link TICK_MS}, for `chaosMs`. `advance` moves virtual time and checks the
  * invariants that hold throughout.
  */
-export async function runChaos(sim: Sim, world: World, hosts: Hosts, advance: (ms: number) => Promise<void>): Promise<void> {
+export async function runChaos(sim: Sim, world: World, hosts: Hosts, advance: (ms: number) => Promise<void>, tick: () => void = () => undefined): Promise<void> {
   const { config, faults, random, int, clock, env } = sim;
   const chaosMs = config.chaosMs ?? 30_000;
   await world.writeBeforeStart(advance);
@@ -76,6 +76,7 @@ export async function runChaos(sim: Sim, world: World, hosts: Hosts, advance: (m
       interruptBootstraps(sim, hosts, bootstrap, hosts.join());
     }
     hosts.clocks.tick(hosts.running());
+    tick(); // the fault sets with a chaos of their own (admin operations)
     await advance(TICK_MS);
   }
 }

@@ -165,8 +165,8 @@ export class Hosts {
     const source = gateSource(trackReads(faultySource(listed, plans.source, env), reads, () => clock.now()), hostClock);
     const ref: { host?: SimHost } = {};
     const leases = gateLeaseStore(stores.tagWrites(faultyLeaseStore(stores.leasesFor(name), plans.lease, env), () => ref.host!, sim), hostClock);
-    const view = gateViewStore(stores.markDeposed(faultyViewStore(stores.view, plans.view, env), () => ref.host!), hostClock);
-    const groupView = gateViewStore(stores.markDeposed(faultyViewStore(stores.groupView, plans.view, env), () => ref.host!), hostClock);
+    const view = gateViewStore(stores.markDeposed(faultyViewStore(stores.view, plans.view, env), () => ref.host!, sim), hostClock);
+    const groupView = gateViewStore(stores.markDeposed(faultyViewStore(stores.groupView, plans.view, env), () => ref.host!, sim), hostClock);
     const deadLetters = gateDeadLetterSink(faultyDeadLetterSink(stores.deadLetters, plans.deadLetter, env), hostClock);
     const onFailure = config.policy === 'halt' ? { retry: RETRY, halt: true as const, scheduler: hostClock } : { retry: RETRY, deadLetter: deadLetters, scheduler: hostClock };
     // Without the `poison` fault set or the handler form, the pipeline is the one older seeds ran.
@@ -259,7 +259,7 @@ export class Hosts {
   #checkOwner(host: SimHost, partition: string, epoch: number): void {
     if (host.everPaused) return;
     const lease = this.stores.leaseOf(partition);
-    if (lease && lease.epoch > epoch && lease.owner !== null && lease.owner !== host.name) {
+    if (lease && lease.epoch > epoch && lease.owner !== null && lease.owner !== host.name && !this.stores.fencedByAdmin(partition, epoch, this.sim.clock.now())) {
       this.sim.violations.report(
         'two-live-owners',
         `${host.name} (clock ${Math.round(host.clock.skewMs)} ms off) emitted a batch of ${partition} at epoch ${epoch} after ${lease.owner} took it at epoch ${lease.epoch}`,
