@@ -12,11 +12,10 @@ import type { ViewMode } from '../../src/sinks/ViewStore.js';
  * crash while they bootstrap, leaving the bootstrap lock behind (`bootstrap`), and changes no handler can
  * process, handlers that fail once, and a dead-letter store that fails, slows down or loses replies (`poison`),
  * and the source's other shapes (`topology`: merges read on as EPK-range leases, a gone parent that still
- * answers what it held, listings that lag or miss a child for a moment), lease writes sent in bulk that land
- * partly (`bulk`), admin operations run against live hosts (`admin`: rewind, release, reset) and an SSE hub
- * observing the view with clients that connect, lag and resume (`sse`).
+ * answers what it held, listings that lag or miss a child for a moment) and admin operations run against
+ * live hosts (`admin`: rewind, release, reset).
  */
-export const FAULT_SETS = ['lease', 'source', 'hang', 'view', 'host', 'sink', 'twin', 'clock', 'late', 'bootstrap', 'poison', 'topology', 'bulk', 'admin', 'sse'] as const;
+export const FAULT_SETS = ['lease', 'source', 'hang', 'view', 'host', 'sink', 'twin', 'clock', 'late', 'bootstrap', 'poison', 'topology', 'admin'] as const;
 export type FaultSet = (typeof FAULT_SETS)[number];
 
 /** One simulation run; everything else is derived from `seed`. */
