@@ -118,18 +118,6 @@ export class ObservedStores {
         }
       },
     };
-    const observed = this.leases;
-    const mark = <L extends object>(lease: L): L => {
-      this.#adminWrites.add(lease);
-      return lease;
-    };
-    this.admin = {
-      list: (prefix) => observed.list(prefix),
-      read: (id) => observed.read(id),
-      createIfAbsent: (lease) => observed.createIfAbsent(lease),
-      replace: (lease) => observed.replace(mark(lease)),
-      delete: (lease) => observed.delete(mark(lease)),
-    };
     if (sim.faults.has('late')) {
       const lagMs = 50 + Math.floor(sim.randomFor('late')() * 350);
       const lagging = laggingLeaseStore(this.leases, sim.clock, lagMs);
@@ -138,6 +126,19 @@ export class ObservedStores {
     } else {
       this.leasesFor = () => this.leases;
     }
+    const mark = <L extends object>(lease: L): L => {
+      this.#adminWrites.add(lease);
+      return lease;
+    };
+    // The operator is a session of its own: under `late`, hosts see its writes once replicated.
+    const operator = this.leasesFor('admin');
+    this.admin = {
+      list: (prefix) => operator.list(prefix),
+      read: (id) => operator.read(id),
+      createIfAbsent: (lease) => operator.createIfAbsent(lease),
+      replace: (lease) => operator.replace(mark(lease)),
+      delete: (lease) => operator.delete(mark(lease)),
+    };
 
     this.view = this.#observeView(this.viewMemory, 'view', sim, world);
     this.deadLetters = {
