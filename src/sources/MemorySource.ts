@@ -18,6 +18,12 @@ export interface MemorySourceOptions {
   readonly scheduler?: SchedulerLike;
   /** Name used in logs. Default `'memory'`. */
   readonly description?: string;
+  /**
+   * Reads of a split or merged partition still answer the changes it held until a read reaches its last one,
+   * and only then throw {@link PartitionGoneError} (as a feed whose routing information lags the split does).
+   * Default `false`: a gone partition throws at once.
+   */
+  readonly drainGone?: boolean;
 }
 
 /** Options of one write to a {@link MemorySource}. */
@@ -85,6 +91,8 @@ interface MemoryPartition<T> {
   lsn: number;
   lastTimestampMs: number;
   gone: boolean;
+  /** Timestamps never decrease along the log (false for a merged log, whose parents' entries interleave). */
+  readonly timeOrdered: boolean;
 }
 
 interface StoredDocument<T> {
@@ -95,6 +103,12 @@ interface StoredDocument<T> {
 /** Hashed keys live in `[0, KEY_END)`; `KEY_END` is written as `'FF'`, the exclusive end of the key space. */
 const KEY_END = 0xff000000;
 const POSITION_PREFIX = 'mem:';
+
+function hexToKey(hex: string): number {
+  if (hex === '') return 0;
+  if (hex === 'FF') return KEY_END;
+  return parseInt(hex, 16);
+}
 
 function keyToHex(key: number): string {
   if (key <= 0) return '';
@@ -131,8 +145,15 @@ function firstAfterLsn<T>(log: readonly Entry<T>[], lsn: number): number {
   return lo;
 }
 
-/** Index of the first entry committed at or after `timestampMs`. */
-function firstAtOrAfterTime<T>(log: readonly Entry<T>[], timestampMs: number): number {
+/**
+ * Index of the first entry committed at or after `timestampMs`. A log whose timestamps are not ordered (a
+ * merged one) is scanned: reading from that index may return some older entries too, never misses one.
+ */
+function firstAtOrAfterTime<T>(log: readonly Entry<T>[], timestampMs: number, timeOrdered = true): number {
+  if (!timeOrdered) {
+    const index = log.findIndex((e) => e.change.timestampMs >= timestampMs);
+    return index < 0 ? log.length : index;
+  }
   let lo = 0;
   let hi = log.length;
   while (lo < hi) {
@@ -171,6 +192,7 @@ function abortError(signal: AbortSignal): unknown {
  * const source = new MemorySource<{ id: string; n: number }>({ partitions: 4 });
  * source.write({ id: 'a', n: 1 });
  * source.split('0'); // partition 0 is gone; two children continue its log
+ * source.merge('1', '2'); // adjacent partitions 1 and 2 are gone; one child holds both logs
  * ```
  * @see {@link Source}
  */
@@ -187,6 +209,7 @@ export class MemorySource<T = unknown> implements Source<T> {
   #live: MemoryPartition<T>[] = [];
   readonly #documents = new Map<string, StoredDocument<T>>();
   readonly #faults: { fault: MemoryFault; left: number }[] = [];
+  readonly #drainGone: boolean;
   #nextId = 0;
   #writes = 0;
 
@@ -206,6 +229,7 @@ export class MemorySource<T = unknown> implements Source<T> {
     this.description = options.description ?? 'memory';
     this.#now = options.now ?? Date.now;
     this.#scheduler = options.scheduler ?? asyncScheduler;
+    this.#drainGone = options.drainGone ?? false;
     for (let i = 0; i < count; i++) {
       this.#addPartition(Math.floor((i * KEY_END) / count), Math.floor(((i + 1) * KEY_END) / count), [], 0, 0);
     }
@@ -312,48 +336,93 @@ export class MemorySource<T = unknown> implements Source<T> {
     parent.gone = true;
     const mid = parent.min + Math.floor((parent.max - parent.min) / 2);
     const inRange = (lo: number, hi: number) => parent.log.filter((e) => e.key >= lo && e.key < hi);
-    const left = this.#addPartition(parent.min, mid, inRange(parent.min, mid), parent.lsn, parent.lastTimestampMs, [
-      partitionId,
-    ]);
-    const right = this.#addPartition(mid, parent.max, inRange(mid, parent.max), parent.lsn, parent.lastTimestampMs, [
-      partitionId,
-    ]);
+    const left = this.#addPartition(parent.min, mid, inRange(parent.min, mid), parent.lsn, parent.lastTimestampMs, [partitionId], parent.timeOrdered);
+    const right = this.#addPartition(mid, parent.max, inRange(mid, parent.max), parent.lsn, parent.lastTimestampMs, [partitionId], parent.timeOrdered);
     this.#live = this.#live.filter((p) => p !== parent);
     return [left.partition, right.partition];
+  }
+
+  /**
+   * Merges two adjacent live partitions into one, as Cosmos DB merges partition key ranges. Both parents are
+   * gone; the child (a new id, listing both as `parents`) covers their two ranges and holds both logs, and
+   * its LSNs continue above the higher of theirs, so a position read from either parent stays valid for that
+   * parent's part of the child. A lease of a parent then goes on as an EPK-range lease: a partition whose id
+   * is unknown and whose `range` lies inside one live partition is read as that part of it (only the changes
+   * of keys in the range), and is gone only when no one live partition covers its range any more.
+   *
+   * @example
+   * ```ts
+   * const source = new MemorySource({ partitions: 2 });
+   * const merged = source.merge('0', '1'); // { id: '2', range: { minInclusive: '', maxExclusive: 'FF' }, parents: ['0', '1'] }
+   * ```
+   * @returns the merged child.
+   */
+  merge(leftId: string, rightId: string): Partition {
+    const left = this.#get(leftId);
+    const right = this.#get(rightId);
+    if (left.gone || right.gone) throw new RxfeedError(`partition ${left.gone ? leftId : rightId} is already gone`);
+    if (left.max !== right.min) throw new RxfeedError(`partitions ${leftId} and ${rightId} are not adjacent (left's range must end where right's starts)`);
+    left.gone = true;
+    right.gone = true;
+    // Both logs, in LSN order (equal LSNs of the two parents stay together, the left one's first).
+    const log: Entry<T>[] = [];
+    let i = 0;
+    let j = 0;
+    while (i < left.log.length || j < right.log.length) {
+      const a = left.log[i];
+      const b = right.log[j];
+      if (b === undefined || (a !== undefined && a.change.lsn <= b.change.lsn)) log.push(left.log[i++]!);
+      else log.push(right.log[j++]!);
+    }
+    const child = this.#addPartition(left.min, right.max, log, Math.max(left.lsn, right.lsn), Math.max(left.lastTimestampMs, right.lastTimestampMs), [leftId, rightId], false);
+    this.#live = this.#live.filter((p) => p !== left && p !== right);
+    return child.partition;
   }
 
   async read(request: ReadRequest): Promise<Page<T>> {
     const { signal } = request;
     if (signal?.aborted) throw abortError(signal);
-    const target = this.#get(request.partition.id);
-    await this.#applyFaults(target.partition.id, signal);
-    if (target.gone) throw new PartitionGoneError(target.partition.id);
+    const epk = this.#epk(request.partition);
+    const target = epk?.target ?? this.#get(request.partition.id);
+    await this.#applyFaults(request.partition.id, signal);
+    if (epk === null) throw new PartitionGoneError(request.partition.id);
     const max = request.maxItemCount;
     if (!Number.isInteger(max) || max < 1) throw new RxfeedError(`maxItemCount must be a positive integer, got ${max}`);
+    const inRange = epk ? (e: Entry<T>) => e.key >= epk.min && e.key < epk.max : () => true;
 
     const from = request.from;
     let start: number;
     if (from === 'now') {
+      if (target.gone) throw new PartitionGoneError(target.partition.id);
       return { changes: [], position: positionOf(target.lsn), latestLsn: target.lsn };
     } else if (from === 'beginning') {
       start = 0;
     } else if (from instanceof Date) {
-      start = firstAtOrAfterTime(target.log, from.getTime());
+      start = firstAtOrAfterTime(target.log, from.getTime(), target.timeOrdered);
     } else {
       start = firstAfterLsn(target.log, lsnOf(from.position));
     }
+    // A gone partition answers what it held until it is read to the end (with `drainGone`), then is gone.
+    if (target.gone && !(this.#drainGone && start < target.log.length)) throw new PartitionGoneError(target.partition.id);
 
     const changes: Change<T>[] = [];
     const log = target.log;
     const latestOnly = this.mode === 'latestVersion';
-    for (let i = start; i < log.length && changes.length < max; i++) {
+    let i = start;
+    for (; i < log.length && changes.length < max; i++) {
       const entry = log[i]!;
-      if (latestOnly && (entry.superseded || entry.deleted)) continue;
+      if (!inRange(entry) || (latestOnly && (entry.superseded || entry.deleted))) continue;
       changes.push(entry.change);
+    }
+    // A merged log holds equal LSNs of its two parents: a page never ends between them (one transaction).
+    const last = changes[changes.length - 1];
+    for (; last && i < log.length && log[i]!.change.lsn === last.lsn; i++) {
+      const entry = log[i]!;
+      if (inRange(entry) && !(latestOnly && (entry.superseded || entry.deleted))) changes.push(entry.change);
     }
     // A full page resumes after its last change; otherwise everything up to the end was scanned (including
     // entries this mode hides), so the position is the partition's latest LSN.
-    const lsn = changes.length === max ? changes[changes.length - 1]!.lsn : target.lsn;
+    const lsn = changes.length >= max ? changes[changes.length - 1]!.lsn : target.lsn;
     return { changes, position: positionOf(lsn), latestLsn: target.lsn };
   }
 
@@ -366,11 +435,27 @@ export class MemorySource<T = unknown> implements Source<T> {
    * ```
    */
   async positionAt(partition: Partition, at: 'beginning' | 'now' | Date): Promise<Position> {
-    const target = this.#get(partition.id);
+    const epk = this.#epk(partition);
+    if (epk === null) throw new PartitionGoneError(partition.id);
+    const target = epk?.target ?? this.#get(partition.id);
     if (target.gone) throw new PartitionGoneError(target.partition.id);
     if (at === 'now') return positionOf(target.lsn);
-    const first = at === 'beginning' ? 0 : firstAtOrAfterTime(target.log, at.getTime());
+    const first = at === 'beginning' ? 0 : firstAtOrAfterTime(target.log, at.getTime(), target.timeOrdered);
+    if (!target.timeOrdered) return positionOf(first < target.log.length ? target.log[first]!.change.lsn - 1 : target.lsn);
     return positionOf(first > 0 ? target.log[first - 1]!.change.lsn : (target.log[0]?.change.lsn ?? target.lsn + 1) - 1);
+  }
+
+  /**
+   * An EPK-range partition (a lease over part of a merged partition: an id this source never gave): the live
+   * partition whose range holds it whole and the key bounds to read, `null` when no one live partition holds
+   * it (it was cut: gone), or `undefined` for a partition of this source.
+   */
+  #epk(partition: Partition): { readonly target: MemoryPartition<T>; readonly min: number; readonly max: number } | null | undefined {
+    if (this.#partitions.has(partition.id) || !partition.range) return undefined;
+    const min = hexToKey(partition.range.minInclusive);
+    const max = hexToKey(partition.range.maxExclusive);
+    const target = this.#live.find((p) => p.min <= min && max <= p.max);
+    return target ? { target, min, max } : null;
   }
 
   #docKey(id: string, partitionKey: unknown): string {
@@ -395,11 +480,12 @@ export class MemorySource<T = unknown> implements Source<T> {
     lsn: number,
     lastTimestampMs: number,
     parents?: readonly string[],
+    timeOrdered = true,
   ): MemoryPartition<T> {
     const range: FeedRange = { minInclusive: keyToHex(min), maxExclusive: keyToHex(max) };
     const id = String(this.#nextId++);
     const partition: Partition = parents ? { id, range, parents } : { id, range };
-    const p: MemoryPartition<T> = { partition, min, max, log, lsn, lastTimestampMs, gone: false };
+    const p: MemoryPartition<T> = { partition, min, max, log, lsn, lastTimestampMs, gone: false, timeOrdered };
     this.#partitions.set(id, p);
     this.#live.push(p);
     this.#live.sort((a, b) => a.min - b.min);

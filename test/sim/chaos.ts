@@ -9,7 +9,7 @@ import type { World } from './world.js';
  * in storms, each tick of {@link TICK_MS}, for `chaosMs`. `advance` moves virtual time and checks the
  * invariants that hold throughout.
  */
-export async function runChaos(sim: Sim, world: World, hosts: Hosts, advance: (ms: number) => Promise<void>): Promise<void> {
+export async function runChaos(sim: Sim, world: World, hosts: Hosts, advance: (ms: number) => Promise<void>, tick: () => void = () => undefined): Promise<void> {
   const { config, faults, random, int, clock, env } = sim;
   const chaosMs = config.chaosMs ?? 30_000;
   await world.writeBeforeStart(advance);
@@ -19,6 +19,7 @@ export async function runChaos(sim: Sim, world: World, hosts: Hosts, advance: (m
   if (bootstrap) interruptBootstraps(sim, hosts, bootstrap);
   for (let i = 0; i < 50 + int(150); i++) world.write();
   let storm = false;
+  const topology = faults.has('topology') ? sim.randomFor('topology') : undefined;
   for (let t = 0; t < chaosMs; t += TICK_MS) {
     for (let n = int(4); n > 0; n--) world.write();
     if (faults.has('host') && random() < 0.03) {
@@ -64,11 +65,18 @@ export async function runChaos(sim: Sim, world: World, hosts: Hosts, advance: (m
         }, 1_000 + int(3_000));
       }
     }
+    if (topology) {
+      // Merges (and splits, so that merged partitions split and split ones merge), from a PRNG of their own.
+      const r = topology();
+      if (r < 0.006) world.merge(topology);
+      else if (r < 0.01) world.split(topology);
+    }
     if (bootstrap && bootstrap() < 0.01 && hosts.alive().length < config.hosts.max) {
       // A host that joins and is stopped or crashes before its first leases are settled.
       interruptBootstraps(sim, hosts, bootstrap, hosts.join());
     }
     hosts.clocks.tick(hosts.running());
+    tick(); // the fault sets with a chaos of their own (admin operations)
     await advance(TICK_MS);
   }
 }

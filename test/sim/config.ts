@@ -10,9 +10,12 @@ import type { ViewMode } from '../../src/sinks/ViewStore.js';
  * view writes that land seconds later, as a long transaction or a pool wait does; lease listings and reads
  * that lag the store's writes by 50–400 ms), and hosts that stop or
  * crash while they bootstrap, leaving the bootstrap lock behind (`bootstrap`), and changes no handler can
- * process, handlers that fail once, and a dead-letter store that fails, slows down or loses replies (`poison`).
+ * process, handlers that fail once, and a dead-letter store that fails, slows down or loses replies (`poison`),
+ * and the source's other shapes (`topology`: merges read on as EPK-range leases, a gone parent that still
+ * answers what it held, listings that lag or miss a child for a moment) and admin operations run against
+ * live hosts (`admin`: rewind, release, reset).
  */
-export const FAULT_SETS = ['lease', 'source', 'hang', 'view', 'host', 'sink', 'twin', 'clock', 'late', 'bootstrap', 'poison'] as const;
+export const FAULT_SETS = ['lease', 'source', 'hang', 'view', 'host', 'sink', 'twin', 'clock', 'late', 'bootstrap', 'poison', 'topology', 'admin'] as const;
 export type FaultSet = (typeof FAULT_SETS)[number];
 
 /** One simulation run; everything else is derived from `seed`. */
@@ -54,10 +57,12 @@ export interface SimConfig {
   readonly start?: 'beginning' | 'now' | 'time' | 'function';
   /** How lease documents are named: rxfeed's layout (default) or the .NET processor's (`'dotnet'`). */
   readonly leaseScheme?: 'rxfeed' | 'dotnet';
+  /** How the source's positions look: `mem:<lsn>` (default) or opaque continuation documents (`'opaque'`). */
+  readonly positions?: 'lsn' | 'opaque';
 }
 
 /** What a product variant sets: the options of {@link SimConfig} that `--faults all` draws per seed. */
-export type Variant = Pick<SimConfig, 'view' | 'groups' | 'balanceBy' | 'form' | 'policy' | 'start' | 'leaseScheme'>;
+export type Variant = Pick<SimConfig, 'view' | 'groups' | 'balanceBy' | 'form' | 'policy' | 'start' | 'leaseScheme' | 'positions'>;
 
 const STARTS = ['beginning', 'now', 'time', 'function'] as const;
 
@@ -75,6 +80,8 @@ export function drawVariant(seed: number): Required<Variant> {
     policy: random() < 0.7 ? 'deadLetter' : 'halt',
     start: STARTS[Math.floor(random() * STARTS.length)]!,
     leaseScheme: random() < 0.25 ? 'dotnet' : 'rxfeed',
+    // Drawn last: the draws above stay what they were before this option existed.
+    positions: random() < 0.5 ? 'opaque' : 'lsn',
   };
 }
 
@@ -143,5 +150,6 @@ export function replayLine(config: SimConfig): string {
   const policy = config.policy !== undefined ? ` --policy ${config.policy}` : '';
   const start = config.start !== undefined ? ` --start ${config.start}` : '';
   const scheme = config.leaseScheme !== undefined ? ` --lease-scheme ${config.leaseScheme}` : '';
-  return `npm run sim -- --seed ${config.seed} --faults ${config.faults.join(',') || 'none'} --hosts ${config.hosts.min}-${config.hosts.max}${chaos}${onError}${balance}${view}${groups}${form}${policy}${start}${scheme}`;
+  const positions = config.positions !== undefined ? ` --positions ${config.positions}` : '';
+  return `npm run sim -- --seed ${config.seed} --faults ${config.faults.join(',') || 'none'} --hosts ${config.hosts.min}-${config.hosts.max}${chaos}${onError}${balance}${view}${groups}${form}${policy}${start}${scheme}${positions}`;
 }

@@ -7,7 +7,7 @@ import type { Change } from '../../src/core/Change.js';
 import { LeaseLostError } from '../../src/errors/index.js';
 import type { ViewCommit, ViewMode, ViewWrite } from '../../src/sinks/ViewStore.js';
 import type { ReadRequest, Source } from '../../src/sources/Source.js';
-import { type FaultEnv, faultyDeadLetterSink, gateDeadLetterSink, faultyLeaseStore, faultySource, faultyStep, faultyViewStore, gateLeaseStore, gateSource, gateViewStore, type HostClock } from '../support/faults/index.js';
+import { laggingListings, type FaultEnv, faultyDeadLetterSink, gateDeadLetterSink, faultyLeaseStore, faultySource, faultyStep, faultyViewStore, gateLeaseStore, gateSource, gateViewStore, type HostClock } from '../support/faults/index.js';
 import { leaseNaming, TIMINGS } from './config.js';
 import type { Sim } from './context.js';
 import type { FaultPlans } from './faultPlans.js';
@@ -36,12 +36,12 @@ export interface Processor {
 const RETRY = { attempts: 3, initialBackoffMs: 50, maxBackoffMs: 400, jitter: 0 } as const;
 
 /** The view write a handler makes for its changes (one partition, in order). */
-function handlerWrite(changes: readonly Change<Doc>[], commit: Omit<ViewCommit, 'position' | 'lsn'>, mode: ViewMode, key: (c: Change<Doc>) => string): ViewWrite<Row> {
+function handlerWrite(changes: readonly Change<Doc>[], commit: Omit<ViewCommit, 'position' | 'lsn'>, mode: ViewMode, key: (c: Change<Doc>) => string, positionOf: (lsn: number) => string): ViewWrite<Row> {
   const last = changes[changes.length - 1]!.lsn;
   return {
     mode,
     changes: changes.map((c) => ({ key: key(c), row: c.document ? { v: c.document.v } : undefined, lsn: c.lsn, timestampMs: c.timestampMs, partition: commit.partition })),
-    partitions: [{ ...commit, position: `mem:${last}`, lsn: last }],
+    partitions: [{ ...commit, position: positionOf(last), lsn: last }],
   };
 }
 
@@ -154,11 +154,23 @@ export class Hosts {
     const hostEnv = env.withScheduler(hostClock);
     const reads = new Map<string, ReadActivity>();
     // Outermost first: the host's gate, then the seam's faults, then the shared stores.
-    const source = gateSource(trackReads(faultySource(world.memory, plans.source, env), reads, () => clock.now()), hostClock);
+    // Under `topology`, this process's listings lag splits and merges now and then (its routing map's cache).
+    const listed = sim.faults.has('topology')
+      ? laggingListings(world.source, world.listings, {
+          now: () => clock.now(),
+          random: sim.randomFor(`topology:list:${name}:${clock.now()}`),
+          lagMs: 200 + Math.floor(sim.randomFor(`topology:lag:${name}:${clock.now()}`)() * 800),
+          staleChance: 0.3,
+          missChance: 0.2,
+          on: () => env.enabled,
+          struck: (kind) => sim.tally(`source.listing.${kind}`),
+        })
+      : world.source;
+    const source = gateSource(trackReads(faultySource(listed, plans.source, env), reads, () => clock.now()), hostClock);
     const ref: { host?: SimHost } = {};
     const leases = gateLeaseStore(stores.tagWrites(faultyLeaseStore(stores.leasesFor(name), plans.lease, env), () => ref.host!, sim), hostClock);
-    const view = gateViewStore(stores.markDeposed(faultyViewStore(stores.view, plans.view, env), () => ref.host!), hostClock);
-    const groupView = gateViewStore(stores.markDeposed(faultyViewStore(stores.groupView, plans.view, env), () => ref.host!), hostClock);
+    const view = gateViewStore(stores.markDeposed(faultyViewStore(stores.view, plans.view, env), () => ref.host!, sim), hostClock);
+    const groupView = gateViewStore(stores.markDeposed(faultyViewStore(stores.groupView, plans.view, env), () => ref.host!, sim), hostClock);
     const deadLetters = gateDeadLetterSink(faultyDeadLetterSink(stores.deadLetters, plans.deadLetter, env), hostClock);
     const onFailure = config.policy === 'halt' ? { retry: RETRY, halt: true as const, scheduler: hostClock } : { retry: RETRY, deadLetter: deadLetters, scheduler: hostClock };
     // Without the `poison` fault set or the handler form, the pipeline is the one older seeds ran.
@@ -197,8 +209,9 @@ export class Hosts {
               }
             }
             const commit = { partition: context.leaseToken, epoch: context.epoch, range: context.partition.range };
-            await patiently(() => view.write(handlerWrite(changes, commit, config.view ?? 'guarded', (c) => c.id)), hostEnv, context);
-            if (config.groups) await patiently(() => groupView.write(handlerWrite(changes, commit, 'exactlyOnce', (c) => groupOf(c.id))), hostEnv, context);
+            const positionOf = (lsn: number) => world.positionOf(lsn);
+            await patiently(() => view.write(handlerWrite(changes, commit, config.view ?? 'guarded', (c) => c.id, positionOf)), hostEnv, context);
+            if (config.groups) await patiently(() => groupView.write(handlerWrite(changes, commit, 'exactlyOnce', (c) => groupOf(c.id), positionOf)), hostEnv, context);
             for (const c of changes) world.deliver(c.id, c.lsn);
           },
         },
@@ -250,7 +263,7 @@ export class Hosts {
   #checkOwner(host: SimHost, partition: string, epoch: number): void {
     if (host.everPaused) return;
     const lease = this.stores.leaseOf(partition);
-    if (lease && lease.epoch > epoch && lease.owner !== null && lease.owner !== host.name) {
+    if (lease && lease.epoch > epoch && lease.owner !== null && lease.owner !== host.name && !this.stores.fencedByAdmin(partition, epoch, this.sim.clock.now())) {
       this.sim.violations.report(
         'two-live-owners',
         `${host.name} (clock ${Math.round(host.clock.skewMs)} ms off) emitted a batch of ${partition} at epoch ${epoch} after ${lease.owner} took it at epoch ${lease.epoch}`,

@@ -4,7 +4,7 @@ import type { Lease } from '../../src/leases/Lease.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import type { ViewStore, ViewWrite } from '../../src/sinks/ViewStore.js';
 import { laggingLeaseStore } from '../support/faults/index.js';
-import { leaseNaming } from './config.js';
+import { leaseNaming, TIMINGS } from './config.js';
 import type { Sim } from './context.js';
 import { type Doc, lsnOf, type World } from './world.js';
 
@@ -48,6 +48,14 @@ export class ObservedStores {
   readonly #issuedBy = new WeakMap<object, { readonly name: string; readonly stopped: boolean }>();
 
   readonly #leaseId: (token: string) => string;
+  /** Lease writes and deletes issued by an admin operation (see {@link ObservedStores.admin}). */
+  readonly #adminWrites = new WeakSet<object>();
+  /** Epochs an admin operation fenced, per lease token, and when. */
+  readonly #adminFences = new Map<string, { readonly epoch: number; readonly atMs: number }[]>();
+  /** The highest epoch ever stored per lease document (deletes included), for `epoch-went-back`. */
+  readonly #maxEpoch = new Map<string, number>();
+  /** The lease store as admin operations see it (the current one: no lag, no faults). */
+  readonly admin: LeaseStore;
 
   constructor(sim: Sim, world: World) {
     this.#leaseId = leaseNaming(sim.config).id;
@@ -60,6 +68,14 @@ export class ObservedStores {
       createIfAbsent: async (lease) => {
         const created = await leaseMemory.createIfAbsent(lease);
         if (created) this.#checkStopped(lease, created, 'created', violate);
+        if (created && created.feedRange && world.registerToken(created.leaseToken, created.feedRange)) sim.tally('lease.epkCreated');
+        if (created?.feedRange !== undefined) {
+          const highest = this.#maxEpoch.get(created.id);
+          if (highest !== undefined && created.epoch < highest) {
+            violate('epoch-went-back', `lease ${created.id} created at epoch ${created.epoch}, below ${highest}, the highest it had before (stores that fence by epoch would refuse its writes)`);
+          }
+          this.#maxEpoch.set(created.id, Math.max(highest ?? 0, created.epoch));
+        }
         if (created) {
           // A split child continues its parent's LSNs; a merged child starts at the lowest of its parents'.
           const parents = world.parentsOf.get(created.leaseToken) ?? [];
@@ -75,6 +91,13 @@ export class ObservedStores {
       replace: async (lease) => {
         const before = this.lease(lease.id);
         const after = await leaseMemory.replace(lease);
+        this.#maxEpoch.set(after.id, Math.max(this.#maxEpoch.get(after.id) ?? 0, after.epoch));
+        if (this.#adminWrites.has(lease)) {
+          // A rewind moves the checkpoint where it was told to (back, to re-deliver); a release keeps it.
+          if (before) this.#fenced(before.leaseToken, before.epoch, sim.clock.now());
+          lastContinuation.set(after.leaseToken, lsnOf(after.continuation));
+          return after;
+        }
         this.#checkStopped(lease, after, 'written', violate);
         if (before && after.epoch < before.epoch) {
           violate('deposed-lease-write-accepted', `lease ${after.leaseToken}: epoch ${after.epoch} written over ${before.epoch} by ${after.owner}`);
@@ -85,7 +108,15 @@ export class ObservedStores {
         lastContinuation.set(after.leaseToken, Math.max(lastContinuation.get(after.leaseToken) ?? -1, lsnOf(after.continuation)));
         return after;
       },
-      delete: (lease) => leaseMemory.delete(lease),
+      delete: async (lease) => {
+        await leaseMemory.delete(lease);
+        if (this.#adminWrites.has(lease)) {
+          // A reset: positions start over, so later leases (of any token, split children of gone parents too)
+          // start from the configured start.
+          this.#fenced(lease.leaseToken, lease.epoch, sim.clock.now());
+          lastContinuation.clear();
+        }
+      },
     };
     if (sim.faults.has('late')) {
       const lagMs = 50 + Math.floor(sim.randomFor('late')() * 350);
@@ -95,6 +126,19 @@ export class ObservedStores {
     } else {
       this.leasesFor = () => this.leases;
     }
+    const mark = <L extends object>(lease: L): L => {
+      this.#adminWrites.add(lease);
+      return lease;
+    };
+    // The operator is a session of its own: under `late`, hosts see its writes once replicated.
+    const operator = this.leasesFor('admin');
+    this.admin = {
+      list: (prefix) => operator.list(prefix),
+      read: (id) => operator.read(id),
+      createIfAbsent: (lease) => operator.createIfAbsent(lease),
+      replace: (lease) => operator.replace(mark(lease)),
+      delete: (lease) => operator.delete(mark(lease)),
+    };
 
     this.view = this.#observeView(this.viewMemory, 'view', sim, world);
     this.deadLetters = {
@@ -183,6 +227,22 @@ export class ObservedStores {
     };
   }
 
+  #fenced(token: string, epoch: number, atMs: number): void {
+    const fences = this.#adminFences.get(token) ?? [];
+    fences.push({ epoch, atMs });
+    this.#adminFences.set(token, fences);
+  }
+
+  /**
+   * Whether a forced admin operation (release, rewind, reset) deposed `token`'s owner at `epoch` less than
+   * one lease expiration ago: the deposed owner learns it at its next lease write and stops by its own
+   * deadline at the latest, so until then it may still emit (and its view writes be accepted while the next
+   * owner has written nothing yet). After that, the usual invariants hold again.
+   */
+  fencedByAdmin(token: string, epoch: number, now: number): boolean {
+    return (this.#adminFences.get(token) ?? []).some((f) => f.epoch >= epoch && now - f.atMs <= TIMINGS.leaseExpirationMs);
+  }
+
   /** `write-after-stop`: a lease document owned by the host that wrote it landed after its `stop()` resolved. */
   #checkStopped(written: object, lease: Lease, how: string, violate: (invariant: string, detail: string, once?: string) => void): void {
     const writer = this.#issuedBy.get(written);
@@ -205,7 +265,7 @@ export class ObservedStores {
    * Wraps one host's view (outside the faults): marks a write issued by a never-paused host after another host
    * took the lease at a higher epoch, so that the observer reports it if the view accepts it.
    */
-  markDeposed<R>(view: ViewStore<R>, writer: () => Writer): ViewStore<R> {
+  markDeposed<R>(view: ViewStore<R>, writer: () => Writer, sim: Sim): ViewStore<R> {
     return {
       ...view,
       description: view.description,
@@ -214,7 +274,7 @@ export class ObservedStores {
         if (!h.everPaused) {
           for (const commit of w.partitions) {
             const lease = this.leaseOf(commit.partition);
-            if (lease && lease.epoch > commit.epoch && lease.owner !== h.name) {
+            if (lease && lease.epoch > commit.epoch && lease.owner !== h.name && !this.fencedByAdmin(commit.partition, commit.epoch, sim.clock.now())) {
               this.#deposedWrites.set(w as ViewWrite<unknown>, `${h.name} wrote partition ${commit.partition} at epoch ${commit.epoch} after ${lease.owner} took it at epoch ${lease.epoch}`);
             }
           }

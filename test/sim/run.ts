@@ -5,7 +5,7 @@
  * (default 2-6), `--chaos-ms N` (default 30000), `--on-error retry|restart` (default retry), `--balance count|load`
  * (default count), `--view guarded|exactlyOnce` (default guarded), `--groups on|off` (default off),
  * `--form rx|handler` (default rx), `--policy deadLetter|halt` (default deadLetter), `--start beginning|now|time|function`
- * (default beginning), `--lease-scheme rxfeed|dotnet` (default rxfeed), `--verbose`.
+ * (default beginning), `--lease-scheme rxfeed|dotnet` (default rxfeed), `--positions lsn|opaque` (default lsn), `--verbose`.
  * With `--faults all`, options not given are drawn per seed (the whole product; see test/sim/README.md).
  * Prints one line per failing seed that replays it; exits 1 when any seed failed.
  */
@@ -44,7 +44,10 @@ function parse(argv: readonly string[]): { configs: SimConfig[]; verbose: boolea
   if (start !== undefined && !['beginning', 'now', 'time', 'function'].includes(start)) throw new Error('--start: give beginning, now, time or function');
   const leaseScheme = args.get('lease-scheme');
   if (leaseScheme !== undefined && leaseScheme !== 'rxfeed' && leaseScheme !== 'dotnet') throw new Error('--lease-scheme: give rxfeed or dotnet');
+  const positions = args.get('positions');
+  if (positions !== undefined && positions !== 'lsn' && positions !== 'opaque') throw new Error('--positions: give lsn or opaque');
   const explicit: Variant = {
+    ...(positions ? { positions } : {}),
     ...(start ? { start: start as NonNullable<Variant['start']> } : {}),
     ...(leaseScheme ? { leaseScheme } : {}),
     ...(balanceBy ? { balanceBy } : {}),

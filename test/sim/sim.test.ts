@@ -98,4 +98,15 @@ describe('simulation: every fault kind and mode (smoke)', () => {
     const config: SimConfig = { seed: 3, faults: ['host', 'poison'], hosts: { min: 2, max: 3 }, chaosMs: 4_000, ...variant };
     it(`poison changes and hosts, ${replayLine(config)}`, () => expectNoViolations(config));
   }
+  // A merge read on as EPK-range leases, a listing that misses a new child, opaque positions, exactlyOnce views.
+  const topology: SimConfig = { seed: 4, faults: ['topology', 'host', 'view'], hosts: { min: 2, max: 4 }, chaosMs: 10_000, view: 'exactlyOnce', groups: true, positions: 'opaque' };
+  it(`merges, lagging listings and opaque positions, ${replayLine(topology)}`, async () => {
+    const { stats, violations } = await runSimulation(topology);
+    expect(violations).toEqual([]);
+    expect(stats.faults['source.merge']).toBeGreaterThan(0);
+    expect(stats.faults['lease.epkCreated']).toBeGreaterThan(0);
+  });
+  // Forced release and rewind against live hosts in the handler form with poison changes.
+  const admin: SimConfig = { seed: 3, faults: ['admin', 'host', 'poison'], hosts: { min: 2, max: 4 }, chaosMs: 8_000, form: 'handler' };
+  it(`admin operations on live hosts, ${replayLine(admin)}`, () => expectNoViolations(admin));
 });

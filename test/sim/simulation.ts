@@ -1,5 +1,6 @@
 import { hashString, seededRandom } from '../../src/internal/random.js';
 import { FaultEnv, VirtualClock } from '../support/faults/index.js';
+import { AdminOps } from './admin.js';
 import { runChaos } from './chaos.js';
 import { EPOCH_MS, type SimConfig, type SimResult, TICK_MS } from './config.js';
 import { type Sim, Violations } from './context.js';
@@ -53,7 +54,8 @@ export async function runSimulation(config: SimConfig): Promise<SimResult> {
     }
   };
 
-  await runChaos(sim, world, hosts, advance);
+  const admin = sim.faults.has('admin') ? new AdminOps(sim, world, stores) : undefined;
+  await runChaos(sim, world, hosts, advance, () => admin?.tick());
   await checkQuiescence(sim, world, stores, hosts, advance);
 
   return {

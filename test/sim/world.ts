@@ -1,5 +1,7 @@
-import type { FeedMode, Partition, StartFrom } from '../../src/core/Partition.js';
+import { type FeedMode, type FeedRange, type Partition, rangesOverlap, type StartFrom } from '../../src/core/Partition.js';
 import { MemorySource } from '../../src/index.js';
+import type { Source } from '../../src/sources/Source.js';
+import { type ListingHistory, opaquePositions, withOpaquePositions } from '../support/faults/index.js';
 import type { Sim } from './context.js';
 
 /** A simulated document: `v` grows with every write anywhere, so a newer version always has a higher `v`. */
@@ -10,11 +12,29 @@ export interface Doc {
   readonly poison?: true;
 }
 
-/** Reads an LSN out of a `mem:<lsn>` position (-1 for none). */
+/** Reads an LSN out of a `mem:<lsn>` position, or an opaque one (the `--positions opaque` variant); -1 for none. */
 export function lsnOf(position: string | null | undefined): number {
   if (position === null || position === undefined) return -1;
-  const n = Number(position.replace(/^mem:/, ''));
+  const plain = position.startsWith('mem:') ? position : safeDecode(position);
+  const n = Number(plain.replace(/^mem:/, ''));
   return Number.isFinite(n) ? n : -1;
+}
+
+function safeDecode(position: string): string {
+  try {
+    return opaquePositions.decode(position);
+  } catch {
+    return position;
+  }
+}
+
+/** A lease token's key range and place in the lineage (see {@link World.isAncestor}). */
+interface Lineage {
+  readonly range: FeedRange;
+  /** Order of birth (a partition's split or merge, an EPK lease's first create). */
+  readonly born: number;
+  /** When it stopped being readable as one partition (split, merged, or an EPK range cut), if it did. */
+  goneAt?: number;
 }
 
 /**
@@ -45,6 +65,14 @@ export class World {
   readonly halted = new Set<string>();
   /** Changes written before the processor started (under a start other than `'beginning'`: not required). */
   readonly beforeStart = new Set<string>();
+  /** The source as every host and admin operation sees it (positions opaque under `--positions opaque`). */
+  readonly source: Source<Doc>;
+  /** Every listing the source gave, for listings that lag (the `topology` fault set). */
+  readonly listings: ListingHistory;
+  readonly #history: { atMs: number; partitions: readonly Partition[] }[] = [];
+  #latestChange: { atMs: number; children: readonly Partition[] } | undefined;
+  readonly #lineage = new Map<string, Lineage>();
+  #generation = 0;
   /** The `startFrom` option of every host (undefined: the default, `'beginning'`). */
   startFrom: StartFrom | ((partition: Partition) => StartFrom) | undefined;
   #version = 0;
@@ -53,8 +81,29 @@ export class World {
   constructor(private readonly sim: Sim) {
     this.mode = sim.random() < 0.5 ? 'latestVersion' : 'allVersionsAndDeletes';
     this.partitionCount = 1 + sim.int(4);
-    this.memory = new MemorySource<Doc>({ partitions: this.partitionCount, mode: this.mode, now: () => sim.clock.now(), scheduler: sim.clock });
+    // Under `topology`, a split or merged partition still answers what it held until it is read to the end.
+    this.memory = new MemorySource<Doc>({ partitions: this.partitionCount, mode: this.mode, now: () => sim.clock.now(), scheduler: sim.clock, ...(sim.faults.has('topology') ? { drainGone: true } : {}) });
+    this.source = sim.config.positions === 'opaque' ? withOpaquePositions(this.memory) : this.memory;
     this.#poison = sim.faults.has('poison') ? sim.randomFor('poison') : undefined;
+    for (const p of this.memory.partitions()) this.#lineage.set(p.id, { range: p.range, born: 0 });
+    this.#history.push({ atMs: sim.clock.now(), partitions: this.memory.partitions() });
+    const history = this.#history;
+    const latest = () => this.#latestChange;
+    this.listings = {
+      at(atMs) {
+        let found = history[0]!.partitions;
+        for (const h of history) if (h.atMs <= atMs) found = h.partitions;
+        return found;
+      },
+      get latestChange() {
+        return latest();
+      },
+    };
+  }
+
+  /** The position a handler stores with its view commit for `lsn`, in the source's format. */
+  positionOf(lsn: number): string {
+    return this.sim.config.positions === 'opaque' ? opaquePositions.encode(`mem:${lsn}`) : `mem:${lsn}`;
   }
 
   /** One write: a delete (10% in `allVersionsAndDeletes` mode), an update of an existing id (40%) or a new id. */
@@ -99,19 +148,78 @@ export class World {
     this.startFrom = start === 'now' ? 'now' : start === 'time' ? at : (p: Partition) => (Number(p.id) % 2 === 0 ? 'now' : at);
   }
 
-  /** Splits a random live partition (up to 12 live partitions). */
-  split(): void {
+  /** Splits a random live partition (up to 12 live partitions), drawing from `random` (default: the run's). */
+  split(random: () => number = this.sim.random): void {
     const live = this.memory.partitions();
     if (live.length >= 12) return;
-    const parent = live[this.sim.int(live.length)]!;
-    for (const child of this.memory.split(parent.id)) this.parentsOf.set(child.id, [parent.id]);
+    const parent = live[Math.floor(random() * live.length)]!;
+    const children = this.memory.split(parent.id);
+    for (const child of children) this.parentsOf.set(child.id, [parent.id]);
+    this.#changed([parent.id], children);
     this.sim.tally('source.split');
   }
 
-  /** Whether `ancestor` is a parent, grandparent, ... of `partition` (its range holds some of `partition`'s). */
+  /** Merges two adjacent live partitions, drawn from `random` (the `topology` fault set). */
+  merge(random: () => number): void {
+    const live = this.memory.partitions();
+    if (live.length < 2) return;
+    const left = live[Math.floor(random() * (live.length - 1))]!;
+    const right = live[live.indexOf(left) + 1]!;
+    const child = this.memory.merge(left.id, right.id);
+    this.parentsOf.set(child.id, [left.id, right.id]);
+    this.#changed([left.id, right.id], [child]);
+    this.sim.tally('source.merge');
+  }
+
+  #changed(gone: readonly string[], children: readonly Partition[]): void {
+    const generation = ++this.#generation;
+    for (const id of gone) this.#lineage.get(id)!.goneAt = generation;
+    for (const child of children) this.#lineage.set(child.id, { range: child.range, born: generation });
+    // An EPK lease's range is gone once no one live partition holds it whole.
+    const live = this.memory.partitions();
+    for (const l of this.#lineage.values()) {
+      if (l.goneAt === undefined && !live.some((p) => p.range.minInclusive <= l.range.minInclusive && l.range.maxExclusive <= p.range.maxExclusive)) l.goneAt = generation;
+    }
+    const now = this.sim.clock.now();
+    this.#history.push({ atMs: now, partitions: live });
+    this.#latestChange = { atMs: now, children };
+  }
+
+  /**
+   * Registers a lease token the source never listed: an EPK-range lease (the part of a merged partition an
+   * older lease covered). Its parent is the youngest gone token whose range holds its range.
+   */
+  registerToken(token: string, range: FeedRange | undefined): boolean {
+    if (this.#lineage.has(token) || !range) return false;
+    const born = this.#generation + 0.5;
+    let parent: [string, Lineage] | undefined;
+    for (const entry of this.#lineage) {
+      const l = entry[1];
+      if (l.goneAt !== undefined && l.range.minInclusive <= range.minInclusive && range.maxExclusive <= l.range.maxExclusive && (!parent || l.born > parent[1].born)) parent = entry;
+    }
+    this.#lineage.set(token, { range, born });
+    if (parent) this.parentsOf.set(token, [parent[0]]);
+    return true;
+  }
+
+  /**
+   * Whether `ancestor` is a parent, grandparent, ... of `partition`: its range overlaps `partition`'s, it was
+   * born before it, and it was gone (split, merged, cut) by the time `partition` was born. Works across
+   * splits, merges and EPK-range leases alike.
+   */
   isAncestor(ancestor: string, partition: string): boolean {
-    const parents = this.parentsOf.get(partition) ?? [];
-    return parents.includes(ancestor) || parents.some((p) => this.isAncestor(ancestor, p));
+    const a = this.#lineage.get(ancestor);
+    const p = this.#lineage.get(partition);
+    if (!a || !p || ancestor === partition) return false;
+    return a.born < p.born && a.goneAt !== undefined && a.goneAt <= p.born && rangesOverlap(a.range, p.range);
+  }
+
+  /** Whether a change written to `partition` may be held up behind `halted` (the same range, or a later one over it). */
+  #behind(partition: string, halted: string): boolean {
+    if (partition === halted || this.isAncestor(partition, halted)) return true;
+    const a = this.#lineage.get(partition);
+    const h = this.#lineage.get(halted);
+    return !!a && !!h && rangesOverlap(a.range, h.range) && !this.isAncestor(halted, partition);
   }
 
   /** Records a change that reached the sink. */
@@ -133,6 +241,6 @@ export class World {
   excused(key: string): boolean {
     const partition = this.writtenTo.get(key);
     if (partition === undefined || this.halted.size === 0) return false;
-    return [...this.halted].some((h) => h === partition || this.isAncestor(partition, h));
+    return [...this.halted].some((h) => this.#behind(partition, h));
   }
 }

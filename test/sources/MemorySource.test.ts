@@ -136,6 +136,49 @@ describe('MemorySource', () => {
     expect(source.latestLsn(left.id) + source.latestLsn(right.id)).toBeGreaterThan(100);
   });
 
+  it('merge: both parents are gone, the child holds both logs and continues above both LSNs', async () => {
+    const source = new MemorySource<Doc>({ partitions: 2, mode: 'allVersionsAndDeletes' });
+    for (let i = 0; i < 40; i++) source.write({ id: `d${i}`, n: i });
+    const [left] = source.partitions();
+    const leftPosition = (await readAll(source, left!)).position;
+    const merged = source.merge('0', '1');
+    expect(merged.parents).toEqual(['0', '1']);
+    expect(merged.range).toEqual({ minInclusive: '', maxExclusive: 'FF' });
+    expect(source.partitions()).toEqual([merged]);
+    await expect(source.read({ partition: left!, from: 'beginning', maxItemCount: 10 })).rejects.toBeInstanceOf(PartitionGoneError);
+    const after = source.write({ id: 'late', n: 99 });
+    expect(after.lsn).toBe(Math.max(source.latestLsn('0'), source.latestLsn('1')) + 1);
+    // The whole child, page by page (pages never split the parents' equal LSNs): every change once.
+    const all = await readAll(source, merged, 3);
+    expect(all.changes.map((c) => c.id).sort()).toEqual([...Array.from({ length: 40 }, (_, i) => `d${i}`), 'late'].sort());
+    // A parent's lease goes on as an EPK-range partition from the parent's position: only its part, only what is new.
+    const epk: Partition = { id: `${left!.range.minInclusive}-${left!.range.maxExclusive}`, range: left!.range };
+    const rest = await readAll(source, epk, 2);
+    const before = new MemorySource<Doc>({ partitions: 2 }); // the same key space, unmerged
+    expect(rest.changes.length).toBeGreaterThan(0);
+    expect(rest.changes.every((c) => before.partitionFor(c.id) === left!.id)).toBe(true);
+    const fromPosition = await source.read({ partition: epk, from: { position: leftPosition }, maxItemCount: 100 });
+    expect(fromPosition.changes.map((c) => c.id)).toEqual(rest.changes.filter((c) => c.id === 'late').map((c) => c.id));
+    expect(await source.positionAt(epk, 'now')).toBe(`mem:${after.lsn}`);
+    // Cut by a split of the merged child inside the EPK range: gone.
+    const [a] = source.split(merged.id);
+    const cut: Partition = { id: `${a!.range.minInclusive}-FF`, range: { minInclusive: a!.range.minInclusive, maxExclusive: 'FF' } };
+    await expect(source.read({ partition: cut, from: 'beginning', maxItemCount: 1 })).rejects.toBeInstanceOf(PartitionGoneError);
+  });
+
+  it('drainGone: a split parent answers the changes it held, then is gone', async () => {
+    const source = new MemorySource<Doc>({ partitions: 1, drainGone: true });
+    for (let i = 0; i < 5; i++) source.write({ id: `d${i}`, n: i });
+    const [parent] = source.partitions();
+    const first = await source.read({ partition: parent!, from: 'beginning', maxItemCount: 2 });
+    source.split('0');
+    source.write({ id: 'after', n: 1 });
+    const rest = await source.read({ partition: parent!, from: { position: first.position }, maxItemCount: 100 });
+    expect(rest.changes.map((c) => c.id)).toEqual(['d2', 'd3', 'd4']);
+    await expect(source.read({ partition: parent!, from: { position: rest.position }, maxItemCount: 100 })).rejects.toBeInstanceOf(PartitionGoneError);
+    await expect(source.read({ partition: parent!, from: 'now', maxItemCount: 100 })).rejects.toBeInstanceOf(PartitionGoneError);
+  });
+
   it('injects throttling, transient errors and arbitrary errors, then recovers', async () => {
     const source = new MemorySource<Doc>({ partitions: 1 });
     const [p] = await source.listPartitions();
@@ -202,3 +245,4 @@ describe('MemorySource', () => {
     expect(() => new MemorySource<Doc>().write({ id: '' } as Doc)).toThrow(/id/);
   });
 });
+

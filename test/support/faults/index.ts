@@ -7,3 +7,4 @@ export { gateLeaseStore, gateSource, gateViewStore } from './gate.js';
 export { abortReason, FaultEnv, type FaultPlan, type FaultRule, hang, type InjectedFault } from './plan.js';
 export { type DeadLetterFaultKind, type DeadLetterFaultPlan, faultyDeadLetterSink, gateDeadLetterSink } from './faultyDeadLetterSink.js';
 export { laggingLeaseStore } from './laggingLeaseStore.js';
+export { laggingListings, type ListingHistory, opaquePositions, withOpaquePositions } from './sourceShapes.js';

@@ -1,0 +1,77 @@
+import { releaseLeases, resetLeases, rewindLeases } from '../../src/admin/index.js';
+import { EPOCH_MS, leaseNaming, TIMINGS } from './config.js';
+import type { Sim } from './context.js';
+import type { ObservedStores } from './observedStores.js';
+import type { World } from './world.js';
+
+/**
+ * The `admin` fault set: an operator runs the lease administration functions against the shared lease store
+ * while the hosts run (always with `force`: the owners are live): `rewindLeases` (to the beginning or a past
+ * time: the changes since are delivered again), `releaseLeases` (owners deposed, leases free) and, rarely,
+ * `resetLeases` (every lease deleted: the processor bootstraps again from its `startFrom`). Draws come from
+ * a PRNG of their own; one operation at a time; an operation that fails (e.g. a rewind meeting a partition
+ * that just split) is counted, not a violation.
+ *
+ * What each promises is checked by the invariants: after a rewind or reset nothing is lost
+ * (`change-never-delivered`; under a start other than `'beginning'`, what a reset skips is the changes not yet
+ * delivered when it ran), epochs never go back (`epoch-went-back`; views and dead letters fence by them), and
+ * the deposed owner stops within one lease expiration (`two-live-owners`, `write-after-takeover-accepted`).
+ */
+export class AdminOps {
+  readonly #random: () => number;
+  #busy = false;
+  #resets = 0;
+
+  constructor(
+    private readonly sim: Sim,
+    private readonly world: World,
+    private readonly stores: ObservedStores,
+  ) {
+    this.#random = sim.randomFor('admin');
+  }
+
+  /** One tick of the chaos script: now and then, an operation. */
+  tick(): void {
+    const r = this.#random();
+    if (this.#busy || r >= 0.006) return;
+    const { config, clock } = this.sim;
+    const naming = leaseNaming(config);
+    const options = {
+      leases: this.stores.admin,
+      leasePrefix: naming.prefix,
+      ...(config.leaseScheme ? { leaseScheme: config.leaseScheme } : {}),
+      leaseExpirationMs: TIMINGS.leaseExpirationMs,
+      now: () => clock.now(),
+      force: true,
+    };
+    const kind = this.#random();
+    let op: Promise<unknown>;
+    let name: string;
+    if (kind < 0.45) {
+      // Back to the beginning, or to a time between the run's start and now.
+      const to = this.#random() < 0.3 ? ('beginning' as const) : new Date(EPOCH_MS + Math.floor(this.#random() * (clock.now() - EPOCH_MS)));
+      name = 'rewind';
+      op = rewindLeases({ ...options, to, source: this.world.source });
+    } else if (kind < 0.85 || this.#resets >= 2) {
+      name = 'release';
+      op = releaseLeases(options);
+    } else {
+      name = 'reset';
+      this.#resets++;
+      // A reset starts over from `startFrom`: under a start other than 'beginning', what was not delivered yet
+      // need not be.
+      if (config.start !== undefined && config.start !== 'beginning') {
+        for (const key of this.world.written) if (!this.world.delivered.has(key)) this.world.beforeStart.add(key);
+      }
+      op = resetLeases(options);
+    }
+    this.#busy = true;
+    this.sim.tally(`admin.${name}`);
+    op.then(
+      () => undefined,
+      () => this.sim.tally(`admin.${name}.failed`),
+    ).finally(() => {
+      this.#busy = false;
+    });
+  }
+}
