@@ -105,6 +105,7 @@ function trackReads(source: Source<Doc>, reads: Map<string, ReadActivity>, now: 
     mode: source.mode,
     ...(source.checkStart ? { checkStart: (from) => source.checkStart!(from) } : {}),
     ...(source.positionAt ? { positionAt: (p, at, signal) => source.positionAt!(p, at, signal) } : {}),
+    ...(source.currentTime ? { currentTime: (signal) => source.currentTime!(signal) } : {}),
     listPartitions: (signal) => source.listPartitions(signal),
     read: async (request: ReadRequest) => {
       const token = request.partition.id;
