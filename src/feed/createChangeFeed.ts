@@ -157,7 +157,12 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
     if (start === undefined) starts.set(partition.id, (start = startOf(o.startFrom, source, partition)));
     return start;
   };
-  const startPosition = (partition: Partition) => pinStart(source, startFor(partition), partition, runStart);
+  const startPosition = async (partition: Partition) => {
+    const start = startFor(partition);
+    const position = await pinStart(source, start, partition, runStart);
+    log('start of %s (%s) pinned at %s', partition.id, start instanceof Date ? start.toISOString() : String(start), position ?? 'its first read');
+    return position;
+  };
   const coordinator = (o.coordinator ?? createLeaseCoordinator)({
     store: o.leases,
     source: o.source,

@@ -29,12 +29,16 @@ export function startOf(option: StartOption, source: Source<unknown>, partition:
   return start;
 }
 
+/** How much faster or slower than real time this host's clock may run, at most, while the first answer is awaited (5%). */
+const MAX_RATE_ERROR = 0.05;
+
 /**
  * The source's time at the start of a run, reckoned without trusting this host's clock: the time the source
  * tells ({@link Source.currentTime}), less how long this host waited for that answer since the run started.
- * Only a duration is measured here, so a host whose clock is off (by any amount) pins the same start as one
- * whose clock is right; a slow, failed or retried first request does not move the start later either (a
- * clock stepped forward meanwhile makes it earlier, which only brings changes twice).
+ * Only a duration is measured here (counted 5% long, for a clock that runs slow), so a host whose clock is
+ * off (by any amount) pins the same start as one whose clock is right; a slow, failed or retried first
+ * request does not move the start later either. A clock stepped forward during that wait makes the start
+ * earlier (changes come twice); one stepped back can make it later by at most the wait.
  *
  * The question is asked when the run starts, and again at the next {@link RunStart.time} after a failure.
  *
@@ -73,8 +77,9 @@ export class RunStart {
     try {
       const sourceTime = await deadline.run((signal) => ask(signal), "the source's current time");
       if (sourceTime === undefined) return undefined;
-      const waited = Math.max(0, this.scheduler.now() - this.#startedAt);
-      return new Date(sourceTime.getTime() - waited);
+      // Counted long, so that a clock that runs slow errs towards an earlier start (changes twice), not a later one.
+      const waited = Math.max(0, this.scheduler.now() - this.#startedAt) * (1 + MAX_RATE_ERROR);
+      return new Date(sourceTime.getTime() - Math.ceil(waited));
     } finally {
       deadline.dispose();
     }
