@@ -18,5 +18,7 @@ export const FOUND_BEING_FIXED: readonly Found[] = [
   { bug: "a split parent's view write accepted after its child's, guarded (issue 25 item 2, views)", invariant: 'deposed-view-write-accepted', config: { seed: 17, faults: ['host', 'source', 'view', 'sink', 'hang'], hosts: { min: 2, max: 6 }, chaosMs: 10_000 } },
   { bug: 'stop() during the bootstrap (issue 25 item 3, leases)', invariant: 'write-after-stop', config: { seed: 2, faults: ['bootstrap'], hosts: { min: 2, max: 3 }, chaosMs: 5_000 } },
   { bug: "startFrom 'now' taken at the first read (issue 25 item 1, feed)", invariant: 'change-never-delivered', config: { seed: 9, faults: ['host', 'source'], hosts: { min: 2, max: 4 }, chaosMs: 6_000, start: 'now' } },
+  { bug: "startFrom 'now' pinned at a host's clock, off the source's (issue 25 item 1 with item 6's clocks, feed)", invariant: 'change-never-delivered', config: { seed: 4, faults: ['clock', 'host'], hosts: { min: 2, max: 4 }, chaosMs: 5_000, start: 'now' } },
+  { bug: "the same through a startFrom function (issue 25 item 1 with item 6's clocks, feed)", invariant: 'change-never-delivered', config: { seed: 4, faults: ['clock', 'host'], hosts: { min: 2, max: 4 }, chaosMs: 5_000, start: 'function' } },
   { bug: 'a lease write looping on conflicts without a delay when reads lag (issue 25 suspicion 7, leases)', invariant: 'lease-request-spin', config: { seed: 4, faults: ['late'], hosts: { min: 2, max: 4 }, chaosMs: 8_000 } },
 ];
