@@ -59,7 +59,7 @@ function errorReply(err: unknown): Reply {
 /**
  * The HTTP front end: matches a request against the routing table (`routes.ts`), lets the fault set
  * intercept it, runs its handler and writes the reply with the headers the SDK reads (`etag`,
- * `x-ms-request-charge`, `x-ms-activity-id`…).
+ * `x-ms-request-charge`, `x-ms-activity-id`, `date`…).
  */
 export class RequestHandler {
   /** Requests held open by a `hang` fault; `stop()` destroys them. */
@@ -118,6 +118,9 @@ export class RequestHandler {
     const bytes = Buffer.byteLength(text);
     const charge = typeof reply.charge === 'function' ? reply.charge(bytes) : (reply.charge ?? (reply.status < 400 ? 1 : 0));
     res.writeHead(reply.status, {
+      // Every answer of the service carries its time (RFC 1123, to the second): by the emulator's clock, the
+      // one that stamps `_ts` and changes, not the host's (Node would add the host's otherwise).
+      date: new Date(this.#ctx.store.now()).toUTCString(),
       'content-type': 'application/json',
       'x-ms-activity-id': randomUUID(),
       'x-ms-request-charge': String(charge),

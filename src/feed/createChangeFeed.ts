@@ -11,7 +11,7 @@ import { createLeaseCoordinator } from '../leases/createLeaseCoordinator.js';
 import { CreditPool } from './CreditPool.js';
 import { type ChangeFeedOptions, type ResolvedOptions, resolveOptions } from './options.js';
 import { type PartitionFeed, type ReaderContext, readPartition } from './reader/readPartition.js';
-import { pinStart, startOf } from './startPosition.js';
+import { mayStartNow, pinStart, RunStart, startOf, startsFromTimes } from './startPosition.js';
 import { FeedTelemetry } from '../telemetry/FeedTelemetry.js';
 import { FeedHealth, type ProcessorHealth } from '../health/FeedHealth.js';
 
@@ -141,9 +141,15 @@ interface Watchers {
 
 function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (event: FeedEvent) => void, log: Logger, watchers: Watchers): Run<T> {
   const owner = o.instanceName;
-  // "now" is this moment: the leases the bootstrap creates start at the sources' positions of it.
-  const startedAtMs = o.scheduler.now();
   const source = o.source as Source<unknown>;
+  // "now" is this moment by the source's clock (asked at once), never this host's: the leases the bootstrap
+  // creates start at the source's positions of it.
+  const runEnded = new AbortController();
+  const unreadableTimeoutMs = o.leaseExpirationMs ?? LEASE_DEFAULTS.leaseExpirationMs;
+  const runStart =
+    mayStartNow(o.startFrom) && source.currentTime && source.positionAt && startsFromTimes(source)
+      ? new RunStart(source, o.scheduler, unreadableTimeoutMs, runEnded.signal)
+      : undefined;
   // A startFrom function is asked once per partition and run: when its lease is created, or first read.
   const starts = new Map<string, StartFrom>();
   const startFor = (partition: Partition): StartFrom => {
@@ -151,7 +157,12 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
     if (start === undefined) starts.set(partition.id, (start = startOf(o.startFrom, source, partition)));
     return start;
   };
-  const startPosition = (partition: Partition) => pinStart(source, startFor(partition), partition, startedAtMs);
+  const startPosition = async (partition: Partition) => {
+    const start = startFor(partition);
+    const position = await pinStart(source, start, partition, runStart);
+    log('start of %s (%s) pinned at %s', partition.id, start instanceof Date ? start.toISOString() : String(start), position ?? 'its first read');
+    return position;
+  };
   const coordinator = (o.coordinator ?? createLeaseCoordinator)({
     store: o.leases,
     source: o.source,
@@ -187,6 +198,7 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
       watchers.health.status = 'stopping';
       stopRequested.next();
       failed.complete();
+      runEnded.abort();
       await coordinator.stop();
       while (writes.size > 0) await Promise.allSettled([...writes]);
       coordinatorEvents.unsubscribe();
@@ -208,7 +220,7 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
     idlePollIntervalMs: o.idlePollIntervalMs,
     stallTimeoutMs: o.stallTimeoutMs,
     drainTimeoutMs: o.drainTimeoutMs,
-    unreadableTimeoutMs: o.leaseExpirationMs ?? LEASE_DEFAULTS.leaseExpirationMs,
+    unreadableTimeoutMs,
     // The load is published on renewal: measuring over one renew interval keeps it as fresh as it can be.
     loadWindowMs: o.leaseRenewIntervalMs ?? LEASE_DEFAULTS.leaseRenewIntervalMs,
     scheduler: o.scheduler,

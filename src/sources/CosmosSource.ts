@@ -343,6 +343,42 @@ export class CosmosSource<T = unknown> implements Source<T> {
   }
 
   /**
+   * The service's current time (see {@link Source.currentTime}): the `Date` header of a container read, which
+   * every Cosmos DB response carries (RFC 1123, to the second, so at most a second before the service's
+   * clock); `undefined` when the header is missing or unreadable (e.g. a proxy dropped it). Positions for a
+   * time compare it with the same service's change timestamps, so this host's clock is never involved.
+   *
+   * @example
+   * ```ts
+   * const now = await source.currentTime(); // 2026-11-22T10:15:42.000Z
+   * ```
+   */
+  async currentTime(signal?: AbortSignal): Promise<Date | undefined> {
+    if (signal?.aborted) throw abortError(signal);
+    try {
+      if (!this.#host.resolved) await raceAbort(this.#host.check(), signal);
+      const { resource, headers } = await this.#container.read(signal ? { abortSignal: signal } : {});
+      // The container's rid and key paths are in the answer: the first read needs them, so keep them.
+      if (resource && !this.#info) {
+        const paths = resource.partitionKey?.paths;
+        this.#infoValue = { rid: resource._rid, keyPaths: paths ? partitionKeyPaths(paths) : undefined };
+        this.#info = Promise.resolve(this.#infoValue);
+      }
+      const date = headerText(headers as Record<string, unknown>, 'date');
+      const ms = date === undefined ? Number.NaN : Date.parse(date);
+      if (Number.isNaN(ms)) {
+        this.#log('the container read carried no readable Date header (%s): the service\'s time is unknown', date ?? 'none');
+        return undefined;
+      }
+      return new Date(ms);
+    } catch (err) {
+      if (isAbortError(err) || signal?.aborted) throw signal?.aborted ? abortError(signal) : err;
+      if (networkCode(err) !== undefined) this.#host.networkFailed();
+      throw toSourceError(err, this.description, '*', this.#host.hostPort);
+    }
+  }
+
+  /**
    * The position from which a read returns exactly the changes at or after `at` (see {@link Source.positionAt}):
    * the etag just before the first such change, or the partition's current position when there is none.
    *

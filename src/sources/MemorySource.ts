@@ -427,6 +427,19 @@ export class MemorySource<T = unknown> implements Source<T> {
   }
 
   /**
+   * This source's current time: its `now` clock, the one that stamps its changes (see {@link Source.currentTime}).
+   * Taken when called; a change written afterwards is stamped at or after it.
+   *
+   * @example
+   * ```ts
+   * const start = await source.positionAt(partition, await source.currentTime());
+   * ```
+   */
+  currentTime(): Promise<Date> {
+    return Promise.resolve(new Date(this.#now()));
+  }
+
+  /**
    * The position from which a read returns exactly the changes at or after `at` (see {@link Source.positionAt}).
    *
    * @example

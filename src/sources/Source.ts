@@ -73,6 +73,21 @@ export interface Source<T = unknown> {
    */
   positionAt?(partition: Partition, at: 'beginning' | 'now' | Date, signal?: AbortSignal): Promise<Position>;
   /**
+   * The source's own current time: by the clock that stamps its changes (the one a `Date` start and
+   * {@link Source.positionAt} compare with), never the host's; `undefined` when it cannot tell. Cosmos DB
+   * answers with the service's time (the `Date` header of a container read, to the second).
+   *
+   * `startFrom: 'now'` asks it when a run starts, so that "now" does not depend on any host's clock. A source
+   * that starts from times but leaves this out (or answers `undefined`) gets each partition's
+   * `positionAt(partition, 'now')` when its lease is created instead: clock-free too, but later than the start.
+   *
+   * @example
+   * ```ts
+   * const now = await source.currentTime?.(); // e.g. 2026-11-22T10:15:42.000Z, by the service's clock
+   * ```
+   */
+  currentTime?(signal?: AbortSignal): Promise<Date | undefined>;
+  /**
    * Rejects quickly (with a {@link TransientError} naming what cannot be reached) when the feed is plainly
    * unreachable, e.g. an account host name that does not resolve. The change feed calls it when a run
    * starts and reports a failure as an `error` event at once, while its own requests keep retrying.

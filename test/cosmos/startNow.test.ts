@@ -1,9 +1,9 @@
-import type { Container } from '@azure/cosmos';
+import { CosmosClient, type Container } from '@azure/cosmos';
 import { filter, firstValueFrom, Subject, type Subscription } from 'rxjs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { FeedEvent } from '../../src/core/events.js';
 import type { FeedMode } from '../../src/core/Partition.js';
-import { effectivePartitionKey } from '../../src/emulator/index.js';
+import { CosmosEmulator, effectivePartitionKey } from '../../src/emulator/index.js';
 import { createChangeFeed, type ChangeFeedProcessor } from '../../src/feed/index.js';
 import { CosmosLeaseStore } from '../../src/leases/CosmosLeaseStore.js';
 import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
@@ -15,7 +15,7 @@ import { freshContainer, sleep, writeDocs, type Doc } from './helpers.js';
  * Issue 25, item 1: `startFrom: 'now'` was taken at each partition's first read, so changes written after the
  * processor started (and after its first lease was acquired) were skipped: 0 of 200 and 188 of 200 on four
  * ranges. The bootstrap now pins every lease's start when it creates it: in LatestVersion mode to the run's
- * start time, in AllVersionsAndDeletes mode (which starts only from "now" or a position) to the range's
+ * start by the service's clock, in AllVersionsAndDeletes mode (which starts only from "now" or a position) to the range's
  * position at the moment the lease is created, before any lease is acquired.
  */
 
@@ -121,5 +121,77 @@ describe("startFrom: 'now' on the emulator, written right after subscribing (iss
     }
     expect(acquiredAt).toBeDefined();
     expect(ids.slice(acquiredAt).filter((id) => !seen.has(id))).toEqual([]);
+  });
+});
+
+/*
+ * "Now" by the service's clock, never the host's: the bootstrap used to pin LatestVersion leases at this
+ * host's time. A host 30 s ahead of the service pinned them in the future (what was written before the pin
+ * was skipped); one 30 s behind pinned them in the past (what was written before it started came along).
+ * The emulator's clock stands for the service's here, set apart from this host's.
+ */
+describe("startFrom: 'now' with this host's clock off the service's (LatestVersion, four ranges)", () => {
+  let emulator: CosmosEmulator;
+  let client: CosmosClient;
+  /** How far the service's clock is from this host's, in ms. */
+  let serviceOffsetMs = 0;
+
+  beforeAll(async () => {
+    emulator = await CosmosEmulator.start({ initialRangeCount: 4, now: () => Date.now() + serviceOffsetMs, onWarning: () => {} });
+    client = new CosmosClient({
+      endpoint: emulator.endpoint,
+      key: emulator.key,
+      connectionPolicy: { requestTimeout: 5_000, retryOptions: { maxRetryAttemptCount: 3, fixedRetryIntervalInMilliseconds: 0, maxWaitTimeInSeconds: 5 } },
+    });
+  });
+  afterAll(async () => {
+    client.dispose();
+    await emulator.stop();
+  });
+
+  async function start(container: Container, seen: Set<string>) {
+    const feed = createChangeFeed<Doc>({
+      source: new CosmosSource<Doc>(container),
+      leases: new CosmosLeaseStore({ container: client.database('db').container('skew-leases'), createIfMissing: true }),
+      instanceName: 'host-1',
+      leasePrefix: `skew.${container.id}.`,
+      startFrom: 'now',
+      pollIntervalMs: 50,
+      leaseAcquireIntervalMs: 200,
+    });
+    const sub = feed.changes$.pipe(checkpointEvery({ count: 1, ms: 50 })).subscribe((b) => b.changes.forEach((c) => seen.add(c.id)));
+    running = { feed, sub };
+  }
+
+  it('the service tells its time: CosmosSource.currentTime is the Date header of its answer, by its clock', async () => {
+    serviceOffsetMs = -3_600_000;
+    const container = await freshContainer(client, 'skew-time');
+    const told = await new CosmosSource(container).currentTime();
+    // To the second (an HTTP date), and an hour behind this host, as the service's clock is.
+    expect(told!.getUTCMilliseconds()).toBe(0);
+    expect(Math.abs(told!.getTime() - (Date.now() + serviceOffsetMs))).toBeLessThan(5_000);
+  });
+
+  it('host 30 s ahead: delivers all 200 documents written right after subscribing', async () => {
+    serviceOffsetMs = -30_000;
+    const container = await freshContainer(client, 'skew-ahead');
+    const seen = new Set<string>();
+    await start(container, seen);
+    const ids = await writeDocs(container, 200, 'after-subscribe-');
+    await untilSeen(seen, ids);
+    expect(ids.filter((id) => !seen.has(id))).toEqual([]);
+  });
+
+  it('host 30 s behind: delivers nothing written seconds before it started, and everything after', async () => {
+    serviceOffsetMs = 30_000;
+    const container = await freshContainer(client, 'skew-behind');
+    const before = await writeDocs(container, 20, 'before-');
+    serviceOffsetMs += 2_000; // two seconds pass on the service between those writes and the start
+    const seen = new Set<string>();
+    await start(container, seen);
+    const after = await writeDocs(container, 20, 'after-');
+    await untilSeen(seen, after);
+    expect(after.filter((id) => !seen.has(id))).toEqual([]);
+    expect(before.filter((id) => seen.has(id))).toEqual([]);
   });
 });

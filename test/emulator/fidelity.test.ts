@@ -273,3 +273,24 @@ describe('queries without the optional SQL package', () => {
     expect(resources).toEqual(['a']);
   });
 });
+
+describe('every answer carries the service time', () => {
+  it("answers with a Date header (RFC 1123) by the emulator's clock, not the host's, on success and on error", async () => {
+    const at = Date.parse('2031-05-06T07:08:09.456Z');
+    const local = await CosmosEmulator.start({ now: () => at, onWarning: () => {} });
+    const localClient = new CosmosClient({ endpoint: local.endpoint, key: local.key });
+    try {
+      const { database } = await localClient.databases.createIfNotExists({ id: 'clock' });
+      const { container, headers } = await database.containers.createIfNotExists({ id: 'c', partitionKey: { paths: ['/pk'] } });
+      expect(headers['date']).toBe('Tue, 06 May 2031 07:08:09 GMT');
+      const read = await container.read();
+      expect(read.headers['date']).toBe('Tue, 06 May 2031 07:08:09 GMT');
+      const missing = await container.item('nope', 'p').read();
+      expect(missing.statusCode).toBe(404);
+      expect(missing.headers['date']).toBe('Tue, 06 May 2031 07:08:09 GMT');
+    } finally {
+      localClient.dispose();
+      await local.stop();
+    }
+  });
+});

@@ -26,6 +26,17 @@ export function drawFaultPlans({ faults, int }: Sim): FaultPlans {
           ...(faults.has('hang') ? [{ kind: 'hang' as const, probability: 0.001 }] : []),
         ],
         listPartitions: faults.has('source') ? [{ kind: 'transient', probability: 0.1 }] : [],
+        // The source's time, asked when a run starts from 'now': failed, slow or hung first answers must not
+        // move the start later (no draw of `int`: the plans of older seeds stay as they were).
+        currentTime: [
+          ...(faults.has('source')
+            ? ([
+                { kind: 'transient', probability: 0.2 },
+                { kind: 'slow', probability: 0.3, ms: 2_500 },
+              ] as const)
+            : []),
+          ...(faults.has('hang') ? [{ kind: 'hang' as const, probability: 0.1 }] : []),
+        ],
       }
     : {};
   const lease: LeaseFaultPlan = withBootstrap(faults.has('bootstrap'), faults.has('lease')

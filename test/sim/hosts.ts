@@ -1,4 +1,4 @@
-import { identity, retry, Subscription, tap, timer } from 'rxjs';
+import { defer, identity, retry, Subscription, tap, timer } from 'rxjs';
 import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import type { FeedEvent } from '../../src/core/events.js';
 // Public API only (the package entry point), so the reader/coordinator rework can move internals freely.
@@ -78,6 +78,8 @@ export interface SimHost {
    * or crashed and rejoined) counts as unread only from then.
    */
   readonly joinedAt: number;
+  /** When this host's current run started (its pipeline subscribed the change feed last), in virtual ms. */
+  runStartedAt: number;
   everPaused: boolean;
   /** Set once `stop()` was called; `stopped` once it resolved. */
   stopCalledAt: number | undefined;
@@ -109,6 +111,7 @@ function trackReads(source: Source<Doc>, reads: Map<string, ReadActivity>, now: 
     mode: source.mode,
     ...(source.checkStart ? { checkStart: (from) => source.checkStart!(from) } : {}),
     ...(source.positionAt ? { positionAt: (p, at, signal) => source.positionAt!(p, at, signal) } : {}),
+    ...(source.currentTime ? { currentTime: (signal) => source.currentTime!(signal) } : {}),
     listPartitions: (signal) => source.listPartitions(signal),
     read: async (request: ReadRequest) => {
       const token = request.partition.id;
@@ -225,7 +228,12 @@ export class Hosts {
         if (c.document!.poison) throw new Error(`poison change ${c.id}@${c.lsn}`);
         return { v: c.document!.v };
       };
-      subscription = feed.changes$
+      // Each subscription is a run (`retry` subscribes again): "now" is the start of the run that pins a lease.
+      const runs = defer(() => {
+        if (ref.host) ref.host.runStartedAt = clock.now();
+        return feed.changes$;
+      });
+      subscription = runs
         .pipe(
           tap((batch) => batch.epoch !== undefined && this.#checkOwner(ref.host!, batch.partition, batch.epoch)),
           faultyStep<ChangeBatch<Doc>>(plans.step, hostEnv),
@@ -249,7 +257,7 @@ export class Hosts {
           },
         });
     }
-    const host: SimHost = { name, clock: hostClock, processor, subscription, reads, acquired: new Map(), joinedAt: clock.now(), everPaused: false, stopCalledAt: undefined, stopped: false };
+    const host: SimHost = { name, clock: hostClock, processor, subscription, reads, acquired: new Map(), joinedAt: clock.now(), runStartedAt: clock.now(), everPaused: false, stopCalledAt: undefined, stopped: false };
     ref.host = host;
     this.all.push(host);
     return host;

@@ -46,6 +46,8 @@ export class ObservedStores {
 
   /** Which host incarnation issued a lease write (see {@link ObservedStores.tagWrites}). */
   readonly #issuedBy = new WeakMap<object, { readonly name: string; readonly stopped: boolean }>();
+  /** When the run that issued a lease write started (virtual ms), as it was when it sent it. */
+  readonly #issuedByRunOf = new WeakMap<object, number>();
 
   readonly #leaseId: (token: string) => string;
   /** Lease writes and deletes issued by an admin operation (see {@link ObservedStores.admin}). */
@@ -83,6 +85,11 @@ export class ObservedStores {
           const parentLsn = known.length === parents.length && parents.length > 0 ? Math.min(...known.map((p) => lastContinuation.get(p)!)) : undefined;
           if (parentLsn !== undefined && lsnOf(created.continuation) < parentLsn) {
             violate('checkpoint-moved-backwards', `child lease ${created.leaseToken} created at ${created.continuation} below parent ${parents.join('+')}'s checkpoint lsn ${parentLsn}`);
+          }
+          // No parent had a lease: a bootstrap made it, pinned at the start of the run that sent it.
+          const runStartedAt = this.#issuedByRunOf.get(lease);
+          if (known.length === 0 && runStartedAt !== undefined && world.startsNow(created.leaseToken)) {
+            world.startedNowAt.set(created.leaseToken, runStartedAt);
           }
           lastContinuation.set(created.leaseToken, lsnOf(created.continuation));
         }
@@ -200,9 +207,11 @@ export class ObservedStores {
    * virtual millisecond is a loop without a delay (virtual time would never move again: the simulation
    * reports it, then makes each further call of that instant wait 1 ms so the run can go on).
    */
-  tagWrites(store: LeaseStore, host: () => { readonly name: string; readonly stopped: boolean }, sim: Sim): LeaseStore {
+  tagWrites(store: LeaseStore, host: () => { readonly name: string; readonly stopped: boolean; readonly runStartedAt: number }, sim: Sim): LeaseStore {
     const tag = <L extends object>(lease: L): L => {
-      this.#issuedBy.set(lease, host());
+      const writer = host();
+      this.#issuedBy.set(lease, writer);
+      this.#issuedByRunOf.set(lease, writer.runStartedAt);
       return lease;
     };
     let instant = Number.NaN;
@@ -291,7 +300,7 @@ export class ObservedStores {
   async uncontainedPoison(world: World): Promise<string[]> {
     const letters = new Set((await this.deadLetterMemory.list({ limit: 1_000_000 })).map((l) => `${l.documentId}@${l.lsn}`));
     const must = world.mode === 'allVersionsAndDeletes' ? [...world.poisoned] : [...world.latestKey.values()].filter((k) => world.poisoned.has(k));
-    return must.filter((k) => !letters.has(k) && !world.excused(k) && !world.beforeStart.has(k));
+    return must.filter((k) => !letters.has(k) && !world.excused(k) && !world.isBeforeStart(k));
   }
 
   /** The view's first difference from the source's latest documents, if any. */
@@ -300,7 +309,7 @@ export class ObservedStores {
     for (const [id, doc] of world.latest) {
       const key = world.latestKey.get(id)!;
       // Left out by design: dead-lettered, halted, or written before the processor started (not 'beginning').
-      if (world.poisoned.has(key) || world.excused(key) || world.beforeStart.has(key)) continue;
+      if (world.poisoned.has(key) || world.excused(key) || world.isBeforeStart(key)) continue;
       const row = rows.get(id);
       if (doc === undefined ? row !== undefined : row !== doc.v) return `${id}: view has ${String(row)}, source has ${doc === undefined ? 'deleted' : doc.v}`;
     }

@@ -73,6 +73,13 @@ export class World {
   #latestChange: { atMs: number; children: readonly Partition[] } | undefined;
   readonly #lineage = new Map<string, Lineage>();
   #generation = 0;
+  /** When each change was written (virtual ms), by `id@lsn`. */
+  readonly writtenAt = new Map<string, number>();
+  /**
+   * Partitions whose lease a bootstrap created under a `'now'` start, to when the run that created it
+   * started (virtual ms): "now" is that run's start, so what was written to them before it is not required.
+   */
+  readonly startedNowAt = new Map<string, number>();
   /** The `startFrom` option of every host (undefined: the default, `'beginning'`). */
   startFrom: StartFrom | ((partition: Partition) => StartFrom) | undefined;
   #version = 0;
@@ -126,6 +133,7 @@ export class World {
     }
     const key = `${id}@${result.lsn}`;
     this.written.add(key);
+    this.writtenAt.set(key, this.sim.clock.now());
     this.latestKey.set(id, key);
     this.writtenTo.set(key, result.partition);
     if (this.latest.get(id)?.poison) {
@@ -146,6 +154,30 @@ export class World {
     const at = new Date(this.sim.clock.now() + 500);
     await advance(1_000);
     this.startFrom = start === 'now' ? 'now' : start === 'time' ? at : (p: Partition) => (Number(p.id) % 2 === 0 ? 'now' : at);
+  }
+
+  /** Whether `partition` starts from `'now'` (its lease was pinned at the start of the run that created it). */
+  startsNow(partition: string): boolean {
+    const start = typeof this.startFrom === 'function' ? this.startFrom({ id: partition, range: { minInclusive: '', maxExclusive: 'FF' } }) : this.startFrom;
+    return start === 'now';
+  }
+
+  /**
+   * Whether a change was written before the processor started, so it is not required: before the first host
+   * started, or, under a `'now'` start, before the run that created its partition's lease started (the
+   * first hosts may stop or fail before they create them; a later one's "now" is its own start). A lease's
+   * partition counts for the changes of its ancestors and descendants.
+   */
+  isBeforeStart(key: string): boolean {
+    if (this.beforeStart.has(key)) return true;
+    const at = this.writtenAt.get(key);
+    const partition = this.writtenTo.get(key);
+    if (at === undefined || partition === undefined) return false;
+    for (const [leased, startedAt] of this.startedNowAt) {
+      if (at >= startedAt) continue;
+      if (leased === partition || this.isAncestor(partition, leased) || this.isAncestor(leased, partition)) return true;
+    }
+    return false;
   }
 
   /** Splits a random live partition (up to 12 live partitions), drawing from `random` (default: the run's). */
@@ -234,7 +266,7 @@ export class World {
    */
   missing(): string[] {
     const must = this.mode === 'allVersionsAndDeletes' ? [...this.written] : [...this.latestKey.values()];
-    return must.filter((k) => !this.delivered.has(k) && !this.poisoned.has(k) && !this.excused(k) && !this.beforeStart.has(k));
+    return must.filter((k) => !this.delivered.has(k) && !this.poisoned.has(k) && !this.excused(k) && !this.isBeforeStart(k));
   }
 
   /** Whether a change may never arrive because its partition (or a child of it) halted on a poison change. */

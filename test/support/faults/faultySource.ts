@@ -14,8 +14,11 @@ import { type FaultEnv, type FaultPlan, hang } from './plan.js';
  */
 export type SourceFaultKind = 'transient' | 'throttle' | 'slow' | 'hang' | 'split';
 
-/** A fault plan of a source: rules for `read` (key: partition id) and `listPartitions`. */
-export type SourceFaultPlan = FaultPlan<'read' | 'listPartitions', SourceFaultKind>;
+/**
+ * A fault plan of a source: rules for `read` and `positionAt` (key: partition id), `listPartitions` and
+ * `currentTime`.
+ */
+export type SourceFaultPlan = FaultPlan<'read' | 'listPartitions' | 'positionAt' | 'currentTime', SourceFaultKind>;
 
 /** A source that can split a partition (as `MemorySource` does). */
 interface Splittable {
@@ -37,7 +40,7 @@ function canSplit(source: unknown): source is Splittable {
  * ```
  */
 export function faultySource<T>(source: Source<T>, plan: SourceFaultPlan, env: FaultEnv): Source<T> {
-  const strike = async (op: 'read' | 'listPartitions', key: string | undefined, signal: AbortSignal | undefined) => {
+  const strike = async (op: 'read' | 'listPartitions' | 'positionAt' | 'currentTime', key: string | undefined, signal: AbortSignal | undefined) => {
     const rule = env.pick('source', plan, op, key);
     if (!rule) return;
     switch (rule.kind) {
@@ -63,7 +66,22 @@ export function faultySource<T>(source: Source<T>, plan: SourceFaultPlan, env: F
       return source.mode;
     },
     ...(source.checkStart ? { checkStart: (from) => source.checkStart!(from) } : {}),
-    ...(source.positionAt ? { positionAt: (p, at, signal) => source.positionAt!(p, at, signal) } : {}),
+    ...(source.positionAt
+      ? {
+          positionAt: async (p, at, signal) => {
+            await strike('positionAt', p.id, signal);
+            return source.positionAt!(p, at, signal);
+          },
+        }
+      : {}),
+    ...(source.currentTime
+      ? {
+          currentTime: async (signal) => {
+            await strike('currentTime', undefined, signal);
+            return source.currentTime!(signal);
+          },
+        }
+      : {}),
     async listPartitions(signal?: AbortSignal): Promise<readonly Partition[]> {
       await strike('listPartitions', undefined, signal);
       return source.listPartitions(signal);

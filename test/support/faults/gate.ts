@@ -33,6 +33,7 @@ export function gateSource<T>(source: Source<T>, host: HostClock): Source<T> {
     },
     ...(source.checkStart ? { checkStart: (from) => source.checkStart!(from) } : {}),
     ...(source.positionAt ? { positionAt: (p, at, signal) => host.gate(() => source.positionAt!(p, at, signal)) } : {}),
+    ...(source.currentTime ? { currentTime: (signal) => host.gate(() => source.currentTime!(signal)) } : {}),
     listPartitions: (signal) => host.gate(() => source.listPartitions(signal)),
     read: (request) => host.gate(() => source.read(request)),
   };
