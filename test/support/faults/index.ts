@@ -7,3 +7,4 @@ export { gateLeaseStore, gateSource, gateViewStore } from './gate.js';
 export { abortReason, FaultEnv, type FaultPlan, type FaultRule, hang, type InjectedFault } from './plan.js';
 export { type DeadLetterFaultKind, type DeadLetterFaultPlan, faultyDeadLetterSink, gateDeadLetterSink } from './faultyDeadLetterSink.js';
 export { laggingLeaseStore } from './laggingLeaseStore.js';
+export { type BrokerFaultKind, type BrokerFaultPlan, type FaultyAmqp, type FaultyJetStream, faultyAmqp, faultyJetStream, gateAmqp, gateJetStream } from './faultyBrokers.js';
