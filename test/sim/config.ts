@@ -10,9 +10,11 @@ import type { ViewMode } from '../../src/sinks/ViewStore.js';
  * view writes that land seconds later, as a long transaction or a pool wait does; lease listings and reads
  * that lag the store's writes by 50–400 ms), and hosts that stop or
  * crash while they bootstrap, leaving the bootstrap lock behind (`bootstrap`), and changes no handler can
- * process, handlers that fail once, and a dead-letter store that fails, slows down or loses replies (`poison`).
+ * process, handlers that fail once, and a dead-letter store that fails, slows down or loses replies (`poison`),
+ * and a broker that drops connections mid-batch, refuses, acknowledges late or never, or applies flow control
+ * (`broker`: only with `relay` on).
  */
-export const FAULT_SETS = ['lease', 'source', 'hang', 'view', 'host', 'sink', 'twin', 'clock', 'late', 'bootstrap', 'poison'] as const;
+export const FAULT_SETS = ['lease', 'source', 'hang', 'view', 'host', 'sink', 'twin', 'clock', 'late', 'bootstrap', 'poison', 'broker'] as const;
 export type FaultSet = (typeof FAULT_SETS)[number];
 
 /** One simulation run; everything else is derived from `seed`. */
@@ -54,10 +56,15 @@ export interface SimConfig {
   readonly start?: 'beginning' | 'now' | 'time' | 'function';
   /** How lease documents are named: rxfeed's layout (default) or the .NET processor's (`'dotnet'`). */
   readonly leaseScheme?: 'rxfeed' | 'dotnet';
+  /**
+   * Relay every batch to a broker model through the real `publishToJetStream` or `publishToAmqp` (Rx form
+   * only; after the views, before `checkpointEvery`), or not (`'off'`, default). See `relay.ts`.
+   */
+  readonly relay?: 'jetstream' | 'amqp' | 'off';
 }
 
 /** What a product variant sets: the options of {@link SimConfig} that `--faults all` draws per seed. */
-export type Variant = Pick<SimConfig, 'view' | 'groups' | 'balanceBy' | 'form' | 'policy' | 'start' | 'leaseScheme'>;
+export type Variant = Pick<SimConfig, 'view' | 'groups' | 'balanceBy' | 'form' | 'policy' | 'start' | 'leaseScheme' | 'relay'>;
 
 const STARTS = ['beginning', 'now', 'time', 'function'] as const;
 
@@ -67,7 +74,7 @@ const STARTS = ['beginning', 'now', 'time', 'function'] as const;
  */
 export function drawVariant(seed: number): Required<Variant> {
   const random = seededRandom((seed ^ hashString('variant')) >>> 0);
-  return {
+  const variant = {
     view: random() < 0.5 ? 'guarded' : 'exactlyOnce',
     groups: random() < 0.5,
     balanceBy: random() < 0.25 ? 'load' : 'count',
@@ -75,7 +82,10 @@ export function drawVariant(seed: number): Required<Variant> {
     policy: random() < 0.7 ? 'deadLetter' : 'halt',
     start: STARTS[Math.floor(random() * STARTS.length)]!,
     leaseScheme: random() < 0.25 ? 'dotnet' : 'rxfeed',
-  };
+  } as const;
+  // Drawn from a PRNG of its own (the one `sim.randomFor('relay')` gives), so the draws above stay as they were.
+  const relay = seededRandom((seed ^ hashString('relay')) >>> 0)();
+  return { ...variant, relay: variant.form === 'handler' ? 'off' : relay < 1 / 3 ? 'jetstream' : relay < 2 / 3 ? 'amqp' : 'off' };
 }
 
 /** An invariant that did not hold. */
@@ -143,5 +153,6 @@ export function replayLine(config: SimConfig): string {
   const policy = config.policy !== undefined ? ` --policy ${config.policy}` : '';
   const start = config.start !== undefined ? ` --start ${config.start}` : '';
   const scheme = config.leaseScheme !== undefined ? ` --lease-scheme ${config.leaseScheme}` : '';
-  return `npm run sim -- --seed ${config.seed} --faults ${config.faults.join(',') || 'none'} --hosts ${config.hosts.min}-${config.hosts.max}${chaos}${onError}${balance}${view}${groups}${form}${policy}${start}${scheme}`;
+  const relay = config.relay !== undefined ? ` --relay ${config.relay}` : '';
+  return `npm run sim -- --seed ${config.seed} --faults ${config.faults.join(',') || 'none'} --hosts ${config.hosts.min}-${config.hosts.max}${chaos}${onError}${balance}${view}${groups}${form}${policy}${start}${scheme}${relay}`;
 }
