@@ -220,6 +220,7 @@ export function faultyAmqp(open: () => Promise<AmqpConnectionLike>, plan: Broker
         const pending = new Set<(error: unknown) => void>();
         let closed = false;
         let blockedUntil = -Infinity;
+        let blocks = 0;
         /** Publishes held back by flow control, sent in order once the broker reads again. */
         let held: (() => void)[] | undefined;
         const closeChannel = () => {
@@ -285,8 +286,10 @@ export function faultyAmqp(open: () => Promise<AmqpConnectionLike>, plan: Broker
                 if (until > blockedUntil) {
                   blockedUntil = until;
                   held ??= [];
+                  // The last block's delay releases (not a clock reading: a host's clock may be stepped back).
+                  const block = ++blocks;
                   void env.delay(until - now()).then(() => {
-                    if (now() < blockedUntil) return; // blocked again meanwhile: a later delay releases
+                    if (block !== blocks) return; // blocked again meanwhile: a later delay releases
                     const sends = held ?? [];
                     held = undefined;
                     for (const s of sends) s();
