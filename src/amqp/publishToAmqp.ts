@@ -228,7 +228,9 @@ class AmqpPublisher implements BrokerPublisher<AmqpMessage> {
  * a replay after a crash delivers the changes published after the last checkpoint again, and consumers
  * de-duplicate by `messageId` (or keep the highest LSN per key).
  *
- * Order: a partition's batches are published one after the other, each as one pipelined round in feed order;
+ * Order: a partition's batches are published one after the other, in pipelined rounds in feed order (a
+ * round holds at most one change of a document, so a message refused while the next one is stored cannot
+ * put a document's changes out of order);
  * after a failure the round resumes at the first unconfirmed message (later ones are sent again, counted in
  * `stats.resent`), so one document's changes reach the exchange in LSN order.
  *

@@ -140,7 +140,9 @@ class JetStreamPublisher implements BrokerPublisher<NatsMessage> {
  * partition of the lineage reads the change: a replay after a crash or a split within the stream's
  * `duplicate_window` is acknowledged as a duplicate, not stored twice.
  *
- * Order: a partition's batches are published one after the other, each as one pipelined round in feed order;
+ * Order: a partition's batches are published one after the other, in pipelined rounds in feed order (a
+ * round holds at most one change of a document, so a message refused while the next one is stored cannot
+ * put a document's changes out of order);
  * after a failure the round resumes at the first unacknowledged message (later ones are sent again and
  * de-duplicated), so one document's changes are stored in LSN order, also across a split (a child's replay
  * of its parent's changes carries the parent's ids).

@@ -99,7 +99,8 @@ export interface RelayItem<T, M> {
 
 /**
  * The relay operator the broker entry points share: each value (a batch or an array of batches) is
- * published as one pipelined round of messages, in feed order, and re-emitted only after the broker
+ * published in pipelined rounds of messages, in feed order (a round ends before a document's second change
+ * in it, so that a refused message cannot let its document's next change arrive first), and re-emitted only after the broker
  * confirmed every message of it, so `checkpointEvery` after it never passes an unconfirmed change. Values of
  * one partition are published one after the other, at most `concurrency` at once.
  *
@@ -161,8 +162,12 @@ export function relay<B extends AnyBatches, M>(
         batches = handBack(batches, ended); // a halt ends the partition's ownership: its later batches too
 
         let pending = items.filter((item) => batches.includes(item.batch));
-        for (let attempts = 1; pending.length > 0; attempts++) {
-          const results = await publisher.publish(pending.map((item) => item.message));
+        let attempts = 0;
+        while (pending.length > 0) {
+          // One document at most once per round: a broker may refuse a message (a full stream, a nack) and
+          // store the next; were that the same document's next change, it would arrive before the one resent.
+          const round = distinctDocuments(pending);
+          const results = await publisher.publish(round.map((item) => item.message));
           const failed = results.findIndex((r) => !r.ok);
           for (const [i, r] of results.entries()) {
             if (!r.ok) continue;
@@ -175,7 +180,12 @@ export function relay<B extends AnyBatches, M>(
               if (r.duplicate) stats.duplicates++;
             }
           }
-          if (failed < 0) break;
+          if (failed < 0) {
+            pending = pending.slice(round.length);
+            attempts = 0;
+            continue;
+          }
+          attempts++;
           const error = (results[failed] as { error: unknown }).error;
           pending = pending.slice(failed);
           const first = pending[0]!.batch;
@@ -211,6 +221,25 @@ export function relay<B extends AnyBatches, M>(
     });
 }
 
+/**
+ * The longest prefix of `pending` with no two changes of one document: what one pipelined round may send
+ * without a refused message letting a later change of its document arrive first.
+ */
+function distinctDocuments<I extends { readonly change: Change<unknown> }>(pending: readonly I[]): readonly I[] {
+  const seen = new Set<string>();
+  for (const [i, item] of pending.entries()) {
+    const key = documentKey(item.change);
+    if (seen.has(key)) return pending.slice(0, i);
+    seen.add(key);
+  }
+  return pending;
+}
+
+/** A document's identity along its lineage: its partition key and id. */
+function documentKey(change: Change<unknown>): string {
+  return `${change.partitionKey === undefined ? '' : JSON.stringify(change.partitionKey)}:${change.id}`;
+}
+
 /** Sleeps `ms`, or until either signal aborts. */
 async function sleepUnless(ms: number, scheduler: SchedulerLike, stopped: AbortSignal, owned: AbortSignal | undefined): Promise<void> {
   if (!owned) return sleep(ms, scheduler, stopped);
@@ -233,6 +262,5 @@ async function sleepUnless(ms: number, scheduler: SchedulerLike, stopped: AbortS
  * keeps along its lineage. A replay after a crash or a split publishes the same ids again. @internal
  */
 export function messageId(change: Change<unknown>): string {
-  const key = change.partitionKey === undefined ? '' : JSON.stringify(change.partitionKey);
-  return `${change.lsn}:${key}:${change.id}`;
+  return `${change.lsn}:${documentKey(change)}`;
 }

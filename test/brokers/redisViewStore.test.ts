@@ -1,5 +1,7 @@
 import { Redis } from 'ioredis';
+import { asyncScheduler } from 'rxjs';
 import { afterAll, describe, expect, it } from 'vitest';
+import { classifyFailure } from '../../src/errors/classify.js';
 import { ViewFencedError } from '../../src/errors/ViewFencedError.js';
 import { InvalidOptionsError } from '../../src/errors/index.js';
 import { RedisViewStore } from '../../src/redis/RedisViewStore.js';
@@ -7,6 +9,7 @@ import type { ViewCommit } from '../../src/sinks/ViewStore.js';
 import { change, history, viewStoreConformance, writeOf, type ConformanceRow } from '../support/viewStoreConformance.js';
 import { TcpProxy } from '../support/brokers/tcpProxy.js';
 import { REDIS_URL, serviceUnavailable, uniqueName } from '../support/brokers/services.js';
+import { FaultEnv, faultyRedis, type RedisFaultPlan } from '../support/faults/index.js';
 
 const skip = await serviceUnavailable('Redis', REDIS_URL);
 const prefix = `${uniqueName('rxfeed_test')}:`;
@@ -94,6 +97,47 @@ describe.skipIf(skip !== undefined)('RedisViewStore', () => {
       await proxy.close();
     }
   });
+
+  for (const mode of ['guarded', 'exactlyOnce'] as const) {
+    it(`${mode}: ends equal to the source through connections lost during EVALSHA, lost replies, timeouts with the write landed and NOSCRIPT after a SCRIPT FLUSH (fault wrapper; each write retried as materializeToView does)`, async () => {
+      const env = new FaultEnv({ seed: 7, scheduler: asyncScheduler });
+      const plan: RedisFaultPlan = {
+        evalsha: [
+          { kind: 'noscript', count: 1 }, // the first script call finds the cache flushed (a real SCRIPT FLUSH)
+          { kind: 'noscript', probability: 0.03 },
+          { kind: 'drop', probability: 0.1 },
+          { kind: 'lostReply', probability: 0.1 },
+          { kind: 'timeout', probability: 0.05, ms: 20 },
+          { kind: 'slow', probability: 0.05, ms: 5 },
+        ],
+        eval: [{ kind: 'lostReply', probability: 0.2 }],
+      };
+      const name = `faults${++views}`;
+      const store = new RedisViewStore<ConformanceRow>({ name, keyPrefix: prefix, client: faultyRedis(client, plan, env) });
+      const { batches, final } = history(12);
+      let retries = 0;
+      for (const batch of batches) {
+        for (let attempt = 1; ; attempt++) {
+          try {
+            await store.write(writeOf(batch, { mode }));
+            break;
+          } catch (error) {
+            expect(classifyFailure(error)).toBe('transient'); // waited out and retried, never the end of the stream
+            expect(attempt).toBeLessThan(20);
+            retries++;
+          }
+        }
+      }
+      const clean = new RedisViewStore<ConformanceRow>({ name, keyPrefix: prefix, client });
+      expect(Object.fromEntries((await clean.rows()).map((r) => [r.key, r.row.version]))).toEqual(final);
+      // Each partition's position is its last batch's, whichever attempt of it landed.
+      const last = new Map(batches.map((b) => [b[0]!.partition, Math.max(...b.map((c) => c.lsn))]));
+      for (const [partition, lsn] of last) expect((await clean.positions()).get(partition)).toMatchObject({ lsn, epoch: 1 });
+      const counts = env.counts();
+      for (const kind of ['noscript', 'drop', 'lostReply', 'timeout']) expect(counts.get(`redis.${kind}`) ?? 0).toBeGreaterThan(0);
+      expect(retries).toBeGreaterThan(0);
+    });
+  }
 
   it('drops a whole view', async () => {
     const store = fresh();

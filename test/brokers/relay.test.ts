@@ -1,11 +1,11 @@
 import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { lastValueFrom, of, toArray } from 'rxjs';
+import { asyncScheduler, lastValueFrom, of, toArray } from 'rxjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import { publishToJetStream } from '../../src/nats/publishToJetStream.js';
 import { RelayStats } from '../../src/nats/relay.js';
-import { faultyJetStream } from '../support/brokers/faultyBrokers.js';
+import { FaultEnv, faultyJetStream } from '../support/faults/index.js';
 import { batch, type RelayDoc } from '../support/brokers/relayScenario.js';
 import { NATS_SERVERS, serviceUnavailable, uniqueName } from '../support/brokers/services.js';
 
@@ -51,8 +51,8 @@ describe.skipIf(skip !== undefined)('relay ownership and item failures (real Jet
     const before = await stored();
     const { batch: b, ownership, calls } = owned(batch('0', ['a', 'b', 'c']));
     const stats = new RelayStats();
-    const js = faultyJetStream(jetstream(nc), [{ at: 1, kind: 'down', count: 1_000 }]);
-    const out = lastValueFrom(of(b).pipe(publishToJetStream(js, { subject: (c) => `${stream}.${c.id}`, stats, backoff: { initialMs: 5, maxMs: 10 } }), toArray()));
+    const js = faultyJetStream(jetstream(nc), { publish: [{ kind: 'drop', count: 1_000 }] }, new FaultEnv({ seed: 1, scheduler: asyncScheduler }));
+    const out = lastValueFrom(of(b).pipe(publishToJetStream(js, { subject: (c) => `${stream}.${c.id}`, stats, ackTimeoutMs: 50, backoff: { initialMs: 5, maxMs: 10 } }), toArray()));
     for (let i = 0; i < 200 && stats.retries < 2; i++) await new Promise((resolve) => setTimeout(resolve, 10));
     ownership.abort(); // the lease was lost (or its local deadline passed): the next owner publishes these
     expect(await out).toEqual([]);

@@ -13,9 +13,10 @@ import type { ViewMode } from '../../src/sinks/ViewStore.js';
  * process, handlers that fail once, and a dead-letter store that fails, slows down or loses replies (`poison`),
  * and the source's other shapes (`topology`: merges read on as EPK-range leases, a gone parent that still
  * answers what it held, listings that lag or miss a child for a moment) and admin operations run against
- * live hosts (`admin`: rewind, release, reset).
+ * live hosts (`admin`: rewind, release, reset), and a broker that drops connections mid-batch, refuses, acknowledges late or never, or applies flow control
+ * (`broker`: only with `relay` on).
  */
-export const FAULT_SETS = ['lease', 'source', 'hang', 'view', 'host', 'sink', 'twin', 'clock', 'late', 'bootstrap', 'poison', 'topology', 'admin'] as const;
+export const FAULT_SETS = ['lease', 'source', 'hang', 'view', 'host', 'sink', 'twin', 'clock', 'late', 'bootstrap', 'poison', 'topology', 'admin', 'broker'] as const;
 export type FaultSet = (typeof FAULT_SETS)[number];
 
 /** One simulation run; everything else is derived from `seed`. */
@@ -59,10 +60,15 @@ export interface SimConfig {
   readonly leaseScheme?: 'rxfeed' | 'dotnet';
   /** How the source's positions look: `mem:<lsn>` (default) or opaque continuation documents (`'opaque'`). */
   readonly positions?: 'lsn' | 'opaque';
+  /**
+   * Relay every batch to a broker model through the real `publishToJetStream` or `publishToAmqp` (Rx form
+   * only; after the views, before `checkpointEvery`), or not (`'off'`, default). See `relay.ts`.
+   */
+  readonly relay?: 'jetstream' | 'amqp' | 'off';
 }
 
 /** What a product variant sets: the options of {@link SimConfig} that `--faults all` draws per seed. */
-export type Variant = Pick<SimConfig, 'view' | 'groups' | 'balanceBy' | 'form' | 'policy' | 'start' | 'leaseScheme' | 'positions'>;
+export type Variant = Pick<SimConfig, 'view' | 'groups' | 'balanceBy' | 'form' | 'policy' | 'start' | 'leaseScheme' | 'positions' | 'relay'>;
 
 const STARTS = ['beginning', 'now', 'time', 'function'] as const;
 
@@ -72,7 +78,7 @@ const STARTS = ['beginning', 'now', 'time', 'function'] as const;
  */
 export function drawVariant(seed: number): Required<Variant> {
   const random = seededRandom((seed ^ hashString('variant')) >>> 0);
-  return {
+  const variant = {
     view: random() < 0.5 ? 'guarded' : 'exactlyOnce',
     groups: random() < 0.5,
     balanceBy: random() < 0.25 ? 'load' : 'count',
@@ -82,7 +88,10 @@ export function drawVariant(seed: number): Required<Variant> {
     leaseScheme: random() < 0.25 ? 'dotnet' : 'rxfeed',
     // Drawn last: the draws above stay what they were before this option existed.
     positions: random() < 0.5 ? 'opaque' : 'lsn',
-  };
+  } as const;
+  // Drawn from a PRNG of its own (the one `sim.randomFor('relay')` gives), so the draws above stay as they were.
+  const relay = seededRandom((seed ^ hashString('relay')) >>> 0)();
+  return { ...variant, relay: variant.form === 'handler' ? 'off' : relay < 1 / 3 ? 'jetstream' : relay < 2 / 3 ? 'amqp' : 'off' };
 }
 
 /** An invariant that did not hold. */
@@ -151,5 +160,6 @@ export function replayLine(config: SimConfig): string {
   const start = config.start !== undefined ? ` --start ${config.start}` : '';
   const scheme = config.leaseScheme !== undefined ? ` --lease-scheme ${config.leaseScheme}` : '';
   const positions = config.positions !== undefined ? ` --positions ${config.positions}` : '';
-  return `npm run sim -- --seed ${config.seed} --faults ${config.faults.join(',') || 'none'} --hosts ${config.hosts.min}-${config.hosts.max}${chaos}${onError}${balance}${view}${groups}${form}${policy}${start}${scheme}${positions}`;
+  const relay = config.relay !== undefined ? ` --relay ${config.relay}` : '';
+  return `npm run sim -- --seed ${config.seed} --faults ${config.faults.join(',') || 'none'} --hosts ${config.hosts.min}-${config.hosts.max}${chaos}${onError}${balance}${view}${groups}${form}${policy}${start}${scheme}${positions}${relay}`;
 }

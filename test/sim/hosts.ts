@@ -13,6 +13,7 @@ import type { Sim } from './context.js';
 import type { FaultPlans } from './faultPlans.js';
 import { HostClocks } from './hostClocks.js';
 import type { ObservedStores, Row } from './observedStores.js';
+import type { SimRelay } from './relay.js';
 import type { Doc, World } from './world.js';
 
 /** The group key of a document: ids `d0`, `d1`, ... fall in three groups, whatever partition holds them. */
@@ -145,6 +146,8 @@ export class Hosts {
     private readonly stores: ObservedStores,
     private readonly plans: FaultPlans,
     readonly settings: HostSettings,
+    /** The `--relay` variant: the broker step of the Rx pipeline and its checkpoint watch. */
+    private readonly relay?: SimRelay,
   ) {
     this.clocks = new HostClocks(sim);
   }
@@ -171,7 +174,8 @@ export class Hosts {
       : world.source;
     const source = gateSource(trackReads(faultySource(listed, plans.source, env), reads, () => clock.now()), hostClock);
     const ref: { host?: SimHost } = {};
-    const leases = gateLeaseStore(stores.tagWrites(faultyLeaseStore(stores.leasesFor(name), plans.lease, env), () => ref.host!, sim), hostClock);
+    const shared = this.relay ? this.relay.watchCheckpoints(stores.leasesFor(name), name) : stores.leasesFor(name);
+    const leases = gateLeaseStore(stores.tagWrites(faultyLeaseStore(shared, plans.lease, env), () => ref.host!, sim), hostClock);
     const view = gateViewStore(stores.markDeposed(faultyViewStore(stores.view, plans.view, env), () => ref.host!, sim), hostClock);
     const groupView = gateViewStore(stores.markDeposed(faultyViewStore(stores.groupView, plans.view, env), () => ref.host!, sim), hostClock);
     const deadLetters = gateDeadLetterSink(faultyDeadLetterSink(stores.deadLetters, plans.deadLetter, env), hostClock);
@@ -239,6 +243,7 @@ export class Hosts {
           faultyStep<ChangeBatch<Doc>>(plans.step, hostEnv),
           materializeToView(view, { project, concurrency: 2, mode: config.view ?? 'guarded', ...failure }),
           config.groups ? materializeToView(groupView, { key: (c) => groupOf(c.id), project, concurrency: 2, mode: 'exactlyOnce', ...failure }) : identity,
+          this.relay ? this.relay.operator(name, hostClock) : identity,
           tap((batch) => {
             for (const c of batch.changes) world.deliver(c.id, c.lsn);
           }),

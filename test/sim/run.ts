@@ -5,7 +5,8 @@
  * (default 2-6), `--chaos-ms N` (default 30000), `--on-error retry|restart` (default retry), `--balance count|load`
  * (default count), `--view guarded|exactlyOnce` (default guarded), `--groups on|off` (default off),
  * `--form rx|handler` (default rx), `--policy deadLetter|halt` (default deadLetter), `--start beginning|now|time|function`
- * (default beginning), `--lease-scheme rxfeed|dotnet` (default rxfeed), `--positions lsn|opaque` (default lsn), `--verbose`.
+ * (default beginning), `--lease-scheme rxfeed|dotnet` (default rxfeed), `--positions lsn|opaque` (default lsn),
+ * `--relay jetstream|amqp|off` (default off; Rx form only), `--verbose`.
  * With `--faults all`, options not given are drawn per seed (the whole product; see test/sim/README.md).
  * Prints one line per failing seed that replays it; exits 1 when any seed failed.
  */
@@ -46,6 +47,9 @@ function parse(argv: readonly string[]): { configs: SimConfig[]; verbose: boolea
   if (leaseScheme !== undefined && leaseScheme !== 'rxfeed' && leaseScheme !== 'dotnet') throw new Error('--lease-scheme: give rxfeed or dotnet');
   const positions = args.get('positions');
   if (positions !== undefined && positions !== 'lsn' && positions !== 'opaque') throw new Error('--positions: give lsn or opaque');
+  const relay = args.get('relay');
+  if (relay !== undefined && relay !== 'jetstream' && relay !== 'amqp' && relay !== 'off') throw new Error('--relay: give jetstream, amqp or off');
+  if (relay !== undefined && relay !== 'off' && form === 'handler') throw new Error('--relay: the relay runs in the Rx form only (--form rx)');
   const explicit: Variant = {
     ...(positions ? { positions } : {}),
     ...(start ? { start: start as NonNullable<Variant['start']> } : {}),
@@ -55,6 +59,7 @@ function parse(argv: readonly string[]): { configs: SimConfig[]; verbose: boolea
     ...(groups ? { groups: groups === 'on' } : {}),
     ...(form ? { form } : {}),
     ...(policy ? { policy } : {}),
+    ...(relay ? { relay } : {}),
   };
   // `--faults all` is the whole product: each seed draws a variant (view mode, group keys, balancing, ...);
   // options given explicitly win. A list of fault sets runs the classic variant (old replay lines stay exact).

@@ -8,6 +8,7 @@ import { drawFaultPlans } from './faultPlans.js';
 import { drawHostSettings, Hosts } from './hosts.js';
 import { Throughout } from './invariants.js';
 import { ObservedStores } from './observedStores.js';
+import { SimRelay } from './relay.js';
 import { checkQuiescence } from './quiescence.js';
 import { World } from './world.js';
 
@@ -45,18 +46,22 @@ export async function runSimulation(config: SimConfig): Promise<SimResult> {
   const settings = drawHostSettings(sim);
   const stores = new ObservedStores(sim, world);
   const plans = drawFaultPlans(sim);
-  const hosts = new Hosts(sim, world, stores, plans, settings);
+  const everPaused = (name: string): boolean => hosts.all.some((h) => h.name === name && h.everPaused);
+  const relay = config.relay === 'jetstream' || config.relay === 'amqp' ? new SimRelay(sim, world, config.relay, everPaused) : undefined;
+  const hosts: Hosts = new Hosts(sim, world, stores, plans, settings, relay);
   const throughout = new Throughout(sim, world, stores, hosts);
   const advance = async (ms: number) => {
     for (let t = 0; t < ms; t += TICK_MS) {
       await clock.advance(TICK_MS);
       throughout.check();
+      relay?.check();
     }
   };
 
   const admin = sim.faults.has('admin') ? new AdminOps(sim, world, stores) : undefined;
   await runChaos(sim, world, hosts, advance, () => admin?.tick());
   await checkQuiescence(sim, world, stores, hosts, advance);
+  relay?.finish();
 
   return {
     config,

@@ -4,6 +4,7 @@ import type { FeedEvent } from '../../../src/core/events.js';
 import { createChangeFeed } from '../../../src/feed/index.js';
 import { MemoryLeaseStore } from '../../../src/leases/MemoryLeaseStore.js';
 import type { LeaseStore } from '../../../src/leases/LeaseStore.js';
+import type { JetStreamClientLike } from '../../../src/nats/publishToJetStream.js';
 import { messageId, RelayStats } from '../../../src/nats/relay.js';
 import { checkpointEvery } from '../../../src/operators/checkpointEvery.js';
 import { MemorySource } from '../../../src/sources/MemorySource.js';
@@ -147,5 +148,17 @@ function tracker(events: FeedEvent[]) {
     checkpoint: async () => undefined,
     drop: () => undefined,
     reportError: (error: Error, attempts?: number) => events.push({ type: 'error', owner: 'test', lease: '0', error, kind: 'infrastructure', ...(attempts ? { attempts } : {}) }),
+  };
+}
+
+/** A JetStream client that records the ids JetStream acknowledged, into `confirmed` (an observer, no faults). */
+export function confirmingJetStream(js: JetStreamClientLike, confirmed = new Set<string>()): JetStreamClientLike & { confirmed: Set<string> } {
+  return {
+    confirmed,
+    async publish(subject, payload, options) {
+      const ack = await js.publish(subject, payload, options);
+      if (options?.msgID) confirmed.add(options.msgID);
+      return ack;
+    },
   };
 }

@@ -61,6 +61,31 @@ describe('FaultEnv', () => {
     env.withScheduler(new VirtualClock()).enabled = false; // shared switch
     expect(env.pick('s', plan, 'list')).toBeUndefined();
   });
+
+  it('lets the first `after` calls pass before a rule applies', () => {
+    const env = new FaultEnv({ seed: 1, scheduler: new VirtualClock() });
+    const plan = { publish: [{ kind: 'drop', after: 2, count: 1 }] };
+    expect(Array.from({ length: 5 }, () => env.pick('broker', plan, 'publish')?.kind)).toEqual([undefined, undefined, 'drop', undefined, undefined]);
+  });
+
+  it('withRandom: a seam of its own PRNG leaves the draws of the others as they were, sharing switch and tally', () => {
+    const plan = { read: [{ kind: 'slow', probability: 0.5 }] };
+    const draws = (extra: boolean) => {
+      const env = new FaultEnv({ seed: 3, scheduler: new VirtualClock() });
+      const other = env.withRandom(() => 0); // always strikes
+      return Array.from({ length: 30 }, () => {
+        if (extra) expect(other.pick('broker', plan, 'read')?.kind).toBe('slow');
+        return env.pick('source', plan, 'read')?.kind ?? '-';
+      }).join(',');
+    };
+    expect(draws(true)).toBe(draws(false));
+    const env = new FaultEnv({ seed: 3, scheduler: new VirtualClock() });
+    const other = env.withRandom(() => 0);
+    other.pick('broker', plan, 'read');
+    expect(env.counts().get('broker.slow')).toBe(1);
+    env.enabled = false;
+    expect(other.pick('broker', plan, 'read')).toBeUndefined();
+  });
 });
 
 describe('faultySource', () => {

@@ -8,3 +8,5 @@ export { abortReason, FaultEnv, type FaultPlan, type FaultRule, hang, type Injec
 export { type DeadLetterFaultKind, type DeadLetterFaultPlan, faultyDeadLetterSink, gateDeadLetterSink } from './faultyDeadLetterSink.js';
 export { laggingLeaseStore } from './laggingLeaseStore.js';
 export { laggingListings, type ListingHistory, opaquePositions, withOpaquePositions } from './sourceShapes.js';
+export { type BrokerFaultKind, type BrokerFaultPlan, type FaultyAmqp, type FaultyJetStream, faultyAmqp, faultyJetStream, gateAmqp, gateJetStream } from './faultyBrokers.js';
+export { faultyRedis, type RedisFaultKind, type RedisFaultPlan } from './faultyRedis.js';

@@ -12,6 +12,11 @@ export interface FaultRule<K extends string = string> {
   readonly probability?: number;
   /** Strike exactly the next `count` matching calls. */
   readonly count?: number;
+  /**
+   * Let the first `after` calls that reach this rule pass untouched before it applies (e.g. `{ after: 5,
+   * count: 1 }` strikes the 6th call). Default 0.
+   */
+  readonly after?: number;
   /** Delay of `slow`, `timeout` and `hang` kinds, in virtual ms. Default 1 000. */
   readonly ms?: number;
   /** Retry-after of a `throttle`, in ms. Default 500. */
@@ -54,15 +59,17 @@ export class FaultEnv {
   readonly #conditions: Set<string>;
   readonly #counts: Map<string, number>;
   readonly #used: WeakMap<FaultRule, number>;
+  readonly #passed: WeakMap<FaultRule, number>;
   /** Every fault injected, in order (bounded to the last 10 000). */
   readonly log: InjectedFault[];
 
   constructor(options: { seed?: number; random?: () => number; scheduler: SchedulerLike }, shared?: FaultEnv) {
-    this.random = shared?.random ?? options.random ?? seededRandom(options.seed ?? 1);
+    this.random = options.random ?? shared?.random ?? seededRandom(options.seed ?? 1);
     this.scheduler = options.scheduler;
     this.#conditions = (shared ? shared.#conditions : undefined) ?? new Set();
     this.#counts = (shared ? shared.#counts : undefined) ?? new Map();
     this.#used = (shared ? shared.#used : undefined) ?? new WeakMap();
+    this.#passed = (shared ? shared.#passed : undefined) ?? new WeakMap();
     this.log = shared?.log ?? [];
     this.#switch = (shared ? shared.#switch : undefined) ?? { enabled: true };
   }
@@ -79,6 +86,14 @@ export class FaultEnv {
   /** The same PRNG, switch, conditions and tally, with another clock (e.g. one host's {@link HostClock}). */
   withScheduler(scheduler: SchedulerLike): FaultEnv {
     return new FaultEnv({ scheduler }, this);
+  }
+
+  /**
+   * The same clock, switch, conditions and tally, with a PRNG of its own: a seam added later draws from it,
+   * so the draws of the others (and so old seeds) stay as they were.
+   */
+  withRandom(random: () => number): FaultEnv {
+    return new FaultEnv({ scheduler: this.scheduler, random }, this);
   }
 
   /** Turns a condition on (rules with `during: name` apply). */
@@ -104,6 +119,13 @@ export class FaultEnv {
     for (const rule of rules) {
       if (rule.key !== undefined && rule.key !== key) continue;
       if (rule.during !== undefined && !this.#conditions.has(rule.during)) continue;
+      if (rule.after !== undefined) {
+        const passed = this.#passed.get(rule) ?? 0;
+        if (passed < rule.after) {
+          this.#passed.set(rule, passed + 1);
+          continue;
+        }
+      }
       const used = this.#used.get(rule) ?? 0;
       if (rule.count !== undefined && used < rule.count) {
         this.#used.set(rule, used + 1);

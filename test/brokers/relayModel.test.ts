@@ -1,0 +1,103 @@
+import { lastValueFrom, of, toArray } from 'rxjs';
+import { describe, expect, it } from 'vitest';
+import { publishToAmqp } from '../../src/amqp/publishToAmqp.js';
+import { publishToJetStream } from '../../src/nats/publishToJetStream.js';
+import { RelayError, RelayStats } from '../../src/nats/relay.js';
+import { batch } from '../support/brokers/relayScenario.js';
+import { type HeldMessage, MemoryAmqp, MemoryJetStream } from '../support/brokers/memoryBrokers.js';
+import { type BrokerFaultPlan, FaultEnv, faultyAmqp, faultyJetStream, VirtualClock } from '../support/faults/index.js';
+
+/** `id@lsn` of each message, in arrival order. */
+const arrivals = (messages: readonly HeldMessage[]) => messages.map((m) => JSON.parse(m.body) as { id: string; lsn: number }).map((b) => `${b.id}@${b.lsn}`);
+
+/** Runs `work` to its end on virtual time. */
+async function run<T>(clock: VirtualClock, work: Promise<T>): Promise<T> {
+  let done = false;
+  const result = work.finally(() => (done = true));
+  await clock.advanceUntil(() => done, 600_000, 10);
+  return result;
+}
+
+/** The two relays over their broker models, on one virtual clock, with `plan` at the broker seam. */
+function relays(plan: BrokerFaultPlan) {
+  const clock = new VirtualClock(1_000_000);
+  const env = new FaultEnv({ seed: 1, scheduler: clock });
+  const stats = new RelayStats();
+  const common = { stats, scheduler: clock, backoff: { initialMs: 10, maxMs: 100 } };
+  const jetstream = new MemoryJetStream({ scheduler: clock });
+  const amqp = new MemoryAmqp({ scheduler: clock });
+  const faultyAmqpBroker = faultyAmqp(() => amqp.connect('a'), plan, env);
+  return {
+    clock,
+    env,
+    stats,
+    jetstream: { broker: jetstream, operator: publishToJetStream(faultyJetStream(jetstream.client('a'), plan, env), { ...common, subject: (c) => `docs.${c.id}`, ackTimeoutMs: 500 }) },
+    amqp: { broker: amqp, faulty: faultyAmqpBroker, operator: publishToAmqp(faultyAmqpBroker, { ...common, exchange: 'docs', routingKey: (c) => c.id, confirmTimeoutMs: 500 }) },
+  };
+}
+
+describe('relays over the broker models (virtual time, fault wrappers)', () => {
+  for (const kind of ['jetstream', 'amqp'] as const) {
+    it(`${kind}: a refused message never lets its document's next change arrive first (the sim's broker-key-order)`, async () => {
+      // The 1st publish is refused for now (a full stream, a nack); a@2 follows a@1 in the same batch.
+      const r = relays({ publish: [{ kind: 'full', count: 1 }] });
+      const { broker, operator } = r[kind];
+      const emitted = await run(r.clock, lastValueFrom(of(batch('0', ['a', 'a', 'b'])).pipe(operator, toArray())));
+      expect(emitted).toHaveLength(1);
+      expect(arrivals(broker.messages)).toEqual(['a@1', 'a@2', 'b@3']);
+      expect(r.stats.retries).toBe(1);
+    });
+
+    it(`${kind}: a connection dropped mid-batch loses the acknowledgements in flight; the retry stores nothing twice in JetStream, and order holds`, async () => {
+      const r = relays({ publish: [{ kind: 'drop', after: 2, count: 1, ms: 50 }] });
+      const { broker, operator } = r[kind];
+      const emitted = await run(r.clock, lastValueFrom(of(batch('0', ['a', 'b', 'c', 'd'])).pipe(operator, toArray())));
+      expect(emitted).toHaveLength(1);
+      // a and b reached the broker before the drop (their acknowledgements were lost), c and d did not.
+      expect(arrivals(broker.messages)).toEqual(kind === 'jetstream' ? ['a@1', 'b@2', 'c@3', 'd@4'] : ['a@1', 'b@2', 'a@1', 'b@2', 'c@3', 'd@4']);
+      if (kind === 'jetstream') expect(r.jetstream.broker.duplicatesDropped).toBe(2);
+      else expect(r.amqp.faulty.connections).toBe(2);
+      expect(r.env.counts().get('broker.drop')).toBe(1);
+    });
+
+    it(`${kind}: a lost acknowledgement is waited out (timeout), then the message is sent again`, async () => {
+      const r = relays({ publish: [{ kind: 'lostAck', after: 1, count: 1 }] });
+      const { broker, operator } = r[kind];
+      const started = r.clock.now();
+      await run(r.clock, lastValueFrom(of(batch('0', ['a', 'b'])).pipe(operator, toArray())));
+      expect(r.clock.now() - started).toBeGreaterThanOrEqual(500); // the ack timeout, on virtual time
+      expect(arrivals(broker.messages)).toEqual(kind === 'jetstream' ? ['a@1', 'b@2'] : ['a@1', 'b@2', 'b@2']);
+      expect(r.stats.confirmed).toBe(2);
+    });
+
+    it(`${kind}: a slow acknowledgement and flow control hold the value back without a retry`, async () => {
+      const r = relays({ publish: [{ kind: 'slowAck', count: 1, ms: 300 }, { kind: 'blocked', after: 1, count: 1, ms: 400 }] });
+      const { broker, operator } = r[kind];
+      const started = r.clock.now();
+      await run(r.clock, lastValueFrom(of(batch('0', ['a', 'b', 'c'])).pipe(operator, toArray())));
+      expect(r.clock.now() - started).toBeGreaterThanOrEqual(400);
+      expect(arrivals(broker.messages)).toEqual(['a@1', 'b@2', 'c@3']);
+      expect(r.stats.retries).toBe(0);
+    });
+
+    it(`${kind}: a refusal for good ends the stream with a RelayError; what the broker holds stays in order`, async () => {
+      const r = relays({ publish: [{ kind: 'refuse', after: 1, count: 1 }] });
+      const { operator } = r[kind];
+      const error = await run(r.clock, lastValueFrom(of(batch('0', ['a', 'b'])).pipe(operator)).catch((e: unknown) => e));
+      expect(error).toBeInstanceOf(RelayError);
+    });
+  }
+
+  it('JetStream model: an id is de-duplicated within the window and stored again after it', async () => {
+    const clock = new VirtualClock();
+    const stream = new MemoryJetStream({ scheduler: clock, duplicateWindowMs: 1_000 });
+    const js = stream.client('a');
+    const first = await run(clock, js.publish('s', 'x', { msgID: 'm1' }));
+    const again = await run(clock, js.publish('s', 'x', { msgID: 'm1' }));
+    await clock.advance(1_000);
+    const later = await run(clock, js.publish('s', 'x', { msgID: 'm1' }));
+    expect([first.duplicate, again.duplicate, later.duplicate]).toEqual([false, true, false]);
+    expect(again.seq).toBe(first.seq);
+    expect(stream.messages).toHaveLength(2);
+  });
+});
