@@ -7,25 +7,29 @@ import { InvalidOptionsError, LeaseLostError } from '../errors/index.js';
 import { sleep } from '../internal/wait.js';
 import { logger } from '../internal/log.js';
 import type { Logger } from '../internal/log.js';
-import { HANDOFF_TO, handoffRequest, isUntaken, planBalance, withoutSignals } from './balancing.js';
-import { LOAD_PROPERTY, planLoadBalance } from './loadBalancing.js';
+import { planBalance } from './balancing.js';
+import { planLoadBalance } from './loadBalancing.js';
+import { formatLoad, HANDOFF_TO, handoffRequest, isUntaken, LOAD_PROPERTY, withoutSignals } from './protocol/signals.js';
 import { bootstrapLeases, type BootstrapResult } from './coordinator/bootstrap.js';
-import { announceRelease, askForLease, handBack, onlyNoticeChanged, releaseNotice, withoutNotice, withoutRequest } from './coordinator/handover.js';
-import { namingOf, type LeaseNaming } from './coordinator/leaseDocuments.js';
-import { listProcessorLeases } from './leaseNaming.js';
+import { announceRelease, askForLease, handBack } from './protocol/handover.js';
+import { onlyNoticeChanged, releaseNotice, withoutNotice, withoutRequest } from './protocol/signals.js';
+import { namingOf, type LeaseNaming } from './protocol/documents.js';
+import { listProcessorLeases } from './protocol/listing.js';
 import { NameGuard, type SharedName } from './coordinator/NameGuard.js';
 import { Observations } from './coordinator/Observations.js';
 import { Ownership, type OwnershipHost } from './coordinator/Ownership.js';
 import { FailureCounter } from './coordinator/FailureCounter.js';
 import { replaceGoneLease } from './coordinator/replaceGoneLease.js';
-import { checkLeasePrefix, type Timings } from './coordinator/timings.js';
+import type { Timings } from './protocol/timings.js';
+import { checkLeasePrefix } from './protocol/validation.js';
 import { fatalReason, validateOptions, type LeaseCoordinatorOptions } from './coordinator/options.js';
 import type { Lease } from './Lease.js';
 import { LeaseConflictError } from '../errors/LeaseConflictError.js';
 import type { LeaseCoordinator, OwnedLease } from './LeaseCoordinator.js';
 import type { LeaseStore } from './LeaseStore.js';
 
-export { DEFAULT_LEASE_PREFIX, LEASE_DEFAULTS } from './coordinator/timings.js';
+export { LEASE_DEFAULTS } from './protocol/timings.js';
+export { DEFAULT_LEASE_PREFIX } from './protocol/validation.js';
 export type { LeaseCoordinatorOptions } from './coordinator/options.js';
 
 const FULL_RANGE: FeedRange = { minInclusive: '', maxExclusive: 'FF' };
@@ -827,9 +831,4 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
     });
     return Promise.race([work, timeout]).finally(() => timer?.unsubscribe());
   }
-}
-
-/** A load as a short decimal string (3 significant digits are plenty to balance on). */
-function formatLoad(load: number): string {
-  return load === 0 ? '0' : String(Number(load.toPrecision(3)));
 }

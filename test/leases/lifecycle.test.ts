@@ -3,7 +3,7 @@
  * first waited out a dead host's lock, a stop() right after a lease was handed to the stopping host.
  */
 import { describe, expect, it } from 'vitest';
-import { isUntaken } from '../../src/leases/balancing.js';
+import { isUntaken } from '../../src/leases/protocol/index.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { withReplace } from '../support/replacing.js';

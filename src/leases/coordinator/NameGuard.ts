@@ -1,4 +1,5 @@
-import { isLeaseExpired, isUntaken } from '../balancing.js';
+import { isUntaken } from '../protocol/signals.js';
+import { isLeaseExpired } from '../protocol/timings.js';
 import type { Lease } from '../Lease.js';
 
 /** A lease taken under this host's name at an epoch it never wrote, and how it was stored then. */

@@ -1,4 +1,4 @@
-import { HANDOFF_AT, HANDOFF_TO } from '../balancing.js';
+import { HANDOFF_AT, HANDOFF_TO } from '../protocol/signals.js';
 import type { Lease } from '../Lease.js';
 
 /**

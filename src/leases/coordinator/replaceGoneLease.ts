@@ -1,9 +1,9 @@
 import type { Partition, Position } from '../../core/Partition.js';
-import { UNTAKEN_AT_EPOCH, withoutSignals } from '../balancing.js';
+import { UNTAKEN_AT_EPOCH, withoutSignals } from '../protocol/signals.js';
 import type { Lease } from '../Lease.js';
 import { LeaseConflictError } from '../../errors/LeaseConflictError.js';
 import type { LeaseStore } from '../LeaseStore.js';
-import { leaseDocument, type LeaseNaming } from './leaseDocuments.js';
+import { leaseDocument, type LeaseNaming } from '../protocol/documents.js';
 import { childLeases, coversRange } from './splitMerge.js';
 
 /** @internal What {@link replaceGoneLease} needs. */
