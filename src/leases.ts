@@ -13,8 +13,8 @@
  */
 export type { LeaseCoordinator, OwnedLease } from './leases/LeaseCoordinator.js';
 export { createLeaseCoordinator, LEASE_DEFAULTS, type LeaseCoordinatorOptions } from './leases/createLeaseCoordinator.js';
-export type { LeaseScheme } from './leases/protocol/documents.js';
+export type { LeaseScheme } from './leases/protocol/index.js';
 export { planBalance, type BalanceOptions, type BalancePlan } from './leases/balancing.js';
-export { isLeaseExpired } from './leases/protocol/timings.js';
+export { isLeaseExpired } from './leases/protocol/index.js';
 export { planLoadBalance, type LoadBalanceOptions } from './leases/loadBalancing.js';
-export { publishedLoad, LOAD_PROPERTY } from './leases/protocol/signals.js';
+export { publishedLoad, LOAD_PROPERTY } from './leases/protocol/index.js';

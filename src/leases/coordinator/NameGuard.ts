@@ -1,3 +1,5 @@
+// Role: tells another live process under this host's name from what a previous run left, and keeps this
+// host off the leases such a process may be reading.
 import { isUntaken } from '../protocol/signals.js';
 import { isLeaseExpired } from '../protocol/timings.js';
 import type { Lease } from '../Lease.js';

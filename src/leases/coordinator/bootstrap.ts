@@ -1,3 +1,5 @@
+// Role: the bootstrap — creates one lease per partition exactly once, however many hosts start together
+// (`.info` / `.lock` markers, the epoch floor), claiming the first ones for this host.
 import type { Partition, Position } from '../../core/Partition.js';
 import { CorruptLeaseError } from '../../errors/index.js';
 import type { Logger } from '../../internal/log.js';

@@ -1,3 +1,5 @@
+// Role: one attempt at replacing a gone partition's lease — children at the parent's epoch and checkpoint,
+// untaken, then the parent deleted; fenced when another host owns the parent now. GonePartitions retries it.
 import type { Partition, Position } from '../../core/Partition.js';
 import { UNTAKEN_AT_EPOCH, withoutSignals } from '../protocol/signals.js';
 import type { Lease } from '../Lease.js';
