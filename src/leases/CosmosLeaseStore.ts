@@ -1,3 +1,5 @@
+// Public: the lease store in a Cosmos DB container, in the document layout the .NET processor, Azure
+// Functions and KEDA read (docs/compatibility.md).
 import type { Container, ItemDefinition } from '@azure/cosmos';
 import { asyncScheduler, type SchedulerLike } from 'rxjs';
 import type { FeedMode, FeedRange } from '../core/Partition.js';
