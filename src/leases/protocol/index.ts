@@ -18,6 +18,7 @@ export {
   type LeaseNaming,
   type LeaseScheme,
 } from './documents.js';
+export { fromDocument, toDocument, type CosmosLeaseDocument, type CosmosMarkerDocument } from './cosmosDocuments.js';
 export { listProcessorLeases, resolveLeaseIds, type LeaseNamingOptions } from './listing.js';
 export {
   formatLoad,
