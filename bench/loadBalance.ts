@@ -13,7 +13,8 @@
  */
 import { planBalance, type BalancePlan } from '../src/leases/balancing.js';
 import type { Lease } from '../src/leases/Lease.js';
-import { LOAD_PROPERTY, planLoadBalance } from '../src/leases/loadBalancing.js';
+import { planLoadBalance } from '../src/leases/loadBalancing.js';
+import { LOAD_PROPERTY } from '../src/leases/protocol/index.js';
 import { seededRandom } from '../src/internal/random.js';
 
 const HOSTS = ['host-1', 'host-2', 'host-3', 'host-4'];

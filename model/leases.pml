@@ -16,15 +16,15 @@
  * space is finite; epochs are bounded by MAXEP (no acquisition past it: an under-approximation).
  *
  * Code map (src/leases/):
- *   acquire   - createLeaseCoordinator #acquire / #own (epoch + 1, signals dropped, local deadline starts)
- *   ask       - coordinator/handover.ts askForLease (handoff request: rxfeed.handoffTo / rxfeed.handoffAt)
- *   renew     - #renew / #write (conditional on the etag; a conflict re-reads, a new request is watched)
+ *   acquire   - coordinator/Acquirer.ts acquire / own (epoch + 1, signals dropped, local deadline starts)
+ *   ask       - protocol/handover.ts askForLease (handoff request: rxfeed.handoffTo / rxfeed.handoffAt)
+ *   renew     - coordinator/Renewer.ts -> LeaseWriter.write (conditional on the etag; a conflict re-reads, a new request is watched)
  *   emit      - the reader emitting a batch into a sink/view that fences by epoch along the lineage
- *   ckpt      - OwnedLease.checkpoint -> #write
- *   split     - partitionGone -> coordinator/replaceGoneLease.ts (children at the parent's epoch, untaken)
- *   handback  - #close -> handBack (drain, then owner := requester, rxfeed.untakenAtEpoch)
- *   (Clock)   - Ownership.confirm / handoffRequested timers -> lose
- *   stop      - stop(): #close every ownership, #afterRelease (settle asked leases, release notices)
+ *   ckpt      - OwnedLease.checkpoint -> LeaseWriter.checkpoint
+ *   split     - GonePartitions.replace -> coordinator/replaceGoneLease.ts (children at the parent's epoch, untaken)
+ *   handback  - Endings.handOver -> protocol/handover.ts handBack (drain, then owner := requester, rxfeed.untakenAtEpoch)
+ *   (Clock)   - Ownership.confirm / handoffRequested timers -> Endings.lose
+ *   stop      - Coordinator.stop: Endings.handOver every ownership, Departure.leave (settle asked leases, release notices)
  *   crash     - the process dies: nothing written
  */
 
@@ -34,7 +34,7 @@
 #define NL 3           /* lease slots: 0 = parent of lineage 0, 1 = lineage 1, 2 = the child replacing 0 */
 #define LIN(l) ((l) == 1 -> 1 : 0)
 
-/* Timings in ticks (defaults in coordinator/timings.ts: expiration 60 s, renew 40 s, deadline margin
+/* Timings in ticks (defaults in protocol/timings.ts: expiration 60 s, renew 40 s, deadline margin
  * min(exp/10, (exp-renew)/2) = 6 s). The model keeps their order, not their ratios, to stay small:
  * 1 tick = 15 s, expiration 4, renewal due 1 tick after a write, margin 2 ticks (> DRIFT), drift 1 tick. */
 #define EXP 4          /* leaseExpirationMs */
@@ -122,7 +122,7 @@ inline mutex(h, l) {
 
 inline lose(h, l) { held[I(h, l)] = 0; hdl[I(h, l)] = NONE }
 
-/* Starts an ownership: #own. The local deadline counts from the write's send. */
+/* Starts an ownership: Acquirer.own. The local deadline counts from the write's send. */
 inline start(h, l, deadline) {
   held[I(h, l)] = 1; hep[I(h, l)] = ep[l]; rem[I(h, l)] = deadline; hdl[I(h, l)] = NONE; pos[I(h, l)] = ck[l];
   mutex(h, l)

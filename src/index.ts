@@ -47,8 +47,7 @@ export {
   type CosmosMarkerDocument,
 } from './leases/CosmosLeaseStore.js';
 export { dotnetLeasePrefix, type DotnetLeasePrefixOptions } from './leases/dotnetLeasePrefix.js';
-export type { LeaseScheme } from './leases/coordinator/leaseDocuments.js';
-export type { LeaseNamingOptions } from './leases/leaseNaming.js';
+export type { LeaseNamingOptions, LeaseScheme } from './leases/protocol/index.js';
 
 // Lease administration
 export * from './admin/index.js';

@@ -13,6 +13,8 @@
  */
 export type { LeaseCoordinator, OwnedLease } from './leases/LeaseCoordinator.js';
 export { createLeaseCoordinator, LEASE_DEFAULTS, type LeaseCoordinatorOptions } from './leases/createLeaseCoordinator.js';
-export type { LeaseScheme } from './leases/coordinator/leaseDocuments.js';
-export { planBalance, isLeaseExpired, type BalanceOptions, type BalancePlan } from './leases/balancing.js';
-export { planLoadBalance, publishedLoad, LOAD_PROPERTY, type LoadBalanceOptions } from './leases/loadBalancing.js';
+export type { LeaseScheme } from './leases/protocol/index.js';
+export { planBalance, type BalanceOptions, type BalancePlan } from './leases/balancing.js';
+export { isLeaseExpired } from './leases/protocol/index.js';
+export { planLoadBalance, type LoadBalanceOptions } from './leases/loadBalancing.js';
+export { publishedLoad, LOAD_PROPERTY } from './leases/protocol/index.js';

@@ -1,7 +1,6 @@
 import { type CorruptLeaseError, InvalidOptionsError } from '../errors/index.js';
-import type { LeaseIds } from '../leases/coordinator/leaseDocuments.js';
 import type { Lease } from '../leases/Lease.js';
-import { listProcessorLeases, type LeaseNamingOptions, resolveLeaseIds } from '../leases/leaseNaming.js';
+import { listProcessorLeases, type LeaseIds, type LeaseNamingOptions, resolveLeaseIds } from '../leases/protocol/index.js';
 import type { LeaseStore } from '../leases/LeaseStore.js';
 
 /**

@@ -1,6 +1,6 @@
 import { InvalidOptionsError } from '../errors/index.js';
 import { LeaseConflictError } from '../errors/LeaseConflictError.js';
-import { floorDocument, floorId, markerIdsOf } from '../leases/coordinator/leaseDocuments.js';
+import { floorDocument, floorId, markerIdsOf } from '../leases/protocol/index.js';
 import { changeLeases, type LeaseChange } from './changeLeases.js';
 import { type LeaseAdminOptions, type ResolvedAdminOptions, resolveAdminOptions, selectLeases } from './options.js';
 

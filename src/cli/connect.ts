@@ -1,7 +1,7 @@
 import type { CosmosClient, Container } from '@azure/cosmos';
 import { CosmosLeaseStore } from '../leases/CosmosLeaseStore.js';
 import { dotnetLeasePrefix } from '../leases/dotnetLeasePrefix.js';
-import type { LeaseNamingOptions } from '../leases/leaseNaming.js';
+import type { LeaseNamingOptions } from '../leases/protocol/index.js';
 import { CosmosSource } from '../sources/CosmosSource.js';
 import { checkHostResolves } from '../sources/cosmos/reachability.js';
 import type { FeedMode } from '../core/Partition.js';

@@ -1,8 +1,6 @@
 import { listLeases, releaseLeases, resetLeases, rewindLeases, type LeaseAdminOptions, type LeaseChange, type RewindTarget } from '../admin/index.js';
 import { LeaseInUseError } from '../errors/index.js';
-import { floorId, type LeaseIds } from '../leases/coordinator/leaseDocuments.js';
-import { DEFAULT_LEASE_PREFIX } from '../leases/coordinator/timings.js';
-import { resolveLeaseIds } from '../leases/leaseNaming.js';
+import { DEFAULT_LEASE_PREFIX, floorId, resolveLeaseIds, type LeaseIds } from '../leases/protocol/index.js';
 import type { LeaseStore } from '../leases/LeaseStore.js';
 import { type CliIO, parseCosmosArgs, progressLine, UsageError } from './cosmosArgs.js';
 import { connect, type CosmosConnection } from './connect.js';

@@ -3,8 +3,7 @@ import type { LeaseStore } from '../leases/LeaseStore.js';
 import type { Partition, Position, StartFrom } from '../core/Partition.js';
 import { InvalidOptionsError, PartitionGoneError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
-import type { LeaseIds } from '../leases/coordinator/leaseDocuments.js';
-import { listProcessorLeases, type LeaseNamingOptions, resolveLeaseIds } from '../leases/leaseNaming.js';
+import { listProcessorLeases, type LeaseIds, type LeaseNamingOptions, resolveLeaseIds } from '../leases/protocol/index.js';
 import type { Source } from '../sources/Source.js';
 
 /**

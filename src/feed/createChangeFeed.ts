@@ -6,7 +6,7 @@ import { ProcessWarnings } from '../core/processWarnings.js';
 import type { Partition, StartFrom } from '../core/Partition.js';
 import type { Source } from '../sources/Source.js';
 import { logger, type Logger } from '../internal/log.js';
-import { LEASE_DEFAULTS } from '../leases/coordinator/timings.js';
+import { LEASE_DEFAULTS } from '../leases/protocol/index.js';
 import { createLeaseCoordinator } from '../leases/createLeaseCoordinator.js';
 import { CreditPool } from './CreditPool.js';
 import { type ChangeFeedOptions, type ResolvedOptions, resolveOptions } from './options.js';

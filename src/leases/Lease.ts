@@ -1,3 +1,4 @@
+// Public: the lease record every store keeps (fields as in docs/lease-protocol.md, "Documents").
 import type { FeedMode, FeedRange, Position } from '../core/Partition.js';
 
 /**

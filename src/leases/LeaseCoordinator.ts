@@ -1,3 +1,5 @@
+// Public: what a lease coordinator offers (`LeaseCoordinator`) and what it hands the feed engine per lease
+// (`OwnedLease`): the one seam between ownership (src/leases) and processing (src/feed).
 import type { Observable } from 'rxjs';
 import type { CloseReason, FeedEvent } from '../core/events.js';
 import type { Partition, Position } from '../core/Partition.js';

@@ -1,3 +1,4 @@
+// Public: the lease store seam — conditional writes on an etag, listing by prefix.
 import type { CorruptLeaseError } from '../errors/CorruptLeaseError.js';
 import type { Lease, NewLease } from './Lease.js';
 

@@ -1,3 +1,4 @@
+// Public: a lease store in memory (one process, tests).
 import type { Lease, NewLease } from './Lease.js';
 import { LeaseConflictError } from '../errors/LeaseConflictError.js';
 import type { LeaseListing, LeaseStore } from './LeaseStore.js';

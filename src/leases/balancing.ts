@@ -1,4 +1,7 @@
+// Planner: the count balancing rule — from one listing, what this host takes, asks for, hands over and
+// releases. Pure. The signals and expiry it reads are the protocol's (./protocol).
 import { hashString } from '../internal/random.js';
+import { handoffRequest, isLeaseExpired, isUntaken } from './protocol/index.js';
 import type { Lease } from './Lease.js';
 
 /** Inputs of {@link planBalance} besides the leases themselves. */
@@ -46,18 +49,6 @@ export interface BalancePlan {
    * `undefined` when others hold nothing. Scanning right then gives failover in one expiration.
    */
   readonly nextExpiryMs: number | undefined;
-}
-
-/**
- * True when `lease` has no owner or its owner has not renewed it within `expirationMs`.
- *
- * @example
- * ```ts
- * const free = leases.filter((l) => isLeaseExpired(l, Date.now(), 60_000));
- * ```
- */
-export function isLeaseExpired(lease: Lease, nowMs: number, expirationMs: number): boolean {
-  return !lease.owner || nowMs - lease.timestampMs >= expirationMs;
 }
 
 /**
@@ -155,69 +146,6 @@ export function planBalance(
   const settled =
     steal.length === 0 && handoff.length === 0 && incoming.length === 0 && Math.max(...counts) - Math.min(...counts) <= 1;
   return { ...base, take: [], steal, release: [], settled };
-}
-
-/** Lease property naming the host a lease was asked for (a pending handoff). @internal */
-export const HANDOFF_TO = 'rxfeed.handoffTo';
-/** Lease property: when (ms since the epoch, as a string) the handoff was asked for. @internal */
-export const HANDOFF_AT = 'rxfeed.handoffAt';
-
-/**
- * The host a live lease has been asked for, if the request is younger than `expirationMs` (an older one
- * was not honoured: the asker may then take the lease by force).
- *
- * @example
- * ```ts
- * const to = handoffRequest(lease, Date.now(), 60_000); // e.g. 'host-b', or undefined
- * ```
- * @internal
- */
-export function handoffRequest(lease: Lease, nowMs: number, expirationMs: number): string | undefined {
-  const to = lease.properties[HANDOFF_TO];
-  const at = Number(lease.properties[HANDOFF_AT]);
-  if (!to || to === lease.owner || !Number.isFinite(at) || nowMs - at >= expirationMs) return undefined;
-  return to;
-}
-
-/** Lease property: a host that released leases (a graceful stop) told this lease's owner so. @internal */
-export const RELEASED_BY = 'rxfeed.releasedBy';
-/** Lease property: when (ms since the epoch, as a string) the release notice was written. @internal */
-export const RELEASED_AT = 'rxfeed.releasedAt';
-
-/**
- * Lease property of a lease no host has taken yet: a split or merge child (the epoch it was created, or last
- * moved forward, at), or a lease its owner handed to the host that asked for it (the epoch it was handed at).
- * Taking the lease drops it, so a lease found with it, at that epoch, is read by no process. @internal
- */
-export const UNTAKEN_AT_EPOCH = 'rxfeed.untakenAtEpoch';
-
-/**
- * Whether no process has taken `lease` since it was created as a split child or handed to its owner: its
- * owner may take it, or release it, without fencing anyone.
- *
- * @example
- * ```ts
- * const handedToMe = leases.filter((l) => l.owner === me && isUntaken(l));
- * ```
- * @internal
- */
-export function isUntaken(lease: Lease): boolean {
-  return lease.properties[UNTAKEN_AT_EPOCH] === String(lease.epoch);
-}
-
-/**
- * `properties` without the signals hosts leave each other in a lease (a handoff request, a release
- * notice, the mark of a child not taken yet): what a lease keeps when it changes hands or is copied to a child.
- *
- * @example
- * ```ts
- * const childProperties = withoutSignals(parent.properties);
- * ```
- * @internal
- */
-export function withoutSignals(properties: Readonly<Record<string, string>>): Record<string, string> {
-  const { [HANDOFF_TO]: _to, [HANDOFF_AT]: _at, [RELEASED_BY]: _by, [RELEASED_AT]: _when, [UNTAKEN_AT_EPOCH]: _untaken, ...rest } = properties;
-  return rest;
 }
 
 /**

@@ -1,3 +1,4 @@
+// Public: the lease prefix the .NET processor and Azure Functions compute, for `leaseScheme: 'dotnet'`.
 import type { Container } from '@azure/cosmos';
 import { InvalidOptionsError } from '../errors/index.js';
 

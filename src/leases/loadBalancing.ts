@@ -1,18 +1,14 @@
-import { handoffRequest, isLeaseExpired, isUntaken, planBalance, type BalanceOptions, type BalancePlan } from './balancing.js';
+// Planner: the load balancing rule — like the count rule, but once nothing is free it evens out the load
+// owners publish in their leases (protocol/signals.ts, LOAD_PROPERTY). Pure.
+import { planBalance, type BalanceOptions, type BalancePlan } from './balancing.js';
+import { handoffRequest, isLeaseExpired, isUntaken, publishedLoad } from './protocol/index.js';
 import type { Lease } from './Lease.js';
-
-/**
- * Lease property where an owner publishes the lease's load (a non-negative decimal string, e.g. changes per
- * second or backlog in changes) when it renews or checkpoints, so that every host sees every lease's load in
- * the listing it reads anyway, without extra requests.
- */
-export const LOAD_PROPERTY = 'rxfeed.load';
 
 /** Inputs of {@link planLoadBalance}: those of {@link planBalance}, plus how to weigh a lease. */
 export interface LoadBalanceOptions extends BalanceOptions {
   /**
    * The load of one lease (≥ 0; change rate or lag, any unit as long as all leases use the same).
-   * Default: the number in the lease property {@link LOAD_PROPERTY}, 0 when absent or unreadable.
+   * Default: the number in the lease property `rxfeed.load` ({@link publishedLoad}), 0 when absent or unreadable.
    */
   readonly loadOf?: (lease: Lease) => number;
   /**
@@ -20,19 +16,6 @@ export interface LoadBalanceOptions extends BalanceOptions {
    * the mean load per host, so that noisy rates do not make leases wander. Default 0.1.
    */
   readonly minGain?: number;
-}
-
-/**
- * The load of a lease as published in its {@link LOAD_PROPERTY} property, or 0.
- *
- * @example
- * ```ts
- * const total = leases.reduce((sum, l) => sum + publishedLoad(l), 0);
- * ```
- */
-export function publishedLoad(lease: Lease): number {
-  const value = Number(lease.properties[LOAD_PROPERTY]);
-  return Number.isFinite(value) && value > 0 ? value : 0;
 }
 
 /**

@@ -3,9 +3,7 @@ import { InvalidOptionsError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import { LeaseConflictError } from '../errors/LeaseConflictError.js';
 import type { LeaseStore } from '../leases/LeaseStore.js';
-import { leaseIdsOf, type LeaseScheme } from '../leases/coordinator/leaseDocuments.js';
-import { listProcessorLeases } from '../leases/leaseNaming.js';
-import { checkLeaseScheme } from '../leases/coordinator/options.js';
+import { checkLeaseScheme, leaseIdsOf, listProcessorLeases, type LeaseScheme } from '../leases/protocol/index.js';
 import type { ViewPartitionState, ViewStore } from './ViewStore.js';
 
 /** Options of {@link alignLeasesWithView}. */

@@ -9,7 +9,7 @@ import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import type { FeedEvent } from '../../src/core/events.js';
 import { createChangeFeed } from '../../src/feed/index.js';
 import type { ChangeFeedOptions } from '../../src/feed/options.js';
-import { HANDOFF_AT, HANDOFF_TO } from '../../src/leases/balancing.js';
+import { HANDOFF_AT, HANDOFF_TO } from '../../src/leases/protocol/index.js';
 import type { Lease, NewLease } from '../../src/leases/Lease.js';
 import { CorruptLeaseError } from '../../src/errors/index.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';

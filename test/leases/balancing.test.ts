@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { HANDOFF_AT, HANDOFF_TO, handoffRequest, isLeaseExpired, planBalance, UNTAKEN_AT_EPOCH, withoutSignals } from '../../src/leases/balancing.js';
+import { planBalance } from '../../src/leases/balancing.js';
+import { HANDOFF_AT, HANDOFF_TO, handoffRequest, isLeaseExpired, UNTAKEN_AT_EPOCH, withoutSignals } from '../../src/leases/protocol/index.js';
 import type { Lease } from '../../src/leases/Lease.js';
 
 const NOW = 1_000_000;

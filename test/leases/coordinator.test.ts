@@ -4,7 +4,7 @@ import { MemorySource } from '../../src/sources/MemorySource.js';
 import { createLeaseCoordinator } from '../../src/leases/createLeaseCoordinator.js';
 import type { LeaseListing, LeaseStore } from '../../src/leases/LeaseStore.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
-import { RELEASED_AT, RELEASED_BY, UNTAKEN_AT_EPOCH } from '../../src/leases/balancing.js';
+import { RELEASED_AT, RELEASED_BY, UNTAKEN_AT_EPOCH } from '../../src/leases/protocol/index.js';
 import { FakePartitions, startHost } from './hosts.js';
 import { VirtualScheduler } from './virtualScheduler.js';
 import { withReplace } from '../support/replacing.js';

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { TransientError } from '../../src/errors/index.js';
-import { RELEASED_AT, RELEASED_BY, withoutSignals } from '../../src/leases/balancing.js';
-import { announceRelease, onlyNoticeChanged, releaseNotice, withoutNotice } from '../../src/leases/coordinator/handover.js';
+import { announceRelease, onlyNoticeChanged, RELEASED_AT, RELEASED_BY, releaseNotice, withoutNotice, withoutSignals } from '../../src/leases/protocol/index.js';
 import type { Lease } from '../../src/leases/Lease.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 

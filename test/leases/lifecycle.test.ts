@@ -4,7 +4,7 @@
  * bootstrap whose creates partly fail, a renewal that lands after its lease was lost.
  */
 import { describe, expect, it } from 'vitest';
-import { isUntaken } from '../../src/leases/balancing.js';
+import { isUntaken } from '../../src/leases/protocol/index.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { FaultEnv, faultyLeaseStore } from '../support/faults/index.js';

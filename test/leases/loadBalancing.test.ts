@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { HANDOFF_AT, HANDOFF_TO, planBalance } from '../../src/leases/balancing.js';
+import { planBalance } from '../../src/leases/balancing.js';
+import { HANDOFF_AT, HANDOFF_TO, LOAD_PROPERTY, publishedLoad } from '../../src/leases/protocol/index.js';
 import type { Lease } from '../../src/leases/Lease.js';
-import { LOAD_PROPERTY, planLoadBalance, publishedLoad } from '../../src/leases/loadBalancing.js';
+import { planLoadBalance } from '../../src/leases/loadBalancing.js';
 import { createLeaseCoordinator } from '../../src/leases/createLeaseCoordinator.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { FakePartitions, startHost } from './hosts.js';

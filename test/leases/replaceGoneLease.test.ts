@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { Position } from '../../src/core/Partition.js';
-import type { LeaseNaming } from '../../src/leases/coordinator/leaseDocuments.js';
+import type { LeaseNaming } from '../../src/leases/protocol/index.js';
 import { replaceGoneLease } from '../../src/leases/coordinator/replaceGoneLease.js';
 import type { Lease } from '../../src/leases/Lease.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
-import { RELEASED_AT, RELEASED_BY, UNTAKEN_AT_EPOCH, withoutSignals } from '../../src/leases/balancing.js';
+import { RELEASED_AT, RELEASED_BY, UNTAKEN_AT_EPOCH, withoutSignals } from '../../src/leases/protocol/index.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import { raiseFence } from '../../src/deadletter/fence.js';
 import { DeadLetterFencedError } from '../../src/errors/DeadLetterFencedError.js';

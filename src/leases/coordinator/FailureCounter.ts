@@ -1,3 +1,4 @@
+// Role: counts consecutive failures per operation and reports them at a falling rate (logs, `error` events).
 import { errorEvent, worthReporting } from '../../core/errorEvent.js';
 import type { FeedEvent } from '../../core/events.js';
 import { logger } from '../../internal/log.js';

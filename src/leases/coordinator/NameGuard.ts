@@ -1,4 +1,7 @@
-import { isLeaseExpired, isUntaken } from '../balancing.js';
+// Role: tells another live process under this host's name from what a previous run left, and keeps this
+// host off the leases such a process may be reading.
+import { isUntaken } from '../protocol/signals.js';
+import { isLeaseExpired } from '../protocol/timings.js';
 import type { Lease } from '../Lease.js';
 
 /** A lease taken under this host's name at an epoch it never wrote, and how it was stored then. */

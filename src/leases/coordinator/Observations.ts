@@ -1,4 +1,6 @@
-import { HANDOFF_AT, HANDOFF_TO } from '../balancing.js';
+// Role: lease time on this host's clock — when it first saw each lease version and each handoff request, so
+// no decision depends on another host's clock (docs/lease-protocol.md, "Clocks").
+import { HANDOFF_AT, HANDOFF_TO } from '../protocol/signals.js';
 import type { Lease } from '../Lease.js';
 
 /**

@@ -1,3 +1,5 @@
+// Role: one lease this host owns — the OwnedLease the reader gets, its latest stored version, the queue that
+// keeps its writes in order, its renewal timer, and its two deadlines (local, handoff), which end it as lost.
 import type { SchedulerLike, Subscription } from 'rxjs';
 import type { CloseReason } from '../../core/events.js';
 import type { Partition, Position } from '../../core/Partition.js';
@@ -5,14 +7,17 @@ import type { Logger } from '../../internal/log.js';
 import type { Lease } from '../Lease.js';
 import type { OwnedLease } from '../LeaseCoordinator.js';
 
-/** @internal What an {@link Ownership} asks of its coordinator. */
-export interface OwnershipHost {
-  checkpoint(ownership: Ownership, position: Position): Promise<void>;
-  partitionGone(ownership: Ownership, position: Position | null): Promise<void>;
-  /** Ends the ownership without writing the lease (it is not ours to write any more). */
-  lose(ownership: Ownership, newOwner: string | null | undefined, why: string): void;
-  /** Ends the ownership and releases the lease without draining, so another host can take it. */
-  giveBack(ownership: Ownership, why: string, reason?: CloseReason): void;
+/** @internal The roles an {@link Ownership} hands its reader's requests to. */
+export interface OwnershipRoles {
+  /** Writes checkpoints (the LeaseWriter). */
+  readonly writer: { checkpoint(ownership: Ownership, position: Position): Promise<void> };
+  /** Replaces the lease of a gone partition (GonePartitions). */
+  readonly gone: { replace(ownership: Ownership, position: Position | null): Promise<void> };
+  /** Ends ownerships (Endings): the ownership loses its lease at its deadlines, the reader may give it up. */
+  readonly endings: {
+    lose(ownership: Ownership, why: string): void;
+    giveUp(ownership: Ownership, why: string, reason?: CloseReason): void;
+  };
 }
 
 /**
@@ -50,7 +55,7 @@ export class Ownership implements OwnedLease {
     readonly lease: Lease,
     readonly partition: Partition,
     readonly log: Logger,
-    private readonly host: OwnershipHost,
+    private readonly roles: OwnershipRoles,
     private readonly scheduler: SchedulerLike,
     /** When the write that acquired the lease was sent (scheduler time). */
     sentAt: number,
@@ -71,11 +76,11 @@ export class Ownership implements OwnedLease {
   }
 
   checkpoint(position: Position): Promise<void> {
-    return this.host.checkpoint(this, position);
+    return this.roles.writer.checkpoint(this, position);
   }
 
   partitionGone(position: Position | null): Promise<void> {
-    return this.host.partitionGone(this, position);
+    return this.roles.gone.replace(this, position);
   }
 
   onDrain(drain: () => Promise<void>): void {
@@ -87,11 +92,11 @@ export class Ownership implements OwnedLease {
   }
 
   lose(why: string): void {
-    this.host.lose(this, undefined, why);
+    this.roles.endings.lose(this, why);
   }
 
   release(why: string, reason?: CloseReason): void {
-    this.host.giveBack(this, why, reason);
+    this.roles.endings.giveUp(this, why, reason);
   }
 
   /** Runs `work` after every earlier write of this lease has settled. */
@@ -108,7 +113,7 @@ export class Ownership implements OwnedLease {
     this.#deadlineTimer?.unsubscribe();
     const dueIn = Math.max(0, sentAt + this.usableMs - this.scheduler.now());
     this.#deadlineTimer = this.scheduler.schedule(() => {
-      this.host.lose(this, undefined, `no renewal confirmed within ${this.usableMs} ms (local deadline, before others may take it)`);
+      this.roles.endings.lose(this, `no renewal confirmed within ${this.usableMs} ms (local deadline, before others may take it)`);
     }, dueIn);
   }
 
@@ -119,7 +124,7 @@ export class Ownership implements OwnedLease {
   handoffRequested(to: string, dueInMs: number): void {
     if (this.ended || this.#handoffTimer) return;
     this.#handoffTimer = this.scheduler.schedule(() => {
-      this.host.lose(this, undefined, `not handed over to ${to} in time: it may take the lease by force now`);
+      this.roles.endings.lose(this, `not handed over to ${to} in time: it may take the lease by force now`);
     }, Math.max(0, dueInMs));
   }
 

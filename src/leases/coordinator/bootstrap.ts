@@ -1,9 +1,11 @@
+// Role: the bootstrap — creates one lease per partition exactly once, however many hosts start together
+// (`.info` / `.lock` markers, the epoch floor), claiming the first ones for this host.
 import type { Partition, Position } from '../../core/Partition.js';
 import { CorruptLeaseError } from '../../errors/index.js';
 import type { Logger } from '../../internal/log.js';
 import type { Lease } from '../Lease.js';
 import type { LeaseStore } from '../LeaseStore.js';
-import { floorId, infoId, leaseDocument, lockId, markerDocument, type LeaseNaming } from './leaseDocuments.js';
+import { floorId, infoId, leaseDocument, lockId, markerDocument, type LeaseNaming } from '../protocol/documents.js';
 
 /** A marker document that exists but is not in our format (e.g. the .NET processor's `{ id }`). */
 const FOREIGN = Symbol('foreign marker');

@@ -1,10 +1,13 @@
+// Role: the coordinator's options — what `createLeaseCoordinator` takes, how they are checked, and which errors
+// end a coordinator (no retry can fix them).
 import type { SchedulerLike } from 'rxjs';
 import type { CloseReason } from '../../core/events.js';
 import type { FeedMode, Partition, Position } from '../../core/Partition.js';
 import { CredentialsError, InvalidOptionsError, ResourceGoneError } from '../../errors/index.js';
 import type { LeaseStore } from '../LeaseStore.js';
-import type { LeaseScheme } from './leaseDocuments.js';
-import { checkLeasePrefix, resolveTimings, type Timings } from './timings.js';
+import type { LeaseScheme } from '../protocol/documents.js';
+import { resolveTimings, type Timings } from '../protocol/timings.js';
+import { checkBalanceBy, checkLeasePrefix, checkLeaseScheme } from '../protocol/validation.js';
 
 /** Options of {@link createLeaseCoordinator}. */
 export interface LeaseCoordinatorOptions {
@@ -122,36 +125,4 @@ export function fatalReason(error: unknown): CloseReason | undefined {
   if (error instanceof ResourceGoneError) return 'ResourceGone';
   if (error instanceof InvalidOptionsError) return 'Error';
   return undefined;
-}
-
-
-/**
- * @internal Checks a lease scheme and that the .NET scheme comes with the prefix .NET computes: given, and
- * without the `..` separator (which the scheme adds). `prefixName` is the prefix option's name in the caller's
- * options, for the message.
- */
-export function checkLeaseScheme(name: string, scheme: unknown, prefix: unknown, prefixName = 'prefix'): void {
-  if (scheme === undefined || scheme === 'rxfeed') return;
-  if (scheme !== 'dotnet') throw new InvalidOptionsError(name, `must be 'rxfeed' or 'dotnet', got ${String(scheme)}`);
-  if (prefix === undefined) {
-    throw new InvalidOptionsError(
-      name,
-      `'dotnet' needs the prefix the .NET processor computes: pass ${prefixName}: await dotnetLeasePrefix({ container, endpoint, processorName })`,
-    );
-  }
-  // A .NET prefix ends with the monitored container's _rid; one ending with '.' was written with the separator.
-  if (typeof prefix === 'string' && prefix.endsWith('.')) {
-    throw new InvalidOptionsError(
-      prefixName,
-      `'${prefix}' ends with '.': with leaseScheme 'dotnet' pass the .NET prefix without the '..' separator ` +
-        `(rxfeed adds it), i.e. the part of a lease id before '..', or await dotnetLeasePrefix({ container, endpoint, processorName })`,
-    );
-  }
-}
-
-/** @internal Checks `balanceBy`. */
-export function checkBalanceBy(name: string, value: unknown): void {
-  if (value !== undefined && value !== 'count' && value !== 'load') {
-    throw new InvalidOptionsError(name, `must be 'count' or 'load', got ${String(value)}`);
-  }
 }

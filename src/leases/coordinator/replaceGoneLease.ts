@@ -1,9 +1,11 @@
+// Role: one attempt at replacing a gone partition's lease — children at the parent's epoch and checkpoint,
+// untaken, then the parent deleted; fenced when another host owns the parent now. GonePartitions retries it.
 import type { FeedRange, Partition, Position } from '../../core/Partition.js';
-import { UNTAKEN_AT_EPOCH, withoutSignals } from '../balancing.js';
+import { UNTAKEN_AT_EPOCH, withoutSignals } from '../protocol/signals.js';
 import type { Lease } from '../Lease.js';
 import { LeaseConflictError } from '../../errors/LeaseConflictError.js';
 import type { LeaseStore } from '../LeaseStore.js';
-import { isLeaseOf, leaseDocument, type LeaseNaming } from './leaseDocuments.js';
+import { isLeaseOf, leaseDocument, type LeaseNaming } from '../protocol/documents.js';
 import { childLeases, type ChildLease, coversRange, uncoveredParts } from './splitMerge.js';
 
 /** @internal What {@link replaceGoneLease} needs. */

@@ -1,3 +1,5 @@
+// Role: which leases replace a gone partition's (one per partition inside its range, an EPK lease for a part
+// of a merged one), and whether they cover its range. Pure.
 import type { FeedRange, Partition } from '../../core/Partition.js';
 import { rangesOverlap } from '../../core/Partition.js';
 

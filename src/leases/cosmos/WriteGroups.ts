@@ -1,3 +1,4 @@
+// Role (CosmosLeaseStore): groups lease writes due in the same turn into one bulk request.
 import type { Container, CreateOperationInput, JSONObject, OperationResponse, ReplaceOperationInput } from '@azure/cosmos';
 import type { SchedulerLike, Subscription } from 'rxjs';
 import { LeaseConflictError } from '../../errors/LeaseConflictError.js';

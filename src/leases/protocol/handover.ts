@@ -1,5 +1,9 @@
+// Protocol: the writes that carry signals between hosts — asking an owner for its lease, handing a lease back
+// (to its asker, marked untaken, or to nobody), and leaving release notices when a host stops. See
+// docs/lease-protocol.md, "Signals" and "Ownership".
 import { LeaseConflictError } from '../../errors/LeaseConflictError.js';
-import { HANDOFF_AT, HANDOFF_TO, isLeaseExpired, RELEASED_AT, RELEASED_BY, UNTAKEN_AT_EPOCH, withoutSignals } from '../balancing.js';
+import { HANDOFF_AT, HANDOFF_TO, RELEASED_AT, RELEASED_BY, UNTAKEN_AT_EPOCH, withoutSignals } from './signals.js';
+import { isLeaseExpired } from './timings.js';
 import type { Lease } from '../Lease.js';
 import type { LeaseStore } from '../LeaseStore.js';
 
@@ -97,50 +101,4 @@ export async function announceRelease(store: LeaseStore, leases: readonly Lease[
     ),
   );
   return written.reduce((sum, n) => sum + n, 0);
-}
-
-/**
- * The host that left a release notice in this lease, if there is one.
- *
- * @internal
- */
-export function releaseNotice(lease: Lease): string | undefined {
-  return lease.properties[RELEASED_BY] || undefined;
-}
-
-/**
- * `properties` without a release notice (its owner has read it).
- *
- * @internal
- */
-export function withoutNotice(properties: Readonly<Record<string, string>>): Record<string, string> {
-  const { [RELEASED_BY]: _by, [RELEASED_AT]: _at, ...rest } = properties;
-  return rest;
-}
-
-/**
- * `properties` without a handoff request (its host withdrew it).
- *
- * @internal
- */
-export function withoutRequest(properties: Readonly<Record<string, string>>): Record<string, string> {
-  const { [HANDOFF_TO]: _to, [HANDOFF_AT]: _at, ...rest } = properties;
-  return rest;
-}
-
-/**
- * Whether `fresh` is `listed` with at most a release notice added or changed: the same owner, epoch, write
- * time and checkpoint, and the same properties but for the notice. A host that planned to take `listed`
- * may take `fresh` for the same reasons.
- *
- * @internal
- */
-export function onlyNoticeChanged(listed: Lease, fresh: Lease): boolean {
-  if (fresh.owner !== listed.owner || fresh.epoch !== listed.epoch || fresh.timestampMs !== listed.timestampMs || fresh.continuation !== listed.continuation) {
-    return false;
-  }
-  const a = withoutNotice(listed.properties);
-  const b = withoutNotice(fresh.properties);
-  const keys = Object.keys(a);
-  return keys.length === Object.keys(b).length && keys.every((key) => a[key] === b[key]);
 }

@@ -1,4 +1,7 @@
+// Protocol: time — when a lease is expired to other hosts, the default timings and what follows from them (the
+// owner's local deadline margin, renewal retries, the renewal grid). See docs/lease-protocol.md, "Timings".
 import { InvalidOptionsError } from '../../errors/index.js';
+import type { Lease } from '../Lease.js';
 
 /**
  * Default lease timings, in ms: acquire 13 000 (as .NET), renew 40 000 (.NET 17 000), expiration 60 000 (as
@@ -17,9 +20,6 @@ export const LEASE_DEFAULTS = Object.freeze({
   leaseExpirationMs: 60_000,
   drainTimeoutMs: 30_000,
 });
-
-/** Default prefix of a processor's lease ids. */
-export const DEFAULT_LEASE_PREFIX = 'rxfeed.';
 
 /** The timing options a coordinator takes (each optional, in ms). */
 export type TimingOptions = { readonly [K in keyof typeof LEASE_DEFAULTS]?: number };
@@ -96,26 +96,13 @@ export function resolveTimings(options: TimingOptions): Timings {
 }
 
 /**
- * @internal Checks a lease prefix: non-empty, so one processor never takes another's leases. A processor must
- * name its own (`required`): two apps that both left it out would silently split one set of leases between
- * them. Tools that only read leases (admin, estimator) fall back to `'rxfeed.'`, the default of earlier versions.
+ * True when `lease` has no owner or its owner has not renewed it within `expirationMs`.
+ *
+ * @example
+ * ```ts
+ * const free = leases.filter((l) => isLeaseExpired(l, Date.now(), 60_000));
+ * ```
  */
-export function checkLeasePrefix(name: string, prefix: unknown, required = false): string {
-  if (prefix === undefined && required) {
-    throw new InvalidOptionsError(
-      name,
-      "is required: name this processor, e.g. 'orders-view.' (the prefix of its lease ids). Processors sharing a lease " +
-        `container need distinct names; leases written by earlier versions without one are under '${DEFAULT_LEASE_PREFIX}'`,
-    );
-  }
-  if (prefix === undefined) return DEFAULT_LEASE_PREFIX;
-  if (typeof prefix !== 'string') throw new InvalidOptionsError(name, `must be a string, e.g. 'orders-view.' (got ${typeof prefix})`);
-  if (prefix === '') {
-    throw new InvalidOptionsError(
-      name,
-      "must not be empty: an empty prefix matches every other processor's leases and markers in the store; " +
-        "use a name ending with a separator, e.g. 'orders-view.'",
-    );
-  }
-  return prefix;
+export function isLeaseExpired(lease: Lease, nowMs: number, expirationMs: number): boolean {
+  return !lease.owner || nowMs - lease.timestampMs >= expirationMs;
 }

@@ -1,9 +1,10 @@
-import type { CorruptLeaseError } from '../errors/index.js';
-import { isLeaseOf, isMarkerId, leaseIdsOf, type LeaseIds, type LeaseScheme } from './coordinator/leaseDocuments.js';
-import { checkLeaseScheme } from './coordinator/options.js';
-import { checkLeasePrefix } from './coordinator/timings.js';
-import type { Lease } from './Lease.js';
-import type { LeaseStore } from './LeaseStore.js';
+// Protocol: finding one processor's leases in a shared store — the naming options every tool takes, and a
+// listing that leaves out markers and the leases of processors whose prefix begins with this one's.
+import type { CorruptLeaseError } from '../../errors/index.js';
+import { isLeaseOf, isMarkerId, leaseIdsOf, type LeaseIds, type LeaseScheme } from './documents.js';
+import { checkLeasePrefix, checkLeaseScheme } from './validation.js';
+import type { Lease } from '../Lease.js';
+import type { LeaseStore } from '../LeaseStore.js';
 
 /**
  * How a processor names its lease documents. The tools that read or fix a processor's leases

@@ -1,3 +1,6 @@
+// Protocol: the documents of one processor in the lease store — lease ids, the `.info` / `.lock` / `.floor`
+// markers, the rxfeed and .NET naming schemes, and the shape of new leases and markers. See
+// docs/lease-protocol.md, "Documents".
 import type { FeedMode, FeedRange, Position } from '../../core/Partition.js';
 import type { NewLease } from '../Lease.js';
 

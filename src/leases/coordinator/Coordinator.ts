@@ -1,0 +1,235 @@
+// Role: the life cycle of one host's lease coordinator and the wiring of its roles. Subscribing to
+// `acquired$` starts it: bootstrap (create the leases once, own those claimed) → the balance loop (Balancer)
+// → `stop()`: hand every ownership over (Endings), settle and announce (Departure), wait for work in flight.
+// A fatal error ends it at once. The roles: Balancer, Acquirer, LeaseWriter, Renewer, GonePartitions,
+// Endings, Departure (see docs/architecture.md).
+import { asyncScheduler, Observable, Subject } from 'rxjs';
+import type { Subscription } from 'rxjs';
+import { errorEvent } from '../../core/errorEvent.js';
+import type { FeedEvent } from '../../core/events.js';
+import { logger } from '../../internal/log.js';
+import type { LeaseCoordinator, OwnedLease } from '../LeaseCoordinator.js';
+import { namingOf } from '../protocol/documents.js';
+import { checkLeasePrefix } from '../protocol/validation.js';
+import { Acquirer } from './Acquirer.js';
+import { Balancer } from './Balancer.js';
+import { bootstrapLeases, type BootstrapResult } from './bootstrap.js';
+import { delay, PartitionList, Tasks, type CoordinatorContext } from './context.js';
+import { Departure } from './Departure.js';
+import { Endings } from './Endings.js';
+import { FailureCounter } from './FailureCounter.js';
+import { GonePartitions } from './GonePartitions.js';
+import { LeaseWriter } from './LeaseWriter.js';
+import { NameGuard } from './NameGuard.js';
+import { Observations } from './Observations.js';
+import { fatalReason, validateOptions, type LeaseCoordinatorOptions } from './options.js';
+import type { Ownership } from './Ownership.js';
+import { Renewer } from './Renewer.js';
+import { Cooldown } from './schedule.js';
+
+/** @internal One host's lease coordinator: see {@link createLeaseCoordinator}. */
+export class Coordinator implements LeaseCoordinator {
+  readonly owner: string;
+  readonly acquired$: Observable<OwnedLease>;
+  readonly events$: Observable<FeedEvent>;
+
+  readonly #ctx: CoordinatorContext;
+  readonly #acquired = new Subject<OwnedLease>();
+  readonly #events = new Subject<FeedEvent>();
+  readonly #stopSignal = new AbortController();
+  readonly #tasks = new Tasks();
+  readonly #options: LeaseCoordinatorOptions;
+  readonly #balancer: Balancer;
+  readonly #acquirer: Acquirer;
+  readonly #endings: Endings;
+  readonly #departure: Departure;
+  #started = false;
+  #stopping: Promise<void> | undefined;
+  #failedFatally = false;
+  /** The next bootstrap attempt after one failed. */
+  #retry: Subscription | undefined;
+  /** Whether this host reported that its processor's leases are gone while `.info` says they exist. */
+  #goneReported = false;
+
+  constructor(options: LeaseCoordinatorOptions) {
+    const t = validateOptions(options);
+    this.#options = options;
+    this.owner = options.owner;
+    const scheduler = options.scheduler ?? asyncScheduler;
+    const now = options.now ?? (() => scheduler.now());
+    const source = options.source;
+    const ctx: CoordinatorContext = {
+      owner: this.owner,
+      store: options.store,
+      naming: namingOf(checkLeasePrefix('prefix', options.prefix, true), options.leaseScheme ?? 'rxfeed', this.owner, options.mode ?? source?.mode ?? 'latestVersion', now),
+      t,
+      scheduler,
+      now,
+      log: logger('lease', { owner: this.owner }),
+      owned: new Map<string, Ownership>(),
+      partitions: new PartitionList(options.listPartitions ?? ((signal) => source!.listPartitions(signal)), this.#stopSignal.signal),
+      names: new NameGuard(this.owner, t.expirationMs),
+      observed: new Observations(this.owner),
+      failures: new FailureCounter(this.owner, (event) => this.#events.next(event)),
+      emit: (event) => this.#events.next(event),
+      stopped: () => this.#stopping !== undefined,
+      stopSignal: this.#stopSignal.signal,
+      fatal: (error) => this.#fatal(error),
+      track: (work) => this.#tasks.track(work),
+    };
+    this.#ctx = ctx;
+
+    // The roles, wired: each gets the ones it hands work to.
+    const balanceBy = options.balanceBy ?? 'count';
+    const cooldown = new Cooldown();
+    this.#departure = new Departure(ctx);
+    this.#endings = new Endings(ctx, cooldown, () => this.#departure.releasedToNobody());
+    const writer = new LeaseWriter(ctx, this.#endings, { confirmed: (owned) => renewer.schedule(owned, t.renewMs), balanceNow: () => this.#balancer.soon(0) }, balanceBy);
+    const renewer = new Renewer(ctx, writer);
+    const gone = new GonePartitions(ctx, this.#endings, () => this.#balancer.soon(0));
+    this.#acquirer = new Acquirer(ctx, {
+      roles: { writer, gone, endings: this.#endings },
+      renewer,
+      acquired: (owned) => this.#acquired.next(owned),
+      asked: (id) => this.#departure.asked(id),
+    });
+    this.#balancer = new Balancer(
+      ctx,
+      { acquirer: this.#acquirer, endings: this.#endings, writer, cooldown, leasesGone: () => this.#leasesGone() },
+      balanceBy,
+      { minLeases: options.minLeases ?? 0, maxLeases: options.maxLeases ?? 0 },
+    );
+
+    this.events$ = this.#events.asObservable();
+    this.acquired$ = new Observable<OwnedLease>((subscriber) => {
+      if (this.#stopping) {
+        subscriber.complete();
+        return;
+      }
+      const inner = this.#acquired.subscribe(subscriber);
+      for (const owned of ctx.owned.values()) subscriber.next(owned);
+      if (!this.#started) {
+        this.#started = true;
+        // Tracked: stop() waits for a bootstrap in flight, so leases it creates as this host's are released.
+        ctx.track(this.#start());
+      }
+      return () => {
+        inner.unsubscribe();
+        if (!this.#acquired.observed) void this.stop();
+      };
+    });
+  }
+
+  owned(): readonly OwnedLease[] {
+    return [...this.#ctx.owned.values()];
+  }
+
+  stop(): Promise<void> {
+    const ctx = this.#ctx;
+    this.#stopping ??= (async () => {
+      ctx.log('stopping');
+      this.#stopSignal.abort();
+      this.#retry?.unsubscribe();
+      this.#balancer.cancel();
+      await this.#balancer.running;
+      await Promise.all([...ctx.owned.values()].map((owned) => this.#endings.handOver(owned, 'Shutdown')));
+      if (!this.#failedFatally) await this.#departure.leave();
+      await this.#tasks.settle();
+      ctx.log('stopped');
+      this.#acquired.complete();
+      this.#events.complete();
+    })();
+    return this.#stopping;
+  }
+
+  async #start(): Promise<void> {
+    const ctx = this.#ctx;
+    let bootstrap: BootstrapResult;
+    try {
+      bootstrap = await this.#bootstrap();
+    } catch (error) {
+      if (this.#fatal(error)) return;
+      ctx.failures.failed('bootstrap', error);
+      if (!ctx.stopped()) this.#retry = ctx.scheduler.schedule(() => ctx.track(this.#start()), ctx.t.acquireMs);
+      return;
+    }
+    // Leases this host just created are all there are: the first round starts on them without a listing.
+    this.#balancer.soon(0, bootstrap.complete ? bootstrap.created : undefined);
+  }
+
+  /** Creates the leases unless `.info` says they exist, and owns those it claimed; throws what failed. */
+  async #bootstrap(): Promise<BootstrapResult> {
+    const ctx = this.#ctx;
+    const maxLeases = this.#options.maxLeases ?? 0;
+    // The partitions are listed while the bootstrap looks for its marker: a fresh container needs them to
+    // create the leases, and every host needs them (with parents) for the leases it will own.
+    const partitions = ctx.partitions.refresh();
+    partitions.catch(() => undefined); // awaited below, or by the bootstrap
+    const bootstrap = await bootstrapLeases({
+      store: ctx.store,
+      naming: ctx.naming,
+      expirationMs: ctx.t.expirationMs,
+      retryMs: Math.min(1000, ctx.t.acquireMs),
+      listPartitions: () => partitions,
+      ...(this.#options.startPosition ? { startPosition: this.#options.startPosition } : {}),
+      claim: maxLeases > 0 ? maxLeases : Infinity,
+      clock: () => ctx.scheduler.now(),
+      stopped: () => ctx.stopped(),
+      delay: (ms) => delay(ctx, ms),
+      log: ctx.log,
+      warn: (message) => ctx.emit({ type: 'stall', owner: this.owner, message }),
+      background: (work) => ctx.track(work.catch((error: unknown) => this.#fatal(error) || ctx.failures.failed('bootstrap', error))),
+    });
+    if (bootstrap.failure === undefined) ctx.failures.succeeded('bootstrap');
+    await partitions.catch((error: unknown) => this.#fatal(error) || ctx.failures.failed('partitions', error));
+    // Owned (or, after a stop() meanwhile, released) from when their creates were sent; also when some of
+    // the creates failed: those that landed are claimed by this host all the same.
+    for (const lease of bootstrap.created) if (lease.owner === this.owner) ctx.track(this.#acquirer.own(lease, bootstrap.sentAt));
+    if (bootstrap.failure !== undefined) throw bootstrap.failure;
+    return bootstrap;
+  }
+
+  /**
+   * No lease of this processor is left: a reset deleted them (hosts that held one lost it at their next
+   * write), or they were deleted by hand. Bootstraps again, as a start does (once `.info` is gone, as after a
+   * reset); while `.info` says the leases exist there is nothing to read: reported once, with what to do.
+   * Returns the delay until the next round.
+   */
+  async #leasesGone(): Promise<number> {
+    const ctx = this.#ctx;
+    const { created } = await this.#bootstrap();
+    if (created.length > 0) {
+      ctx.log('no lease was left under the prefix: bootstrapped again (%d leases)', created.length);
+      this.#goneReported = false;
+      return 0;
+    }
+    if (!this.#goneReported && !ctx.stopped()) {
+      this.#goneReported = true;
+      const info = `${ctx.naming.markerPrefix}.info`;
+      ctx.emit({
+        type: 'stall',
+        owner: this.owner,
+        message: `no lease under prefix '${ctx.naming.prefix}' while its bootstrap marker ${info} says they exist: nothing to read. ` +
+          `Delete ${info} (or run \`rxfeed leases reset\`) and the hosts bootstrap again`,
+      });
+    }
+    return ctx.t.acquireMs;
+  }
+
+  /** Errors no retry can fix end the coordinator: `acquired$` errors, leases are dropped. */
+  #fatal(error: unknown): boolean {
+    const reason = fatalReason(error);
+    if (!reason) return false;
+    if (this.#failedFatally) return true;
+    this.#failedFatally = true;
+    this.#events.next(errorEvent(this.owner, error));
+    this.#endings.abortAll(reason);
+    this.#stopping ??= Promise.resolve();
+    this.#stopSignal.abort();
+    this.#retry?.unsubscribe();
+    this.#balancer.cancel();
+    this.#acquired.error(error);
+    this.#events.complete();
+    return true;
+  }
+}

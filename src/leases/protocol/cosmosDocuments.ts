@@ -1,0 +1,151 @@
+// Protocol: the lease and marker documents as stored in a Cosmos DB container — field names, formats and the
+// .NET v2/v3 variants read — the layout the .NET processor, Azure Functions and KEDA share with rxfeed
+// (docs/compatibility.md, docs/lease-protocol.md "Documents").
+import type { ItemDefinition } from '@azure/cosmos';
+import type { FeedMode, FeedRange } from '../../core/Partition.js';
+import { CorruptLeaseError } from '../../errors/index.js';
+import type { Lease, NewLease } from '../Lease.js';
+
+/**
+ * The stored lease document. Field names follow the .NET v3 / Java v4 change feed processors
+ * (`DocumentServiceLeaseCore`), so tools reading those (estimators, KEDA's Cosmos scaler) can read ours.
+ * `epoch` is rxfeed's own fencing token, kept in its own field (not in `properties`, which children of a
+ * split inherit). `partitionKey` is present only in containers partitioned on `/partitionKey`.
+ */
+export interface CosmosLeaseDocument extends ItemDefinition {
+  id: string;
+  partitionKey?: string;
+  /** 0: partition-key-range lease (token = range id); 1: EPK lease (token = `min-max`). */
+  version: 0 | 1;
+  LeaseToken: string;
+  FeedRange?: { Range: { min: string; max: string; isMinInclusive: boolean; isMaxInclusive: boolean } };
+  Owner: string | null;
+  ContinuationToken: string | null;
+  /** ISO 8601 UTC, as .NET writes it; `_ts` is used when absent. */
+  timestamp: string;
+  properties: Record<string, string>;
+  /** `"Incremental Feed"` (LatestVersion) or `"Full-Fidelity Feed"` (AllVersionsAndDeletes), as .NET. */
+  Mode?: string;
+  epoch: number;
+}
+
+/** A marker document of the .NET scheme (`<prefix>.info`, `<prefix>.lock`): no `LeaseToken`. */
+export interface CosmosMarkerDocument extends ItemDefinition {
+  /** `<prefix>.info` or `<prefix>.lock`. */
+  id: string;
+  /** Present only in containers partitioned on `/partitionKey`. */
+  partitionKey?: string;
+  /** The host that wrote the marker. */
+  Owner: string | null;
+  /** ISO 8601 UTC; `_ts` is used when absent (as in the .NET processor's markers). */
+  timestamp: string;
+  /** Always 0 (markers are never fenced). */
+  epoch: number;
+}
+
+const MODE_TO_DOC: Record<FeedMode, string> = {
+  latestVersion: 'Incremental Feed',
+  allVersionsAndDeletes: 'Full-Fidelity Feed',
+};
+
+/**
+ * The document written for `lease` (without `_etag`, which the service sets).
+ *
+ * @example
+ * ```ts
+ * const doc = toDocument(lease); // { id, version, LeaseToken, FeedRange, Owner, ContinuationToken, timestamp, ... }
+ * ```
+ * @internal
+ */
+export function toDocument(lease: NewLease, partitionKeyPath: '/id' | '/partitionKey' = '/id'): CosmosLeaseDocument | CosmosMarkerDocument {
+  if (lease.leaseToken === '') {
+    // A marker of the .NET scheme (`<prefix>.info` / `.lock`): no LeaseToken, so readers that list by a
+    // shorter prefix than ours (KEDA) skip it, as they skip the .NET processor's own `{ id }` markers.
+    return {
+      id: lease.id,
+      ...(partitionKeyPath === '/partitionKey' ? { partitionKey: lease.id } : {}),
+      Owner: lease.owner,
+      timestamp: new Date(lease.timestampMs).toISOString(),
+      epoch: lease.epoch,
+    };
+  }
+  const range = lease.feedRange;
+  const epk = range !== undefined && lease.leaseToken === `${range.minInclusive}-${range.maxExclusive}`;
+  return {
+    id: lease.id,
+    ...(partitionKeyPath === '/partitionKey' ? { partitionKey: lease.id } : {}),
+    version: epk ? 1 : 0,
+    LeaseToken: lease.leaseToken,
+    ...(range
+      ? { FeedRange: { Range: { min: range.minInclusive, max: range.maxExclusive, isMinInclusive: true, isMaxInclusive: false } } }
+      : {}),
+    Owner: lease.owner,
+    ContinuationToken: lease.continuation,
+    timestamp: new Date(lease.timestampMs).toISOString(),
+    properties: { ...lease.properties },
+    ...(lease.mode ? { Mode: MODE_TO_DOC[lease.mode] } : {}),
+    epoch: lease.epoch,
+  };
+}
+
+/**
+ * Reads a stored document as a lease, or says what is wrong with it.
+ *
+ * @example
+ * ```ts
+ * const lease = fromDocument(resource);
+ * if (lease instanceof CorruptLeaseError) console.warn(lease.message);
+ * ```
+ * @internal
+ */
+export function fromDocument(doc: Record<string, unknown>): Lease | CorruptLeaseError {
+  const id = typeof doc.id === 'string' ? doc.id : String(doc.id);
+  const bad = (problem: string) => new CorruptLeaseError(id, problem);
+  if (typeof doc.id !== 'string') return bad('id is not a string');
+  const stored = doc.LeaseToken ?? doc.PartitionId; // PartitionId: v2 (.NET SDK 2) schema
+  // Markers (`<prefix>.info`, `<prefix>.lock`) carry no LeaseToken in the .NET layout: `{ id }` and `{ id, ttl }`.
+  const marker = stored === undefined && (id.endsWith('.info') || id.endsWith('.lock'));
+  if (!marker && (typeof stored !== 'string' || stored === '')) return bad('LeaseToken is missing or not a string');
+  const token = marker ? '' : (stored as string);
+  if (doc.Owner !== undefined && doc.Owner !== null && typeof doc.Owner !== 'string') return bad('Owner is not a string');
+  const continuation = doc.ContinuationToken;
+  if (continuation !== undefined && continuation !== null && typeof continuation !== 'string') {
+    return bad('ContinuationToken is not a string');
+  }
+  let timestampMs: number;
+  if (typeof doc.timestamp === 'string' && !Number.isNaN(Date.parse(doc.timestamp))) timestampMs = Date.parse(doc.timestamp);
+  else if (doc.timestamp === undefined && typeof doc._ts === 'number') timestampMs = doc._ts * 1000;
+  else return bad('timestamp is not an ISO date');
+  const epoch = doc.epoch ?? 0;
+  if (typeof epoch !== 'number' || !Number.isInteger(epoch) || epoch < 0) return bad('epoch is not a non-negative integer');
+  const properties = doc.properties ?? {};
+  if (typeof properties !== 'object' || properties === null || Array.isArray(properties)) return bad('properties is not an object');
+  for (const value of Object.values(properties)) if (typeof value !== 'string') return bad('properties holds a non-string value');
+  let feedRange: FeedRange | undefined;
+  if (doc.FeedRange !== undefined && doc.FeedRange !== null) {
+    const holder = doc.FeedRange as { Range?: unknown; EffectiveRange?: unknown };
+    const range = (holder.Range ?? holder.EffectiveRange) as { min?: unknown; max?: unknown } | undefined;
+    if (!range || typeof range.min !== 'string' || typeof range.max !== 'string') return bad('FeedRange has no Range {min, max}');
+    feedRange = { minInclusive: range.min, maxExclusive: range.max };
+  }
+  let mode: FeedMode | undefined;
+  if (typeof doc.Mode === 'string' && doc.Mode !== '') {
+    const m = doc.Mode.toLowerCase().replace(/[^a-z]/g, '');
+    if (m === 'incrementalfeed' || m === 'latestversion') mode = 'latestVersion';
+    else if (m === 'fullfidelityfeed' || m === 'allversionsanddeletes') mode = 'allVersionsAndDeletes';
+    else return bad(`Mode ${doc.Mode} is unknown`);
+  }
+  if (typeof doc._etag !== 'string') return bad('_etag is missing');
+  return Object.freeze({
+    id,
+    leaseToken: token,
+    feedRange,
+    owner: (doc.Owner as string | null | undefined) || null,
+    continuation: (continuation as string | null | undefined) ?? null,
+    timestampMs,
+    epoch,
+    mode,
+    properties: Object.freeze({ ...(properties as Record<string, string>) }),
+    etag: doc._etag,
+  });
+}

@@ -1,0 +1,138 @@
+// Protocol: the signals hosts leave each other in a lease's `properties` (handoff request, release notice,
+// untaken mark, published load): their names, how to read them and how to drop them. Other hosts, .NET,
+// Functions and KEDA read these documents: see docs/lease-protocol.md, "Signals".
+import type { Lease } from '../Lease.js';
+
+/** Lease property naming the host a lease was asked for (a pending handoff). @internal */
+export const HANDOFF_TO = 'rxfeed.handoffTo';
+/** Lease property: when (ms since the epoch, as a string) the handoff was asked for. @internal */
+export const HANDOFF_AT = 'rxfeed.handoffAt';
+
+/** Lease property: a host that released leases (a graceful stop) told this lease's owner so. @internal */
+export const RELEASED_BY = 'rxfeed.releasedBy';
+/** Lease property: when (ms since the epoch, as a string) the release notice was written. @internal */
+export const RELEASED_AT = 'rxfeed.releasedAt';
+
+/**
+ * Lease property of a lease no host has taken yet: a split or merge child (the epoch it was created, or last
+ * moved forward, at), or a lease its owner handed to the host that asked for it (the epoch it was handed at).
+ * Taking the lease drops it, so a lease found with it, at that epoch, is read by no process. @internal
+ */
+export const UNTAKEN_AT_EPOCH = 'rxfeed.untakenAtEpoch';
+
+/**
+ * Lease property where an owner publishes the lease's load (a non-negative decimal string, e.g. changes per
+ * second or backlog in changes) when it renews or checkpoints, so that every host sees every lease's load in
+ * the listing it reads anyway, without extra requests.
+ */
+export const LOAD_PROPERTY = 'rxfeed.load';
+
+/**
+ * The host a live lease has been asked for, if the request is younger than `expirationMs` (an older one
+ * was not honoured: the asker may then take the lease by force).
+ *
+ * @example
+ * ```ts
+ * const to = handoffRequest(lease, Date.now(), 60_000); // e.g. 'host-b', or undefined
+ * ```
+ * @internal
+ */
+export function handoffRequest(lease: Lease, nowMs: number, expirationMs: number): string | undefined {
+  const to = lease.properties[HANDOFF_TO];
+  const at = Number(lease.properties[HANDOFF_AT]);
+  if (!to || to === lease.owner || !Number.isFinite(at) || nowMs - at >= expirationMs) return undefined;
+  return to;
+}
+
+/**
+ * Whether no process has taken `lease` since it was created as a split child or handed to its owner: its
+ * owner may take it, or release it, without fencing anyone.
+ *
+ * @example
+ * ```ts
+ * const handedToMe = leases.filter((l) => l.owner === me && isUntaken(l));
+ * ```
+ * @internal
+ */
+export function isUntaken(lease: Lease): boolean {
+  return lease.properties[UNTAKEN_AT_EPOCH] === String(lease.epoch);
+}
+
+/**
+ * The host that left a release notice in this lease, if there is one.
+ *
+ * @internal
+ */
+export function releaseNotice(lease: Lease): string | undefined {
+  return lease.properties[RELEASED_BY] || undefined;
+}
+
+/**
+ * The load of a lease as published in its {@link LOAD_PROPERTY} property, or 0.
+ *
+ * @example
+ * ```ts
+ * const total = leases.reduce((sum, l) => sum + publishedLoad(l), 0);
+ * ```
+ */
+export function publishedLoad(lease: Lease): number {
+  const value = Number(lease.properties[LOAD_PROPERTY]);
+  return Number.isFinite(value) && value > 0 ? value : 0;
+}
+
+/** @internal A load as written to {@link LOAD_PROPERTY}: a short decimal string (3 significant digits are plenty to balance on). */
+export function formatLoad(load: number): string {
+  return load === 0 ? '0' : String(Number(load.toPrecision(3)));
+}
+
+/**
+ * `properties` without the signals hosts leave each other in a lease (a handoff request, a release
+ * notice, the mark of a child not taken yet): what a lease keeps when it changes hands or is copied to a child.
+ *
+ * @example
+ * ```ts
+ * const childProperties = withoutSignals(parent.properties);
+ * ```
+ * @internal
+ */
+export function withoutSignals(properties: Readonly<Record<string, string>>): Record<string, string> {
+  const { [HANDOFF_TO]: _to, [HANDOFF_AT]: _at, [RELEASED_BY]: _by, [RELEASED_AT]: _when, [UNTAKEN_AT_EPOCH]: _untaken, ...rest } = properties;
+  return rest;
+}
+
+/**
+ * `properties` without a release notice (its owner has read it).
+ *
+ * @internal
+ */
+export function withoutNotice(properties: Readonly<Record<string, string>>): Record<string, string> {
+  const { [RELEASED_BY]: _by, [RELEASED_AT]: _at, ...rest } = properties;
+  return rest;
+}
+
+/**
+ * `properties` without a handoff request (its host withdrew it).
+ *
+ * @internal
+ */
+export function withoutRequest(properties: Readonly<Record<string, string>>): Record<string, string> {
+  const { [HANDOFF_TO]: _to, [HANDOFF_AT]: _at, ...rest } = properties;
+  return rest;
+}
+
+/**
+ * Whether `fresh` is `listed` with at most a release notice added or changed: the same owner, epoch, write
+ * time and checkpoint, and the same properties but for the notice. A host that planned to take `listed`
+ * may take `fresh` for the same reasons.
+ *
+ * @internal
+ */
+export function onlyNoticeChanged(listed: Lease, fresh: Lease): boolean {
+  if (fresh.owner !== listed.owner || fresh.epoch !== listed.epoch || fresh.timestampMs !== listed.timestampMs || fresh.continuation !== listed.continuation) {
+    return false;
+  }
+  const a = withoutNotice(listed.properties);
+  const b = withoutNotice(fresh.properties);
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((key) => a[key] === b[key]);
+}
