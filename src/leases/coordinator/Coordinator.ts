@@ -10,6 +10,7 @@ import type { FeedEvent } from '../../core/events.js';
 import { logger } from '../../internal/log.js';
 import type { LeaseCoordinator, OwnedLease } from '../LeaseCoordinator.js';
 import { namingOf } from '../protocol/documents.js';
+import type { Timings } from '../protocol/timings.js';
 import { checkLeasePrefix } from '../protocol/validation.js';
 import { Acquirer } from './Acquirer.js';
 import { Balancer } from './Balancer.js';
@@ -55,28 +56,7 @@ export class Coordinator implements LeaseCoordinator {
     const t = validateOptions(options);
     this.#options = options;
     this.owner = options.owner;
-    const scheduler = options.scheduler ?? asyncScheduler;
-    const now = options.now ?? (() => scheduler.now());
-    const source = options.source;
-    const ctx: CoordinatorContext = {
-      owner: this.owner,
-      store: options.store,
-      naming: namingOf(checkLeasePrefix('prefix', options.prefix, true), options.leaseScheme ?? 'rxfeed', this.owner, options.mode ?? source?.mode ?? 'latestVersion', now),
-      t,
-      scheduler,
-      now,
-      log: logger('lease', { owner: this.owner }),
-      owned: new Map<string, Ownership>(),
-      partitions: new PartitionList(options.listPartitions ?? ((signal) => source!.listPartitions(signal)), this.#stopSignal.signal),
-      names: new NameGuard(this.owner, t.expirationMs),
-      observed: new Observations(this.owner),
-      failures: new FailureCounter(this.owner, (event) => this.#events.next(event)),
-      emit: (event) => this.#events.next(event),
-      stopped: () => this.#stopping !== undefined,
-      stopSignal: this.#stopSignal.signal,
-      fatal: (error) => this.#fatal(error),
-      track: (work) => this.#tasks.track(work),
-    };
+    const ctx = this.#contextOf(options, t);
     this.#ctx = ctx;
 
     // The roles, wired: each gets the ones it hands work to.
@@ -101,23 +81,7 @@ export class Coordinator implements LeaseCoordinator {
     );
 
     this.events$ = this.#events.asObservable();
-    this.acquired$ = new Observable<OwnedLease>((subscriber) => {
-      if (this.#stopping) {
-        subscriber.complete();
-        return;
-      }
-      const inner = this.#acquired.subscribe(subscriber);
-      for (const owned of ctx.owned.values()) subscriber.next(owned);
-      if (!this.#started) {
-        this.#started = true;
-        // Tracked: stop() waits for a bootstrap in flight, so leases it creates as this host's are released.
-        ctx.track(this.#start());
-      }
-      return () => {
-        inner.unsubscribe();
-        if (!this.#acquired.observed) void this.stop();
-      };
-    });
+    this.acquired$ = this.#acquiredStream();
   }
 
   owned(): readonly OwnedLease[] {
@@ -140,6 +104,54 @@ export class Coordinator implements LeaseCoordinator {
       this.#events.complete();
     })();
     return this.#stopping;
+  }
+
+  /** The state and services the roles share. */
+  #contextOf(options: LeaseCoordinatorOptions, t: Timings): CoordinatorContext {
+    const scheduler = options.scheduler ?? asyncScheduler;
+    const now = options.now ?? (() => scheduler.now());
+    const source = options.source;
+    return {
+      owner: this.owner,
+      store: options.store,
+      naming: namingOf(checkLeasePrefix('prefix', options.prefix, true), options.leaseScheme ?? 'rxfeed', this.owner, options.mode ?? source?.mode ?? 'latestVersion', now),
+      t,
+      scheduler,
+      now,
+      log: logger('lease', { owner: this.owner }),
+      owned: new Map<string, Ownership>(),
+      partitions: new PartitionList(options.listPartitions ?? ((signal) => source!.listPartitions(signal)), this.#stopSignal.signal),
+      names: new NameGuard(this.owner, t.expirationMs),
+      observed: new Observations(this.owner),
+      failures: new FailureCounter(this.owner, (event) => this.#events.next(event)),
+      emit: (event) => this.#events.next(event),
+      stopped: () => this.#stopping !== undefined,
+      stopSignal: this.#stopSignal.signal,
+      fatal: (error) => this.#fatal(error),
+      track: (work) => this.#tasks.track(work),
+    };
+  }
+
+  /** `acquired$`: the first subscriber starts the coordinator, the last one leaving stops it. */
+  #acquiredStream(): Observable<OwnedLease> {
+    const ctx = this.#ctx;
+    return new Observable<OwnedLease>((subscriber) => {
+      if (this.#stopping) {
+        subscriber.complete();
+        return;
+      }
+      const inner = this.#acquired.subscribe(subscriber);
+      for (const owned of ctx.owned.values()) subscriber.next(owned);
+      if (!this.#started) {
+        this.#started = true;
+        // Tracked: stop() waits for a bootstrap in flight, so leases it creates as this host's are released.
+        ctx.track(this.#start());
+      }
+      return () => {
+        inner.unsubscribe();
+        if (!this.#acquired.observed) void this.stop();
+      };
+    });
   }
 
   async #start(): Promise<void> {
