@@ -99,7 +99,7 @@ export function mayStartNow(option: StartOption): boolean {
  * - `{ position }` → that position;
  * - `'now'` → where the source can start from a time and tells its own ({@link RunStart}): the position
  *   before the first change made at or after the source's time when the run started (Cosmos DB tells and
- *   resolves times to the second, so a change made up to a second earlier may come along); otherwise (Cosmos
+ *   resolves times to the second, so a change made up to a second, and the wait, earlier may come along); otherwise (Cosmos
  *   DB's AllVersionsAndDeletes mode starts only from "now" or a position) the partition's position at this
  *   call, made before the lease exists. Never this host's clock: it may be off.
  * - a `Date` → the position before the first change made at or after it, by the source's clock.
