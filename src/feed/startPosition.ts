@@ -86,7 +86,11 @@ export class RunStart {
   }
 }
 
-/** Whether `option` can give a partition `'now'` (so the source's time at the start of the run matters). */
+/**
+ * Whether `option` can give a partition `'now'` (so the source's time at the start of the run matters).
+ *
+ * @internal
+ */
 export function mayStartNow(option: StartOption): boolean {
   return option === 'now' || typeof option === 'function';
 }
@@ -99,9 +103,10 @@ export function mayStartNow(option: StartOption): boolean {
  * - `{ position }` → that position;
  * - `'now'` → where the source can start from a time and tells its own ({@link RunStart}): the position
  *   before the first change made at or after the source's time when the run started (Cosmos DB tells and
- *   resolves times to the second, so a change made up to a second earlier may come along); otherwise (Cosmos
- *   DB's AllVersionsAndDeletes mode starts only from "now" or a position) the partition's position at this
- *   call, made before the lease exists. Never this host's clock: it may be off.
+ *   resolves times to the second, so a change made up to a second, and the wait, earlier may come along);
+ *   otherwise (Cosmos DB's AllVersionsAndDeletes mode starts only from "now" or a position; a source that
+ *   cannot tell its time) the partition's position at this call, made before the lease exists. Never this
+ *   host's clock: it may be off.
  * - a `Date` → the position before the first change made at or after it, by the source's clock.
  *
  * A source without `positionAt` cannot pin: `null`, and the reader starts from `start` at its first read.
@@ -117,7 +122,11 @@ export async function pinStart(source: Source<unknown>, start: StartFrom, partit
   return source.positionAt(partition, startedAt ?? 'now');
 }
 
-/** Whether `source` can start from a point in time (it has no `checkStart`, or that accepts one). */
+/**
+ * Whether `source` can start from a point in time (it has no `checkStart`, or that accepts one).
+ *
+ * @internal
+ */
 export function startsFromTimes(source: Source<unknown>): boolean {
   try {
     source.checkStart?.(new Date(0));
