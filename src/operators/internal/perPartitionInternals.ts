@@ -203,6 +203,24 @@ export function mapPerPartition<T, R>(
             done();
             return undefined;
           }
+          // A promise (eachBatch's common case) is awaited without an Observable around it.
+          if (produced instanceof Promise) {
+            const handle = { closed: false, unsubscribe: () => void (handle.closed = true) };
+            (produced as Promise<ChangeBatch<R> | typeof DROPPED>).then(
+              (value) => {
+                if (handle.closed) return;
+                handle.closed = true;
+                result = value;
+                done();
+              },
+              (error: unknown) => {
+                if (handle.closed) return;
+                handle.closed = true;
+                subscriber.error(error);
+              },
+            );
+            return handle as unknown as Subscription;
+          }
           return from(produced).subscribe({
             next: (value) => {
               result = value;
