@@ -13,4 +13,4 @@ import type * as Rxfeed from '../src/index.js';
 execFileSync(process.execPath, [fileURLToPath(new URL('../scripts/build.mjs', import.meta.url))], { stdio: 'ignore' });
 const rxfeed = (await import(new URL('../dist/esm/index.js', import.meta.url).href)) as typeof Rxfeed;
 
-export const { createChangeFeed, CosmosLeaseStore, MemoryLeaseStore, CosmosSource, checkpointEvery, mapChanges } = rxfeed;
+export const { createChangeFeed, CosmosLeaseStore, MemoryLeaseStore, MemorySource, ChangeBatch, CosmosSource, checkpointEvery, mapChanges, filterChanges, eachBatch } = rxfeed;

@@ -5,14 +5,24 @@
  * alternating; the ratio is the median of the per-round ratios (throughput with telemetry / without).
  * Target: ≥ 0.95.
  *
- * Run: npx tsx bench/telemetry.ts   (BENCH_CHANGES, BENCH_ROUNDS, BENCH_PAGE to change the sizes)
+ * Pages of 100 and of 1000 by default (BENCH_PAGES=100,1000). rxfeed is the built package (bench/built.ts).
+ *
+ * Run: npx tsx bench/telemetry.ts   (BENCH_CHANGES, BENCH_ROUNDS, BENCH_PAGES to change the sizes;
+ * BENCH_PROFILE=path writes CPU profiles of 5 more runs of each side: path.telemetry-<page>.{off,on}.cpuprofile)
  */
 import { context } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { BasicTracerProvider, BatchSpanProcessor, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { filter, firstValueFrom, scan } from 'rxjs';
-import { checkpointEvery, createChangeFeed, eachBatch, MemoryLeaseStore, MemorySource, type TelemetryOptions } from '../src/index.js';
+import type { MemorySource as Source, TelemetryOptions } from '../src/index.js';
+import { checkpointEvery, createChangeFeed, eachBatch, MemoryLeaseStore, MemorySource } from './built.js';
+import { paired, profiled, ratioLine } from './stats.js';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+
+setFlagsFromString('--expose-gc');
+const gc = runInNewContext('gc') as () => void;
 
 interface Doc {
   id: string;
@@ -20,8 +30,8 @@ interface Doc {
 }
 
 const TOTAL = Number(process.env['BENCH_CHANGES'] ?? 200_000);
-const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 7);
-const PAGE = Number(process.env['BENCH_PAGE'] ?? 100);
+const ROUNDS = Number(process.env['BENCH_ROUNDS'] ?? 11);
+const PAGES = (process.env['BENCH_PAGES'] ?? process.env['BENCH_PAGE'] ?? '100,1000').split(',').map(Number);
 
 /** Exports nothing, as fast as it can: what the SDK costs without any exporter's own cost. */
 class NoopExporter implements SpanExporter {
@@ -38,14 +48,14 @@ class Reader extends MetricReader {
   protected override async onShutdown(): Promise<void> {}
 }
 
-function source(): MemorySource<Doc> {
+function source(): Source<Doc> {
   const s = new MemorySource<Doc>({ partitions: 4, description: 'bench' });
   for (let n = 0; n < TOTAL; n++) s.write({ id: `d${n}`, n });
   return s;
 }
 
 /** One run: wall ms and this process's CPU ms (CPU is the steadier figure on a shared machine). */
-async function run(telemetry: TelemetryOptions | false): Promise<{ wall: number; cpu: number }> {
+async function run(telemetry: TelemetryOptions | false, PAGE: number): Promise<{ wall: number; cpu: number }> {
   const feed = createChangeFeed<Doc>({
     source: source(),
     leases: new MemoryLeaseStore(),
@@ -56,6 +66,7 @@ async function run(telemetry: TelemetryOptions | false): Promise<{ wall: number;
     telemetry,
   });
   let sink = 0;
+  gc();
   const started = performance.now();
   const cpuBefore = process.cpuUsage();
   await firstValueFrom(
@@ -75,7 +86,7 @@ async function run(telemetry: TelemetryOptions | false): Promise<{ wall: number;
   return { wall, cpu: (cpu.user + cpu.system) / 1000 };
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+import { median } from './stats.js';
 
 context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
 const exporter = new NoopExporter();
@@ -84,40 +95,19 @@ const reader = new Reader();
 const meterProvider = new MeterProvider({ readers: [reader] });
 const on: TelemetryOptions = { tracerProvider, meterProvider };
 
-await run(false); // warm-up, unmeasured
-await run(on);
-const wallRatios: number[] = [];
-const cpuRatios: number[] = [];
-const offs: number[] = [];
-const ons: number[] = [];
-for (let round = 0; round < ROUNDS; round++) {
-  // Alternate which side goes first, so drift in the machine's speed falls on both.
-  let off;
-  let withTelemetry;
-  if (round % 2 === 0) {
-    off = await run(false);
-    withTelemetry = await run(on);
-  } else {
-    withTelemetry = await run(on);
-    off = await run(false);
-  }
-  offs.push(off.wall);
-  ons.push(withTelemetry.wall);
-  wallRatios.push(off.wall / withTelemetry.wall);
-  cpuRatios.push(withTelemetry.cpu / off.cpu);
-  if (process.env["BENCH_VERBOSE"]) console.log(`round ${round}: off ${off.wall.toFixed(0)} ms (cpu ${off.cpu.toFixed(0)}), on ${withTelemetry.wall.toFixed(0)} ms (cpu ${withTelemetry.cpu.toFixed(0)})`);
+console.log(`node ${process.version}; ${TOTAL} changes, 4 partitions, ${ROUNDS} paired rounds alternating, after one unmeasured round`);
+for (const page of PAGES) {
+  const { a: offs, b: ons } = await paired(ROUNDS, () => run(false, page), () => run(on, page));
+  if (process.env['BENCH_VERBOSE']) offs.forEach((off, i) => console.log(`round ${i}: off ${off.wall.toFixed(0)} ms (cpu ${off.cpu.toFixed(0)}), on ${ons[i]!.wall.toFixed(0)} ms (cpu ${ons[i]!.cpu.toFixed(0)})`));
+  console.log(
+    `telemetry overhead, pages of ${page}: off ${median(offs.map((r) => r.wall)).toFixed(0)} ms, on ${median(ons.map((r) => r.wall)).toFixed(0)} ms; ` +
+      `throughput on/off ${ratioLine(offs.map((off, i) => off.wall / ons[i]!.wall), 3)}; CPU per change on/off ${ratioLine(offs.map((off, i) => ons[i]!.cpu / off.cpu), 3)}`,
+  );
+  await profiled(`telemetry-${page}.off`, () => run(false, page));
+  await profiled(`telemetry-${page}.on`, () => run(on, page));
 }
 await reader.collect();
 await tracerProvider.forceFlush();
-const spread = (xs: number[]) => {
-  const sorted = [...xs].sort((x, y) => x - y);
-  const quarter = Math.floor(sorted.length / 4);
-  return `${median(xs).toFixed(3)}× (middle half ${sorted[quarter]!.toFixed(3)}–${sorted[sorted.length - 1 - quarter]!.toFixed(3)})`;
-};
-console.log(
-  `telemetry overhead: ${TOTAL} changes, pages of ${PAGE}, 4 partitions, ${ROUNDS} paired rounds: off ${median(offs).toFixed(0)} ms, ` +
-    `on ${median(ons).toFixed(0)} ms; throughput on/off ${spread(wallRatios)}; CPU per change on/off ${spread(cpuRatios)}; ` +
-    `${exporter.spans} spans exported`,
-);
+console.log(`${exporter.spans} spans exported in all`);
 await tracerProvider.shutdown();
 await meterProvider.shutdown();

@@ -1,4 +1,4 @@
-import { catchError, defer, EMPTY, endWith, ignoreElements, lastValueFrom, type ObservableInput, type OperatorFunction } from 'rxjs';
+import { catchError, defer, EMPTY, endWith, from, ignoreElements, lastValueFrom, type ObservableInput, type OperatorFunction } from 'rxjs';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { type FailureOptions, type FailurePolicy, resolveOnFailure, runIsolating } from '../deadletter/failurePolicy.js';
 import { concurrencyOption } from './internal/batchInternals.js';
@@ -63,16 +63,35 @@ export function eachBatchUnder<B extends AnyBatches>(
 ): OperatorFunction<B, B> {
   const run = (batch: ChangeBatch<DocumentOf<B>>, signal: AbortSignal) =>
     defer(() => fn(batch, signal) ?? EMPTY).pipe(ignoreElements(), endWith(batch));
-  // The common path stays an Observable (synchronous work stays synchronous); a failure goes to the policy.
-  const project = (batch: ChangeBatch<DocumentOf<B>>, signal: AbortSignal) =>
-    run(batch, signal).pipe(
-      catchError((first: unknown) =>
-        defer(async () => {
-          const result = await runIsolating(policy, 'eachBatch', batch, first, (b) => lastValueFrom(run(b, signal)));
-          // Nothing given up on: the batch itself goes on (no copy).
-          return result === undefined ? DROPPED : result.size === batch.size ? batch : result;
-        }),
-      ),
+  // A failure goes to the policy; nothing given up on: the batch itself goes on (no copy).
+  const recover = async (batch: ChangeBatch<DocumentOf<B>>, signal: AbortSignal, first: unknown) => {
+    const result = await runIsolating(policy, 'eachBatch', batch, first, (b) => lastValueFrom(run(b, signal)));
+    return result === undefined ? DROPPED : result.size === batch.size ? batch : result;
+  };
+  // The common paths build no Observable per batch: synchronous work gives the batch back at once, a
+  // promise gives it when it settles; only work given as an Observable (or another input) goes through one.
+  const project = (batch: ChangeBatch<DocumentOf<B>>, signal: AbortSignal) => {
+    let produced: ObservableInput<unknown> | void;
+    try {
+      produced = fn(batch, signal);
+    } catch (first) {
+      return recover(batch, signal, first);
+    }
+    if (produced === undefined || produced === null) return batch;
+    if (isPromiseLike(produced)) {
+      return Promise.resolve(produced).then(
+        () => batch,
+        (first: unknown) => recover(batch, signal, first),
+      );
+    }
+    return from(produced).pipe(
+      ignoreElements(),
+      endWith(batch),
+      catchError((first: unknown) => defer(() => recover(batch, signal, first))),
     );
+  };
   return mapPerPartition(project, concurrency) as unknown as OperatorFunction<B, B>;
 }
+
+const isPromiseLike = (value: unknown): value is PromiseLike<unknown> =>
+  typeof value === 'object' && value !== null && typeof (value as { then?: unknown }).then === 'function';

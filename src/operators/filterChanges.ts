@@ -44,5 +44,5 @@ export function filterChanges<B extends AnyBatches>(
 ): OperatorFunction<B, B> {
   const policy = resolveOnFailure(options);
   const step = (change: Change<DocumentOf<B>>, index: number) => (predicate(change, index) ? change : LEFT_OUT);
-  return perChange('filterChanges', policy, step) as unknown as OperatorFunction<B, B>;
+  return perChange('filterChanges', policy, step, predicate) as unknown as OperatorFunction<B, B>;
 }

@@ -1,4 +1,4 @@
-import type { Attributes, Counter, Histogram, Meter, Span, Tracer } from '@opentelemetry/api';
+import type { Attributes, Counter, Histogram, Meter, Span, SpanOptions, Tracer } from '@opentelemetry/api';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import type { FeedEvent } from '../core/events.js';
 import type { Page } from '../sources/Source.js';
@@ -177,12 +177,10 @@ export class FeedTelemetry {
   /** @internal Starts the CONSUMER span of a batch (`attributes`: its partition's process attributes). */
   startBatchSpan(batch: ChangeBatch<unknown>, attributes: Attributes, at: number): Span {
     const links = this.#linkField === null ? undefined : traceLinks(this.#api, batch.changes, this.#linkField);
-    const span = this.#tracer.startSpan(
-      this.#spanName,
-      { kind: this.#api.SpanKind.CONSUMER, startTime: at, attributes, ...(links?.length ? { links } : {}) },
-      this.#api.ROOT_CONTEXT,
-    );
-    span.setAttribute('messaging.batch.message_count', batch.size);
+    const options: SpanOptions = links === undefined ? { kind: this.#api.SpanKind.CONSUMER, startTime: at, attributes } : { kind: this.#api.SpanKind.CONSUMER, startTime: at, attributes, links };
+    const span = this.#tracer.startSpan(this.#spanName, options, this.#api.ROOT_CONTEXT);
+    // A non-recording span (no SDK, or not sampled) takes no attributes: skip the call.
+    if (span.isRecording()) span.setAttribute('messaging.batch.message_count', batch.size);
     return span;
   }
 
@@ -206,6 +204,12 @@ const LEASE_EVENT_NAMES: Partial<Record<FeedEvent['type'], string>> = {
 /** One batch's span, and when it was emitted. */
 interface OpenBatch {
   readonly span: Span;
+  /**
+   * Whether the span is worth making active around the batch's work: it records, or an SDK sampled it out
+   * (its context still propagates, so that what the work calls is not sampled as a trace of its own). A
+   * no-op tracer's span (no SDK registered) has an invalid context: nothing to activate.
+   */
+  readonly active: boolean;
   readonly emittedAt: number;
   /** The LSN the batch was read up to, for the lag. */
   readonly lsn: number | undefined;
@@ -266,14 +270,17 @@ export class PartitionTelemetry {
   /** Batch `sequence` was emitted: its span starts. */
   emitted(sequence: number, batch: ChangeBatch<unknown>): void {
     const at = this.#feed.now();
-    this.#open.set(sequence, { span: this.#feed.startBatchSpan(batch, this.#processAttributes, at), emittedAt: at, lsn: batch.readLsn });
+    const span = this.#feed.startBatchSpan(batch, this.#processAttributes, at);
+    const active = span.isRecording() || this.#feed.api.trace.isSpanContextValid(span.spanContext());
+    this.#open.set(sequence, { span, active, emittedAt: at, lsn: batch.readLsn });
     this.consumed += batch.size;
   }
 
   /** Runs `fn` with the span of batch `sequence` active (as is, if the span has ended). */
   activate<R>(sequence: number, fn: () => R): R {
     const open = this.#open.get(sequence);
-    if (!open) return fn();
+    // No context to switch to for a no-op tracer's span (no SDK): nothing would nest under it or propagate.
+    if (!open || !open.active) return fn();
     const { api } = this.#feed;
     return api.context.with(api.trace.setSpan(api.context.active(), open.span), fn);
   }

@@ -6,7 +6,7 @@
 import { createRequire } from 'node:module';
 import { context, trace, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { AlwaysOffSampler, AlwaysOnSampler, BasicTracerProvider, InMemorySpanExporter, ParentBasedSampler, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { MeterProvider, MetricReader, type MetricData } from '@opentelemetry/sdk-metrics';
 import type * as Instrumentation from '@opentelemetry/instrumentation';
 import type * as InstrumentationPg from '@opentelemetry/instrumentation-pg';
@@ -172,6 +172,36 @@ describe('OpenTelemetry', () => {
     expect(unacked).toHaveLength(1);
     expect(unacked[0]!.status.code).toBe(SpanStatusCode.ERROR);
     expect(unacked[0]!.attributes['error.type']).toBe('ownership_ended');
+  });
+
+  it('keeps a sampled-out batch span active around the work, so what the work calls stays in its trace', async () => {
+    const { clock, source, options } = world();
+    // rxfeed's spans are never sampled; the app's own follow their parent (sampled out too) or start traces.
+    const exporter = new InMemorySpanExporter();
+    const sampledOut = new BasicTracerProvider({ sampler: new AlwaysOffSampler(), spanProcessors: [new SimpleSpanProcessor(exporter)] });
+    const app = new BasicTracerProvider({ sampler: new ParentBasedSampler({ root: new AlwaysOnSampler() }), spanProcessors: [new SimpleSpanProcessor(exporter)] });
+    for (let n = 0; n < 4; n++) source.write({ id: `d${n}`, n });
+    const feed = createChangeFeed<Doc>({ ...options, telemetry: { ...options.telemetry, tracerProvider: sampledOut } });
+    const traces: string[] = [];
+    let calls = 0;
+    const subscription = feed.changes$
+      .pipe(
+        eachBatch(async (batch) => {
+          if (batch.size === 0) return;
+          calls++;
+          traces.push(trace.getActiveSpan()?.spanContext().traceId ?? 'none');
+          app.getTracer('app').startSpan('save').end();
+        }),
+        checkpointEvery(1),
+      )
+      .subscribe();
+    await clock.advance(2_000);
+    await feed.stop();
+    subscription.unsubscribe();
+    expect(calls).toBeGreaterThanOrEqual(2);
+    // Every call saw a batch span (a valid, sampled-out context), and the app's spans under it were not sampled.
+    expect(traces.every((t) => /^[0-9a-f]{32}$/.test(t) && t !== '0'.repeat(32))).toBe(true);
+    expect(exporter.getFinishedSpans()).toEqual([]);
   });
 
   it('records the semantic-convention metrics and rxfeed\'s own', async () => {

@@ -30,40 +30,97 @@ export type ChangeStep<T, R> = (change: Change<T>, index: number) => Change<R> |
  * is synchronous and allocation-light (a batch that loses and changes nothing is passed on as is). A change
  * `step` throws for is retried alone under `policy` (with its backoff; the throw was attempt 1), then
  * skipped, dead-lettered, halts its partition or fails the stream, as the policy says; a fencing error
- * drops the batch (ownership ended). Batches of one partition stay in order. @internal
+ * drops the batch (ownership ended). Batches of one partition stay in order. With `filter` set, `step` is
+ * a predicate run by a tighter loop (the changes it keeps, unchanged). @internal
  */
-export function perChange<T, R>(operator: string, policy: FailurePolicy<T>, step: ChangeStep<T, R>): OperatorFunction<BatchOrBatches<T>, BatchOrBatches<R>> {
-  const project = (batch: ChangeBatch<T>) => applyStep(operator, policy, batch, step);
-  return mapPerPartition(project, Infinity);
+export function perChange<T, R>(operator: string, policy: FailurePolicy<T>, step: ChangeStep<T, R>, filter?: (change: Change<T>, index: number) => boolean): OperatorFunction<BatchOrBatches<T>, BatchOrBatches<R>> {
+  const project = filter
+    ? (batch: ChangeBatch<T>) => filterStep(operator, policy, batch, filter, step)
+    : (batch: ChangeBatch<T>) => mapStep(operator, policy, batch, step);
+  return mapPerPartition(project, Infinity, false, true);
 }
 
-function applyStep<T, R>(
+/** The map loop: one call per change and one array per batch, unless `step` throws (then {@link completeStep}). */
+function mapStep<T, R>(operator: string, policy: FailurePolicy<T>, batch: ChangeBatch<T>, step: ChangeStep<T, R>): ChangeBatch<R> | Promise<ChangeBatch<R> | typeof DROPPED> {
+  const source = batch.changes;
+  const n = source.length;
+  const out: (Change<R> | typeof LEFT_OUT)[] = new Array(n);
+  let same = true;
+  let leftOut = 0;
+  let i = 0;
+  try {
+    for (; i < n; i++) {
+      const change = source[i] as Change<T>;
+      const result = step(change, i);
+      out[i] = result;
+      if (result !== (change as unknown)) {
+        same = false;
+        if (result === LEFT_OUT) leftOut++;
+      }
+    }
+  } catch (error) {
+    return completeStep(operator, policy, batch, step, out, i, error);
+  }
+  if (same) return batch as unknown as ChangeBatch<R>;
+  return batch.withChanges(leftOut === 0 ? (out as Change<R>[]) : kept(out));
+}
+
+/** The filter loop: keeps what `predicate` passes; the batch itself when it keeps everything. */
+function filterStep<T, R>(
+  operator: string,
+  policy: FailurePolicy<T>,
+  batch: ChangeBatch<T>,
+  predicate: (change: Change<T>, index: number) => boolean,
+  step: ChangeStep<T, R>,
+): ChangeBatch<R> | Promise<ChangeBatch<R> | typeof DROPPED> {
+  const source = batch.changes;
+  const n = source.length;
+  const keep: Change<T>[] = [];
+  // Where the first change left out was (n: none yet): enough to rebuild what the predicate said if it throws.
+  let firstOut = n;
+  let i = 0;
+  try {
+    for (; i < n; i++) {
+      const change = source[i] as Change<T>;
+      if (predicate(change, i)) keep.push(change);
+      else if (firstOut === n) firstOut = i;
+    }
+  } catch (error) {
+    // Back to the general form: every change before `i` kept or left out, as the predicate said. Up to
+    // `firstOut` every change was kept; after it, kept ones are matched in order (each kept change is the
+    // next of `keep`, as the loop pushed them; a change left out is not, unless the same object comes again
+    // later, in which case the earlier place takes it: either way the kept changes and their order match).
+    const out: (Change<R> | typeof LEFT_OUT)[] = new Array(n);
+    for (let j = 0, k = 0; j < i; j++) out[j] = (j < firstOut || keep[k] === source[j]) && k < keep.length ? (keep[k++] as unknown as Change<R>) : LEFT_OUT;
+    return completeStep(operator, policy, batch, step, out, i, error);
+  }
+  if (keep.length === n) return batch as unknown as ChangeBatch<R>;
+  return batch.withChanges(keep as unknown as Change<R>[]);
+}
+
+/**
+ * Finishes a batch after `step` threw `error` for change `at` (`out` holds the results before it): runs
+ * the rest, noting every failure, and settles them under the policy.
+ */
+function completeStep<T, R>(
   operator: string,
   policy: FailurePolicy<T>,
   batch: ChangeBatch<T>,
   step: ChangeStep<T, R>,
-): ChangeBatch<R> | Promise<ChangeBatch<R> | typeof DROPPED> {
+  out: (Change<R> | typeof LEFT_OUT)[],
+  at: number,
+  error: unknown,
+): Promise<ChangeBatch<R> | typeof DROPPED> {
   const source = batch.changes;
-  const out: (Change<R> | typeof LEFT_OUT)[] = new Array(source.length);
-  let failed: Map<number, unknown> | undefined;
-  let same = true;
-  let leftOut = 0;
-  for (let i = 0; i < source.length; i++) {
+  const failed = new Map<number, unknown>([[at, error]]);
+  out[at] = LEFT_OUT;
+  for (let i = at + 1; i < source.length; i++) {
     try {
-      const result = step(source[i] as Change<T>, i);
-      out[i] = result;
-      if (result !== (source[i] as unknown)) {
-        same = false;
-        if (result === LEFT_OUT) leftOut++;
-      }
-    } catch (error) {
-      (failed ??= new Map()).set(i, error);
+      out[i] = step(source[i] as Change<T>, i);
+    } catch (e) {
+      failed.set(i, e);
       out[i] = LEFT_OUT;
     }
-  }
-  if (!failed) {
-    if (same) return batch as unknown as ChangeBatch<R>;
-    return batch.withChanges(leftOut === 0 ? (out as Change<R>[]) : kept(out));
   }
   return settle(operator, policy, batch, step, out, failed);
 }

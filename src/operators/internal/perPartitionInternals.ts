@@ -82,11 +82,15 @@ export function perPartition<B extends AnyBatches>(
  * @param project Turns one batch into its replacement.
  * @param concurrency How many partitions may have work in flight at once (positive integer or Infinity).
  * @param keepValues Emit the values received instead of rebuilt ones (set by {@link perPartition}).
+ * @param synchronous `project` does its work when called (a per-change map or filter), returning its batch
+ *   then, or a promise only when something failed. A lone batch arriving while nothing is in flight or
+ *   waiting is then projected and emitted at once, without queues: the fast lane of `mapChanges` and kin.
  */
 export function mapPerPartition<T, R>(
   project: BatchProjection<T, R>,
   concurrency: number,
   keepValues = false,
+  synchronous = false,
 ): OperatorFunction<BatchOrBatches<T>, BatchOrBatches<R>> {
   checkConcurrency(concurrency);
   return (source) =>
@@ -157,7 +161,7 @@ export function mapPerPartition<T, R>(
         }
       };
 
-      const start = (partition: string, job: Job): void => {
+      const start = (partition: string, job: Job, projected?: ObservableInput<ChangeBatch<R> | typeof DROPPED>): void => {
         const batch = job.unit.batches[job.index] as ChangeBatch<T>;
         let result: ChangeBatch<R> | typeof DROPPED | undefined;
         let finished = false;
@@ -178,7 +182,7 @@ export function mapPerPartition<T, R>(
         // A batch whose ownership ended while it waited is not run: the next owner reads it again, so running
         // it here would only do its work twice. It goes back to its reader (credit returned, not checkpointed).
         const origin = batch.origin;
-        if (origin?.tracker.signal.aborted) {
+        if (projected === undefined && origin?.tracker.signal.aborted) {
           origin.tracker.drop(origin.sequence);
           result = DROPPED;
           return done();
@@ -188,7 +192,7 @@ export function mapPerPartition<T, R>(
         const start = (): Subscription | undefined => {
           let produced: ReturnType<BatchProjection<T, R>>;
           try {
-            produced = project(batch, abort.signal);
+            produced = projected ?? project(batch, abort.signal);
           } catch (error) {
             subscriber.error(error);
             return undefined;
@@ -198,6 +202,24 @@ export function mapPerPartition<T, R>(
             result = produced;
             done();
             return undefined;
+          }
+          // A promise (eachBatch's common case) is awaited without an Observable around it.
+          if (produced instanceof Promise) {
+            const handle = { closed: false, unsubscribe: () => void (handle.closed = true) };
+            (produced as Promise<ChangeBatch<R> | typeof DROPPED>).then(
+              (value) => {
+                if (handle.closed) return;
+                handle.closed = true;
+                result = value;
+                done();
+              },
+              (error: unknown) => {
+                if (handle.closed) return;
+                handle.closed = true;
+                subscriber.error(error);
+              },
+            );
+            return handle as unknown as Subscription;
           }
           return from(produced).subscribe({
             next: (value) => {
@@ -231,8 +253,41 @@ export function mapPerPartition<T, R>(
         }
       };
 
+      /**
+       * The fast lane (synchronous projections only): a lone batch while no unit is pending (so none is in
+       * flight or waiting, and no earlier value can be overtaken) is projected here and emitted at once.
+       * Returns `true` when the batch is done with, or what its projection gave when that went asynchronous
+       * (a failure being retried): the batch then takes the queues with it, so `project` is not called twice.
+       */
+      const fastLane = (batch: ChangeBatch<T>): true | ObservableInput<ChangeBatch<R> | typeof DROPPED> => {
+        const origin = batch.origin;
+        if (origin?.tracker.signal.aborted) {
+          origin.tracker.drop(origin.sequence);
+          return true;
+        }
+        let produced: ReturnType<BatchProjection<T, R>>;
+        try {
+          produced = origin?.tracker.activate ? inBatchContext(batch as ChangeBatch<unknown>, () => project(batch, abort.signal)) : project(batch, abort.signal);
+        } catch (error) {
+          subscriber.error(error);
+          return true;
+        }
+        if (produced === DROPPED) return true;
+        if (produced instanceof ChangeBatch) {
+          subscriber.next(keepValues ? (batch as unknown as ChangeBatch<R>) : produced);
+          return true;
+        }
+        return produced;
+      };
+
       const upstream = source.subscribe({
         next: (value) => {
+          let projected: ObservableInput<ChangeBatch<R> | typeof DROPPED> | undefined;
+          if (synchronous && units.length === 0 && value instanceof ChangeBatch) {
+            const lane = fastLane(value);
+            if (lane === true) return;
+            projected = lane;
+          }
           const batches = asBatches(value);
           const unit: Unit = { value, batches, results: new Array(batches.length), remaining: batches.length, dropped: false };
           units.push(unit);
@@ -246,6 +301,15 @@ export function mapPerPartition<T, R>(
             }
           });
           if (batches.length === 0) flush();
+          if (projected !== undefined) {
+            // The fast lane's batch went asynchronous: it runs now, with what its projection already gave.
+            const partition = (value as ChangeBatch<T>).partition;
+            ready.length = 0;
+            waiting.delete(partition);
+            running.set(partition, EMPTY_SUBSCRIPTION);
+            start(partition, { unit, index: 0 }, projected);
+            return;
+          }
           pump();
         },
         error: (error: unknown) => subscriber.error(error),
