@@ -28,6 +28,13 @@ import { type RetryOutcome, retryWithPolicy } from './retryWithPolicy.js';
  * - `'throw'`: the stream errors with a `HandlerError` (nothing after the change is checkpointed; the run
  *   ends and its leases are released).
  *
+ * Failures are isolated by LSN group, not by single change: the changes that share an LSN (a Cosmos DB
+ * transactional batch gives its changes one LSN; a merged partition read whole holds changes of both
+ * parents with equal LSNs) are retried together and given up on together, like a transaction. A poison
+ * change takes its LSN group with it: under `'skip'` every change of its LSN is left out, under
+ * `{ deadLetter }` every one is dead-lettered (each letter with the error that gave the group up), under
+ * `'halt'` the partition stops before the first of them.
+ *
  * A fencing error (`LeaseLostError`, `ViewFencedError`, `DeadLetterFencedError`: another host owns the
  * partition now) is never a failure of the change: the batch is dropped for the new owner, whatever the policy.
  *
@@ -155,10 +162,11 @@ export async function attempt<T, R>(
 
 /**
  * Recovers from `first`, the failure of `run` on the whole of `batch` (its first attempt): a fencing error
- * drops the batch at once (ownership ended; never an item failure); a batch of one change is retried under
- * the policy; a larger one is run again change by change (each alone, as a batch of one, in order, under the
- * retry policy, the batch run counting as the first attempt), so only the changes that fail on their own are
- * given up on ({@link giveUp}). Resolves with the batch to pass on (without the changes given up on), or
+ * drops the batch at once (ownership ended; never an item failure); a batch of one LSN group (see
+ * {@link lsnGroups}) is retried under the policy; a larger one is run again LSN group by LSN group (each
+ * group alone, as a batch of its own, in order, under the retry policy, the batch run counting as the first
+ * attempt), so only the groups that fail on their own are given up on ({@link giveUp}), every change of
+ * such a group with it. Resolves with the batch to pass on (without the changes given up on), or
  * `undefined` when the batch left the pipeline. @internal
  */
 export async function runIsolating<T, R>(
@@ -169,7 +177,8 @@ export async function runIsolating<T, R>(
   run: (batch: ChangeBatch<T>) => Promise<ChangeBatch<R>>,
 ): Promise<ChangeBatch<R> | undefined> {
   if (isFenced(operator, batch, first)) return undefined;
-  if (batch.size <= 1) {
+  const groups = lsnGroups(batch.changes);
+  if (groups.length <= 1) {
     // Attempt 1 is the failure already seen: the policy decides whether (and after which wait) to try again.
     const outcome = await attempt(policy, batch, (n) => (n === 1 ? Promise.reject(first) : run(batch)));
     if (outcome === undefined) return void dropped(batch);
@@ -180,24 +189,61 @@ export async function runIsolating<T, R>(
   }
   const kept: Change<R>[] = [];
   const failures: Failure<T>[] = [];
-  for (const change of batch.changes) {
-    const outcome = await retryAlone(policy, batch, first, () => run(batch.withChanges([change])));
+  for (const group of groups) {
+    const outcome = await retryAlone(policy, batch, first, () => run(batch.withChanges(group)));
     if (outcome === undefined) return void dropped(batch);
     if (outcome.ok) {
       kept.push(...outcome.value.changes);
       continue;
     }
     if (isFenced(operator, batch, outcome.error)) return undefined;
-    failures.push({ change, error: outcome.error, attempts: outcome.attempts });
-    if (!goesOn(policy)) break; // halting or throwing: nothing after the change runs
+    for (const change of group) failures.push({ change, error: outcome.error, attempts: outcome.attempts });
+    if (!goesOn(policy)) break; // halting or throwing: nothing after the group runs
   }
   if (failures.length === 0) return batch.withChanges(kept);
   return (await giveUp(policy, operator, batch, failures, { error: first, attempts: 1 })) ? batch.withChanges(kept) : undefined;
 }
 
 /**
- * Runs `work` again for one change whose batch run failed with `first`: the policy's remaining attempts
- * (at least one: the failure may have been another change's). Attempts count the batch run.
+ * `changes` (in LSN order) cut into runs of changes sharing an LSN: the unit of failure isolation. A Cosmos DB
+ * transactional batch gives its changes one LSN, and a merged partition read whole holds changes of both
+ * parents with equal LSNs; a view's `exactlyOnce` marks (and a checkpoint) count by LSN, so the changes of
+ * one LSN are processed, retried, skipped and dead-lettered together, never one without the others.
+ * @internal
+ */
+export function lsnGroups<T>(changes: readonly Change<T>[]): Change<T>[][] {
+  const groups: Change<T>[][] = [];
+  let group: Change<T>[] | undefined;
+  for (const change of changes) {
+    if (group && group[0]!.lsn === change.lsn) group.push(change);
+    else groups.push((group = [change]));
+  }
+  return groups;
+}
+
+/**
+ * `failures` (changes of `changes` given up on, in order) with the other changes of their LSN groups added,
+ * in the order of `changes`: a change given up on takes its LSN group with it (see {@link lsnGroups}). An
+ * added change carries the error and attempts of the first failure of its group. @internal
+ */
+export function withLsnGroups<T>(changes: readonly Change<T>[], failures: readonly Failure<T>[]): Failure<T>[] {
+  const own = new Map<Change<T>, Failure<T>>();
+  const byLsn = new Map<number, Failure<T>>();
+  for (const failure of failures) {
+    own.set(failure.change, failure);
+    if (!byLsn.has(failure.change.lsn)) byLsn.set(failure.change.lsn, failure);
+  }
+  const all: Failure<T>[] = [];
+  for (const change of changes) {
+    const failure = own.get(change) ?? byLsn.get(change.lsn);
+    if (failure) all.push(failure.change === change ? failure : { change, error: failure.error, attempts: failure.attempts });
+  }
+  return all;
+}
+
+/**
+ * Runs `work` again for one LSN group whose batch run failed with `first`: the policy's remaining attempts
+ * (at least one: the failure may have been another group's). Attempts count the batch run.
  */
 async function retryAlone<T, R>(policy: FailurePolicy<T>, batch: ChangeBatch<T>, first: unknown, work: () => Promise<R> | R): Promise<RetryOutcome<R> | undefined> {
   const remaining = policy.retry.retryable(first) ? Math.max(1, policy.retry.attempts - 1) : 1;

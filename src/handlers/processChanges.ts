@@ -67,10 +67,12 @@ export interface ProcessChangesOptions<T> extends ChangeFeedOptions<T> {
    */
   readonly checkpoint?: { readonly count?: number; readonly ms?: number } | 'manual';
   /**
-   * A failing call is retried (the batch once, then each change alone under `retry`), then, for a change
-   * that keeps failing: `'halt'` (default) stops the partition before it (nothing past it is checkpointed,
-   * the lease is given back with close reason `Halted`); `'skip'` reports it and moves on; `{ deadLetter }`
-   * dead-letters it; `'throw'` ends the partition's processing. Every failure is also an `error` event (and
+   * A failing call is retried (the batch once, then the changes of each LSN alone under `retry`: changes
+   * sharing an LSN, as a transactional batch's or a merged partition's do, stay together in one call), then,
+   * for an LSN group that keeps failing (a poison change takes the other changes of its LSN with it):
+   * `'halt'` (default) stops the partition before it (nothing past it is checkpointed, the lease is given
+   * back with close reason `Halted`); `'skip'` reports its changes and moves on; `{ deadLetter }`
+   * dead-letters all of them; `'throw'` ends the partition's processing. Every failure is also an `error` event (and
    * goes to `processError`). A fencing error (`ViewFencedError`, `LeaseLostError`: another host owns the
    * partition now) is never a failure of the changes: the call's batch is dropped for the new owner. See
    * {@link OnFailure}.

@@ -2,7 +2,7 @@ import { asyncScheduler, defer, finalize, type OperatorFunction, type SchedulerL
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { worthReporting } from '../core/errorEvent.js';
-import { type FailureOptions, giveUp, jitterFor, resolveOnFailure } from '../deadletter/failurePolicy.js';
+import { type FailureOptions, giveUp, goesOn, jitterFor, resolveOnFailure, withLsnGroups } from '../deadletter/failurePolicy.js';
 import { InvalidOptionsError, RxfeedError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import { sleep } from '../internal/wait.js';
@@ -109,7 +109,7 @@ export interface RelayItem<T, M> {
  * failure is reported as an `error` event (kind `infrastructure`, with its running `attempts`, thinned).
  * A batch whose ownership ends meanwhile is handed back unpublished. A permanent failure ends the stream with
  * a {@link RelayError}. `toMessage` is user code: a change it throws for is an item failure (`onFailure`,
- * default halt). @internal
+ * default halt; skipped or dead-lettered, it takes the other changes of its LSN with it). @internal
  */
 export function relay<B extends AnyBatches, M>(
   operator: string,
@@ -153,11 +153,14 @@ export function relay<B extends AnyBatches, M>(
               failures.push({ change, error, attempts: 1 });
             }
           }
-          if (failures.length > 0 && !(await giveUp(policy, operator, batch, policy.deadLetter ? failures : failures.slice(0, 1), failures[0]!))) {
+          // Skipped or dead-lettered, a change takes the other changes of its LSN with it.
+          const given = failures.length > 0 && goesOn(policy) ? withLsnGroups(batch.changes, failures) : failures;
+          if (failures.length > 0 && !(await giveUp(policy, operator, batch, policy.deadLetter ? given : given.slice(0, 1), given[0]!))) {
             batches = batches.filter((b) => b !== batch); // halted: handed back to its reader already
             continue;
           }
-          items.push(...built);
+          const left = new Set(given.map((f) => f.change));
+          items.push(...(left.size === 0 ? built : built.filter((item) => !left.has(item.change))));
         }
         batches = handBack(batches, ended); // a halt ends the partition's ownership: its later batches too
 

@@ -19,13 +19,15 @@ export interface EachBatchOptions<T = unknown> extends ConcurrencyOptions, Failu
  * all its batches are done. `fn` gets an `AbortSignal` that aborts when the subscriber unsubscribes;
  * an Observable returned by `fn` is unsubscribed instead.
  *
- * If `fn` fails for a batch (throws, rejects, errors), the batch is run again change by change: `fn` gets
- * each change alone as a batch of one (in order, under the retry policy of `onFailure`; the batch run counts
- * as the first attempt, so changes that work alone are processed at least once more: make `fn` idempotent).
- * A batch of one change is simply retried, with backoff (so a database that is briefly down is waited out).
- * A change that still fails after its last attempt is handled by `onFailure` (see {@link OnFailure}): by
- * default (`'halt'`) its partition stops before it and nothing past it is checkpointed; `'skip'` reports it
- * and leaves it out; `{ deadLetter }` dead-letters it; `'throw'` fails the stream.
+ * If `fn` fails for a batch (throws, rejects, errors), the batch is run again LSN group by LSN group: `fn`
+ * gets the changes of each LSN alone as a batch of their own (usually one change; several when they share an
+ * LSN, as a Cosmos DB transactional batch's changes or a merged partition's parents' do: they stay together,
+ * like a transaction), in order, under the retry policy of `onFailure`; the batch run counts as the first
+ * attempt, so changes that work alone are processed at least once more: make `fn` idempotent. A batch of
+ * one LSN is simply retried, with backoff (so a database that is briefly down is waited out). An LSN group
+ * that still fails after its last attempt is handled by `onFailure` (see {@link OnFailure}), every change of
+ * it together: by default (`'halt'`) its partition stops before it and nothing past it is checkpointed;
+ * `'skip'` reports it and leaves it out; `{ deadLetter }` dead-letters it; `'throw'` fails the stream.
  *
  * A batch whose lease this host no longer owns when its turn comes is not run, and a batch `fn` fails on
  * with a fencing error (`LeaseLostError`, `ViewFencedError`: another host owns the partition now) is not

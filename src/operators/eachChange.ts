@@ -21,12 +21,13 @@ export interface EachChangeOptions<T = unknown> extends ConcurrencyOptions, Fail
  * order; different partitions run concurrently, up to `concurrency` at once. Arrays of batches are
  * re-emitted as arrays once all their batches are done.
  *
- * If the chain errors for a batch, the batch is run again change by change, in order, each change alone
+ * If the chain errors for a batch, the batch is run again LSN group by LSN group, in order: the changes of
+ * each LSN (usually one; several share an LSN in a Cosmos DB transactional batch or a merged partition) alone
  * through the chain under the retry policy of `onFailure` (the batch run counts as the first attempt, so a
- * change that works when run again is processed at least once more; make the work idempotent). A change
- * that still fails after its last attempt is handled by `onFailure` (see {@link OnFailure}): by default
- * (`'halt'`) its partition stops before it; `'skip'` reports it and leaves it out of the batch;
- * `{ deadLetter }` dead-letters it; `'throw'` fails the stream. A batch whose lease this host no longer
+ * change that works when run again is processed at least once more; make the work idempotent). An LSN group
+ * that still fails after its last attempt is handled by `onFailure` (see {@link OnFailure}), all its changes
+ * together: by default (`'halt'`) its partition stops before it; `'skip'` reports it and leaves it out of
+ * the batch; `{ deadLetter }` dead-letters it; `'throw'` fails the stream. A batch whose lease this host no longer
  * owns when its turn comes is not run, and a fencing error is never retried: the next owner reads it again.
  *
  * @example

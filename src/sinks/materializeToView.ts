@@ -2,7 +2,7 @@ import { defer, finalize, type OperatorFunction } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { worthReporting } from '../core/errorEvent.js';
-import { attempt, type Failure, type FailurePolicy, type FailureOptions, clockOf, giveUp, goesOn, isFenced, jitterFor, resolveOnFailure } from '../deadletter/failurePolicy.js';
+import { attempt, type Failure, type FailurePolicy, type FailureOptions, clockOf, giveUp, goesOn, isFenced, jitterFor, resolveOnFailure, withLsnGroups } from '../deadletter/failurePolicy.js';
 import { backoffMs, resolveRetryPolicy } from '../deadletter/RetryPolicy.js';
 import { classifyFailure, fencingError } from '../errors/classify.js';
 import { InvalidOptionsError, SinkError } from '../errors/index.js';
@@ -104,7 +104,9 @@ export function toViewWrite<T, R>(batches: readonly ChangeBatch<T>[], mode: View
  * {@link OnFailure}) like in every operator: retried alone under `retry` (with its backoff), then by default
  * (`'halt'`) its partition stops before it (its batches are left out of the write, so an exactly-once view
  * never records a position past the change); `'skip'` leaves it out (its row keeps its previous version)
- * and reports it; `{ deadLetter }` dead-letters it before the write; `'throw'` fails the stream.
+ * and reports it; `{ deadLetter }` dead-letters it before the write; `'throw'` fails the stream. Skipped or
+ * dead-lettered, it takes the other changes of its LSN with it (a transactional batch's changes, or a merged
+ * partition's equal LSNs, are never written in part).
  *
  * A failing view write is never an item failure. One rejected with `ViewFencedError` (another host owns the
  * partition now) is reported as an `error` event of kind `fencing`: that partition's batches are dropped
@@ -270,9 +272,12 @@ async function rowsOf<T, R>(
       failures.push({ change, error: outcome.error, attempts: outcome.attempts });
       if (!goesOn(policy)) break;
     }
-    if (left) continue;
+    if (left || failures.length === 0) continue;
+    // Skipped or dead-lettered, a change takes the other changes of its LSN with it (halting stops before them).
+    const given = goesOn(policy) ? withLsnGroups(batch.changes, failures) : failures;
+    for (const failure of given) rows.delete(failure.change);
     // Dead letters are written before the view, so the checkpoint after it passes them only then.
-    if (failures.length > 0 && !(await giveUp(policy, 'materializeToView', batch, failures, failures[0]!))) gone.add(batch);
+    if (!(await giveUp(policy, 'materializeToView', batch, given, given[0]!))) gone.add(batch);
   }
   return { rows, gone };
 }

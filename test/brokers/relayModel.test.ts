@@ -1,9 +1,11 @@
 import { lastValueFrom, of, toArray } from 'rxjs';
 import { describe, expect, it } from 'vitest';
 import { publishToAmqp } from '../../src/amqp/publishToAmqp.js';
+import { ChangeBatch } from '../../src/core/ChangeBatch.js';
+import { MemoryDeadLetterStore } from '../../src/deadletter/MemoryDeadLetterStore.js';
 import { publishToJetStream } from '../../src/nats/publishToJetStream.js';
 import { RelayError, RelayStats } from '../../src/nats/relay.js';
-import { batch } from '../support/brokers/relayScenario.js';
+import { batch, type RelayDoc } from '../support/brokers/relayScenario.js';
 import { type HeldMessage, MemoryAmqp, MemoryJetStream } from '../support/brokers/memoryBrokers.js';
 import { type BrokerFaultPlan, FaultEnv, faultyAmqp, faultyJetStream, VirtualClock } from '../support/faults/index.js';
 
@@ -87,6 +89,23 @@ describe('relays over the broker models (virtual time, fault wrappers)', () => {
       expect(error).toBeInstanceOf(RelayError);
     });
   }
+
+  it('a change toMessage throws for takes its LSN group with it: dead-lettered together, never published in part', async () => {
+    const clock = new VirtualClock(1_000_000);
+    const jetstream = new MemoryJetStream({ scheduler: clock });
+    const deadLetter = new MemoryDeadLetterStore<RelayDoc>();
+    // b and c share LSN 2 (one transactional batch): [a@1, b@2, c@2, d@3].
+    const changes = ([['a', 1], ['b', 2], ['c', 2], ['d', 3]] as const).map(([id, lsn], n) => ({ id, operation: 'upsert' as const, document: { id, n }, lsn, timestampMs: 0 }));
+    const transactional = new ChangeBatch<RelayDoc>({ partition: '0', changes, position: 'pos:3', epoch: 1 });
+    const subject = (c: { id: string }) => {
+      if (c.id === 'c') throw new Error('no subject for c (injected)');
+      return `docs.${c.id}`;
+    };
+    const operator = publishToJetStream<ChangeBatch<RelayDoc>>(jetstream.client('a'), { subject, scheduler: clock, onFailure: { retry: { attempts: 1 }, deadLetter, scheduler: clock } });
+    await run(clock, lastValueFrom(of(transactional).pipe(operator)));
+    expect(arrivals(jetstream.messages)).toEqual(['a@1', 'd@3']);
+    expect((await deadLetter.list()).map((l) => `${l.documentId}@${l.lsn}`)).toEqual(['b@2', 'c@2']);
+  });
 
   it('JetStream model: an id is de-duplicated within the window and stored again after it', async () => {
     const clock = new VirtualClock();

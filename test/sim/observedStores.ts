@@ -152,9 +152,12 @@ export class ObservedStores {
       description: this.deadLetterMemory.description,
       write: async (letters, writer) => {
         await this.deadLetterMemory.write(letters, writer);
+        // A poison change takes its LSN group with it: the good changes of its LSN in the same write.
+        const poisonGroups = new Set(letters.filter((l) => world.poisoned.has(`${l.documentId}@${l.lsn}`)).map((l) => `${l.leaseToken}@${l.lsn}`));
         for (const letter of letters) {
           const key = `${letter.documentId}@${letter.lsn}`;
-          if (!world.poisoned.has(key)) {
+          if (!world.poisoned.has(key) && poisonGroups.has(`${letter.leaseToken}@${letter.lsn}`)) world.takenWithPoison.add(key);
+          else if (!world.poisoned.has(key)) {
             violate('good-change-dead-lettered', `${key} (partition ${letter.leaseToken}, epoch ${writer.epoch}) dead-lettered after ${letter.attempts} attempts: ${letter.error.name}: ${letter.error.message}`, `letter:${key}`);
           }
         }
@@ -309,7 +312,7 @@ export class ObservedStores {
     for (const [id, doc] of world.latest) {
       const key = world.latestKey.get(id)!;
       // Left out by design: dead-lettered, halted, or written before the processor started (not 'beginning').
-      if (world.poisoned.has(key) || world.excused(key) || world.isBeforeStart(key)) continue;
+      if (world.leftOut(key) || world.excused(key) || world.isBeforeStart(key)) continue;
       const row = rows.get(id);
       if (doc === undefined ? row !== undefined : row !== doc.v) return `${id}: view has ${String(row)}, source has ${doc === undefined ? 'deleted' : doc.v}`;
     }

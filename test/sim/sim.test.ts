@@ -80,6 +80,21 @@ describe('simulation: seeds that found issue-25 bugs', () => {
 });
 
 /**
+ * Seeds the `topology` fault set found: each broke its invariant before its fix, and must hold now.
+ */
+describe('simulation: seeds the topology fault set found', () => {
+  // A merged partition's equal LSNs: a failed batch run again change by change let an exactlyOnce view skip
+  // the second change of an LSN (view-differs-from-source); failures are isolated by LSN group now.
+  const equalLsns: SimConfig = { seed: 7, faults: ['host', 'poison', 'lease', 'source', 'topology'], hosts: { min: 2, max: 4 }, chaosMs: 20_000, view: 'exactlyOnce', groups: false, form: 'handler' };
+  it(`view-differs-from-source: equal LSNs of a merge run apart: ${replayLine(equalLsns)}`, async () => {
+    const { stats, violations } = await runSimulation(equalLsns);
+    expect(violations).toEqual([]);
+    expect(stats.faults['source.merge']).toBeGreaterThan(0);
+    expect(stats.faults['poison.change']).toBeGreaterThan(0);
+  });
+});
+
+/**
  * The whole product: each new fault set alone, and every fault set with a product variant per seed (view
  * mode, group keys, handler form, failure policy, start position, lease scheme, balancing). Short runs; the
  * variants that break an invariant of a bug being fixed are listed above, so these only count what struck.

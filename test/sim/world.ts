@@ -59,6 +59,12 @@ export class World {
   readonly parentsOf = new Map<string, readonly string[]>();
   /** Poison changes, as `id@lsn`. */
   readonly poisoned = new Set<string>();
+  /**
+   * Good changes dead-lettered with a poison change of their LSN group (same partition, same LSN, same
+   * dead-letter write: a merged partition read whole holds both parents' changes with equal LSNs, and a
+   * poison change takes its LSN group with it), as `id@lsn`. Left out of the view by design, like poison.
+   */
+  readonly takenWithPoison = new Set<string>();
   /** The partition each change was written to, by `id@lsn`. */
   readonly writtenTo = new Map<string, string>();
   /** Partitions whose processing halted on a poison change (their later changes may never arrive). */
@@ -266,7 +272,12 @@ export class World {
    */
   missing(): string[] {
     const must = this.mode === 'allVersionsAndDeletes' ? [...this.written] : [...this.latestKey.values()];
-    return must.filter((k) => !this.delivered.has(k) && !this.poisoned.has(k) && !this.excused(k) && !this.isBeforeStart(k));
+    return must.filter((k) => !this.delivered.has(k) && !this.leftOut(k) && !this.excused(k) && !this.isBeforeStart(k));
+  }
+
+  /** Whether a change is left out by design: poison, or dead-lettered with a poison change of its LSN group. */
+  leftOut(key: string): boolean {
+    return this.poisoned.has(key) || this.takenWithPoison.has(key);
   }
 
   /** Whether a change may never arrive because its partition (or a child of it) halted on a poison change. */

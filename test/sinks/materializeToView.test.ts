@@ -265,6 +265,29 @@ describe('materializeToView', () => {
     expect(error.partition).toBe('p0');
   });
 
+  it("with onFailure 'skip', a change given up on takes the changes of its LSN with it (a transaction is never written in part)", async () => {
+    const view = new MemoryViewStore<Row>();
+    const t = tracker('p0');
+    const ok = upsert('ok', 1);
+    const bad = upsert('bad', -1);
+    const sibling = { ...upsert('sibling', 3), lsn: bad.lsn }; // one transactional batch with `bad`
+    const b = batch('p0', [ok, bad, sibling, upsert('after', 2)], { tracker: t });
+    await lastValueFrom(
+      of(b).pipe(
+        materializeToView(view, {
+          project: (c) => {
+            if (c.document!.total < 0) throw new Error('negative total');
+            return project(c);
+          },
+          mode: 'exactlyOnce',
+          onFailure: { retry: { attempts: 1 }, skip: true },
+        }),
+      ),
+    );
+    expect((await view.rows()).map((r) => r.key)).toEqual(['after', 'ok']);
+    expect(t.reportError.mock.calls.map(([e]) => (e as HandlerError).change?.id)).toEqual(['bad', 'sibling']);
+  });
+
   it("fails the stream with the HandlerError under onFailure 'throw' and writes nothing of the batch", async () => {
     const view = new MemoryViewStore<Row>();
     const b = batch('p0', [upsert('ok', 1), upsert('bad', 2)]);

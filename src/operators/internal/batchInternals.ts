@@ -1,7 +1,7 @@
 import type { OperatorFunction } from 'rxjs';
 import type { Change } from '../../core/Change.js';
 import { type BatchOrBatches, ChangeBatch } from '../../core/ChangeBatch.js';
-import { attempt, dropped, type Failure, type FailureOptions, type FailurePolicy, giveUp, goesOn, isFenced } from '../../deadletter/failurePolicy.js';
+import { attempt, dropped, type Failure, type FailureOptions, type FailurePolicy, giveUp, goesOn, isFenced, withLsnGroups } from '../../deadletter/failurePolicy.js';
 import { checkConcurrency, DROPPED, mapPerPartition } from './perPartitionInternals.js';
 import type { ConcurrencyOptions } from '../types.js';
 
@@ -29,9 +29,10 @@ export type ChangeStep<T, R> = (change: Change<T>, index: number) => Change<R> |
  * Applies `step` to every change of each batch (or array of batches), keeping the shape. The common path
  * is synchronous and allocation-light (a batch that loses and changes nothing is passed on as is). A change
  * `step` throws for is retried alone under `policy` (with its backoff; the throw was attempt 1), then
- * skipped, dead-lettered, halts its partition or fails the stream, as the policy says; a fencing error
- * drops the batch (ownership ended). Batches of one partition stay in order. With `filter` set, `step` is
- * a predicate run by a tighter loop (the changes it keeps, unchanged). @internal
+ * skipped, dead-lettered, halts its partition or fails the stream, as the policy says, with the other
+ * changes of its LSN (a poison change takes its LSN group with it); a fencing error drops the batch
+ * (ownership ended). Batches of one partition stay in order. With `filter` set, `step` is a predicate run by
+ * a tighter loop (the changes it keeps, unchanged). @internal
  */
 export function perChange<T, R>(operator: string, policy: FailurePolicy<T>, step: ChangeStep<T, R>, filter?: (change: Change<T>, index: number) => boolean): OperatorFunction<BatchOrBatches<T>, BatchOrBatches<R>> {
   const project = filter
@@ -150,7 +151,13 @@ async function settle<T, R>(
     if (!goesOn(policy)) break; // halting or throwing: what follows does not matter
   }
   if (failures.length === 0) return batch.withChanges(kept(out));
-  return (await giveUp(policy, operator, batch, failures, failures[0]!)) ? batch.withChanges(kept(out)) : DROPPED;
+  // Skipped or dead-lettered, a change takes the other changes of its LSN with it (halting stops before them).
+  const given = goesOn(policy) ? withLsnGroups(batch.changes, failures) : failures;
+  if (given.length > failures.length) {
+    const lsns = new Set(given.map((f) => f.change.lsn));
+    for (const [i, change] of batch.changes.entries()) if (lsns.has(change.lsn)) out[i] = LEFT_OUT;
+  }
+  return (await giveUp(policy, operator, batch, given, given[0]!)) ? batch.withChanges(kept(out)) : DROPPED;
 }
 
 function kept<R>(out: readonly (Change<R> | typeof LEFT_OUT)[]): Change<R>[] {
