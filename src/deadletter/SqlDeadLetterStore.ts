@@ -1,9 +1,8 @@
-import { DeadLetterFencedError } from '../errors/DeadLetterFencedError.js';
 import { InvalidOptionsError } from '../errors/index.js';
 import type { SqlRunner } from '../sinks/sql/SqlRunner.js';
 import type { DeadLetter, DeadLetterWriter } from './DeadLetter.js';
 import { type DeadLetterQuery, type DeadLetterStore, queryLimit } from './DeadLetterSink.js';
-import { writerRange } from './fence.js';
+import { raiseFence, writerRange } from './fence.js';
 
 const NAME = /^[a-z_][a-z0-9_]{0,50}$/;
 
@@ -80,12 +79,12 @@ export class SqlDeadLetterStore<T> implements DeadLetterStore<T> {
     const range = writerRange(writer);
     await runner.transaction(async (tx) => {
       await tx.query('SELECT pg_advisory_xact_lock(hashtext($1))', [this.#fences]);
-      const { rows } = await tx.query<{ highest: string | number | null }>(
-        `SELECT max(epoch) AS highest FROM ${this.#fences} WHERE min_inclusive < $2 AND $1 < max_exclusive`,
+      const { rows } = await tx.query<{ min_inclusive: string; max_exclusive: string; epoch: string | number }>(
+        `SELECT min_inclusive, max_exclusive, epoch FROM ${this.#fences} WHERE min_inclusive < $2 AND $1 < max_exclusive`,
         [range.minInclusive, range.maxExclusive],
       );
-      const highest = rows[0]?.highest === null || rows[0]?.highest === undefined ? undefined : Number(rows[0].highest);
-      if (highest !== undefined && highest > writer.epoch) throw new DeadLetterFencedError(writer.leaseToken, writer.epoch, highest);
+      // The shared rule (throws when fenced) over the entries overlapping the writer's range.
+      raiseFence(rows.map((r) => ({ minInclusive: r.min_inclusive, maxExclusive: r.max_exclusive, epoch: Number(r.epoch) })), writer);
       await tx.query(
         `INSERT INTO ${this.#fences} (min_inclusive, max_exclusive, epoch) VALUES ($1, $2, $3)
          ON CONFLICT (min_inclusive, max_exclusive) DO UPDATE SET epoch = GREATEST(${this.#fences}.epoch, EXCLUDED.epoch)`,

@@ -14,15 +14,19 @@ const FULL_RANGE: FeedRange = { minInclusive: '', maxExclusive: 'FF' };
 
 /**
  * Applies the fencing rule to a write: refused (a `DeadLetterFencedError`) when any range overlapping the
- * writer's was written with a higher epoch (a split child or a new owner has taken over); otherwise the
+ * writer's was written with a higher epoch (a split child or a new owner has taken over), or another range
+ * overlapping it with the same epoch (a parent taken again after its children were created); otherwise the
  * writer's range is raised to its epoch, even when the write changes nothing. Returns the new entries. @internal
  */
 export function raiseFence(entries: readonly FenceEntry[], writer: DeadLetterWriter): FenceEntry[] {
   const range = writerRange(writer);
   const overlapping = entries.filter((e) => rangesOverlap(e, range));
   const highest = Math.max(-Infinity, ...overlapping.map((e) => e.epoch));
-  if (highest > writer.epoch) throw new DeadLetterFencedError(writer.leaseToken, writer.epoch, highest);
   const same = (e: FenceEntry) => e.minInclusive === range.minInclusive && e.maxExclusive === range.maxExclusive;
+  // Another range at the writer's epoch: a split parent taken again after its children were created (children
+  // start at the parent's epoch and are taken one above it). A writer without a range fences by epoch alone.
+  const tie = writer.range !== undefined && overlapping.some((e) => e.epoch === writer.epoch && !same(e));
+  if (highest > writer.epoch || tie) throw new DeadLetterFencedError(writer.leaseToken, writer.epoch, highest);
   return [...entries.filter((e) => !same(e)), { minInclusive: range.minInclusive, maxExclusive: range.maxExclusive, epoch: writer.epoch }];
 }
 

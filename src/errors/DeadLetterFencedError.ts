@@ -20,6 +20,6 @@ export class DeadLetterFencedError extends LeaseLostError {
     readonly currentEpoch: number,
   ) {
     super(leaseToken, `epoch ${epoch}`);
-    this.message = `dead-letter write for lease ${leaseToken} refused: epoch ${epoch} is below ${currentEpoch}, which the store has seen for this range (another host owns it now)`;
+    this.message = `dead-letter write for lease ${leaseToken} refused: epoch ${epoch} is ${epoch === currentEpoch ? 'not above' : 'below'} ${currentEpoch}, which the store has seen for this range (another host owns it now)`;
   }
 }

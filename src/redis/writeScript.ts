@@ -76,7 +76,7 @@ end
 
 -- 1. Fencing, before anything is written: the partition's own epoch, and every key range overlapping the
 --    commit's range (or its partition's stored one): a split child or a merge written with a higher epoch
---    fences its parents.
+--    fences its parents, and so does another range written at the same epoch.
 local commits, marks = {}, {}
 local i = 3
 for _ = 1, commitCount do
@@ -88,15 +88,20 @@ for _ = 1, commitCount do
   local raw = redis.call('HGET', partsKey, c.part)
   if raw then c.rec = cjson.decode(raw) end
   local highest = c.rec and tonumber(c.rec.e) or -1
+  local fenced = highest > epoch
   -- The commit's range, or the one stored with its partition when the commit gives none.
   c.fmn, c.fmx = c.mn, c.mx
   if not c.fmx and c.rec and c.rec.mx then c.fmn, c.fmx = c.rec.mn, c.rec.mx end
   if c.fmx then
     for _, f in ipairs(loadFences()) do
-      if f.e > highest and overlaps(f.mn, f.mx, c.fmn, c.fmx) then highest = f.e end
+      if overlaps(f.mn, f.mx, c.fmn, c.fmx) then
+        if f.e > highest then highest = f.e end
+        -- Another range at the same epoch: a parent taken again after its children were created (isFenced).
+        if f.e > epoch or (f.e == epoch and (f.mn ~= c.fmn or f.mx ~= c.fmx)) then fenced = true end
+      end
     end
   end
-  if highest > epoch then return { 'FENCED', c.part, c.epoch, tostring(highest) } end
+  if fenced then return { 'FENCED', c.part, c.epoch, tostring(highest) } end
   c.mark = c.rec and c.rec.l
   if c.mark == nil and c.mx then c.mark = inherited(c.part, c.mn, c.mx) end
   marks[c.part] = c.mark

@@ -29,7 +29,7 @@ import type { FeedRange, Position } from '../core/Partition.js';
  *
  * Fencing holds in both modes, by key range along the lineage: every write raises the partition's stored
  * epoch to the write's, also when it changes nothing (a replay, an empty batch), and is refused with
- * `ViewFencedError` when its epoch is below its partition's stored epoch or below the epoch any other
+ * `ViewFencedError` when its epoch is below its partition's stored epoch or at or below the epoch any other
  * partition wrote over part of its key range (a split child, a merged range: their epochs lie above their
  * parents', so the late write of a deposed parent's owner is refused once a child wrote).
  *
@@ -143,7 +143,9 @@ export interface ViewStore<R> {
    *    partition). Reject the whole write with `ViewFencedError(commit.partition, commit.epoch, highest)` (a
    *    `LeaseLostError`), writing nothing, when `commit.epoch` is below `highest`: the greater of the epoch
    *    stored for its partition and the epochs stored for every other partition whose range overlaps its
-   *    range. Equal epochs pass. Every write is checked, in both modes, whether it has changes or not.
+   *    range. The partition's own epoch passes when equal; another partition's epoch over part of the range
+   *    does not (children start at their parent's epoch and are taken one above it, so a tie is a parent taken
+   *    again after its children were created). Every write is checked, in both modes, whether it has changes or not.
    * 2. Apply the changes by {@link ViewMode}: guarded rows by LSN per key (with tombstones); exactly-once
    *    rows skipping changes at or below the partition's LSN mark. A partition without a mark of its own
    *    takes the one it inherits over `commit.range` from the other partitions' ranges and marks.

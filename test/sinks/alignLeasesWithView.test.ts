@@ -63,16 +63,17 @@ describe('alignLeasesWithView', () => {
     const child = (token: string, minInclusive: string, maxExclusive: string, continuation: string | null) =>
       leases.createIfAbsent({ ...newLease(token, continuation), feedRange: { minInclusive, maxExclusive } });
     const view = new MemoryViewStore<{ n: number }>();
-    const commit = (partition: string, minInclusive: string, maxExclusive: string, lsn: number) =>
+    const commit = (partition: string, minInclusive: string, maxExclusive: string, lsn: number, epoch: number) =>
       view.write({
         mode: 'exactlyOnce',
         changes: [],
-        partitions: [{ partition, epoch: 1, position: `${partition}@${lsn}`, lsn, range: { minInclusive, maxExclusive } }],
+        partitions: [{ partition, epoch, position: `${partition}@${lsn}`, lsn, range: { minInclusive, maxExclusive } }],
       });
-    // Grandparent G [,FF) and parent P [,80) committed; P split into L [,40) and R [40,80) from P's older lease checkpoint.
-    await commit('G', '', 'FF', 10);
-    await commit('P', '', '80', 20);
-    await commit('S', '80', 'FF', 15);
+    // Grandparent G [,FF) and parent P [,80) committed (each child taken one epoch above its parent); P split into
+    // L [,40) and R [40,80) from P's older lease checkpoint.
+    await commit('G', '', 'FF', 10, 1);
+    await commit('P', '', '80', 20, 2);
+    await commit('S', '80', 'FF', 15, 2);
     await child('L', '', '40', 'P@12');
     await child('R', '40', '80', 'P@12');
     await child('X', '', 'FF', null); // reaches past P: only G contains it

@@ -381,7 +381,8 @@ describe('materializeToView', () => {
     await lastValueFrom(of(batch('Q', [upsert('total', 50)])).pipe(materializeToView(view, { project, key: () => 'total', mode })));
     // The child replays the parent's changes from the parent's lease checkpoint: already applied.
     const child = parent.changes.map((c) => ({ ...c }));
-    const replay = batch('L', child, { range: { minInclusive: '', maxExclusive: '80' } });
+    // Taken one epoch above its parent (children start at the parent's epoch, untaken).
+    const replay = batch('L', child, { range: { minInclusive: '', maxExclusive: '80' }, epoch: 2 });
     await lastValueFrom(of(replay).pipe(materializeToView(view, { project, key: () => 'total', mode })));
     expect((await view.get('total'))?.row.total).toBe(50);
   });

@@ -79,6 +79,18 @@ export function deadLetterStoreConformance(name: string, open: () => Promise<Dea
       expect((await store.list()).map((l) => l.leaseToken)).toEqual(['child-b']);
     });
 
+    it('refuses a split parent taken again at its child\'s epoch once the child wrote; siblings at one epoch both write', async () => {
+      const store = await open();
+      // Children of [,FF) were created at the parent's epoch 1 and taken at 2; the parent, taken again, is at 2 too.
+      await store.write([letter('child-a', 10)], writer('child-a', 2, '', '80'));
+      await store.write([letter('child-b', 11)], writer('child-b', 2, '80', 'FF'));
+      await expect(store.write([letter('parent', 12)], writer('parent', 2))).rejects.toMatchObject({ name: 'DeadLetterFencedError', epoch: 2, currentEpoch: 2 });
+      await expect(store.write([], writer('parent', 2))).rejects.toThrow(DeadLetterFencedError);
+      // The children write on at their epoch.
+      await store.write([letter('child-a', 13)], writer('child-a', 2, '', '80'));
+      expect((await store.list()).map((l) => `${l.leaseToken}@${l.lsn}`).sort()).toEqual(['child-a@10', 'child-a@13', 'child-b@11']);
+    });
+
     it('keeps one letter per change along a lineage: a split child re-running its parent\'s change adds none', async () => {
       const store = await open();
       // The parent [,FF) dead-lettered its change at LSN 5, but its checkpoint did not pass it before the split.

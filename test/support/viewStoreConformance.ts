@@ -289,6 +289,40 @@ export function viewStoreConformance(name: string, factory: StoreFactory): void 
         expect(await restarted.get('z')).toBeUndefined();
       });
 
+      it(`${mode}: a split parent taken again at its child's epoch is refused once the child wrote; siblings at one epoch both write`, async () => {
+        const { store, reopen } = await fresh();
+        // Parent P [,FF) wrote under epoch 1; children L [,80) and R [80,FF) were created at epoch 1 and taken
+        // at epoch 2; the parent, not deleted yet, was taken again at epoch 2 too (its gone partition still answers).
+        await store.write({ mode, changes: [change('P', 'x', 10, 1)], partitions: [ranged('P', '', 'FF', 1, 10)] });
+        await store.write({ mode, changes: [change('L', 'x', 11, 2)], partitions: [ranged('L', '', '80', 2, 11)] });
+        await store.write({ mode, changes: [change('R', 'y', 11, 3)], partitions: [ranged('R', '80', 'FF', 2, 11)] });
+        // The parent's write at the children's epoch: its position was handed to them, refused whatever the tie.
+        const late = await store.write({ mode, changes: [change('P', 'x', 12, 9)], partitions: [ranged('P', '', 'FF', 2, 12)] }).catch((e: unknown) => e);
+        expect(late).toBeInstanceOf(ViewFencedError);
+        expect(late).toMatchObject({ leaseToken: 'P', epoch: 2, currentEpoch: 2 });
+        await expect((await reopen()).write({ mode, changes: [], partitions: [ranged('P', '', 'FF', 2, 12)] })).rejects.toBeInstanceOf(ViewFencedError);
+        expect(content(await store.rows())).toEqual({ x: 2, y: 3 });
+        expect((await store.positions()).get('P')).toMatchObject({ position: 'pos:P:10', epoch: 1, lsn: 10 });
+        // The children keep writing at their epoch.
+        await store.write({ mode, changes: [change('L', 'x', 13, 4)], partitions: [ranged('L', '', '80', 2, 13)] });
+        expect((await store.get('x'))?.row.version).toBe(4);
+      });
+
+      it(`${mode}: a tie with another partition over part of the range is refused in either order (a child is taken again above it)`, async () => {
+        const { store } = await fresh();
+        // The parent taken again at epoch 2 wrote first; its child, also at epoch 2, is refused rather than
+        // risk the reverse, and writes once taken again at epoch 3, which fences the parent.
+        await store.write({ mode, changes: [change('P', 'x', 10, 1)], partitions: [ranged('P', '', 'FF', 2, 10)] });
+        await expect(store.write({ mode, changes: [change('L', 'x', 11, 2)], partitions: [ranged('L', '', '80', 2, 11)] })).rejects.toMatchObject({
+          name: 'ViewFencedError',
+          leaseToken: 'L',
+          currentEpoch: 2,
+        });
+        await store.write({ mode, changes: [change('L', 'x', 11, 2)], partitions: [ranged('L', '', '80', 3, 11)] });
+        await expect(store.write({ mode, changes: [change('P', 'x', 12, 9)], partitions: [ranged('P', '', 'FF', 2, 12)] })).rejects.toBeInstanceOf(ViewFencedError);
+        expect((await store.get('x'))?.row.version).toBe(2);
+      });
+
       it(`${mode}: a child's write that changes nothing (a replay, an empty batch) fences its parent's range`, async () => {
         const { store } = await fresh();
         await store.write({ mode, changes: [change('P', 'x', 10, 1)], partitions: [ranged('P', '', 'FF', 2, 10)] });
@@ -397,15 +431,15 @@ export function viewStoreConformance(name: string, factory: StoreFactory): void 
       const range = (minInclusive: string, maxExclusive: string) => ({ minInclusive, maxExclusive });
       await store.write({ mode, changes: [change('A', 'a', 30, 30)], partitions: [{ partition: 'A', epoch: 1, position: 'pos:A', lsn: 30, range: range('', '80') }] });
       await store.write({ mode, changes: [change('B', 'b', 50, 50)], partitions: [{ partition: 'B', epoch: 1, position: 'pos:B', lsn: 50, range: range('80', 'FF') }] });
-      // M covers A and B: changes up to 30 are applied in both parts, above 30 not necessarily.
+      // M covers A and B (taken one epoch above them): changes up to 30 are applied in both parts, above 30 not necessarily.
       const merged = await store.write({
         mode,
         changes: [change('M', 'a', 30, 30), change('M', 'm', 31, 31)],
-        partitions: [{ partition: 'M', epoch: 1, position: 'pos:M', lsn: 31, range: range('', 'FF') }],
+        partitions: [{ partition: 'M', epoch: 2, position: 'pos:M', lsn: 31, range: range('', 'FF') }],
       });
       expect(merged).toEqual({ written: 1, deleted: 0, skipped: 1 });
       // N reaches past every stored range: no mark, everything is applied.
-      const fresh2 = await store.write({ mode, changes: [change('N', 'n', 1, 1)], partitions: [{ partition: 'N', epoch: 1, position: 'pos:N', lsn: 1, range: range('40', 'FFFF') }] });
+      const fresh2 = await store.write({ mode, changes: [change('N', 'n', 1, 1)], partitions: [{ partition: 'N', epoch: 3, position: 'pos:N', lsn: 1, range: range('40', 'FFFF') }] });
       expect(fresh2).toEqual({ written: 1, deleted: 0, skipped: 0 });
     });
 

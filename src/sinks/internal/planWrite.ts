@@ -45,6 +45,24 @@ export function storedPartition(
   return { epoch: own?.epoch ?? 0, lsn, ...(rangeEpoch !== undefined ? { rangeEpoch } : {}) };
 }
 
+/**
+ * The fencing rule of a commit at `epoch`, given what the store holds for its partition: refused below its
+ * partition's own epoch (equal passes: the same ownership writes again), and at or below the epoch another
+ * partition wrote over part of its range. A tie with another partition is a lineage gone wrong: children
+ * are created at their parent's epoch and taken one above it, so a parent and a child at one epoch means
+ * the parent was taken again after its children were created. Its position was handed to them; its write
+ * must not land after theirs, and a child refused this way is taken again one epoch higher.
+ */
+export function isFenced(epoch: number, current: StoredPartition | undefined): boolean {
+  if (current === undefined) return false;
+  return epoch < current.epoch || (current.rangeEpoch !== undefined && epoch <= current.rangeEpoch);
+}
+
+/** The epoch a fenced commit is refused for (the `highest` of its `ViewFencedError`). */
+export function fenceEpoch(current: StoredPartition | undefined): number {
+  return Math.max(current?.epoch ?? -Infinity, current?.rangeEpoch ?? -Infinity);
+}
+
 /** What a write stores for one partition. `position` is `undefined` for a replay: keep the stored one. */
 export interface PartitionCommit {
   readonly partition: string;
@@ -107,8 +125,8 @@ export interface WritePlan<R> {
 /**
  * Turns a write into a plan, given what the store holds for its partitions:
  *
- * 1. fencing: a commit whose epoch is lower than its partition's stored epoch, or than the epoch another
- *    partition wrote over part of its key range, rejects the whole write;
+ * 1. fencing: a commit whose epoch is lower than its partition's stored epoch, or not above the epoch
+ *    another partition wrote over part of its key range ({@link isFenced}), rejects the whole write;
  * 2. exactly-once: changes at or below the partition's stored LSN were applied before and are dropped;
  * 3. coalescing: one change per key. Guarded mode keeps the highest LSN (LSNs of one document increase
  *    along its partition lineage, children of a split continue the parent's numbering); exactly-once mode
@@ -119,8 +137,7 @@ export interface WritePlan<R> {
 export function planWrite<R>(write: ViewWrite<R>, stored: ReadonlyMap<string, StoredPartition>): WritePlan<R> {
   for (const commit of write.partitions) {
     const current = stored.get(commit.partition);
-    const highest = Math.max(current?.epoch ?? -Infinity, current?.rangeEpoch ?? -Infinity);
-    if (commit.epoch < highest) throw new ViewFencedError(commit.partition, commit.epoch, highest);
+    if (isFenced(commit.epoch, current)) throw new ViewFencedError(commit.partition, commit.epoch, fenceEpoch(current));
   }
 
   const latest = new Map<string, ViewChange<R>>();

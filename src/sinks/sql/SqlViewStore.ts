@@ -7,7 +7,7 @@ import type {
   ViewWriteResult,
 } from '../ViewStore.js';
 import type { FeedRange } from '../../core/Partition.js';
-import { partitionsOf, planWrite, storedPartition } from '../internal/planWrite.js';
+import { fenceEpoch, isFenced, partitionsOf, planWrite, storedPartition } from '../internal/planWrite.js';
 import type { PartitionCommit, StoredPartition, StoredRange, WritePlan } from '../internal/planWrite.js';
 import { ViewFencedError } from '../../errors/ViewFencedError.js';
 import { isRetryableSqlError } from './SqlRunner.js';
@@ -165,8 +165,7 @@ export class SqlViewStore<R> implements ViewStore<R> {
     }));
     for (const commit of write.partitions) {
       const current = storedPartition(commit, own.get(commit.partition), others);
-      const highest = Math.max(current?.epoch ?? -Infinity, current?.rangeEpoch ?? -Infinity);
-      if (commit.epoch < highest) throw new ViewFencedError(commit.partition, commit.epoch, highest);
+      if (isFenced(commit.epoch, current)) throw new ViewFencedError(commit.partition, commit.epoch, fenceEpoch(current));
     }
     const ranges = changed.map((c) => ({ partition_id: c.partition, epoch: c.epoch, range_min: c.range!.minInclusive, range_max: c.range!.maxExclusive }));
     await tx.query(this.sql.storeRanges, [JSON.stringify(ranges)]);

@@ -98,8 +98,8 @@ export interface ViewSql {
    * `epoch`, `lsn`, `range_min`, `range_max`), `$5` the lineage generation the plan saw. It locks the lineage
    * row, then the partitions' rows, and writes only if the generation is still `$5`, each partition still
    * holds that epoch and LSN and no transaction changed it after the statement's snapshot was taken (the rows
-   * would then be read through a stale snapshot), and no other partition stored a higher epoch over part of
-   * a commit's range (the range fence). Returns one row: `ok` (whether it wrote), `written` (rows inserted
+   * would then be read through a stale snapshot), and no other partition stored the same or a higher epoch
+   * over part of a commit's range (the range fence, see `isFenced`). Returns one row: `ok` (whether it wrote), `written` (rows inserted
    * or updated), `deleted` (rows removed).
    */
   readonly writeGuarded: PreparedSql;
@@ -206,7 +206,7 @@ export function viewSql(spec: ViewTableSpec): ViewSql {
          SELECT 1 FROM jsonb_to_recordset($4::jsonb) AS c(partition_id text, epoch bigint, range_min text, range_max text)
          JOIN ${positions} o ON o.partition_id <> c.partition_id
            AND o.range_min < c.range_max COLLATE "C" AND c.range_min COLLATE "C" < o.range_max
-         WHERE o.epoch > c.epoch
+         WHERE o.epoch >= c.epoch
        ), verdict AS (
          SELECT count(*) = (SELECT count(*) FROM expected)
            AND coalesce(bool_and(l.epoch = e.epoch AND l.lsn IS NOT DISTINCT FROM e.lsn AND l.version = s.version), true)
