@@ -1,0 +1,130 @@
+import type { Outcome, RawRequest, RequestHandler } from './server.js';
+
+/** The abort signal of an {@link EmulatorHttpRequest} (what `@azure/core-rest-pipeline` calls `AbortSignalLike`). */
+export interface EmulatorAbortSignal {
+  readonly aborted: boolean;
+  addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
+  removeEventListener(type: 'abort', listener: () => void): void;
+}
+
+/** What {@link EmulatorHttpClient} reads of a request: the parts of `@azure/core-rest-pipeline`'s `PipelineRequest` it needs. */
+export interface EmulatorHttpRequest {
+  readonly url: string;
+  readonly method: string;
+  readonly headers: { toJSON(options?: { preserveCase?: boolean }): Record<string, string> };
+  /** A string or bytes (what `@azure/cosmos` sends); other body types are refused. */
+  readonly body?: unknown;
+  readonly abortSignal?: EmulatorAbortSignal;
+}
+
+/** Response headers, shaped as `@azure/core-rest-pipeline`'s `HttpHeaders` (names in lower case). */
+export interface EmulatorHttpHeaders extends Iterable<[string, string]> {
+  get(name: string): string | undefined;
+  has(name: string): boolean;
+  set(name: string, value: string | number | boolean): void;
+  delete(name: string): void;
+  toJSON(options?: { preserveCase?: boolean }): Record<string, string>;
+}
+
+/** An answer of {@link EmulatorHttpClient}, shaped as `@azure/core-rest-pipeline`'s `PipelineResponse`. */
+export interface EmulatorHttpResponse<R extends EmulatorHttpRequest = EmulatorHttpRequest> {
+  request: R;
+  status: number;
+  headers: EmulatorHttpHeaders;
+  bodyAsText: string;
+}
+
+/**
+ * An HTTP client (the `httpClient` option of `@azure/cosmos`'s `CosmosClient`) that hands each request to
+ * an emulator in this process: no socket, no port, the same protocol, faults and request log. A `hang`
+ * fault answers only when the request is aborted (the SDK's request timeout); `reset` and `lostReply`
+ * fail the request as a dropped connection does (`ECONNRESET`).
+ */
+export interface EmulatorHttpClient {
+  sendRequest<R extends EmulatorHttpRequest>(request: R): Promise<EmulatorHttpResponse<R>>;
+}
+
+class Headers implements EmulatorHttpHeaders {
+  readonly #map = new Map<string, string>();
+
+  constructor(raw: Record<string, string>) {
+    for (const [k, v] of Object.entries(raw)) this.#map.set(k.toLowerCase(), v);
+  }
+
+  get(name: string): string | undefined {
+    return this.#map.get(name.toLowerCase());
+  }
+
+  has(name: string): boolean {
+    return this.#map.has(name.toLowerCase());
+  }
+
+  set(name: string, value: string | number | boolean): void {
+    this.#map.set(name.toLowerCase(), String(value));
+  }
+
+  delete(name: string): void {
+    this.#map.delete(name.toLowerCase());
+  }
+
+  toJSON(): Record<string, string> {
+    return Object.fromEntries(this.#map);
+  }
+
+  [Symbol.iterator](): Iterator<[string, string]> {
+    return this.#map.entries();
+  }
+}
+
+/** The error a dropped connection gives (as `@azure/core-rest-pipeline` reports it: a `RestError` with the socket's code). */
+function connectionReset(request: EmulatorHttpRequest): Error {
+  return Object.assign(new Error('socket hang up'), { name: 'RestError', code: 'ECONNRESET', request });
+}
+
+function abortError(): Error {
+  return Object.assign(new Error('The operation was aborted.'), { name: 'AbortError' });
+}
+
+function bodyOf(request: EmulatorHttpRequest): RawRequest['body'] {
+  const body = request.body;
+  if (body === undefined || body === null) return undefined;
+  if (typeof body === 'string' || body instanceof Uint8Array) return body;
+  throw Object.assign(new Error('the in-process emulator client takes string or byte bodies only'), { name: 'RestError' });
+}
+
+/**
+ * The in-process client over `handler`. `hanging` collects the release of requests a `hang` fault holds,
+ * so that stopping the emulator fails them (as a dropped connection).
+ *
+ * @internal
+ */
+export function inProcessClient(handler: RequestHandler, hanging: Set<() => void>): EmulatorHttpClient {
+  return {
+    async sendRequest<R extends EmulatorHttpRequest>(request: R): Promise<EmulatorHttpResponse<R>> {
+      const signal = request.abortSignal;
+      if (signal?.aborted) throw abortError();
+      const url = new URL(request.url);
+      const headers = { ...request.headers.toJSON(), host: url.host };
+      const outcome: Outcome = await handler.serve({ method: request.method, url: url.pathname + url.search, headers, body: bodyOf(request) });
+      if (outcome.kind === 'reset') throw connectionReset(request);
+      if (outcome.kind === 'hang') return hang(request, signal, hanging);
+      if (signal?.aborted) throw abortError();
+      return { request, status: outcome.status, headers: new Headers(outcome.headers), bodyAsText: outcome.text };
+    },
+  };
+}
+
+/** Never answers: rejects with an `AbortError` when `signal` aborts, or as a dropped connection when the emulator stops. */
+function hang(request: EmulatorHttpRequest, signal: EmulatorAbortSignal | undefined, hanging: Set<() => void>): Promise<never> {
+  return new Promise<never>((_, reject) => {
+    const settle = (error: Error): void => {
+      hanging.delete(stopped);
+      signal?.removeEventListener('abort', aborted);
+      reject(error);
+    };
+    const aborted = (): void => settle(abortError());
+    const stopped = (): void => settle(connectionReset(request));
+    hanging.add(stopped);
+    signal?.addEventListener('abort', aborted, { once: true });
+  });
+}
