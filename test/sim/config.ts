@@ -54,6 +54,12 @@ export interface SimConfig {
   readonly start?: 'beginning' | 'now' | 'time' | 'function';
   /** How lease documents are named: rxfeed's layout (default) or the .NET processor's (`'dotnet'`). */
   readonly leaseScheme?: 'rxfeed' | 'dotnet';
+  /**
+   * What the hosts read and keep leases in: `MemorySource` and `MemoryLeaseStore` (`'memory'`, default), or
+   * `CosmosSource` and `CosmosLeaseStore` through the real `@azure/cosmos` client against the emulator in this
+   * process (`'sdk'`, see `sdkWorld.ts`), faults striking at the emulator's fault layer.
+   */
+  readonly source?: 'memory' | 'sdk';
 }
 
 /** What a product variant sets: the options of {@link SimConfig} that `--faults all` draws per seed. */
@@ -143,5 +149,6 @@ export function replayLine(config: SimConfig): string {
   const policy = config.policy !== undefined ? ` --policy ${config.policy}` : '';
   const start = config.start !== undefined ? ` --start ${config.start}` : '';
   const scheme = config.leaseScheme !== undefined ? ` --lease-scheme ${config.leaseScheme}` : '';
-  return `npm run sim -- --seed ${config.seed} --faults ${config.faults.join(',') || 'none'} --hosts ${config.hosts.min}-${config.hosts.max}${chaos}${onError}${balance}${view}${groups}${form}${policy}${start}${scheme}`;
+  const source = config.source !== undefined ? ` --source ${config.source}` : '';
+  return `npm run sim -- --seed ${config.seed} --faults ${config.faults.join(',') || 'none'} --hosts ${config.hosts.min}-${config.hosts.max}${chaos}${onError}${balance}${view}${groups}${form}${policy}${start}${scheme}${source}`;
 }

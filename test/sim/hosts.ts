@@ -149,10 +149,13 @@ export class Hosts {
     const hostClock = this.clocks.create();
     const hostEnv = env.withScheduler(hostClock);
     const reads = new Map<string, ReadActivity>();
-    // Outermost first: the host's gate, then the seam's faults, then the shared stores.
-    const source = gateSource(trackReads(faultySource(world.memory, plans.source, env), reads, () => clock.now()), hostClock);
+    // Outermost first: the host's gate, then the seam's faults, then the shared stores. In the SDK mode, the
+    // host's own CosmosSource and CosmosLeaseStore, faults striking at the emulator (see sdkWorld.ts).
+    const sdk = world.sdk?.connect(hostClock);
+    const source = gateSource(trackReads(sdk ? sdk.source : faultySource(world.memory, plans.source, env), reads, () => clock.now()), hostClock);
     const ref: { host?: SimHost } = {};
-    const leases = gateLeaseStore(stores.tagWrites(faultyLeaseStore(stores.leasesFor(name), plans.lease, env), () => ref.host!, sim), hostClock);
+    const hostLeases = sdk ? stores.observeLeases(sdk.leases) : faultyLeaseStore(stores.leasesFor(name), plans.lease, env);
+    const leases = gateLeaseStore(stores.tagWrites(hostLeases, () => ref.host!, sim), hostClock);
     const view = gateViewStore(stores.markDeposed(faultyViewStore(stores.view, plans.view, env), () => ref.host!), hostClock);
     const groupView = gateViewStore(stores.markDeposed(faultyViewStore(stores.groupView, plans.view, env), () => ref.host!), hostClock);
     const deadLetters = gateDeadLetterSink(faultyDeadLetterSink(stores.deadLetters, plans.deadLetter, env), hostClock);

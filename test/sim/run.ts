@@ -5,7 +5,7 @@
  * (default 2-6), `--chaos-ms N` (default 30000), `--on-error retry|restart` (default retry), `--balance count|load`
  * (default count), `--view guarded|exactlyOnce` (default guarded), `--groups on|off` (default off),
  * `--form rx|handler` (default rx), `--policy deadLetter|halt` (default deadLetter), `--start beginning|now|time|function`
- * (default beginning), `--lease-scheme rxfeed|dotnet` (default rxfeed), `--verbose`.
+ * (default beginning), `--lease-scheme rxfeed|dotnet` (default rxfeed), `--source memory|sdk` (default memory), `--verbose`.
  * With `--faults all`, options not given are drawn per seed (the whole product; see test/sim/README.md).
  * Prints one line per failing seed that replays it; exits 1 when any seed failed.
  */
@@ -44,6 +44,8 @@ function parse(argv: readonly string[]): { configs: SimConfig[]; verbose: boolea
   if (start !== undefined && !['beginning', 'now', 'time', 'function'].includes(start)) throw new Error('--start: give beginning, now, time or function');
   const leaseScheme = args.get('lease-scheme');
   if (leaseScheme !== undefined && leaseScheme !== 'rxfeed' && leaseScheme !== 'dotnet') throw new Error('--lease-scheme: give rxfeed or dotnet');
+  const source = args.get('source');
+  if (source !== undefined && source !== 'memory' && source !== 'sdk') throw new Error('--source: give memory or sdk');
   const explicit: Variant = {
     ...(start ? { start: start as NonNullable<Variant['start']> } : {}),
     ...(leaseScheme ? { leaseScheme } : {}),
@@ -59,7 +61,7 @@ function parse(argv: readonly string[]): { configs: SimConfig[]; verbose: boolea
   const seeds = args.has('seed') ? [Number(args.get('seed'))] : Array.from({ length: Number(args.get('seeds') ?? 20) }, (_, i) => Number(args.get('from') ?? 1) + i);
   return {
     verbose,
-    configs: seeds.map((seed) => ({ seed, faults, hosts: { min: min!, max: max! }, ...(chaosMs !== undefined ? { chaosMs } : {}), ...(onError ? { onError } : {}), ...variant(seed) })),
+    configs: seeds.map((seed) => ({ seed, faults, hosts: { min: min!, max: max! }, ...(chaosMs !== undefined ? { chaosMs } : {}), ...(onError ? { onError } : {}), ...variant(seed), ...(source ? { source } : {}) })),
   };
 }
 

@@ -99,3 +99,27 @@ describe('simulation: every fault kind and mode (smoke)', () => {
     it(`poison changes and hosts, ${replayLine(config)}`, () => expectNoViolations(config));
   }
 });
+
+/**
+ * The real SDK path (`source: 'sdk'`): `CosmosSource` and `CosmosLeaseStore` through `@azure/cosmos` against
+ * the emulator in this process, the seams' faults striking at the emulator's fault layer, the SDK's timers
+ * on the simulation's clock. A seed replays exactly here too.
+ */
+describe('simulation: the SDK path', () => {
+  const sdkSeeds: SimConfig[] = [
+    { seed: 8, faults: ['lease', 'source', 'view', 'host', 'sink', 'hang'], hosts: { min: 2, max: 4 }, chaosMs: 5_000, source: 'sdk' },
+    { seed: 2, faults: ['host', 'source', 'poison'], hosts: { min: 2, max: 3 }, chaosMs: 4_000, form: 'handler', source: 'sdk' },
+  ];
+  for (const config of sdkSeeds) {
+    it(`${replayLine(config)}`, () => expectNoViolations(config));
+  }
+
+  it('replays an SDK seed exactly: same violations, same stats, faults of the HTTP path among them', async () => {
+    const config: SimConfig = { seed: 8, faults: ['lease', 'source', 'host'], hosts: { min: 2, max: 3 }, chaosMs: 4_000, source: 'sdk' };
+    const first = await runSimulation(config);
+    const second = await runSimulation(config);
+    expect(second.violations).toEqual(first.violations);
+    expect(second.stats).toEqual(first.stats);
+    expect(Object.keys(first.stats.faults).some((k) => k.startsWith('sdk.'))).toBe(true);
+  });
+});

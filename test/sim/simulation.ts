@@ -8,6 +8,7 @@ import { drawHostSettings, Hosts } from './hosts.js';
 import { Throughout } from './invariants.js';
 import { ObservedStores } from './observedStores.js';
 import { checkQuiescence } from './quiescence.js';
+import { SdkWorld } from './sdkWorld.js';
 import { World } from './world.js';
 
 export * from './config.js';
@@ -38,12 +39,23 @@ export async function runSimulation(config: SimConfig): Promise<SimResult> {
     tally: (name) => events.set(name, (events.get(name) ?? 0) + 1),
     events,
   };
+  // The SDK mode (`source: 'sdk'`) runs the process's timers on the virtual clock until `close()`.
+  const sdk = config.source === 'sdk' ? await SdkWorld.start(sim) : undefined;
+  try {
+    return await run(sim, sdk);
+  } finally {
+    await sdk?.close();
+  }
+}
 
+async function run(sim: Sim, sdk: SdkWorld | undefined): Promise<SimResult> {
+  const { config, clock, events } = sim;
   // The order of construction is the order of the seed's draws: world, host settings, fault plans.
-  const world = new World(sim);
+  const world = new World(sim, sdk);
   const settings = drawHostSettings(sim);
   const stores = new ObservedStores(sim, world);
   const plans = drawFaultPlans(sim);
+  sdk?.injectFaults(plans);
   const hosts = new Hosts(sim, world, stores, plans, settings);
   const throughout = new Throughout(sim, world, stores, hosts);
   const advance = async (ms: number) => {

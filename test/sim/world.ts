@@ -1,6 +1,7 @@
 import type { FeedMode, Partition, StartFrom } from '../../src/core/Partition.js';
 import { MemorySource } from '../../src/index.js';
 import type { Sim } from './context.js';
+import type { SdkWorld } from './sdkWorld.js';
 
 /** A simulated document: `v` grows with every write anywhere, so a newer version always has a higher `v`. */
 export interface Doc {
@@ -10,10 +11,10 @@ export interface Doc {
   readonly poison?: true;
 }
 
-/** Reads an LSN out of a `mem:<lsn>` position (-1 for none). */
+/** Reads an LSN out of a `mem:<lsn>` position, or a Cosmos DB etag (`"42"`) in the SDK mode (-1 for none). */
 export function lsnOf(position: string | null | undefined): number {
   if (position === null || position === undefined) return -1;
-  const n = Number(position.replace(/^mem:/, ''));
+  const n = Number(position.replace(/^mem:/, '').replace(/"/g, ''));
   return Number.isFinite(n) ? n : -1;
 }
 
@@ -50,11 +51,27 @@ export class World {
   #version = 0;
   readonly #poison: (() => number) | undefined;
 
-  constructor(private readonly sim: Sim) {
+  /**
+   * @param sdk - the SDK mode's emulator: writes and splits go there, and `memory` is left unused. Cosmos DB
+   *   starts AllVersionsAndDeletes reads only from "now" or a position: in that mode every host starts from
+   *   'now', pinned when a partition's lease is created, so a write made before its partition (or an
+   *   ancestor) had a lease need not be delivered.
+   */
+  constructor(
+    private readonly sim: Sim,
+    readonly sdk?: SdkWorld,
+  ) {
     this.mode = sim.random() < 0.5 ? 'latestVersion' : 'allVersionsAndDeletes';
     this.partitionCount = 1 + sim.int(4);
     this.memory = new MemorySource<Doc>({ partitions: this.partitionCount, mode: this.mode, now: () => sim.clock.now(), scheduler: sim.clock });
     this.#poison = sim.faults.has('poison') ? sim.randomFor('poison') : undefined;
+    sdk?.setup(this.partitionCount, this.mode);
+    if (sdk && this.mode === 'allVersionsAndDeletes') this.startFrom = 'now';
+  }
+
+  /** The live partitions of the data the hosts read. */
+  partitions(): readonly { readonly id: string }[] {
+    return (this.sdk ?? this.memory).partitions();
   }
 
   /** One write: a delete (10% in `allVersionsAndDeletes` mode), an update of an existing id (40%) or a new id. */
@@ -67,16 +84,17 @@ export class World {
     let id: string;
     if (this.mode === 'allVersionsAndDeletes' && existing.length > 0 && r < 0.1) {
       id = existing[int(existing.length)]!;
-      result = this.memory.delete(id);
+      result = (this.sdk ?? this.memory).delete(id);
       this.latest.set(id, undefined);
     } else {
       id = ids.length > 0 && r < 0.4 ? ids[int(ids.length)]! : `d${ids.length}`;
       const doc: Doc = this.#poison && this.#poison() < 0.02 ? { id, v: ++this.#version, poison: true } : { id, v: ++this.#version };
-      result = this.memory.upsert(doc);
+      result = (this.sdk ?? this.memory).upsert(doc);
       this.latest.set(id, doc);
     }
     const key = `${id}@${result.lsn}`;
     this.written.add(key);
+    if (this.sdk && this.mode === 'allVersionsAndDeletes' && !this.#pinned(result.partition)) this.beforeStart.add(key);
     this.latestKey.set(id, key);
     this.writtenTo.set(key, result.partition);
     if (this.latest.get(id)?.poison) {
@@ -92,6 +110,8 @@ export class World {
   async writeBeforeStart(advance: (ms: number) => Promise<void>): Promise<void> {
     const start = this.sim.config.start;
     if (start === undefined || start === 'beginning') return;
+    // The SDK mode in AllVersionsAndDeletes mode starts from 'now' whatever the config says (see the constructor).
+    if (this.sdk && this.mode === 'allVersionsAndDeletes') return;
     for (let n = 20 + this.sim.int(40); n > 0; n--) this.write();
     for (const key of this.written) this.beforeStart.add(key);
     const at = new Date(this.sim.clock.now() + 500);
@@ -99,12 +119,17 @@ export class World {
     this.startFrom = start === 'now' ? 'now' : start === 'time' ? at : (p: Partition) => (Number(p.id) % 2 === 0 ? 'now' : at);
   }
 
+  /** Whether a lease of `partition` or of an ancestor exists (the SDK mode's "now" is pinned by then). */
+  #pinned(partition: string): boolean {
+    return this.sdk!.leaseSnapshot().some((l) => l.leaseToken === partition || this.isAncestor(l.leaseToken, partition));
+  }
+
   /** Splits a random live partition (up to 12 live partitions). */
   split(): void {
-    const live = this.memory.partitions();
+    const live = this.partitions();
     if (live.length >= 12) return;
     const parent = live[this.sim.int(live.length)]!;
-    for (const child of this.memory.split(parent.id)) this.parentsOf.set(child.id, [parent.id]);
+    for (const child of (this.sdk ?? this.memory).split(parent.id)) this.parentsOf.set(child.id, [parent.id]);
     this.sim.tally('source.split');
   }
 
