@@ -1,9 +1,9 @@
-import type { Partition, Position } from '../../core/Partition.js';
+import { rangesOverlap, type Partition, type Position } from '../../core/Partition.js';
 import { CorruptLeaseError } from '../../errors/index.js';
 import type { Logger } from '../../internal/log.js';
 import type { Lease } from '../Lease.js';
 import type { LeaseStore } from '../LeaseStore.js';
-import { floorId, infoId, leaseDocument, lockId, markerDocument, type LeaseNaming } from './leaseDocuments.js';
+import { floorId, infoId, isLeaseOf, leaseDocument, lockId, markerDocument, type LeaseNaming } from './leaseDocuments.js';
 
 /** A marker document that exists but is not in our format (e.g. the .NET processor's `{ id }`). */
 const FOREIGN = Symbol('foreign marker');
@@ -124,11 +124,19 @@ async function epochFloor(ctx: BootstrapContext): Promise<number> {
  * `undefined` where one existed already.
  */
 async function createLeases(ctx: BootstrapContext, floor: number): Promise<(Lease | undefined)[]> {
-  const partitions = await ctx.listPartitions();
-  ctx.log('bootstrapping %d leases', partitions.length);
+  const [all, existing] = await Promise.all([ctx.listPartitions(), ctx.store.list(ctx.naming.prefix)]);
+  // A bootstrap that never marked itself done (its host died, or its `.info` write failed) may have left leases
+  // of partitions that split or merged since. Their children are not created here, from `startFrom`: the gone
+  // lease's owner creates them from its checkpoint (else the changes in between would be skipped).
+  const leased = existing.leases.filter((l) => isLeaseOf(ctx.naming, l));
+  const covered = (p: Partition): boolean =>
+    leased.some((l) => l.leaseToken !== p.id && ((p.parents?.includes(l.leaseToken) ?? false) || (l.feedRange !== undefined && rangesOverlap(l.feedRange, p.range))));
+  const partitions = all.filter((p) => !covered(p));
+  if (partitions.length < all.length) ctx.log('bootstrapping %d leases; %d partitions are covered by the leases of their parents', partitions.length, all.length - partitions.length);
+  else ctx.log('bootstrapping %d leases', partitions.length);
   // Every start is pinned before the first lease exists: no reader can begin before its lease's start is fixed.
   const starts = await Promise.all(partitions.map((p) => ctx.startPosition?.(p) ?? null));
-  return Promise.all(
+  const created = await Promise.all(
     partitions.map((p, i) =>
       ctx.store.createIfAbsent(
         i < ctx.claim
@@ -137,6 +145,8 @@ async function createLeases(ctx: BootstrapContext, floor: number): Promise<(Leas
       ),
     ),
   );
+  // A covered partition counts as one whose lease existed (the bootstrap did not create every lease).
+  return [...created, ...all.filter(covered).map(() => undefined)];
 }
 
 /** Records that the leases exist (`<prefix>.info`), then removes our lock, if we hold one. */
