@@ -45,7 +45,13 @@ export interface BootstrapResult {
 
 const NOTHING_CREATED: BootstrapResult = { created: [], complete: false, sentAt: 0 };
 
-function createdBy(results: readonly (Lease | undefined)[], sentAt: number): BootstrapResult {
+/** The creates' answers, one per partition (`undefined`: the lease existed, or a parent's covers it), and when they were sent. */
+interface Sent {
+  readonly results: readonly (Lease | undefined)[];
+  readonly sentAt: number;
+}
+
+function createdBy({ results, sentAt }: Sent): BootstrapResult {
   const created = results.filter((l) => l !== undefined);
   return { created, complete: created.length === results.length, sentAt };
 }
@@ -77,17 +83,16 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
     // The epoch floor is read beside the lock (no extra round trip), and used only if the lock is ours.
     const [ours, floor] = await Promise.all([store.createIfAbsent(markerDocument(naming, lock)), epochFloor(ctx)]);
     if (ours) {
-      let created: readonly (Lease | undefined)[];
-      const sentAt = ctx.clock();
+      let sent: Sent;
       try {
-        created = await createLeases(ctx, floor);
+        sent = await createLeases(ctx, floor);
       } catch (error) {
         await store.delete(ours).catch(() => undefined);
         throw error;
       }
       // The leases exist: this host may start on them while the bootstrap is marked done and unlocked.
       ctx.background(markDone(ctx, ours));
-      return createdBy(created, sentAt);
+      return createdBy(sent);
     }
     const existing = await readMarker(store, lock);
     const now = naming.now();
@@ -98,10 +103,9 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
           `the bootstrap lock ${lock} is not in rxfeed's format and has not gone away for ${ctx.expirationMs} ms; ` +
             'creating the leases without it (safe: lease ids are deterministic)',
         );
-        const sentAt = ctx.clock();
-        const created = await createLeases(ctx, await epochFloor(ctx));
+        const sent = await createLeases(ctx, await epochFloor(ctx));
         await markDone(ctx);
-        return createdBy(created, sentAt);
+        return createdBy(sent);
       }
     } else if (existing && now - existing.timestampMs >= ctx.expirationMs) {
       log('removing stale bootstrap lock of %s', existing.owner);
@@ -121,9 +125,10 @@ async function epochFloor(ctx: BootstrapContext): Promise<number> {
 
 /**
  * Creates one lease per partition, in parallel (the first `claim` owned by us), above the epoch `floor`;
- * `undefined` where one existed already.
+ * `undefined` where one existed already. `sentAt` is taken when the creates leave (after the listings and the
+ * start positions), so that the leases this host claims are not counted as its own from before.
  */
-async function createLeases(ctx: BootstrapContext, floor: number): Promise<(Lease | undefined)[]> {
+async function createLeases(ctx: BootstrapContext, floor: number): Promise<Sent> {
   const [all, existing] = await Promise.all([ctx.listPartitions(), ctx.store.list(ctx.naming.prefix)]);
   // A bootstrap that never marked itself done (its host died, or its `.info` write failed) may have left leases
   // of partitions that split or merged since. Their children are not created here, from `startFrom`: the gone
@@ -136,6 +141,7 @@ async function createLeases(ctx: BootstrapContext, floor: number): Promise<(Leas
   else ctx.log('bootstrapping %d leases', partitions.length);
   // Every start is pinned before the first lease exists: no reader can begin before its lease's start is fixed.
   const starts = await Promise.all(partitions.map((p) => ctx.startPosition?.(p) ?? null));
+  const sentAt = ctx.clock();
   const created = await Promise.all(
     partitions.map((p, i) =>
       ctx.store.createIfAbsent(
@@ -146,7 +152,7 @@ async function createLeases(ctx: BootstrapContext, floor: number): Promise<(Leas
     ),
   );
   // A covered partition counts as one whose lease existed (the bootstrap did not create every lease).
-  return [...created, ...all.filter(covered).map(() => undefined)];
+  return { results: [...created, ...all.filter(covered).map(() => undefined)], sentAt };
 }
 
 /** Records that the leases exist (`<prefix>.info`), then removes our lock, if we hold one. */
