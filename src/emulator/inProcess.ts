@@ -2,35 +2,51 @@ import type { Outcome, RawRequest, RequestHandler } from './server.js';
 
 /** The abort signal of an {@link EmulatorHttpRequest} (what `@azure/core-rest-pipeline` calls `AbortSignalLike`). */
 export interface EmulatorAbortSignal {
+  /** Whether the request was aborted. */
   readonly aborted: boolean;
+  /** Calls `listener` when the request is aborted. */
   addEventListener(type: 'abort', listener: () => void, options?: { once?: boolean }): void;
+  /** Stops calling `listener`. */
   removeEventListener(type: 'abort', listener: () => void): void;
 }
 
 /** What {@link EmulatorHttpClient} reads of a request: the parts of `@azure/core-rest-pipeline`'s `PipelineRequest` it needs. */
 export interface EmulatorHttpRequest {
+  /** The full URL; only its path and query are served (the host part is not looked up). */
   readonly url: string;
+  /** The HTTP method, e.g. `GET`. */
   readonly method: string;
+  /** The request headers (`toJSON()` gives them as a plain object). */
   readonly headers: { toJSON(options?: { preserveCase?: boolean }): Record<string, string> };
   /** A string or bytes (what `@azure/cosmos` sends); other body types are refused. */
   readonly body?: unknown;
+  /** Aborts the request (the SDK's request timeout): a request held by a `hang` fault then fails with an `AbortError`. */
   readonly abortSignal?: EmulatorAbortSignal;
 }
 
 /** Response headers, shaped as `@azure/core-rest-pipeline`'s `HttpHeaders` (names in lower case). */
 export interface EmulatorHttpHeaders extends Iterable<[string, string]> {
+  /** One header's value, by name in any case. */
   get(name: string): string | undefined;
+  /** Whether a header is present. */
   has(name: string): boolean;
+  /** Sets a header. */
   set(name: string, value: string | number | boolean): void;
+  /** Removes a header. */
   delete(name: string): void;
+  /** The headers as a plain object, names in lower case. */
   toJSON(options?: { preserveCase?: boolean }): Record<string, string>;
 }
 
 /** An answer of {@link EmulatorHttpClient}, shaped as `@azure/core-rest-pipeline`'s `PipelineResponse`. */
 export interface EmulatorHttpResponse<R extends EmulatorHttpRequest = EmulatorHttpRequest> {
+  /** The request answered. */
   request: R;
+  /** The HTTP status. */
   status: number;
+  /** The response headers (`etag`, `x-ms-request-charge`, `x-ms-session-token`…). */
   headers: EmulatorHttpHeaders;
+  /** The JSON body as text (`''` when there is none). */
   bodyAsText: string;
 }
 
@@ -39,8 +55,14 @@ export interface EmulatorHttpResponse<R extends EmulatorHttpRequest = EmulatorHt
  * an emulator in this process: no socket, no port, the same protocol, faults and request log. A `hang`
  * fault answers only when the request is aborted (the SDK's request timeout); `reset` and `lostReply`
  * fail the request as a dropped connection does (`ECONNRESET`).
+ *
+ * @example
+ * ```ts
+ * const client = new CosmosClient({ endpoint: emulator.endpoint, key: emulator.key, httpClient: emulator.httpClient() });
+ * ```
  */
 export interface EmulatorHttpClient {
+  /** Serves one request; rejects as a dropped connection (`code: 'ECONNRESET'`) or an aborted request (`AbortError`). */
   sendRequest<R extends EmulatorHttpRequest>(request: R): Promise<EmulatorHttpResponse<R>>;
 }
 
