@@ -63,7 +63,7 @@ export interface SimConfig {
 }
 
 /** What a product variant sets: the options of {@link SimConfig} that `--faults all` draws per seed. */
-export type Variant = Pick<SimConfig, 'view' | 'groups' | 'balanceBy' | 'form' | 'policy' | 'start' | 'leaseScheme'>;
+export type Variant = Pick<SimConfig, 'view' | 'groups' | 'balanceBy' | 'form' | 'policy' | 'start' | 'leaseScheme' | 'source'>;
 
 const STARTS = ['beginning', 'now', 'time', 'function'] as const;
 
@@ -81,6 +81,8 @@ export function drawVariant(seed: number): Required<Variant> {
     policy: random() < 0.7 ? 'deadLetter' : 'halt',
     start: STARTS[Math.floor(random() * STARTS.length)]!,
     leaseScheme: random() < 0.25 ? 'dotnet' : 'rxfeed',
+    // The SDK path costs about 6 times the CPU of the memory mode: drawn rarely.
+    source: random() < 0.03 ? 'sdk' : 'memory',
   };
 }
 

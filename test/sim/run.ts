@@ -54,6 +54,7 @@ function parse(argv: readonly string[]): { configs: SimConfig[]; verbose: boolea
     ...(groups ? { groups: groups === 'on' } : {}),
     ...(form ? { form } : {}),
     ...(policy ? { policy } : {}),
+    ...(source ? { source: source as NonNullable<Variant['source']> } : {}),
   };
   // `--faults all` is the whole product: each seed draws a variant (view mode, group keys, balancing, ...);
   // options given explicitly win. A list of fault sets runs the classic variant (old replay lines stay exact).
@@ -61,7 +62,7 @@ function parse(argv: readonly string[]): { configs: SimConfig[]; verbose: boolea
   const seeds = args.has('seed') ? [Number(args.get('seed'))] : Array.from({ length: Number(args.get('seeds') ?? 20) }, (_, i) => Number(args.get('from') ?? 1) + i);
   return {
     verbose,
-    configs: seeds.map((seed) => ({ seed, faults, hosts: { min: min!, max: max! }, ...(chaosMs !== undefined ? { chaosMs } : {}), ...(onError ? { onError } : {}), ...variant(seed), ...(source ? { source } : {}) })),
+    configs: seeds.map((seed) => ({ seed, faults, hosts: { min: min!, max: max! }, ...(chaosMs !== undefined ? { chaosMs } : {}), ...(onError ? { onError } : {}), ...variant(seed) })),
   };
 }
 
