@@ -16,8 +16,11 @@ export interface EmulatorHttpRequest {
   readonly url: string;
   /** The HTTP method, e.g. `GET`. */
   readonly method: string;
-  /** The request headers (`toJSON()` gives them as a plain object). */
-  readonly headers: { toJSON(options?: { preserveCase?: boolean }): Record<string, string> };
+  /** The request headers. */
+  readonly headers: {
+    /** The headers as a plain object. */
+    toJSON(options?: { preserveCase?: boolean }): Record<string, string>;
+  };
   /** A string or bytes (what `@azure/cosmos` sends); other body types are refused. */
   readonly body?: unknown;
   /** Aborts the request (the SDK's request timeout): a request held by a `hang` fault then fails with an `AbortError`. */
