@@ -120,7 +120,7 @@ describe('simulation: the SDK path', () => {
   it(`a re-bootstrap leaves a split parent's children to its lease: ${replayLine(bootstrapAfterSplit)}`, () => expectNoViolations(bootstrapAfterSplit));
 
   it('replays an SDK seed exactly: same violations, same stats, faults of the HTTP path among them', async () => {
-    const config: SimConfig = { seed: 8, faults: ['lease', 'source', 'host'], hosts: { min: 2, max: 3 }, chaosMs: 3_000, source: 'sdk' };
+    const config: SimConfig = { seed: 8, faults: ['lease', 'source', 'host'], hosts: { min: 2, max: 3 }, chaosMs: 4_000, source: 'sdk' };
     const first = await runSimulation(config);
     const second = await runSimulation(config);
     expect(second.violations).toEqual(first.violations);
