@@ -50,6 +50,7 @@ export class ObservedStores {
   readonly #issuedByRunOf = new WeakMap<object, number>();
 
   readonly #leaseId: (token: string) => string;
+<<<<<<< HEAD
   /** Lease writes and deletes issued by an admin operation (see {@link ObservedStores.admin}). */
   readonly #adminWrites = new WeakSet<object>();
   /** Epochs an admin operation fenced, per lease token, and when. */
@@ -58,13 +59,54 @@ export class ObservedStores {
   readonly #maxEpoch = new Map<string, number>();
   /** The lease store as admin operations see it (the current one: no lag, no faults). */
   readonly admin: LeaseStore;
+=======
+  readonly #sim: Sim;
+  readonly #world: World;
+>>>>>>> wip/sdk
 
   constructor(sim: Sim, world: World) {
     this.#leaseId = leaseNaming(sim.config).id;
+    this.#sim = sim;
+    this.#world = world;
     const violate = sim.violations.report.bind(sim.violations);
-    const leaseMemory = this.leaseMemory;
+    this.leases = this.observeLeases(this.leaseMemory);
+    if (sim.faults.has('late') && !world.sdk) {
+      const lagMs = 50 + Math.floor(sim.randomFor('late')() * 350);
+      const lagging = laggingLeaseStore(this.leases, sim.clock, lagMs);
+      this.leasesFor = (name) => lagging.session(name);
+      sim.tally(`lease.readLagMs.${lagMs}`);
+    } else {
+      this.leasesFor = () => this.leases;
+    }
+
+    this.view = this.#observeView(this.viewMemory, 'view', sim, world);
+    this.deadLetters = {
+      description: this.deadLetterMemory.description,
+      write: async (letters, writer) => {
+        await this.deadLetterMemory.write(letters, writer);
+        for (const letter of letters) {
+          const key = `${letter.documentId}@${letter.lsn}`;
+          if (!world.poisoned.has(key)) {
+            violate('good-change-dead-lettered', `${key} (partition ${letter.leaseToken}, epoch ${writer.epoch}) dead-lettered after ${letter.attempts} attempts: ${letter.error.name}: ${letter.error.message}`, `letter:${key}`);
+          }
+        }
+      },
+    };
+    this.groupView = this.#observeView(this.groupMemory, 'group view', sim, world);
+  }
+
+  /**
+   * Wraps a lease store (innermost: the observer sees only what the store accepted) with the lease invariants:
+   * `write-after-stop`, `deposed-lease-write-accepted`, `checkpoint-moved-backwards`. The shared
+   * `MemoryLeaseStore`, or in the SDK mode each host's `CosmosLeaseStore`.
+   */
+  observeLeases(inner: LeaseStore): LeaseStore {
+    const sim = this.#sim;
+    const world = this.#world;
+    const violate = sim.violations.report.bind(sim.violations);
+    const leaseMemory = inner;
     const lastContinuation = this.#lastContinuation;
-    this.leases = {
+    return {
       list: (prefix) => leaseMemory.list(prefix),
       read: (id) => leaseMemory.read(id),
       createIfAbsent: async (lease) => {
@@ -125,6 +167,7 @@ export class ObservedStores {
         }
       },
     };
+<<<<<<< HEAD
     if (sim.faults.has('late')) {
       const lagMs = 50 + Math.floor(sim.randomFor('late')() * 350);
       const lagging = laggingLeaseStore(this.leases, sim.clock, lagMs);
@@ -146,21 +189,13 @@ export class ObservedStores {
       replace: (lease) => operator.replace(mark(lease)),
       delete: (lease) => operator.delete(mark(lease)),
     };
+=======
+  }
+>>>>>>> wip/sdk
 
-    this.view = this.#observeView(this.viewMemory, 'view', sim, world);
-    this.deadLetters = {
-      description: this.deadLetterMemory.description,
-      write: async (letters, writer) => {
-        await this.deadLetterMemory.write(letters, writer);
-        for (const letter of letters) {
-          const key = `${letter.documentId}@${letter.lsn}`;
-          if (!world.poisoned.has(key)) {
-            violate('good-change-dead-lettered', `${key} (partition ${letter.leaseToken}, epoch ${writer.epoch}) dead-lettered after ${letter.attempts} attempts: ${letter.error.name}: ${letter.error.message}`, `letter:${key}`);
-          }
-        }
-      },
-    };
-    this.groupView = this.#observeView(this.groupMemory, 'group view', sim, world);
+  /** The stored leases, read synchronously (in the SDK mode, from the emulator's lease container). */
+  leaseSnapshot(): readonly Lease[] {
+    return this.#world.sdk ? this.#world.sdk.leaseSnapshot() : this.leaseMemory.snapshot();
   }
 
   /**
@@ -267,7 +302,7 @@ export class ObservedStores {
 
   /** The stored lease with this id, read synchronously. */
   lease(id: string): Lease | undefined {
-    return this.leaseMemory.snapshot().find((l) => l.id === id);
+    return this.leaseSnapshot().find((l) => l.id === id);
   }
 
   /**
