@@ -99,7 +99,32 @@ export function drawVariant(seed: number): Required<Variant> {
   } as const;
   // Drawn from a PRNG of its own (the one `sim.randomFor('relay')` gives), so the draws above stay as they were.
   const relay = seededRandom((seed ^ hashString('relay')) >>> 0)();
-  return { ...variant, relay: variant.form === 'handler' ? 'off' : relay < 1 / 3 ? 'jetstream' : relay < 2 / 3 ? 'amqp' : 'off' };
+  return {
+    ...variant,
+    // The SDK mode reads Cosmos DB's own continuations: no opaque positions (see {@link sdkLimits}).
+    positions: variant.source === 'sdk' ? 'lsn' : variant.positions,
+    relay: variant.form === 'handler' ? 'off' : relay < 1 / 3 ? 'jetstream' : relay < 2 / 3 ? 'amqp' : 'off',
+  };
+}
+
+/**
+ * Fault sets the SDK mode (`source: 'sdk'`) does not run: `admin` (the operator's lease store and source
+ * would be SDK clients of their own, whose requests the emulator's fault layer cannot tell from the hosts':
+ * the operator must act without faults).
+ */
+export const SDK_EXCLUDED_FAULTS: readonly FaultSet[] = ['admin'];
+
+/**
+ * The config as the SDK mode runs it (other configs are returned as they are): the fault sets of
+ * {@link SDK_EXCLUDED_FAULTS} left out, and positions `'lsn'` (`CosmosSource` gives Cosmos DB's own
+ * continuations; the `--positions opaque` wrapper is for `MemorySource`). The rest of what the SDK mode leaves
+ * out is the world's and the hosts' to enforce: under `topology`, no merges (`World.merge`) and no listings
+ * that lag (`Hosts`); under `late`, no lease reads that lag (`ObservedStores`). See the README's "SDK mode".
+ */
+export function sdkLimits(config: SimConfig): SimConfig {
+  if (config.source !== 'sdk') return config;
+  const faults = config.faults.filter((f) => !SDK_EXCLUDED_FAULTS.includes(f));
+  return { ...config, faults, ...(config.positions === 'opaque' ? { positions: 'lsn' as const } : {}) };
 }
 
 /** An invariant that did not hold. */

@@ -50,7 +50,6 @@ export class ObservedStores {
   readonly #issuedByRunOf = new WeakMap<object, number>();
 
   readonly #leaseId: (token: string) => string;
-<<<<<<< HEAD
   /** Lease writes and deletes issued by an admin operation (see {@link ObservedStores.admin}). */
   readonly #adminWrites = new WeakSet<object>();
   /** Epochs an admin operation fenced, per lease token, and when. */
@@ -59,10 +58,8 @@ export class ObservedStores {
   readonly #maxEpoch = new Map<string, number>();
   /** The lease store as admin operations see it (the current one: no lag, no faults). */
   readonly admin: LeaseStore;
-=======
   readonly #sim: Sim;
   readonly #world: World;
->>>>>>> wip/sdk
 
   constructor(sim: Sim, world: World) {
     this.#leaseId = leaseNaming(sim.config).id;
@@ -78,6 +75,20 @@ export class ObservedStores {
     } else {
       this.leasesFor = () => this.leases;
     }
+    const mark = <L extends object>(lease: L): L => {
+      this.#adminWrites.add(lease);
+      return lease;
+    };
+    // The operator is a session of its own: under `late`, hosts see its writes once replicated. (The SDK mode
+    // runs no admin operations: see the README's "SDK mode".)
+    const operator = this.leasesFor('admin');
+    this.admin = {
+      list: (prefix) => operator.list(prefix),
+      read: (id) => operator.read(id),
+      createIfAbsent: (lease) => operator.createIfAbsent(lease),
+      replace: (lease) => operator.replace(mark(lease)),
+      delete: (lease) => operator.delete(mark(lease)),
+    };
 
     this.view = this.#observeView(this.viewMemory, 'view', sim, world);
     this.deadLetters = {
@@ -167,31 +178,7 @@ export class ObservedStores {
         }
       },
     };
-<<<<<<< HEAD
-    if (sim.faults.has('late')) {
-      const lagMs = 50 + Math.floor(sim.randomFor('late')() * 350);
-      const lagging = laggingLeaseStore(this.leases, sim.clock, lagMs);
-      this.leasesFor = (name) => lagging.session(name);
-      sim.tally(`lease.readLagMs.${lagMs}`);
-    } else {
-      this.leasesFor = () => this.leases;
-    }
-    const mark = <L extends object>(lease: L): L => {
-      this.#adminWrites.add(lease);
-      return lease;
-    };
-    // The operator is a session of its own: under `late`, hosts see its writes once replicated.
-    const operator = this.leasesFor('admin');
-    this.admin = {
-      list: (prefix) => operator.list(prefix),
-      read: (id) => operator.read(id),
-      createIfAbsent: (lease) => operator.createIfAbsent(lease),
-      replace: (lease) => operator.replace(mark(lease)),
-      delete: (lease) => operator.delete(mark(lease)),
-    };
-=======
   }
->>>>>>> wip/sdk
 
   /** The stored leases, read synchronously (in the SDK mode, from the emulator's lease container). */
   leaseSnapshot(): readonly Lease[] {

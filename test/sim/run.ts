@@ -53,6 +53,7 @@ function parse(argv: readonly string[]): { configs: SimConfig[]; verbose: boolea
   if (relay !== undefined && relay !== 'off' && form === 'handler') throw new Error('--relay: the relay runs in the Rx form only (--form rx)');
   const source = args.get('source');
   if (source !== undefined && source !== 'memory' && source !== 'sdk') throw new Error('--source: give memory or sdk');
+  if (source === 'sdk' && positions === 'opaque') throw new Error('--positions opaque: not in the SDK mode (--source sdk), which reads Cosmos DB continuations');
   const explicit: Variant = {
     ...(positions ? { positions } : {}),
     ...(start ? { start: start as NonNullable<Variant['start']> } : {}),
@@ -67,7 +68,12 @@ function parse(argv: readonly string[]): { configs: SimConfig[]; verbose: boolea
   };
   // `--faults all` is the whole product: each seed draws a variant (view mode, group keys, balancing, ...);
   // options given explicitly win. A list of fault sets runs the classic variant (old replay lines stay exact).
-  const variant = (seed: number): Variant => (faultsArg === 'all' ? { ...drawVariant(seed), ...explicit } : explicit);
+  const variant = (seed: number): Variant => {
+    if (faultsArg !== 'all') return explicit;
+    const drawn: Variant = { ...drawVariant(seed), ...explicit };
+    // `--source sdk` with `--faults all`: positions drawn as opaque do not apply (see sdkLimits).
+    return drawn.source === 'sdk' && positions === undefined ? { ...drawn, positions: 'lsn' } : drawn;
+  };
   const seeds = args.has('seed') ? [Number(args.get('seed'))] : Array.from({ length: Number(args.get('seeds') ?? 20) }, (_, i) => Number(args.get('from') ?? 1) + i);
   return {
     verbose,

@@ -1,7 +1,7 @@
 import { CosmosClient } from '@azure/cosmos';
 import type { SchedulerLike } from 'rxjs';
-import type { FeedMode } from '../../src/core/Partition.js';
-import { CosmosEmulator, effectivePartitionKey, type FaultAction, type RequestInfo } from '../../src/emulator/index.js';
+import type { FeedMode, Partition } from '../../src/core/Partition.js';
+import { CosmosEmulator, effectivePartitionKey, type EmulatorRange, type FaultAction, type RequestInfo } from '../../src/emulator/index.js';
 import type { ContainerState, Store } from '../../src/emulator/store.js';
 import { CorruptLeaseError } from '../../src/errors/index.js';
 import { CosmosLeaseStore, fromDocument } from '../../src/leases/CosmosLeaseStore.js';
@@ -170,14 +170,14 @@ export class SdkWorld {
     return { lsn: range.lsn, partition: range.id };
   }
 
-  /** Splits a live range, as the service does: the parent answers 410/1002 from now on. */
-  split(partitionId: string): readonly { readonly id: string }[] {
-    return this.emulator.split(DATABASE, ITEMS, partitionId);
+  /** Splits a live range, as the service does: the parent answers 410/1002 from now on. Returns the children. */
+  split(partitionId: string): readonly Partition[] {
+    return this.emulator.split(DATABASE, ITEMS, partitionId).map(asPartition);
   }
 
-  /** The live ranges of the monitored container. */
-  partitions(): readonly { readonly id: string }[] {
-    return this.emulator.partitionKeyRanges(DATABASE, ITEMS);
+  /** The live ranges of the monitored container, with their key ranges (for the world's lineage). */
+  partitions(): readonly Partition[] {
+    return this.emulator.partitionKeyRanges(DATABASE, ITEMS).map(asPartition);
   }
 
   /** The stored leases, read synchronously from the emulator's store (markers and unreadable documents left out). */
@@ -251,6 +251,11 @@ export class SdkWorld {
       this.#restoreTimers();
     }
   }
+}
+
+/** An emulator range as the partition the hosts see (the same id and key range `CosmosSource` lists). */
+function asPartition(r: EmulatorRange): Partition {
+  return { id: r.id, range: { minInclusive: r.minInclusive, maxExclusive: r.maxExclusive } };
 }
 
 /** Lease-store operations by the request kinds that carry them. */

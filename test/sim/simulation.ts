@@ -2,7 +2,7 @@ import { hashString, seededRandom } from '../../src/internal/random.js';
 import { FaultEnv, VirtualClock } from '../support/faults/index.js';
 import { AdminOps } from './admin.js';
 import { runChaos } from './chaos.js';
-import { EPOCH_MS, type SimConfig, type SimResult, TICK_MS } from './config.js';
+import { EPOCH_MS, sdkLimits, type SimConfig, type SimResult, TICK_MS } from './config.js';
 import { type Sim, Violations } from './context.js';
 import { drawFaultPlans } from './faultPlans.js';
 import { drawHostSettings, Hosts } from './hosts.js';
@@ -25,7 +25,9 @@ export * from './config.js';
  * const { violations } = await runSimulation({ seed: 7, faults: ['lease', 'host'], hosts: { min: 2, max: 4 } });
  * ```
  */
-export async function runSimulation(config: SimConfig): Promise<SimResult> {
+export async function runSimulation(given: SimConfig): Promise<SimResult> {
+  // The SDK mode leaves some fault sets and options out (see sdkLimits and the README's "SDK mode").
+  const config = sdkLimits(given);
   const random = seededRandom(config.seed);
   const clock = new VirtualClock(EPOCH_MS);
   const events = new Map<string, number>();

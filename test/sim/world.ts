@@ -13,18 +13,14 @@ export interface Doc {
   readonly poison?: true;
 }
 
-<<<<<<< HEAD
-/** Reads an LSN out of a `mem:<lsn>` position, or an opaque one (the `--positions opaque` variant); -1 for none. */
+/**
+ * Reads an LSN out of a `mem:<lsn>` position, an opaque one (the `--positions opaque` variant), or a Cosmos DB
+ * etag (`"42"`) in the SDK mode; -1 for none.
+ */
 export function lsnOf(position: string | null | undefined): number {
   if (position === null || position === undefined) return -1;
   const plain = position.startsWith('mem:') ? position : safeDecode(position);
-  const n = Number(plain.replace(/^mem:/, ''));
-=======
-/** Reads an LSN out of a `mem:<lsn>` position, or a Cosmos DB etag (`"42"`) in the SDK mode (-1 for none). */
-export function lsnOf(position: string | null | undefined): number {
-  if (position === null || position === undefined) return -1;
-  const n = Number(position.replace(/^mem:/, '').replace(/"/g, ''));
->>>>>>> wip/sdk
+  const n = Number(plain.replace(/^mem:/, '').replace(/"/g, ''));
   return Number.isFinite(n) ? n : -1;
 }
 
@@ -109,9 +105,11 @@ export class World {
     this.memory = new MemorySource<Doc>({ partitions: this.partitionCount, mode: this.mode, now: () => sim.clock.now(), scheduler: sim.clock, ...(sim.faults.has('topology') ? { drainGone: true } : {}) });
     this.source = sim.config.positions === 'opaque' ? withOpaquePositions(this.memory) : this.memory;
     this.#poison = sim.faults.has('poison') ? sim.randomFor('poison') : undefined;
-<<<<<<< HEAD
-    for (const p of this.memory.partitions()) this.#lineage.set(p.id, { range: p.range, born: 0 });
-    this.#history.push({ atMs: sim.clock.now(), partitions: this.memory.partitions() });
+    sdk?.setup(this.partitionCount, this.mode);
+    if (sdk && this.mode === 'allVersionsAndDeletes') this.startFrom = 'now';
+    const initial = this.partitions();
+    for (const p of initial) this.#lineage.set(p.id, { range: p.range, born: 0 });
+    this.#history.push({ atMs: sim.clock.now(), partitions: initial });
     const history = this.#history;
     const latest = () => this.#latestChange;
     this.listings = {
@@ -126,18 +124,14 @@ export class World {
     };
   }
 
+  /** The live partitions of the data the hosts read, with their key ranges (the emulator's in the SDK mode). */
+  partitions(): readonly Partition[] {
+    return (this.sdk ?? this.memory).partitions();
+  }
+
   /** The position a handler stores with its view commit for `lsn`, in the source's format. */
   positionOf(lsn: number): string {
     return this.sim.config.positions === 'opaque' ? opaquePositions.encode(`mem:${lsn}`) : `mem:${lsn}`;
-=======
-    sdk?.setup(this.partitionCount, this.mode);
-    if (sdk && this.mode === 'allVersionsAndDeletes') this.startFrom = 'now';
-  }
-
-  /** The live partitions of the data the hosts read. */
-  partitions(): readonly { readonly id: string }[] {
-    return (this.sdk ?? this.memory).partitions();
->>>>>>> wip/sdk
   }
 
   /** One write: a delete (10% in `allVersionsAndDeletes` mode), an update of an existing id (40%) or a new id. */
@@ -160,11 +154,8 @@ export class World {
     }
     const key = `${id}@${result.lsn}`;
     this.written.add(key);
-<<<<<<< HEAD
     this.writtenAt.set(key, this.sim.clock.now());
-=======
     if (this.sdk && this.mode === 'allVersionsAndDeletes' && !this.#pinned(result.partition)) this.beforeStart.add(key);
->>>>>>> wip/sdk
     this.latestKey.set(id, key);
     this.writtenTo.set(key, result.partition);
     if (this.latest.get(id)?.poison) {
@@ -189,7 +180,6 @@ export class World {
     this.startFrom = start === 'now' ? 'now' : start === 'time' ? at : (p: Partition) => (Number(p.id) % 2 === 0 ? 'now' : at);
   }
 
-<<<<<<< HEAD
   /** Whether `partition` starts from `'now'` (its lease was pinned at the start of the run that created it). */
   startsNow(partition: string): boolean {
     const start = typeof this.startFrom === 'function' ? this.startFrom({ id: partition, range: { minInclusive: '', maxExclusive: 'FF' } }) : this.startFrom;
@@ -214,32 +204,32 @@ export class World {
     return false;
   }
 
-  /** Splits a random live partition (up to 12 live partitions), drawing from `random` (default: the run's). */
-  split(random: () => number = this.sim.random): void {
-    const live = this.memory.partitions();
-    if (live.length >= 12) return;
-    const parent = live[Math.floor(random() * live.length)]!;
-    const children = this.memory.split(parent.id);
-    for (const child of children) this.parentsOf.set(child.id, [parent.id]);
-    this.#changed([parent.id], children);
-=======
   /** Whether a lease of `partition` or of an ancestor exists (the SDK mode's "now" is pinned by then). */
   #pinned(partition: string): boolean {
     return this.sdk!.leaseSnapshot().some((l) => l.leaseToken === partition || this.isAncestor(l.leaseToken, partition));
   }
 
-  /** Splits a random live partition (up to 12 live partitions). */
-  split(): void {
+  /**
+   * Splits a random live partition (up to 12 live partitions), drawing from `random` (default: the run's); in
+   * the SDK mode, a range of the emulator.
+   */
+  split(random: () => number = this.sim.random): void {
     const live = this.partitions();
     if (live.length >= 12) return;
-    const parent = live[this.sim.int(live.length)]!;
-    for (const child of (this.sdk ?? this.memory).split(parent.id)) this.parentsOf.set(child.id, [parent.id]);
->>>>>>> wip/sdk
+    const parent = live[Math.floor(random() * live.length)]!;
+    const children = (this.sdk ?? this.memory).split(parent.id);
+    for (const child of children) this.parentsOf.set(child.id, [parent.id]);
+    this.#changed([parent.id], children);
     this.sim.tally('source.split');
   }
 
-  /** Merges two adjacent live partitions, drawn from `random` (the `topology` fault set). */
+  /**
+   * Merges two adjacent live partitions, drawn from `random` (the `topology` fault set). Not in the SDK mode
+   * (see the README's "SDK mode"): `CosmosSource` reads a merged range through EPK-range leases the SDK path
+   * of the simulation does not model, so the SDK mode's topology is splits only.
+   */
   merge(random: () => number): void {
+    if (this.sdk) return;
     const live = this.memory.partitions();
     if (live.length < 2) return;
     const left = live[Math.floor(random() * (live.length - 1))]!;
@@ -255,7 +245,7 @@ export class World {
     for (const id of gone) this.#lineage.get(id)!.goneAt = generation;
     for (const child of children) this.#lineage.set(child.id, { range: child.range, born: generation });
     // An EPK lease's range is gone once no one live partition holds it whole.
-    const live = this.memory.partitions();
+    const live = this.partitions();
     for (const l of this.#lineage.values()) {
       if (l.goneAt === undefined && !live.some((p) => p.range.minInclusive <= l.range.minInclusive && l.range.maxExclusive <= p.range.maxExclusive)) l.goneAt = generation;
     }
