@@ -7,6 +7,7 @@ import { FaultSet, seededRandom, type FaultHandle, type FaultRule } from './faul
 import type { CrossPartitionQueries } from './handlers/context.js';
 import { QueryEngine, type SqlEngineChoice } from './query.js';
 import { RequestHandler, type LoggedRequest, type Reply, type ServerContext } from './server.js';
+import { inProcessClient, type EmulatorHttpClient } from './inProcess.js';
 import { Store, type Doc, type RangeState } from './store.js';
 import { partitionsForThroughput } from './store/ranges.js';
 
@@ -14,6 +15,12 @@ import { partitionsForThroughput } from './store/ranges.js';
 export interface CosmosEmulatorOptions {
   /** TCP port to listen on; 0 picks a free one. Default `0`. */
   port?: number;
+  /**
+   * Listen on a socket. `false`: no socket at all; clients reach the emulator only through
+   * {@link CosmosEmulator.httpClient} (fast in-process tests), and `endpoint` is `http://127.0.0.1:0/`, an
+   * address nothing answers on. Default `true`.
+   */
+  listen?: boolean;
   /** Interface to listen on. Default `'127.0.0.1'`. */
   host?: string;
   /**
@@ -146,6 +153,8 @@ export class CosmosEmulator {
   readonly #store: Store;
   readonly #faultSet: FaultSet;
   readonly #requestLogSize: number;
+  /** Releases of in-process requests a `hang` fault holds. */
+  readonly #hanging = new Set<() => void>();
   #baseUrl = '';
 
   private constructor(
@@ -229,7 +238,8 @@ export class CosmosEmulator {
         queries: new QueryEngine({ engine, warn: options.onWarning ?? ((message) => console.warn(message)) }),
       },
     );
-    await emulator.#listen(port, options.host ?? '127.0.0.1');
+    if (options.listen ?? true) await emulator.#listen(port, options.host ?? '127.0.0.1');
+    else emulator.#baseUrl = 'http://127.0.0.1:0/';
     return emulator;
   }
 
@@ -258,11 +268,40 @@ export class CosmosEmulator {
   async stop(): Promise<void> {
     for (const res of this.#handler.hanging) res.destroy();
     this.#handler.hanging.clear();
-    await new Promise<void>((resolve) => {
-      this.#server.close(() => resolve());
-      this.#server.closeAllConnections();
-    });
+    for (const release of [...this.#hanging]) release();
+    if (this.#server.listening) {
+      await new Promise<void>((resolve) => {
+        this.#server.close(() => resolve());
+        this.#server.closeAllConnections();
+      });
+    }
     this.#log('stopped');
+  }
+
+  /**
+   * An HTTP client for `CosmosClient`'s `httpClient` option that hands every request to this emulator in
+   * this process, without a socket: the same protocol, faults and request log, a fraction of the cost.
+   * Works whether or not the emulator listens (see the `listen` option). Requests a `hang` fault holds
+   * answer when the SDK's request timeout aborts them; `reset` and `lostReply` faults fail them with
+   * `ECONNRESET`, as a dropped connection does.
+   *
+   * @example
+   * ```ts
+   * const emulator = await CosmosEmulator.start({ listen: false });
+   * const client = new CosmosClient({ endpoint: emulator.endpoint, key: emulator.key, httpClient: emulator.httpClient() });
+   * ```
+   */
+  httpClient(): EmulatorHttpClient {
+    return inProcessClient(this.#handler, this.#hanging);
+  }
+
+  /**
+   * The store behind the emulator, for tests that write without a client (the simulation's writers).
+   *
+   * @internal
+   */
+  get internalStore(): Store {
+    return this.#store;
   }
 
   /**

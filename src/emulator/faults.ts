@@ -47,18 +47,26 @@ export interface FaultMatch {
  * - `{ status, substatus?, retryAfterMs?, message? }`: an error response (429, 503, 500, 408, 410…);
  * - `{ delayMs }`: the normal answer, this much later;
  * - `{ hang: true }`: no answer at all, so the client times out;
- * - `{ reset: true }`: the socket is destroyed.
+ * - `{ reset: true }`: the socket is destroyed;
+ * - `{ lostReply: true }`: the request is served (a write lands), then the socket is destroyed before the
+ *   answer: the client sees a network error for a request that took effect.
  */
 export type FaultAction =
   | { status: number; substatus?: number; retryAfterMs?: number; message?: string }
   | { delayMs: number }
   | { hang: true }
-  | { reset: true };
+  | { reset: true }
+  | { lostReply: true };
 
 /** A fault to inject. */
 export interface FaultRule {
   match?: FaultMatch;
-  action: FaultAction;
+  /**
+   * What a matching request gets; or a function deciding per request (`undefined`: no fault, the next
+   * rule is tried, and no hit is counted), for faults driven by a test's own plan. A function is only
+   * accepted in this process, not over the `/_emulator/faults` admin request.
+   */
+  action: FaultAction | ((request: RequestInfo) => FaultAction | undefined);
   /** How many matching requests it hits before it retires itself. Default: unlimited. */
   times?: number;
   /** Chance (0–1) that a matching request is hit, drawn from the emulator's seeded random source. Default 1. */
@@ -100,6 +108,8 @@ export const faults = {
   hang: (match?: FaultMatch, times?: number): FaultRule => rule({ hang: true }, match, times),
   /** Destroys the socket without an answer. */
   reset: (match?: FaultMatch, times?: number): FaultRule => rule({ reset: true }, match, times),
+  /** Serves the request (a write lands), then destroys the socket before the answer. */
+  lostReply: (match?: FaultMatch, times?: number): FaultRule => rule({ lostReply: true }, match, times),
 };
 
 interface ActiveFault {
@@ -154,23 +164,36 @@ export class FaultSet {
     for (const f of this.active) {
       if (!matches(f.rule.match, r)) continue;
       if (f.rule.probability !== undefined && this.random() >= f.rule.probability) continue;
+      const decide = f.rule.action;
+      const action = typeof decide === 'function' ? decide(r) : decide;
+      if (action === undefined) continue;
+      if (typeof decide === 'function') validateAction(action);
       f.hits++;
       if (f.rule.times !== undefined && f.hits >= f.rule.times) this.active = this.active.filter((x) => x !== f);
-      return f.rule.action;
+      return action;
     }
     return undefined;
   }
 }
 
 function validateRule(rule: FaultRule): void {
-  const a = rule.action as Partial<Record<string, unknown>> | undefined;
-  if (!a || !('status' in a || 'delayMs' in a || 'hang' in a || 'reset' in a)) {
-    throw new TypeError('fault action needs one of: status, delayMs, hang, reset');
+  if (typeof rule.action === 'function') return validateCounts(rule);
+  validateAction(rule.action);
+  validateCounts(rule);
+}
+
+function validateAction(action: FaultAction | undefined): void {
+  const a = action as Partial<Record<string, unknown>> | undefined;
+  if (!a || typeof a !== 'object' || !('status' in a || 'delayMs' in a || 'hang' in a || 'reset' in a || 'lostReply' in a)) {
+    throw new TypeError('fault action needs one of: status, delayMs, hang, reset, lostReply');
   }
   if ('status' in a && (typeof a['status'] !== 'number' || a['status'] < 400 || a['status'] > 599)) {
     throw new TypeError('fault status must be an HTTP error status (400–599)');
   }
   if ('delayMs' in a && (typeof a['delayMs'] !== 'number' || a['delayMs'] < 0)) throw new TypeError('fault delayMs must be ≥ 0');
+}
+
+function validateCounts(rule: FaultRule): void {
   if (rule.times !== undefined && (!Number.isInteger(rule.times) || rule.times < 1)) throw new TypeError('fault times must be a positive integer');
   if (rule.probability !== undefined && !(rule.probability > 0 && rule.probability <= 1)) {
     throw new TypeError('fault probability must be in (0, 1]');

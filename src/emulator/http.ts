@@ -47,12 +47,17 @@ export function segmentsOf(url: string): string[] {
     });
 }
 
-/** Reads and parses a JSON body; `undefined` when there is none. */
-export async function readBody(req: IncomingMessage): Promise<unknown> {
+/** Reads a request's body as sent. */
+export async function readRaw(req: IncomingMessage): Promise<Buffer | undefined> {
   const chunks: Buffer[] = [];
   for await (const chunk of req) chunks.push(chunk as Buffer);
-  if (chunks.length === 0) return undefined;
-  const text = Buffer.concat(chunks).toString('utf8');
+  return chunks.length === 0 ? undefined : Buffer.concat(chunks);
+}
+
+/** Parses a JSON body; `undefined` when there is none. */
+export function parseBody(raw: string | Uint8Array | undefined): unknown {
+  if (raw === undefined) return undefined;
+  const text = typeof raw === 'string' ? raw : Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength).toString('utf8');
   if (text.trim() === '') return undefined;
   try {
     return JSON.parse(text) as unknown;

@@ -16,5 +16,6 @@ export { faults } from './faults.js';
 export { runEmulatorCli } from './main.js';
 export type { FaultAction, FaultHandle, FaultMatch, FaultRule, RequestInfo, RequestKind } from './faults.js';
 export type { LoggedRequest } from './server.js';
+export type { EmulatorAbortSignal, EmulatorHttpClient, EmulatorHttpHeaders, EmulatorHttpRequest, EmulatorHttpResponse } from './inProcess.js';
 export { effectivePartitionKey } from './hash.js';
 export type { PartitionKeyComponent, PartitionKeyDefinition } from './hash.js';

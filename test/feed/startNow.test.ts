@@ -9,6 +9,9 @@ import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
 import { MemorySource } from '../../src/sources/MemorySource.js';
 import { idsOf } from '../support/memory.js';
 import { withFakeTimers } from '../support/fakeTimers.js';
+import { FaultEnv, faultyLeaseStore } from '../support/faults/index.js';
+import { asyncScheduler } from 'rxjs';
+import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 
 interface Doc {
   id: string;
@@ -22,7 +25,7 @@ function write(source: MemorySource<Doc>, prefix: string, count: number): string
   return ids;
 }
 
-function start(source: MemorySource<Doc>, leases: MemoryLeaseStore, startFrom: StartFrom | (() => StartFrom), instanceName = 'a') {
+function start(source: MemorySource<Doc>, leases: LeaseStore, startFrom: StartFrom | (() => StartFrom), instanceName = 'a') {
   const events: FeedEvent[] = [];
   const seen: ChangeBatch<Doc>[] = [];
   const feed = createChangeFeed<Doc>({
@@ -65,5 +68,28 @@ describe.each(['latestVersion', 'allVersionsAndDeletes'] as const)("startFrom: '
     await vi.advanceTimersByTimeAsync(2_000);
     const delivered = new Set(idsOf(second.seen));
     expect(whileNobodyReads.filter((id) => !delivered.has(id))).toEqual([]);
+  });
+
+  // Found by the simulation's SDK mode: `npm run sim -- --seed 22 --faults lease,source,view,host,sink,hang
+  // --hosts 2-4 --chaos-ms 10000 --source sdk` (21 changes never delivered).
+  it("a bootstrap that finds a split parent's lease left by an unfinished bootstrap leaves the children to it, so they start at its checkpoint, not at this host's 'now'", async () => {
+    const source = new MemorySource<Doc>({ partitions: 1, mode });
+    const leases = new MemoryLeaseStore();
+    // The first host's bootstrap creates its lease, but the write marking the bootstrap done (`.info`) fails.
+    const env = new FaultEnv({ scheduler: asyncScheduler });
+    const first = start(source, faultyLeaseStore(leases, { createIfAbsent: [{ kind: 'transient', count: 1, key: 'now..info' }] }, env), 'now');
+    await vi.advanceTimersByTimeAsync(1);
+    await first.feed.stop();
+    expect(await leases.read('now..info')).toBeUndefined();
+    expect((await leases.read('now.0'))?.continuation).not.toBeNull();
+    const beforeSplit = write(source, 'before-split-', 30);
+    source.split('0');
+    const afterSplit = write(source, 'after-split-', 30);
+    await vi.advanceTimersByTimeAsync(1);
+    // The next host bootstraps again (no `.info`) over the children.
+    const second = start(source, leases, 'now', 'b');
+    await vi.advanceTimersByTimeAsync(3_000);
+    const delivered = new Set(idsOf(second.seen));
+    expect([...beforeSplit, ...afterSplit].filter((id) => !delivered.has(id))).toEqual([]);
   });
 });

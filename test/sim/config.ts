@@ -65,10 +65,16 @@ export interface SimConfig {
    * only; after the views, before `checkpointEvery`), or not (`'off'`, default). See `relay.ts`.
    */
   readonly relay?: 'jetstream' | 'amqp' | 'off';
+  /**
+   * What the hosts read and keep leases in: `MemorySource` and `MemoryLeaseStore` (`'memory'`, default), or
+   * `CosmosSource` and `CosmosLeaseStore` through the real `@azure/cosmos` client against the emulator in this
+   * process (`'sdk'`, see `sdkWorld.ts`), faults striking at the emulator's fault layer.
+   */
+  readonly source?: 'memory' | 'sdk';
 }
 
 /** What a product variant sets: the options of {@link SimConfig} that `--faults all` draws per seed. */
-export type Variant = Pick<SimConfig, 'view' | 'groups' | 'balanceBy' | 'form' | 'policy' | 'start' | 'leaseScheme' | 'positions' | 'relay'>;
+export type Variant = Pick<SimConfig, 'view' | 'groups' | 'balanceBy' | 'form' | 'policy' | 'start' | 'leaseScheme' | 'positions' | 'relay' | 'source'>;
 
 const STARTS = ['beginning', 'now', 'time', 'function'] as const;
 
@@ -88,10 +94,37 @@ export function drawVariant(seed: number): Required<Variant> {
     leaseScheme: random() < 0.25 ? 'dotnet' : 'rxfeed',
     // Drawn last: the draws above stay what they were before this option existed.
     positions: random() < 0.5 ? 'opaque' : 'lsn',
+    // The SDK path costs about 6 times the CPU of the memory mode: drawn rarely.
+    source: random() < 0.03 ? 'sdk' : 'memory',
   } as const;
   // Drawn from a PRNG of its own (the one `sim.randomFor('relay')` gives), so the draws above stay as they were.
   const relay = seededRandom((seed ^ hashString('relay')) >>> 0)();
-  return { ...variant, relay: variant.form === 'handler' ? 'off' : relay < 1 / 3 ? 'jetstream' : relay < 2 / 3 ? 'amqp' : 'off' };
+  return {
+    ...variant,
+    // The SDK mode reads Cosmos DB's own continuations: no opaque positions (see {@link sdkLimits}).
+    positions: variant.source === 'sdk' ? 'lsn' : variant.positions,
+    relay: variant.form === 'handler' ? 'off' : relay < 1 / 3 ? 'jetstream' : relay < 2 / 3 ? 'amqp' : 'off',
+  };
+}
+
+/**
+ * Fault sets the SDK mode (`source: 'sdk'`) does not run: `admin` (the operator's lease store and source
+ * would be SDK clients of their own, whose requests the emulator's fault layer cannot tell from the hosts':
+ * the operator must act without faults).
+ */
+export const SDK_EXCLUDED_FAULTS: readonly FaultSet[] = ['admin'];
+
+/**
+ * The config as the SDK mode runs it (other configs are returned as they are): the fault sets of
+ * {@link SDK_EXCLUDED_FAULTS} left out, and positions `'lsn'` (`CosmosSource` gives Cosmos DB's own
+ * continuations; the `--positions opaque` wrapper is for `MemorySource`). The rest of what the SDK mode leaves
+ * out is the world's and the hosts' to enforce: under `topology`, no merges (`World.merge`) and no listings
+ * that lag (`Hosts`); under `late`, no lease reads that lag (`ObservedStores`). See the README's "SDK mode".
+ */
+export function sdkLimits(config: SimConfig): SimConfig {
+  if (config.source !== 'sdk') return config;
+  const faults = config.faults.filter((f) => !SDK_EXCLUDED_FAULTS.includes(f));
+  return { ...config, faults, ...(config.positions === 'opaque' ? { positions: 'lsn' as const } : {}) };
 }
 
 /** An invariant that did not hold. */
@@ -160,6 +193,7 @@ export function replayLine(config: SimConfig): string {
   const start = config.start !== undefined ? ` --start ${config.start}` : '';
   const scheme = config.leaseScheme !== undefined ? ` --lease-scheme ${config.leaseScheme}` : '';
   const positions = config.positions !== undefined ? ` --positions ${config.positions}` : '';
+  const source = config.source !== undefined ? ` --source ${config.source}` : '';
   const relay = config.relay !== undefined ? ` --relay ${config.relay}` : '';
-  return `npm run sim -- --seed ${config.seed} --faults ${config.faults.join(',') || 'none'} --hosts ${config.hosts.min}-${config.hosts.max}${chaos}${onError}${balance}${view}${groups}${form}${policy}${start}${scheme}${positions}${relay}`;
+  return `npm run sim -- --seed ${config.seed} --faults ${config.faults.join(',') || 'none'} --hosts ${config.hosts.min}-${config.hosts.max}${chaos}${onError}${balance}${view}${groups}${form}${policy}${start}${scheme}${positions}${relay}${source}`;
 }

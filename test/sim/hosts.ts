@@ -8,6 +8,7 @@ import { LeaseLostError } from '../../src/errors/index.js';
 import type { ViewCommit, ViewMode, ViewWrite } from '../../src/sinks/ViewStore.js';
 import type { ReadRequest, Source } from '../../src/sources/Source.js';
 import { laggingListings, type FaultEnv, faultyDeadLetterSink, gateDeadLetterSink, faultyLeaseStore, faultySource, faultyStep, faultyViewStore, gateLeaseStore, gateSource, gateViewStore, type HostClock } from '../support/faults/index.js';
+import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import { leaseNaming, TIMINGS } from './config.js';
 import type { Sim } from './context.js';
 import type { FaultPlans } from './faultPlans.js';
@@ -159,23 +160,27 @@ export class Hosts {
     const hostClock = this.clocks.create();
     const hostEnv = env.withScheduler(hostClock);
     const reads = new Map<string, ReadActivity>();
-    // Outermost first: the host's gate, then the seam's faults, then the shared stores.
+    // Outermost first: the host's gate, then the seam's faults, then the shared stores. In the SDK mode, the
+    // host's own CosmosSource and CosmosLeaseStore, faults striking at the emulator (see sdkWorld.ts).
+    const sdk = world.sdk?.connect(hostClock);
     // Under `topology`, this process's listings lag splits and merges now and then (its routing map's cache).
-    const listed = sim.faults.has('topology')
-      ? laggingListings(world.source, world.listings, {
-          now: () => clock.now(),
-          random: sim.randomFor(`topology:list:${name}:${clock.now()}`),
-          lagMs: 200 + Math.floor(sim.randomFor(`topology:lag:${name}:${clock.now()}`)() * 800),
-          staleChance: 0.3,
-          missChance: 0.2,
-          on: () => env.enabled,
-          struck: (kind) => sim.tally(`source.listing.${kind}`),
-        })
-      : world.source;
-    const source = gateSource(trackReads(faultySource(listed, plans.source, env), reads, () => clock.now()), hostClock);
+    const listed =
+      !sdk && sim.faults.has('topology')
+        ? laggingListings(world.source, world.listings, {
+            now: () => clock.now(),
+            random: sim.randomFor(`topology:list:${name}:${clock.now()}`),
+            lagMs: 200 + Math.floor(sim.randomFor(`topology:lag:${name}:${clock.now()}`)() * 800),
+            staleChance: 0.3,
+            missChance: 0.2,
+            on: () => env.enabled,
+            struck: (kind) => sim.tally(`source.listing.${kind}`),
+          })
+        : world.source;
+    const source = gateSource(trackReads(sdk ? sdk.source : faultySource(listed, plans.source, env), reads, () => clock.now()), hostClock);
     const ref: { host?: SimHost } = {};
-    const shared = this.relay ? this.relay.watchCheckpoints(stores.leasesFor(name), name) : stores.leasesFor(name);
-    const leases = gateLeaseStore(stores.tagWrites(faultyLeaseStore(shared, plans.lease, env), () => ref.host!, sim), hostClock);
+    const relayed = (store: LeaseStore): LeaseStore => (this.relay ? this.relay.watchCheckpoints(store, name) : store);
+    const hostLeases = sdk ? stores.observeLeases(relayed(sdk.leases)) : faultyLeaseStore(relayed(stores.leasesFor(name)), plans.lease, env);
+    const leases = gateLeaseStore(stores.tagWrites(hostLeases, () => ref.host!, sim), hostClock);
     const view = gateViewStore(stores.markDeposed(faultyViewStore(stores.view, plans.view, env), () => ref.host!, sim), hostClock);
     const groupView = gateViewStore(stores.markDeposed(faultyViewStore(stores.groupView, plans.view, env), () => ref.host!, sim), hostClock);
     const deadLetters = gateDeadLetterSink(faultyDeadLetterSink(stores.deadLetters, plans.deadLetter, env), hostClock);

@@ -30,7 +30,7 @@ export class Throughout {
       }
     }
     const seen = new Set<string>();
-    for (const lease of this.stores.leaseMemory.snapshot()) {
+    for (const lease of this.stores.leaseSnapshot()) {
       // Twins (two live hosts under one name): the lease is read by one of them.
       const named = this.hosts.all.filter((x) => x.name === lease.owner && x.clock.state === 'running' && !x.stopped);
       // Expiry as the owner sees it (by its own clock, which may be off: the `clock` fault set).
@@ -47,7 +47,7 @@ export class Throughout {
       const { h, activity, quietFor } = quiet.reduce((a, b) => (b.quietFor < a.quietFor ? b : a));
       if (quietFor > UNREAD_BOUND_MS) {
         const how = activity?.inFlight.length ? 'a read in flight that never returned' : 'no read';
-        const gone = this.world.memory.partitions().some((p) => p.id === lease.leaseToken) ? '' : ' (its partition is gone: split)';
+        const gone = this.world.partitions().some((p) => p.id === lease.leaseToken) ? '' : ' (its partition is gone: split)';
         violations.report('owned-but-unread', `${h.name} owns ${lease.leaseToken}${gone} (epoch ${lease.epoch}) with ${how} for ${Math.round(quietFor / 1000)} s`, key);
       }
     }

@@ -58,13 +58,69 @@ export class ObservedStores {
   readonly #maxEpoch = new Map<string, number>();
   /** The lease store as admin operations see it (the current one: no lag, no faults). */
   readonly admin: LeaseStore;
+  readonly #sim: Sim;
+  readonly #world: World;
 
   constructor(sim: Sim, world: World) {
     this.#leaseId = leaseNaming(sim.config).id;
+    this.#sim = sim;
+    this.#world = world;
     const violate = sim.violations.report.bind(sim.violations);
-    const leaseMemory = this.leaseMemory;
+    this.leases = this.observeLeases(this.leaseMemory);
+    if (sim.faults.has('late') && !world.sdk) {
+      const lagMs = 50 + Math.floor(sim.randomFor('late')() * 350);
+      const lagging = laggingLeaseStore(this.leases, sim.clock, lagMs);
+      this.leasesFor = (name) => lagging.session(name);
+      sim.tally(`lease.readLagMs.${lagMs}`);
+    } else {
+      this.leasesFor = () => this.leases;
+    }
+    const mark = <L extends object>(lease: L): L => {
+      this.#adminWrites.add(lease);
+      return lease;
+    };
+    // The operator is a session of its own: under `late`, hosts see its writes once replicated. (The SDK mode
+    // runs no admin operations: see the README's "SDK mode".)
+    const operator = this.leasesFor('admin');
+    this.admin = {
+      list: (prefix) => operator.list(prefix),
+      read: (id) => operator.read(id),
+      createIfAbsent: (lease) => operator.createIfAbsent(lease),
+      replace: (lease) => operator.replace(mark(lease)),
+      delete: (lease) => operator.delete(mark(lease)),
+    };
+
+    this.view = this.#observeView(this.viewMemory, 'view', sim, world);
+    this.deadLetters = {
+      description: this.deadLetterMemory.description,
+      write: async (letters, writer) => {
+        await this.deadLetterMemory.write(letters, writer);
+        // A poison change takes its LSN group with it: the good changes of its LSN in the same write.
+        const poisonGroups = new Set(letters.filter((l) => world.poisoned.has(`${l.documentId}@${l.lsn}`)).map((l) => `${l.leaseToken}@${l.lsn}`));
+        for (const letter of letters) {
+          const key = `${letter.documentId}@${letter.lsn}`;
+          if (!world.poisoned.has(key) && poisonGroups.has(`${letter.leaseToken}@${letter.lsn}`)) world.takenWithPoison.add(key);
+          else if (!world.poisoned.has(key)) {
+            violate('good-change-dead-lettered', `${key} (partition ${letter.leaseToken}, epoch ${writer.epoch}) dead-lettered after ${letter.attempts} attempts: ${letter.error.name}: ${letter.error.message}`, `letter:${key}`);
+          }
+        }
+      },
+    };
+    this.groupView = this.#observeView(this.groupMemory, 'group view', sim, world);
+  }
+
+  /**
+   * Wraps a lease store (innermost: the observer sees only what the store accepted) with the lease invariants:
+   * `write-after-stop`, `deposed-lease-write-accepted`, `checkpoint-moved-backwards`. The shared
+   * `MemoryLeaseStore`, or in the SDK mode each host's `CosmosLeaseStore`.
+   */
+  observeLeases(inner: LeaseStore): LeaseStore {
+    const sim = this.#sim;
+    const world = this.#world;
+    const violate = sim.violations.report.bind(sim.violations);
+    const leaseMemory = inner;
     const lastContinuation = this.#lastContinuation;
-    this.leases = {
+    return {
       list: (prefix) => leaseMemory.list(prefix),
       read: (id) => leaseMemory.read(id),
       createIfAbsent: async (lease) => {
@@ -125,45 +181,11 @@ export class ObservedStores {
         }
       },
     };
-    if (sim.faults.has('late')) {
-      const lagMs = 50 + Math.floor(sim.randomFor('late')() * 350);
-      const lagging = laggingLeaseStore(this.leases, sim.clock, lagMs);
-      this.leasesFor = (name) => lagging.session(name);
-      sim.tally(`lease.readLagMs.${lagMs}`);
-    } else {
-      this.leasesFor = () => this.leases;
-    }
-    const mark = <L extends object>(lease: L): L => {
-      this.#adminWrites.add(lease);
-      return lease;
-    };
-    // The operator is a session of its own: under `late`, hosts see its writes once replicated.
-    const operator = this.leasesFor('admin');
-    this.admin = {
-      list: (prefix) => operator.list(prefix),
-      read: (id) => operator.read(id),
-      createIfAbsent: (lease) => operator.createIfAbsent(lease),
-      replace: (lease) => operator.replace(mark(lease)),
-      delete: (lease) => operator.delete(mark(lease)),
-    };
+  }
 
-    this.view = this.#observeView(this.viewMemory, 'view', sim, world);
-    this.deadLetters = {
-      description: this.deadLetterMemory.description,
-      write: async (letters, writer) => {
-        await this.deadLetterMemory.write(letters, writer);
-        // A poison change takes its LSN group with it: the good changes of its LSN in the same write.
-        const poisonGroups = new Set(letters.filter((l) => world.poisoned.has(`${l.documentId}@${l.lsn}`)).map((l) => `${l.leaseToken}@${l.lsn}`));
-        for (const letter of letters) {
-          const key = `${letter.documentId}@${letter.lsn}`;
-          if (!world.poisoned.has(key) && poisonGroups.has(`${letter.leaseToken}@${letter.lsn}`)) world.takenWithPoison.add(key);
-          else if (!world.poisoned.has(key)) {
-            violate('good-change-dead-lettered', `${key} (partition ${letter.leaseToken}, epoch ${writer.epoch}) dead-lettered after ${letter.attempts} attempts: ${letter.error.name}: ${letter.error.message}`, `letter:${key}`);
-          }
-        }
-      },
-    };
-    this.groupView = this.#observeView(this.groupMemory, 'group view', sim, world);
+  /** The stored leases, read synchronously (in the SDK mode, from the emulator's lease container). */
+  leaseSnapshot(): readonly Lease[] {
+    return this.#world.sdk ? this.#world.sdk.leaseSnapshot() : this.leaseMemory.snapshot();
   }
 
   /**
@@ -270,7 +292,7 @@ export class ObservedStores {
 
   /** The stored lease with this id, read synchronously. */
   lease(id: string): Lease | undefined {
-    return this.leaseMemory.snapshot().find((l) => l.id === id);
+    return this.leaseSnapshot().find((l) => l.id === id);
   }
 
   /**

@@ -24,10 +24,10 @@ export async function checkQuiescence(sim: Sim, world: World, stores: ObservedSt
   }
   // Let checkpoint timers and acknowledgements settle. Faults have stopped: a lease may still move once or
   // twice (balancing), but one taken again and again is churn (e.g. twins taking each other's leases).
-  const epochsBefore = new Map(stores.leaseMemory.snapshot().map((l) => [l.id, l.epoch]));
+  const epochsBefore = new Map(stores.leaseSnapshot().map((l) => [l.id, l.epoch]));
   const settleMs = Math.max(2_000, hosts.settings.checkpointMs * 2);
   await advance(settleMs);
-  for (const lease of stores.leaseMemory.snapshot()) {
+  for (const lease of stores.leaseSnapshot()) {
     if (world.halted.has(lease.leaseToken)) continue; // a halted partition is given back and retried by design
     const moves = lease.epoch - (epochsBefore.get(lease.id) ?? lease.epoch);
     if (moves >= CHURN_MOVES) violations.report('lease-churn', `${lease.id} was taken ${moves} times in ${settleMs / 1000} s without faults (now ${lease.owner ?? 'free'})`);

@@ -45,8 +45,8 @@ describe('simulation: relays to brokers', () => {
     const drawn = [1, 2, 3, 4, 5, 6, 7, 8].map(drawVariant);
     expect(new Set(drawn.map((v) => v.relay))).toEqual(new Set(['jetstream', 'amqp', 'off']));
     for (const v of drawn) if (v.form === 'handler') expect(v.relay).toBe('off');
-    // Seeds 1 and 3 as drawn before the relay existed, plus the relay (options added later are drawn after these).
-    expect(drawVariant(1)).toMatchObject({ view: 'exactlyOnce', groups: false, balanceBy: 'count', form: 'rx', policy: 'deadLetter', start: 'beginning', leaseScheme: 'rxfeed', relay: 'jetstream' });
-    expect(drawVariant(3)).toMatchObject({ view: 'guarded', groups: false, balanceBy: 'count', form: 'rx', policy: 'deadLetter', start: 'now', leaseScheme: 'dotnet', relay: 'amqp' });
+    // Seeds 1 and 3 as drawn before the relay existed (positions and source drawn after the others), plus the relay.
+    expect(drawVariant(1)).toEqual({ view: 'exactlyOnce', groups: false, balanceBy: 'count', form: 'rx', policy: 'deadLetter', start: 'beginning', leaseScheme: 'rxfeed', positions: 'opaque', source: 'memory', relay: 'jetstream' });
+    expect(drawVariant(3)).toEqual({ view: 'guarded', groups: false, balanceBy: 'count', form: 'rx', policy: 'deadLetter', start: 'now', leaseScheme: 'dotnet', positions: 'opaque', source: 'memory', relay: 'amqp' });
   });
 });

@@ -6,7 +6,8 @@
  * (default count), `--view guarded|exactlyOnce` (default guarded), `--groups on|off` (default off),
  * `--form rx|handler` (default rx), `--policy deadLetter|halt` (default deadLetter), `--start beginning|now|time|function`
  * (default beginning), `--lease-scheme rxfeed|dotnet` (default rxfeed), `--positions lsn|opaque` (default lsn),
- * `--relay jetstream|amqp|off` (default off; Rx form only), `--verbose`.
+ * `--relay jetstream|amqp|off` (default off; Rx form only), `--source memory|sdk`
+ * (default memory), `--verbose`.
  * With `--faults all`, options not given are drawn per seed (the whole product; see test/sim/README.md).
  * Prints one line per failing seed that replays it; exits 1 when any seed failed.
  */
@@ -50,6 +51,9 @@ function parse(argv: readonly string[]): { configs: SimConfig[]; verbose: boolea
   const relay = args.get('relay');
   if (relay !== undefined && relay !== 'jetstream' && relay !== 'amqp' && relay !== 'off') throw new Error('--relay: give jetstream, amqp or off');
   if (relay !== undefined && relay !== 'off' && form === 'handler') throw new Error('--relay: the relay runs in the Rx form only (--form rx)');
+  const source = args.get('source');
+  if (source !== undefined && source !== 'memory' && source !== 'sdk') throw new Error('--source: give memory or sdk');
+  if (source === 'sdk' && positions === 'opaque') throw new Error('--positions opaque: not in the SDK mode (--source sdk), which reads Cosmos DB continuations');
   const explicit: Variant = {
     ...(positions ? { positions } : {}),
     ...(start ? { start: start as NonNullable<Variant['start']> } : {}),
@@ -60,10 +64,16 @@ function parse(argv: readonly string[]): { configs: SimConfig[]; verbose: boolea
     ...(form ? { form } : {}),
     ...(policy ? { policy } : {}),
     ...(relay ? { relay } : {}),
+    ...(source ? { source: source as NonNullable<Variant['source']> } : {}),
   };
   // `--faults all` is the whole product: each seed draws a variant (view mode, group keys, balancing, ...);
   // options given explicitly win. A list of fault sets runs the classic variant (old replay lines stay exact).
-  const variant = (seed: number): Variant => (faultsArg === 'all' ? { ...drawVariant(seed), ...explicit } : explicit);
+  const variant = (seed: number): Variant => {
+    if (faultsArg !== 'all') return explicit;
+    const drawn: Variant = { ...drawVariant(seed), ...explicit };
+    // `--source sdk` with `--faults all`: positions drawn as opaque do not apply (see sdkLimits).
+    return drawn.source === 'sdk' && positions === undefined ? { ...drawn, positions: 'lsn' } : drawn;
+  };
   const seeds = args.has('seed') ? [Number(args.get('seed'))] : Array.from({ length: Number(args.get('seeds') ?? 20) }, (_, i) => Number(args.get('from') ?? 1) + i);
   return {
     verbose,

@@ -2,7 +2,7 @@ import { hashString, seededRandom } from '../../src/internal/random.js';
 import { FaultEnv, VirtualClock } from '../support/faults/index.js';
 import { AdminOps } from './admin.js';
 import { runChaos } from './chaos.js';
-import { EPOCH_MS, type SimConfig, type SimResult, TICK_MS } from './config.js';
+import { EPOCH_MS, sdkLimits, type SimConfig, type SimResult, TICK_MS } from './config.js';
 import { type Sim, Violations } from './context.js';
 import { drawFaultPlans } from './faultPlans.js';
 import { drawHostSettings, Hosts } from './hosts.js';
@@ -10,6 +10,7 @@ import { Throughout } from './invariants.js';
 import { ObservedStores } from './observedStores.js';
 import { SimRelay } from './relay.js';
 import { checkQuiescence } from './quiescence.js';
+import { SdkWorld } from './sdkWorld.js';
 import { World } from './world.js';
 
 export * from './config.js';
@@ -24,7 +25,9 @@ export * from './config.js';
  * const { violations } = await runSimulation({ seed: 7, faults: ['lease', 'host'], hosts: { min: 2, max: 4 } });
  * ```
  */
-export async function runSimulation(config: SimConfig): Promise<SimResult> {
+export async function runSimulation(given: SimConfig): Promise<SimResult> {
+  // The SDK mode leaves some fault sets and options out (see sdkLimits and the README's "SDK mode").
+  const config = sdkLimits(given);
   const random = seededRandom(config.seed);
   const clock = new VirtualClock(EPOCH_MS);
   const events = new Map<string, number>();
@@ -40,12 +43,23 @@ export async function runSimulation(config: SimConfig): Promise<SimResult> {
     tally: (name) => events.set(name, (events.get(name) ?? 0) + 1),
     events,
   };
+  // The SDK mode (`source: 'sdk'`) runs the process's timers on the virtual clock until `close()`.
+  const sdk = config.source === 'sdk' ? await SdkWorld.start(sim) : undefined;
+  try {
+    return await run(sim, sdk);
+  } finally {
+    await sdk?.close();
+  }
+}
 
+async function run(sim: Sim, sdk: SdkWorld | undefined): Promise<SimResult> {
+  const { config, clock, events } = sim;
   // The order of construction is the order of the seed's draws: world, host settings, fault plans.
-  const world = new World(sim);
+  const world = new World(sim, sdk);
   const settings = drawHostSettings(sim);
   const stores = new ObservedStores(sim, world);
   const plans = drawFaultPlans(sim);
+  sdk?.injectFaults(plans);
   const everPaused = (name: string): boolean => hosts.all.some((h) => h.name === name && h.everPaused);
   const relay = config.relay === 'jetstream' || config.relay === 'amqp' ? new SimRelay(sim, world, config.relay, everPaused) : undefined;
   const hosts: Hosts = new Hosts(sim, world, stores, plans, settings, relay);

@@ -3,6 +3,7 @@ import { MemorySource } from '../../src/index.js';
 import type { Source } from '../../src/sources/Source.js';
 import { type ListingHistory, opaquePositions, withOpaquePositions } from '../support/faults/index.js';
 import type { Sim } from './context.js';
+import type { SdkWorld } from './sdkWorld.js';
 
 /** A simulated document: `v` grows with every write anywhere, so a newer version always has a higher `v`. */
 export interface Doc {
@@ -12,11 +13,14 @@ export interface Doc {
   readonly poison?: true;
 }
 
-/** Reads an LSN out of a `mem:<lsn>` position, or an opaque one (the `--positions opaque` variant); -1 for none. */
+/**
+ * Reads an LSN out of a `mem:<lsn>` position, an opaque one (the `--positions opaque` variant), or a Cosmos DB
+ * etag (`"42"`) in the SDK mode; -1 for none.
+ */
 export function lsnOf(position: string | null | undefined): number {
   if (position === null || position === undefined) return -1;
   const plain = position.startsWith('mem:') ? position : safeDecode(position);
-  const n = Number(plain.replace(/^mem:/, ''));
+  const n = Number(plain.replace(/^mem:/, '').replace(/"/g, ''));
   return Number.isFinite(n) ? n : -1;
 }
 
@@ -91,15 +95,27 @@ export class World {
   #version = 0;
   readonly #poison: (() => number) | undefined;
 
-  constructor(private readonly sim: Sim) {
+  /**
+   * @param sdk - the SDK mode's emulator: writes and splits go there, and `memory` is left unused. Cosmos DB
+   *   starts AllVersionsAndDeletes reads only from "now" or a position: in that mode every host starts from
+   *   'now', pinned when a partition's lease is created, so a write made before its partition (or an
+   *   ancestor) had a lease need not be delivered.
+   */
+  constructor(
+    private readonly sim: Sim,
+    readonly sdk?: SdkWorld,
+  ) {
     this.mode = sim.random() < 0.5 ? 'latestVersion' : 'allVersionsAndDeletes';
     this.partitionCount = 1 + sim.int(4);
     // Under `topology`, a split or merged partition still answers what it held until it is read to the end.
     this.memory = new MemorySource<Doc>({ partitions: this.partitionCount, mode: this.mode, now: () => sim.clock.now(), scheduler: sim.clock, ...(sim.faults.has('topology') ? { drainGone: true } : {}) });
     this.source = sim.config.positions === 'opaque' ? withOpaquePositions(this.memory) : this.memory;
     this.#poison = sim.faults.has('poison') ? sim.randomFor('poison') : undefined;
-    for (const p of this.memory.partitions()) this.#lineage.set(p.id, { range: p.range, born: 0 });
-    this.#history.push({ atMs: sim.clock.now(), partitions: this.memory.partitions() });
+    sdk?.setup(this.partitionCount, this.mode);
+    if (sdk && this.mode === 'allVersionsAndDeletes') this.startFrom = 'now';
+    const initial = this.partitions();
+    for (const p of initial) this.#lineage.set(p.id, { range: p.range, born: 0 });
+    this.#history.push({ atMs: sim.clock.now(), partitions: initial });
     const history = this.#history;
     const latest = () => this.#latestChange;
     this.listings = {
@@ -112,6 +128,11 @@ export class World {
         return latest();
       },
     };
+  }
+
+  /** The live partitions of the data the hosts read, with their key ranges (the emulator's in the SDK mode). */
+  partitions(): readonly Partition[] {
+    return (this.sdk ?? this.memory).partitions();
   }
 
   /** The position a handler stores with its view commit for `lsn`, in the source's format. */
@@ -129,17 +150,18 @@ export class World {
     let id: string;
     if (this.mode === 'allVersionsAndDeletes' && existing.length > 0 && r < 0.1) {
       id = existing[int(existing.length)]!;
-      result = this.memory.delete(id);
+      result = (this.sdk ?? this.memory).delete(id);
       this.latest.set(id, undefined);
     } else {
       id = ids.length > 0 && r < 0.4 ? ids[int(ids.length)]! : `d${ids.length}`;
       const doc: Doc = this.#poison && this.#poison() < 0.02 ? { id, v: ++this.#version, poison: true } : { id, v: ++this.#version };
-      result = this.memory.upsert(doc);
+      result = (this.sdk ?? this.memory).upsert(doc);
       this.latest.set(id, doc);
     }
     const key = `${id}@${result.lsn}`;
     this.written.add(key);
     this.writtenAt.set(key, this.sim.clock.now());
+    if (this.sdk && this.mode === 'allVersionsAndDeletes' && !this.#pinned(result.partition)) this.beforeStart.add(key);
     this.latestKey.set(id, key);
     this.writtenTo.set(key, result.partition);
     if (this.latest.get(id)?.poison) {
@@ -155,6 +177,8 @@ export class World {
   async writeBeforeStart(advance: (ms: number) => Promise<void>): Promise<void> {
     const start = this.sim.config.start;
     if (start === undefined || start === 'beginning') return;
+    // The SDK mode in AllVersionsAndDeletes mode starts from 'now' whatever the config says (see the constructor).
+    if (this.sdk && this.mode === 'allVersionsAndDeletes') return;
     for (let n = 20 + this.sim.int(40); n > 0; n--) this.write();
     for (const key of this.written) this.beforeStart.add(key);
     const at = new Date(this.sim.clock.now() + 500);
@@ -186,19 +210,32 @@ export class World {
     return false;
   }
 
-  /** Splits a random live partition (up to 12 live partitions), drawing from `random` (default: the run's). */
+  /** Whether a lease of `partition` or of an ancestor exists (the SDK mode's "now" is pinned by then). */
+  #pinned(partition: string): boolean {
+    return this.sdk!.leaseSnapshot().some((l) => l.leaseToken === partition || this.isAncestor(l.leaseToken, partition));
+  }
+
+  /**
+   * Splits a random live partition (up to 12 live partitions), drawing from `random` (default: the run's); in
+   * the SDK mode, a range of the emulator.
+   */
   split(random: () => number = this.sim.random): void {
-    const live = this.memory.partitions();
+    const live = this.partitions();
     if (live.length >= 12) return;
     const parent = live[Math.floor(random() * live.length)]!;
-    const children = this.memory.split(parent.id);
+    const children = (this.sdk ?? this.memory).split(parent.id);
     for (const child of children) this.parentsOf.set(child.id, [parent.id]);
     this.#changed([parent.id], children);
     this.sim.tally('source.split');
   }
 
-  /** Merges two adjacent live partitions, drawn from `random` (the `topology` fault set). */
+  /**
+   * Merges two adjacent live partitions, drawn from `random` (the `topology` fault set). Not in the SDK mode
+   * (see the README's "SDK mode"): `CosmosSource` reads a merged range through EPK-range leases the SDK path
+   * of the simulation does not model, so the SDK mode's topology is splits only.
+   */
   merge(random: () => number): void {
+    if (this.sdk) return;
     const live = this.memory.partitions();
     if (live.length < 2) return;
     const left = live[Math.floor(random() * (live.length - 1))]!;
@@ -214,7 +251,7 @@ export class World {
     for (const id of gone) this.#lineage.get(id)!.goneAt = generation;
     for (const child of children) this.#lineage.set(child.id, { range: child.range, born: generation });
     // An EPK lease's range is gone once no one live partition holds it whole.
-    const live = this.memory.partitions();
+    const live = this.partitions();
     for (const l of this.#lineage.values()) {
       if (l.goneAt === undefined && !live.some((p) => p.range.minInclusive <= l.range.minInclusive && l.range.maxExclusive <= p.range.maxExclusive)) l.goneAt = generation;
     }

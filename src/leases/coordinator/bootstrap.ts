@@ -1,11 +1,11 @@
 // Role: the bootstrap — creates one lease per partition exactly once, however many hosts start together
 // (`.info` / `.lock` markers, the epoch floor), claiming the first ones for this host.
-import type { Partition, Position } from '../../core/Partition.js';
+import { rangesOverlap, type Partition, type Position } from '../../core/Partition.js';
 import { CorruptLeaseError } from '../../errors/index.js';
 import type { Logger } from '../../internal/log.js';
 import type { Lease } from '../Lease.js';
 import type { LeaseStore } from '../LeaseStore.js';
-import { floorId, infoId, leaseDocument, lockId, markerDocument, type LeaseNaming } from '../protocol/documents.js';
+import { floorId, infoId, isLeaseOf, leaseDocument, lockId, markerDocument, type LeaseNaming } from '../protocol/documents.js';
 
 /** A marker document that exists but is not in our format (e.g. the .NET processor's `{ id }`). */
 const FOREIGN = Symbol('foreign marker');
@@ -54,7 +54,15 @@ export interface BootstrapResult {
 
 const NOTHING_CREATED: BootstrapResult = { created: [], complete: false, sentAt: 0 };
 
-function createdBy({ results, failure }: Creates, sentAt: number): BootstrapResult {
+/** The creates' answers, one per partition (`undefined`: the lease existed, a parent's covers it, or its create failed), when they were sent, and the first failure. */
+interface Creates {
+  readonly results: readonly (Lease | undefined)[];
+  readonly sentAt: number;
+  /** The first failure, if a create failed. */
+  readonly failure?: unknown;
+}
+
+function createdBy({ results, sentAt, failure }: Creates): BootstrapResult {
   const created = results.filter((l) => l !== undefined);
   if (failure !== undefined) return { created, complete: false, sentAt, failure };
   return { created, complete: created.length === results.length, sentAt };
@@ -97,7 +105,6 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
     const floor = floorRead.value;
     if (ours) {
       let creates: Creates;
-      const sentAt = ctx.clock();
       try {
         creates = await createLeases(ctx, floor);
       } catch (error) {
@@ -106,11 +113,11 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
       }
       if (creates.failure !== undefined) {
         await store.delete(ours).catch(() => undefined);
-        return createdBy(creates, sentAt);
+        return createdBy(creates);
       }
       // The leases exist: this host may start on them while the bootstrap is marked done and unlocked.
       ctx.background(markDone(ctx, ours));
-      return createdBy(creates, sentAt);
+      return createdBy(creates);
     }
     const existing = await readMarker(store, lock);
     const now = naming.now();
@@ -121,10 +128,9 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
           `the bootstrap lock ${lock} is not in rxfeed's format and has not gone away for ${ctx.expirationMs} ms; ` +
             'creating the leases without it (safe: lease ids are deterministic)',
         );
-        const sentAt = ctx.clock();
         const creates = await createLeases(ctx, await epochFloor(ctx));
         if (creates.failure === undefined) await markDone(ctx);
-        return createdBy(creates, sentAt);
+        return createdBy(creates);
       }
     } else if (existing && now - existing.timestampMs >= ctx.expirationMs) {
       log('removing stale bootstrap lock of %s', existing.owner);
@@ -142,23 +148,27 @@ async function epochFloor(ctx: BootstrapContext): Promise<number> {
   return floor && floor !== FOREIGN ? floor.epoch : 0;
 }
 
-/** What the creates of one bootstrap did: per partition the lease created (`undefined`: it existed, or its create failed). */
-interface Creates {
-  readonly results: readonly (Lease | undefined)[];
-  /** The first failure, if a create failed. */
-  readonly failure?: unknown;
-}
-
 /**
- * Creates one lease per partition, in parallel (the first `claim` owned by us), above the epoch `floor`,
- * and waits for every create to settle, failed or not: a create still in flight when another failed may
- * land later, claimed by this host, and must be in the result. Throws only when nothing was sent.
+ * Creates one lease per partition, in parallel (the first `claim` owned by us), above the epoch `floor`, and
+ * waits for every create to settle, failed or not: a create still in flight when another failed may land
+ * later, claimed by this host, and must be in the result. Throws only when nothing was sent. `sentAt` is taken
+ * when the creates leave (after the listings and the start positions), so that the leases this host claims are
+ * not counted as its own from before.
  */
 async function createLeases(ctx: BootstrapContext, floor: number): Promise<Creates> {
-  const partitions = await ctx.listPartitions();
-  ctx.log('bootstrapping %d leases', partitions.length);
+  const [all, existing] = await Promise.all([ctx.listPartitions(), ctx.store.list(ctx.naming.prefix)]);
+  // A bootstrap that never marked itself done (its host died, or its `.info` write failed) may have left leases
+  // of partitions that split or merged since. Their children are not created here, from `startFrom`: the gone
+  // lease's owner creates them from its checkpoint (else the changes in between would be skipped).
+  const leased = existing.leases.filter((l) => isLeaseOf(ctx.naming, l));
+  const covered = (p: Partition): boolean =>
+    leased.some((l) => l.leaseToken !== p.id && ((p.parents?.includes(l.leaseToken) ?? false) || (l.feedRange !== undefined && rangesOverlap(l.feedRange, p.range))));
+  const partitions = all.filter((p) => !covered(p));
+  if (partitions.length < all.length) ctx.log('bootstrapping %d leases; %d partitions are covered by the leases of their parents', partitions.length, all.length - partitions.length);
+  else ctx.log('bootstrapping %d leases', partitions.length);
   // Every start is pinned before the first lease exists: no reader can begin before its lease's start is fixed.
   const starts = await Promise.all(partitions.map((p) => ctx.startPosition?.(p) ?? null));
+  const sentAt = ctx.clock();
   const settled = await Promise.allSettled(
     partitions.map((p, i) =>
       ctx.store.createIfAbsent(
@@ -169,8 +179,9 @@ async function createLeases(ctx: BootstrapContext, floor: number): Promise<Creat
     ),
   );
   const failed = settled.find((s) => s.status === 'rejected');
-  const results = settled.map((s) => (s.status === 'fulfilled' ? s.value : undefined));
-  return failed ? { results, failure: failed.reason } : { results };
+  // A covered partition counts as one whose lease existed (the bootstrap did not create every lease).
+  const results = [...settled.map((s) => (s.status === 'fulfilled' ? s.value : undefined)), ...all.filter(covered).map(() => undefined)];
+  return failed ? { results, sentAt, failure: failed.reason } : { results, sentAt };
 }
 
 /** Records that the leases exist (`<prefix>.info`), then removes our lock, if we hold one. */

@@ -1,0 +1,314 @@
+import { CosmosClient } from '@azure/cosmos';
+import type { SchedulerLike } from 'rxjs';
+import type { FeedMode, Partition } from '../../src/core/Partition.js';
+import { CosmosEmulator, effectivePartitionKey, type EmulatorRange, type FaultAction, type RequestInfo } from '../../src/emulator/index.js';
+import type { ContainerState, Store } from '../../src/emulator/store.js';
+import { CorruptLeaseError } from '../../src/errors/index.js';
+import { CosmosLeaseStore, fromDocument } from '../../src/leases/CosmosLeaseStore.js';
+import type { Lease } from '../../src/leases/Lease.js';
+import type { LeaseStore } from '../../src/leases/LeaseStore.js';
+import { CosmosSource } from '../../src/sources/CosmosSource.js';
+import type { Source } from '../../src/sources/Source.js';
+import type { FaultPlan, FaultRule, VirtualClock } from '../support/faults/index.js';
+import type { Sim } from './context.js';
+import type { FaultPlans } from './faultPlans.js';
+import type { Doc } from './world.js';
+
+/** Database and containers of the simulated account. */
+const DATABASE = 'sim';
+const ITEMS = 'items';
+const LEASES = 'leases';
+
+/**
+ * The SDK's request timeout in the simulation (virtual ms): long against the sim's 1 s lease expiration, as
+ * the SDK's 60 s default is against the default 60 s; a hung request ends here.
+ */
+export const SDK_REQUEST_TIMEOUT_MS = 2_000;
+
+/**
+ * Faults only the HTTP path has, on top of the seams' plans (per request): a 410 that is not a split
+ * (1008: the range is migrating; the SDK returns it instead of throwing), a dropped connection (the SDK
+ * retries reads after 1 s), and 449 RetryWith on lease writes (the service's answer to concurrent updates of
+ * one document).
+ */
+type SdkFaultKind = 'migrating' | 'reset' | 'retryWith';
+
+/** A write the writers made: its LSN and the range it landed in. */
+export interface WriteResult {
+  readonly lsn: number;
+  readonly partition: string;
+}
+
+/**
+ * Routes the process's timers (`setTimeout`, `setInterval` and their `clear…`) and `Date.now` to the
+ * simulation's clock for one run: the SDK's own waits (retry-after, the 1 s connection-retry pause, request
+ * timeouts, the endpoint refresher) then run on virtual time, in the order the clock gives them. `setImmediate`
+ * and `queueMicrotask` stay real (the clock lets promises settle with them). Returns the restore function.
+ */
+export function installVirtualTimers(clock: VirtualClock): () => void {
+  const saved = {
+    setTimeout: globalThis.setTimeout,
+    clearTimeout: globalThis.clearTimeout,
+    setInterval: globalThis.setInterval,
+    clearInterval: globalThis.clearInterval,
+    now: Date.now,
+  };
+  const handle = (cancel: () => void): NodeJS.Timeout => {
+    const timer = {
+      cancel,
+      ref: () => timer,
+      unref: () => timer,
+      hasRef: () => false,
+      refresh: () => timer,
+      close: () => {
+        cancel();
+        return timer;
+      },
+      [Symbol.toPrimitive]: () => 0,
+      [Symbol.dispose]: cancel,
+    };
+    return timer as unknown as NodeJS.Timeout;
+  };
+  const clear = (timer: unknown): void => {
+    (timer as { cancel?: () => void } | undefined)?.cancel?.();
+  };
+  const g = globalThis as unknown as Record<string, unknown>;
+  g['setTimeout'] = (fn: (...args: unknown[]) => void, ms?: number, ...args: unknown[]) => {
+    const task = clock.schedule(() => fn(...args), ms ?? 0);
+    return handle(() => task.unsubscribe());
+  };
+  g['setInterval'] = (fn: (...args: unknown[]) => void, ms?: number, ...args: unknown[]) => {
+    const period = Math.max(1, ms ?? 0);
+    const task = clock.schedule(function (this: { schedule(state?: unknown, delay?: number): void }) {
+      this.schedule(undefined, period);
+      fn(...args);
+    }, period);
+    return handle(() => task.unsubscribe());
+  };
+  g['clearTimeout'] = clear;
+  g['clearInterval'] = clear;
+  Date.now = () => clock.now();
+  return () => {
+    Object.assign(globalThis, { setTimeout: saved.setTimeout, clearTimeout: saved.clearTimeout, setInterval: saved.setInterval, clearInterval: saved.clearInterval });
+    Date.now = saved.now;
+  };
+}
+
+/** What one simulated process uses in the SDK mode: its own client, source and lease store. */
+export interface SdkConnection {
+  readonly source: Source<Doc>;
+  readonly leases: LeaseStore;
+}
+
+/**
+ * The SDK mode of the simulation (`--source sdk`): the data lives in an rxfeed emulator in this process,
+ * without a socket; each host reads it with `CosmosSource` and keeps its leases with `CosmosLeaseStore`,
+ * through a `CosmosClient` of its own (its own routing-map cache, session tokens and retry policies) whose
+ * HTTP client is `emulator.httpClient()`. The seams' fault plans strike at the emulator's fault layer, per
+ * request, so the SDK's retries, routing-map refreshes and continuations meet them; the process's timers run
+ * on the simulation's clock ({@link installVirtualTimers}).
+ */
+export class SdkWorld {
+  readonly emulator: CosmosEmulator;
+  readonly #store: Store;
+  readonly #sim: Sim;
+  readonly #clients: CosmosClient[] = [];
+  readonly #restoreTimers: () => void;
+  #items: ContainerState | undefined;
+  #leases: ContainerState | undefined;
+  #partitions = 1;
+  mode: FeedMode = 'latestVersion';
+
+  private constructor(sim: Sim, emulator: CosmosEmulator, restoreTimers: () => void) {
+    this.#sim = sim;
+    this.emulator = emulator;
+    this.#store = emulator.internalStore;
+    this.#restoreTimers = restoreTimers;
+  }
+
+  /** Starts the emulator (no socket) and routes the process's timers to the simulation's clock. */
+  static async start(sim: Sim): Promise<SdkWorld> {
+    const restore = installVirtualTimers(sim.clock);
+    const ref: { world?: SdkWorld } = {};
+    const emulator = await CosmosEmulator.start({
+      listen: false,
+      now: () => sim.clock.now(),
+      randomSeed: sim.config.seed,
+      requestLogSize: 1,
+      sqlEngine: 'builtin',
+      initialRangeCount: (_db, container) => (container === ITEMS ? ref.world!.#partitions : 1),
+    });
+    ref.world = new SdkWorld(sim, emulator, restore);
+    return ref.world;
+  }
+
+  /** Creates the monitored container (`partitions` ranges) and the lease container, both partitioned on `/id`. */
+  setup(partitions: number, mode: FeedMode): void {
+    this.#partitions = partitions;
+    this.mode = mode;
+    this.#store.createDatabase({ id: DATABASE });
+    this.#items = this.#store.createContainer(DATABASE, { id: ITEMS, partitionKey: { paths: ['/id'], kind: 'Hash', version: 2 } });
+    this.#leases = this.#store.createContainer(DATABASE, { id: LEASES, partitionKey: { paths: ['/id'], kind: 'Hash', version: 2 } });
+  }
+
+  /** Writes a document version straight into the store (the writers are not under test). */
+  upsert(doc: Doc): WriteResult {
+    const c = this.#items!;
+    this.#store.createDocument(c, { ...doc }, [doc.id], true);
+    return this.#written(c, doc.id);
+  }
+
+  /** Deletes a document straight in the store. */
+  delete(id: string): WriteResult {
+    const c = this.#items!;
+    this.#store.deleteDocument(c, id, [id]);
+    return this.#written(c, id);
+  }
+
+  #written(c: ContainerState, id: string): WriteResult {
+    const range = this.#store.rangeOf(c, effectivePartitionKey([id], c.partitionKey));
+    return { lsn: range.lsn, partition: range.id };
+  }
+
+  /** Splits a live range, as the service does: the parent answers 410/1002 from now on. Returns the children. */
+  split(partitionId: string): readonly Partition[] {
+    return this.emulator.split(DATABASE, ITEMS, partitionId).map(asPartition);
+  }
+
+  /** The live ranges of the monitored container, with their key ranges (for the world's lineage). */
+  partitions(): readonly Partition[] {
+    return this.emulator.partitionKeyRanges(DATABASE, ITEMS).map(asPartition);
+  }
+
+  /** The stored leases, read synchronously from the emulator's store (markers and unreadable documents left out). */
+  leaseSnapshot(): Lease[] {
+    const leases: Lease[] = [];
+    for (const doc of this.#store.documents(this.#leases!)) {
+      const lease = fromDocument(doc);
+      if (!(lease instanceof CorruptLeaseError) && lease.leaseToken !== '') leases.push(lease);
+    }
+    return leases;
+  }
+
+  /** A new process: a client of its own, with the SDK's default retry policies and a 2 s request timeout. */
+  connect(scheduler: SchedulerLike): SdkConnection {
+    const client = new CosmosClient({
+      endpoint: this.emulator.endpoint,
+      key: this.emulator.key,
+      httpClient: this.emulator.httpClient(),
+      connectionPolicy: { requestTimeout: SDK_REQUEST_TIMEOUT_MS },
+    });
+    this.#clients.push(client);
+    const database = client.database(DATABASE);
+    return {
+      source: new CosmosSource<Doc>(database.container(ITEMS), { mode: this.mode }),
+      leases: new CosmosLeaseStore({ container: database.container(LEASES), scheduler }),
+    };
+  }
+
+  /**
+   * Makes the emulator's fault layer strike as the run's plans say: change feed reads and range listings of
+   * the monitored container as the source plan's `read` and `listPartitions`, requests on the lease
+   * container as the lease plan's operations (a bulk request as a `replace`), plus the faults only the HTTP
+   * path has ({@link SdkFaultKind}). Each request draws from the run's fault env, so storms, quiescence and
+   * the tally work as at the seams.
+   */
+  injectFaults(plans: FaultPlans): void {
+    const { faults } = this.#sim;
+    const extra: FaultPlan<string, SdkFaultKind> = {
+      read: faults.has('source')
+        ? [
+            { kind: 'migrating', probability: 0.003 },
+            { kind: 'reset', probability: 0.005 },
+          ]
+        : [],
+      write: faults.has('lease') ? [{ kind: 'retryWith', probability: 0.005 }] : [],
+    };
+    const env = this.#sim.env;
+    this.emulator.injectFault({
+      action: (r: RequestInfo): FaultAction | undefined => {
+        if (r.containerId === ITEMS) {
+          if (r.kind === 'changeFeed') return sourceAction(env.pick('source', plans.source, 'read', r.rangeId)) ?? sdkAction(env.pick('sdk', extra, 'read', r.rangeId));
+          if (r.kind === 'pkranges') return sourceAction(env.pick('source', plans.source, 'listPartitions'));
+          return undefined;
+        }
+        if (r.containerId !== LEASES) return undefined;
+        const op = LEASE_OPS[r.kind];
+        if (op === undefined) return undefined;
+        const rule = env.pick('lease', plans.lease, op, r.path.split('/')[6]);
+        if (rule) return leaseAction(rule, r.kind === 'batch');
+        return op === 'list' || op === 'read' ? undefined : sdkAction(env.pick('sdk', extra, 'write'));
+      },
+    });
+  }
+
+  /** Releases the clients and the emulator, and gives the process its real timers back. */
+  async close(): Promise<void> {
+    for (const client of this.#clients) client.dispose();
+    try {
+      await this.emulator.stop();
+    } finally {
+      this.#restoreTimers();
+    }
+  }
+}
+
+/** An emulator range as the partition the hosts see (the same id and key range `CosmosSource` lists). */
+function asPartition(r: EmulatorRange): Partition {
+  return { id: r.id, range: { minInclusive: r.minInclusive, maxExclusive: r.maxExclusive } };
+}
+
+/** Lease-store operations by the request kinds that carry them. */
+const LEASE_OPS: Partial<Record<RequestInfo['kind'], string>> = {
+  query: 'list',
+  read: 'read',
+  create: 'createIfAbsent',
+  replace: 'replace',
+  batch: 'replace',
+  delete: 'delete',
+};
+
+function sourceAction(rule: FaultRule | undefined): FaultAction | undefined {
+  switch (rule?.kind) {
+    case undefined:
+      return undefined;
+    case 'throttle':
+      return { status: 429, substatus: 3200, retryAfterMs: rule.retryAfterMs ?? 500 };
+    case 'slow':
+      return { delayMs: rule.ms ?? 1_000 };
+    case 'hang':
+      return { hang: true };
+    default:
+      return { status: 503 };
+  }
+}
+
+function leaseAction(rule: FaultRule, bulk: boolean): FaultAction | undefined {
+  switch (rule.kind) {
+    case 'conflict':
+      // A bulk request's conditions are answered per operation; the request as a whole is not refused with 412.
+      return bulk ? undefined : { status: 412, message: 'injected: the If-Match etag does not match' };
+    case 'timeout':
+    case 'hang':
+      return { hang: true };
+    case 'slow':
+      return { delayMs: rule.ms ?? 1_000 };
+    case 'lostReply':
+      return { lostReply: true };
+    default:
+      return { status: 503 };
+  }
+}
+
+function sdkAction(rule: FaultRule | undefined): FaultAction | undefined {
+  switch (rule?.kind) {
+    case 'migrating':
+      return { status: 410, substatus: 1008 };
+    case 'reset':
+      return { reset: true };
+    case 'retryWith':
+      return { status: 449, substatus: 0 };
+    default:
+      return undefined;
+  }
+}
