@@ -4,9 +4,9 @@ import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { InvalidOptionsError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import { changeEnvelope } from '../nats/publishToJetStream.js';
-import { type BrokerPublisher, messageId, type PublishResult, relay, type RelayOptions } from '../nats/relay.js';
+import { type BrokerPublisher, messageId, type PublishResult, relay, type RelayOptions } from '../relay/relay.js';
 import type { AnyBatches, DocumentOf } from '../operators/types.js';
-import { importOptional } from '../sinks/sql/SqlRunner.js';
+import { importOptional } from '../internal/importOptional.js';
 
 /** The publish options rxfeed sets on every message. */
 export interface AmqpPublishOptions {

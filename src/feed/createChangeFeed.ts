@@ -1,8 +1,8 @@
 import { map, merge, mergeAll, Observable, share, Subject, takeUntil, type Subscriber, type Subscription } from 'rxjs';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
-import { errorEvent } from '../core/errorEvent.js';
+import { errorEvent } from '../errors/errorEvent.js';
 import type { CloseReason, FeedEvent } from '../core/events.js';
-import { ProcessWarnings } from '../core/processWarnings.js';
+import { ProcessWarnings } from './processWarnings.js';
 import type { Partition, StartFrom } from '../core/Partition.js';
 import type { Source } from '../sources/Source.js';
 import { logger, type Logger } from '../internal/log.js';

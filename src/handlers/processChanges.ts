@@ -3,7 +3,7 @@ import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import type { CloseReason, FeedEvent } from '../core/events.js';
 import type { Partition } from '../core/Partition.js';
-import { type OnFailure, resolveOnFailure } from '../deadletter/failurePolicy.js';
+import { type OnFailure, resolveOnFailure } from '../failures/failurePolicy.js';
 import { InvalidOptionsError } from '../errors/index.js';
 import { createChangeFeed } from '../feed/createChangeFeed.js';
 import type { ChangeFeedOptions } from '../feed/options.js';

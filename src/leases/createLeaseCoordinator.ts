@@ -1,6 +1,6 @@
 import { asyncScheduler, Observable, Subject } from 'rxjs';
 import type { SchedulerLike, Subscription } from 'rxjs';
-import { errorEvent } from '../core/errorEvent.js';
+import { errorEvent } from '../errors/errorEvent.js';
 import type { CloseReason, FeedEvent } from '../core/events.js';
 import type { FeedRange, Partition, Position } from '../core/Partition.js';
 import { InvalidOptionsError, LeaseLostError } from '../errors/index.js';

@@ -2,9 +2,9 @@ import type { OperatorFunction } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { InvalidOptionsError } from '../errors/index.js';
-import { importOptional } from '../sinks/sql/SqlRunner.js';
+import { importOptional } from '../internal/importOptional.js';
 import type { AnyBatches, DocumentOf } from '../operators/types.js';
-import { type BrokerPublisher, messageId, type PublishResult, relay, type RelayOptions } from './relay.js';
+import { type BrokerPublisher, messageId, type PublishResult, relay, type RelayOptions } from '../relay/relay.js';
 
 /** What a JetStream publish resolves to (the fields rxfeed reads of `PubAck`). */
 export interface JetStreamAckLike {

@@ -1,9 +1,9 @@
 import { defer, finalize, type OperatorFunction } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
-import { worthReporting } from '../core/errorEvent.js';
-import { attempt, type Failure, type FailurePolicy, type FailureOptions, clockOf, giveUp, goesOn, isFenced, jitterFor, resolveOnFailure } from '../deadletter/failurePolicy.js';
-import { backoffMs, resolveRetryPolicy } from '../deadletter/RetryPolicy.js';
+import { worthReporting } from '../errors/errorEvent.js';
+import { attempt, type Failure, type FailurePolicy, type FailureOptions, clockOf, giveUp, goesOn, isFenced, jitterFor, resolveOnFailure } from '../failures/failurePolicy.js';
+import { backoffMs, resolveRetryPolicy } from '../failures/RetryPolicy.js';
 import { classifyFailure, fencingError } from '../errors/classify.js';
 import { InvalidOptionsError, SinkError } from '../errors/index.js';
 import { logger } from '../internal/log.js';

@@ -1,6 +1,6 @@
 import type { SchedulerLike } from 'rxjs';
 import { ChangeBatch } from '../../core/ChangeBatch.js';
-import { errorEvent } from '../../core/errorEvent.js';
+import { errorEvent } from '../../errors/errorEvent.js';
 import type { FeedEvent, ReadFailureKind } from '../../core/events.js';
 import type { Position } from '../../core/Partition.js';
 import type { PartitionTracker } from '../../core/PartitionTracker.js';

@@ -1,6 +1,6 @@
 import { Observable, type SchedulerLike, type Subscriber, type TeardownLogic } from 'rxjs';
 import type { ChangeBatch } from '../../core/ChangeBatch.js';
-import { worthReporting } from '../../core/errorEvent.js';
+import { worthReporting } from '../../errors/errorEvent.js';
 import type { CloseReason } from '../../core/events.js';
 import type { Partition, Position, StartFrom } from '../../core/Partition.js';
 import {

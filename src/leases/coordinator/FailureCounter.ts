@@ -1,4 +1,4 @@
-import { errorEvent, worthReporting } from '../../core/errorEvent.js';
+import { errorEvent, worthReporting } from '../../errors/errorEvent.js';
 import type { FeedEvent } from '../../core/events.js';
 import { logger } from '../../internal/log.js';
 

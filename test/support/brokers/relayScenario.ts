@@ -4,7 +4,7 @@ import type { FeedEvent } from '../../../src/core/events.js';
 import { createChangeFeed } from '../../../src/feed/index.js';
 import { MemoryLeaseStore } from '../../../src/leases/MemoryLeaseStore.js';
 import type { LeaseStore } from '../../../src/leases/LeaseStore.js';
-import { messageId, RelayStats } from '../../../src/nats/relay.js';
+import { messageId, RelayStats } from '../../../src/relay/relay.js';
 import { checkpointEvery } from '../../../src/operators/checkpointEvery.js';
 import { MemorySource } from '../../../src/sources/MemorySource.js';
 import { CrashableLeaseStore, seededRandom } from '../memory.js';

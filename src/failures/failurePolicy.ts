@@ -1,14 +1,14 @@
 import { asyncScheduler, fromEvent, lastValueFrom, type SchedulerLike, take, takeUntil } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
-import { worthReporting } from '../core/errorEvent.js';
+import { worthReporting } from '../errors/errorEvent.js';
 import { fencingError } from '../errors/classify.js';
 import { HandlerError, InvalidOptionsError } from '../errors/index.js';
 import { hashString, seededRandom } from '../internal/random.js';
 import { sleep } from '../internal/wait.js';
 import { logger } from '../internal/log.js';
-import { deadLetterId, errorData, type DeadLetter } from './DeadLetter.js';
-import type { DeadLetterSink } from './DeadLetterSink.js';
+import { deadLetterId, errorData, type DeadLetter } from '../deadletter/DeadLetter.js';
+import type { DeadLetterSink } from '../deadletter/DeadLetterSink.js';
 import { backoffMs, resolveRetryPolicy, type ResolvedRetryPolicy, type RetryPolicy } from './RetryPolicy.js';
 import { type RetryOutcome, retryWithPolicy } from './retryWithPolicy.js';
 

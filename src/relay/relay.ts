@@ -1,8 +1,8 @@
 import { asyncScheduler, defer, finalize, type OperatorFunction, type SchedulerLike } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
-import { worthReporting } from '../core/errorEvent.js';
-import { type FailureOptions, giveUp, jitterFor, resolveOnFailure } from '../deadletter/failurePolicy.js';
+import { worthReporting } from '../errors/errorEvent.js';
+import { type FailureOptions, giveUp, jitterFor, resolveOnFailure } from '../failures/failurePolicy.js';
 import { InvalidOptionsError, RxfeedError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import { sleep } from '../internal/wait.js';

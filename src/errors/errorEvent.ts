@@ -1,6 +1,6 @@
-import type { Change } from './Change.js';
-import type { ErrorKind, FeedEvent } from './events.js';
-import { CorruptLeaseError, HandlerError, LeaseLostError } from '../errors/index.js';
+import type { Change } from '../core/Change.js';
+import type { ErrorKind, FeedEvent } from '../core/events.js';
+import { CorruptLeaseError, HandlerError, LeaseLostError } from './index.js';
 
 /**
  * The kind of an error, from its class: a `HandlerError` is an item failure, a `LeaseLostError` (and so a

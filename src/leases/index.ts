@@ -1,0 +1,18 @@
+/**
+ * `rxfeed/leases`: the lease coordinator and the balancing rules behind `changeFeed`, for hosts that
+ * distribute work themselves. Most applications need only `rxfeed`.
+ *
+ * @example
+ * ```ts
+ * import { MemoryLeaseStore } from 'rxfeed';
+ * import { createLeaseCoordinator } from 'rxfeed/leases';
+ * const coordinator = createLeaseCoordinator({ store: new MemoryLeaseStore(), owner: 'host-1', listPartitions: async () => [] });
+ * ```
+ *
+ * @packageDocumentation
+ */
+export type { LeaseCoordinator, OwnedLease } from './LeaseCoordinator.js';
+export { createLeaseCoordinator, LEASE_DEFAULTS, type LeaseCoordinatorOptions } from './createLeaseCoordinator.js';
+export type { LeaseScheme } from './coordinator/leaseDocuments.js';
+export { planBalance, isLeaseExpired, type BalanceOptions, type BalancePlan } from './balancing.js';
+export { planLoadBalance, publishedLoad, LOAD_PROPERTY, type LoadBalanceOptions } from './loadBalancing.js';
