@@ -48,6 +48,7 @@ export {
 } from './leases/CosmosLeaseStore.js';
 export { dotnetLeasePrefix, type DotnetLeasePrefixOptions } from './leases/dotnetLeasePrefix.js';
 export type { LeaseScheme } from './leases/coordinator/leaseDocuments.js';
+export type { LeaseOptions } from './leases/coordinator/options.js';
 export type { LeaseNamingOptions } from './leases/leaseNaming.js';
 
 // Lease administration

@@ -1,7 +1,7 @@
 import { listLeases, releaseLeases, resetLeases, rewindLeases, type LeaseAdminOptions, type LeaseChange, type RewindTarget } from '../admin/index.js';
 import { LeaseInUseError } from '../errors/index.js';
 import { floorId, type LeaseIds } from '../leases/coordinator/leaseDocuments.js';
-import { DEFAULT_LEASE_PREFIX } from '../leases/coordinator/timings.js';
+import { DEFAULT_LEASE_PREFIX } from '../leases/coordinator/options.js';
 import { resolveLeaseIds } from '../leases/leaseNaming.js';
 import type { LeaseStore } from '../leases/LeaseStore.js';
 import { type CliIO, parseCosmosArgs, progressLine, UsageError } from './cosmosArgs.js';

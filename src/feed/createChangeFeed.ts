@@ -6,10 +6,9 @@ import { ProcessWarnings } from './processWarnings.js';
 import type { Partition, StartFrom } from '../core/Partition.js';
 import type { Source } from '../sources/Source.js';
 import { logger, type Logger } from '../internal/log.js';
-import { LEASE_DEFAULTS } from '../leases/coordinator/timings.js';
 import { createLeaseCoordinator } from '../leases/createLeaseCoordinator.js';
 import { CreditPool } from './CreditPool.js';
-import { type ChangeFeedOptions, type ResolvedOptions, resolveOptions } from './options.js';
+import { type ChangeFeedOptions, coordinatorOptionsOf, type ResolvedOptions, resolveOptions } from './options.js';
 import { type PartitionFeed, type ReaderContext, readPartition } from './reader/readPartition.js';
 import { pinStart, startOf } from './startPosition.js';
 import { FeedTelemetry } from '../telemetry/FeedTelemetry.js';
@@ -152,22 +151,7 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
     return start;
   };
   const startPosition = (partition: Partition) => pinStart(source, startFor(partition), partition, startedAtMs);
-  const coordinator = (o.coordinator ?? createLeaseCoordinator)({
-    store: o.leases,
-    source: o.source,
-    owner,
-    prefix: o.leasePrefix,
-    startPosition,
-    ...(o.leaseScheme !== undefined ? { leaseScheme: o.leaseScheme } : {}),
-    ...(o.balanceBy !== undefined ? { balanceBy: o.balanceBy } : {}),
-    ...(o.leaseAcquireIntervalMs !== undefined ? { leaseAcquireIntervalMs: o.leaseAcquireIntervalMs } : {}),
-    ...(o.leaseRenewIntervalMs !== undefined ? { leaseRenewIntervalMs: o.leaseRenewIntervalMs } : {}),
-    ...(o.leaseExpirationMs !== undefined ? { leaseExpirationMs: o.leaseExpirationMs } : {}),
-    ...(o.minLeases !== undefined ? { minLeases: o.minLeases } : {}),
-    ...(o.maxLeases !== undefined ? { maxLeases: o.maxLeases } : {}),
-    drainTimeoutMs: o.drainTimeoutMs,
-    scheduler: o.scheduler,
-  });
+  const coordinator = (o.coordinator ?? createLeaseCoordinator)(coordinatorOptionsOf(o, startPosition));
   const coordinatorEvents = coordinator.events$.subscribe({ next: emit });
   // What the lease requests cost, where the store says (Cosmos DB request units): into the telemetry.
   const telemetry = watchers.telemetry;
@@ -208,9 +192,9 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
     idlePollIntervalMs: o.idlePollIntervalMs,
     stallTimeoutMs: o.stallTimeoutMs,
     drainTimeoutMs: o.drainTimeoutMs,
-    unreadableTimeoutMs: o.leaseExpirationMs ?? LEASE_DEFAULTS.leaseExpirationMs,
+    unreadableTimeoutMs: o.leaseExpirationMs,
     // The load is published on renewal: measuring over one renew interval keeps it as fresh as it can be.
-    loadWindowMs: o.leaseRenewIntervalMs ?? LEASE_DEFAULTS.leaseRenewIntervalMs,
+    loadWindowMs: o.leaseRenewIntervalMs,
     scheduler: o.scheduler,
     pool,
     emit,

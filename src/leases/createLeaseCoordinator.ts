@@ -1,4 +1,4 @@
-import { asyncScheduler, Observable, Subject } from 'rxjs';
+import { Observable, Subject } from 'rxjs';
 import type { SchedulerLike, Subscription } from 'rxjs';
 import { errorEvent } from '../errors/errorEvent.js';
 import type { CloseReason, FeedEvent } from '../core/events.js';
@@ -18,15 +18,15 @@ import { Observations } from './coordinator/Observations.js';
 import { Ownership, type OwnershipHost } from './coordinator/Ownership.js';
 import { FailureCounter } from './coordinator/FailureCounter.js';
 import { replaceGoneLease } from './coordinator/replaceGoneLease.js';
-import { checkLeasePrefix, type Timings } from './coordinator/timings.js';
+import type { Timings } from './coordinator/timings.js';
 import { fatalReason, validateOptions, type LeaseCoordinatorOptions } from './coordinator/options.js';
 import type { Lease } from './Lease.js';
 import { LeaseConflictError } from '../errors/LeaseConflictError.js';
 import type { LeaseCoordinator, OwnedLease } from './LeaseCoordinator.js';
 import type { LeaseStore } from './LeaseStore.js';
 
-export { DEFAULT_LEASE_PREFIX, LEASE_DEFAULTS } from './coordinator/timings.js';
-export type { LeaseCoordinatorOptions } from './coordinator/options.js';
+export { DEFAULT_LEASE_PREFIX, LEASE_DEFAULTS } from './coordinator/options.js';
+export type { LeaseCoordinatorOptions, LeaseOptions } from './coordinator/options.js';
 
 const FULL_RANGE: FeedRange = { minInclusive: '', maxExclusive: 'FF' };
 /** Replacing a gone partition's lease is retried with this first delay (ms), doubling up to the acquire interval. */
@@ -109,23 +109,24 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
   readonly #pending = new Set<Promise<unknown>>();
 
   constructor(options: LeaseCoordinatorOptions) {
-    this.#t = validateOptions(options);
+    const o = validateOptions(options);
+    this.#t = o.timings;
     this.owner = options.owner;
     this.#store = options.store;
     const source = options.source;
     this.#listPartitions = options.listPartitions ?? ((signal) => source!.listPartitions(signal));
     this.#startPosition = options.startPosition;
-    this.#minLeases = options.minLeases ?? 0;
-    this.#maxLeases = options.maxLeases ?? 0;
-    this.#scheduler = options.scheduler ?? asyncScheduler;
+    this.#minLeases = o.minLeases;
+    this.#maxLeases = o.maxLeases;
+    this.#scheduler = o.scheduler;
     const scheduler = this.#scheduler;
     this.#now = options.now ?? (() => scheduler.now());
-    this.#balanceBy = options.balanceBy ?? 'count';
+    this.#balanceBy = o.balanceBy;
     this.#names = new NameGuard(this.owner, this.#t.expirationMs);
     this.#observed = new Observations(this.owner);
     this.#naming = namingOf(
-      checkLeasePrefix('prefix', options.prefix, true),
-      options.leaseScheme ?? 'rxfeed',
+      o.prefix,
+      o.leaseScheme,
       this.owner,
       options.mode ?? options.source?.mode ?? 'latestVersion',
       this.#now,

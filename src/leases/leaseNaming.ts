@@ -1,7 +1,6 @@
 import type { CorruptLeaseError } from '../errors/index.js';
 import { isLeaseOf, isMarkerId, leaseIdsOf, type LeaseIds, type LeaseScheme } from './coordinator/leaseDocuments.js';
-import { checkLeaseScheme } from './coordinator/options.js';
-import { checkLeasePrefix } from './coordinator/timings.js';
+import { checkLeasePrefix, checkLeaseScheme, LEASE_OPTIONS } from './coordinator/options.js';
 import type { Lease } from './Lease.js';
 import type { LeaseStore } from './LeaseStore.js';
 
@@ -36,7 +35,7 @@ export interface LeaseNamingOptions {
 export function resolveLeaseIds(options: LeaseNamingOptions): LeaseIds {
   const prefix = checkLeasePrefix('leasePrefix', options.leasePrefix);
   checkLeaseScheme('leaseScheme', options.leaseScheme, options.leasePrefix, 'leasePrefix');
-  return leaseIdsOf(prefix, options.leaseScheme ?? 'rxfeed');
+  return leaseIdsOf(prefix, options.leaseScheme ?? LEASE_OPTIONS.leaseScheme.default);
 }
 
 /**
