@@ -9,7 +9,7 @@ import { sleep } from '../internal/wait.js';
 import { logger } from '../internal/log.js';
 import { deadLetterId, errorData, type DeadLetter } from '../deadletter/DeadLetter.js';
 import type { DeadLetterSink } from '../deadletter/DeadLetterSink.js';
-import { backoffMs, resolveRetryPolicy, type ResolvedRetryPolicy, type RetryPolicy } from './RetryPolicy.js';
+import { policyBackoffMs, resolveRetryPolicy, type ResolvedRetryPolicy, type RetryPolicy } from './RetryPolicy.js';
 import { type RetryOutcome, retryWithPolicy } from './retryWithPolicy.js';
 
 /**
@@ -312,7 +312,7 @@ async function deadLetter<T>(
         tracker?.reportError(new Error(`dead-letter write to ${sink.description} failed; holding the partition's checkpoint: ${err.message}`, { cause: error }), tries);
       }
       if (!tracker) throw err;
-      await sleep(backoffMs(policy.retry, Math.min(tries, 30), jitterFor(batch)), clockOf(policy, batch), tracker.signal);
+      await sleep(policyBackoffMs(policy.retry, Math.min(tries, 30), jitterFor(batch)), clockOf(policy, batch), tracker.signal);
     }
   }
 }

@@ -19,7 +19,8 @@ import { Ownership, type OwnershipHost } from './coordinator/Ownership.js';
 import { FailureCounter } from './coordinator/FailureCounter.js';
 import { replaceGoneLease } from './coordinator/replaceGoneLease.js';
 import type { Timings } from './coordinator/timings.js';
-import { fatalReason, validateOptions, type LeaseCoordinatorOptions } from './coordinator/options.js';
+import { fatalCloseReason } from '../errors/classify.js';
+import { validateOptions, type LeaseCoordinatorOptions } from './coordinator/options.js';
 import type { Lease } from './Lease.js';
 import { LeaseConflictError } from '../errors/LeaseConflictError.js';
 import type { LeaseCoordinator, OwnedLease } from './LeaseCoordinator.js';
@@ -801,7 +802,7 @@ class Coordinator implements LeaseCoordinator, OwnershipHost {
 
   /** Errors no retry can fix end the coordinator: `acquired$` errors, leases are dropped. */
   #fatal(error: unknown): boolean {
-    const reason = fatalReason(error);
+    const reason = fatalCloseReason(error);
     if (!reason) return false;
     if (this.#failedFatally) return true;
     this.#failedFatally = true;

@@ -1,7 +1,6 @@
 import { asyncScheduler, type SchedulerLike } from 'rxjs';
-import type { CloseReason } from '../../core/events.js';
 import type { FeedMode, Partition, Position } from '../../core/Partition.js';
-import { CredentialsError, InvalidOptionsError, ResourceGoneError } from '../../errors/index.js';
+import { InvalidOptionsError } from '../../errors/index.js';
 import { durationMs, hasMethods, integerAtLeast, oneOf, positiveMs, schedulerLike } from '../../options/validate.js';
 import type { LeaseStore } from '../LeaseStore.js';
 import type { LeaseScheme } from './leaseDocuments.js';
@@ -225,15 +224,6 @@ export function validateOptions(options: LeaseCoordinatorOptions): ResolvedCoord
   const resolved = resolveLeaseOptions(options, { name: 'prefix', value: options.prefix });
   return { ...resolved, prefix, timings: resolveTimings(resolved) };
 }
-
-/** @internal Errors no retry can fix: they end the coordinator (`acquired$` errors) with a reason. */
-export function fatalReason(error: unknown): CloseReason | undefined {
-  if (error instanceof CredentialsError) return 'Unauthorized';
-  if (error instanceof ResourceGoneError) return 'ResourceGone';
-  if (error instanceof InvalidOptionsError) return 'Error';
-  return undefined;
-}
-
 
 /**
  * @internal Checks a lease scheme and that the .NET scheme comes with the prefix .NET computes: given, and
