@@ -14,7 +14,7 @@
 // The flow unit
 export { ChangeBatch, asBatches, type ChangeBatchInit, type BatchOrBatches } from './core/ChangeBatch.js';
 export type { Change, Operation } from './core/Change.js';
-export { rangesOverlap, type FeedMode, type FeedRange, type Partition, type Position, type StartFrom } from './core/Partition.js';
+export { type FeedMode, type FeedRange, type Partition, type Position, type StartFrom } from './core/Partition.js';
 export type { CloseReason, ErrorKind, FeedEvent, FeedEventType, ReadFailureKind } from './core/events.js';
 
 // Errors

@@ -13,7 +13,6 @@ export type { SqlEngineChoice } from './QueryEngine.js';
 export type { CrossPartitionQueries } from './handlers/context.js';
 export type { Doc as EmulatorDocument } from './store/Store.js';
 export { faults } from './faults.js';
-export { runEmulatorCli } from './main.js';
 export type { FaultAction, FaultHandle, FaultMatch, FaultRule, RequestInfo, RequestKind } from './faults.js';
 export type { LoggedRequest } from './server.js';
 export { effectivePartitionKey } from './hash.js';
