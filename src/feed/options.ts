@@ -133,6 +133,8 @@ export const DEFAULTS = {
   // Shorter than the coordinator's own default: stop() must fit a Kubernetes grace period (30 s) with the
   // final checkpoints and the lease releases after the drain.
   drainTimeoutMs: 10_000,
+  /** The automatic checkpoints of `processChanges` and `changeFeedIterable`: 1 000 changes or 5 s. */
+  checkpoint: { count: 1_000, ms: 5_000 },
 } as const;
 
 /** True for a valid {@link StartFrom} value. @internal */
