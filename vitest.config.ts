@@ -8,8 +8,7 @@ export default defineConfig({
   resolve: {
     alias: [
       { find: /^rxfeed$/, replacement: source('./src/index.ts') },
-      { find: /^rxfeed\/(postgres|metrics|leases)$/, replacement: source('./src/$1.ts') },
-      { find: /^rxfeed\/(emulator|sse)$/, replacement: source('./src/$1/index.ts') },
+      { find: /^rxfeed\/(postgres|metrics|leases|emulator|sse)$/, replacement: source('./src/$1/index.ts') },
     ],
   },
   test: {

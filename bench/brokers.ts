@@ -23,7 +23,7 @@ import type { Change } from '../src/core/Change.js';
 import { ChangeBatch } from '../src/core/ChangeBatch.js';
 import { publishToAmqp } from '../src/amqp/publishToAmqp.js';
 import { changeEnvelope, publishToJetStream } from '../src/nats/publishToJetStream.js';
-import { messageId } from '../src/nats/relay.js';
+import { messageId } from '../src/relay/relay.js';
 import { RedisViewStore } from '../src/redis/RedisViewStore.js';
 import { WRITE_SCRIPT } from '../src/redis/writeScript.js';
 import { materializeToView } from '../src/sinks/materializeToView.js';

@@ -6,9 +6,9 @@
 import { ChangeFeedStartFrom, CosmosClient, type Container } from '@azure/cosmos';
 import { cpus, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { readChanges } from '../src/emulator/changeFeed.js';
+import { readChanges } from '../src/emulator/feedReader.js';
 import { CosmosEmulator } from '../src/emulator/index.js';
-import { Store } from '../src/emulator/store.js';
+import { Store } from '../src/emulator/store/Store.js';
 
 const N = Number(process.argv[2] ?? 20_000);
 

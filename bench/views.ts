@@ -18,9 +18,9 @@ import { from, lastValueFrom } from 'rxjs';
 import type { Change } from '../src/core/Change.js';
 import { ChangeBatch } from '../src/core/ChangeBatch.js';
 import { materializeToView } from '../src/sinks/materializeToView.js';
-import { PGliteViewStore } from '../src/sinks/PGliteViewStore.js';
-import { PostgresViewStore } from '../src/sinks/PostgresViewStore.js';
-import { viewSql } from '../src/sinks/sql/viewSql.js';
+import { PGliteViewStore } from '../src/postgres/PGliteViewStore.js';
+import { PostgresViewStore } from '../src/postgres/PostgresViewStore.js';
+import { viewSql } from '../src/postgres/sql/viewSql.js';
 import type { ViewMode, ViewStore } from '../src/sinks/ViewStore.js';
 
 const CHANGES = Number(process.argv[2] ?? 20_000);

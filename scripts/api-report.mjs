@@ -13,9 +13,9 @@ const update = process.argv.includes('--update');
 /** Entry point (package subpath) → its declaration file and report name. */
 const entries = [
   ['rxfeed', 'index.d.ts'],
-  ['rxfeed/postgres', 'postgres.d.ts'],
-  ['rxfeed/metrics', 'metrics.d.ts'],
-  ['rxfeed/leases', 'leases.d.ts'],
+  ['rxfeed/postgres', 'postgres/index.d.ts'],
+  ['rxfeed/metrics', 'metrics/index.d.ts'],
+  ['rxfeed/leases', 'leases/index.d.ts'],
   ['rxfeed/emulator', 'emulator/index.d.ts'],
   ['rxfeed/sse', 'sse/index.d.ts'],
   ['rxfeed/sse/client', 'sse/client/index.d.ts'],

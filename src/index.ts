@@ -14,7 +14,7 @@
 // The flow unit
 export { ChangeBatch, asBatches, type ChangeBatchInit, type BatchOrBatches } from './core/ChangeBatch.js';
 export type { Change, Operation } from './core/Change.js';
-export { rangesOverlap, type FeedMode, type FeedRange, type Partition, type Position, type StartFrom } from './core/Partition.js';
+export { type FeedMode, type FeedRange, type Partition, type Position, type StartFrom } from './core/Partition.js';
 export type { CloseReason, ErrorKind, FeedEvent, FeedEventType, ReadFailureKind } from './core/events.js';
 
 // Errors
@@ -48,6 +48,7 @@ export {
 } from './leases/CosmosLeaseStore.js';
 export { dotnetLeasePrefix, type DotnetLeasePrefixOptions } from './leases/dotnetLeasePrefix.js';
 export type { LeaseNamingOptions, LeaseScheme } from './leases/protocol/index.js';
+export type { LeaseOptions } from './leases/coordinator/options.js';
 
 // Lease administration
 export * from './admin/index.js';
@@ -69,7 +70,7 @@ export type {
 export { MemoryViewStore } from './sinks/MemoryViewStore.js';
 export { materializeToView, type MaterializeToViewOptions } from './sinks/materializeToView.js';
 export { syncToIndex, type SyncToIndexOptions } from './sinks/syncToIndex.js';
-export type { SearchDocument, SearchHit, SearchIndex, SearchOptions } from './sinks/PostgresSearchIndex.js';
+export type { SearchDocument, SearchHit, SearchIndex, SearchOptions } from './sinks/SearchIndex.js';
 export { alignLeasesWithView, type AlignLeasesWithViewOptions, type AlignedLease } from './sinks/alignLeasesWithView.js';
 
 // Retries and dead letters (the PostgreSQL and PGlite stores are in `rxfeed/postgres`)
@@ -77,6 +78,7 @@ export * from './deadletter/index.js';
 
 // Handlers: the per-partition handler form, and poison changes (retry, dead-letter, halt)
 export * from './handlers/index.js';
-export type { FailureOptions, OnFailure } from './deadletter/failurePolicy.js';
+export type { FailureOptions, OnFailure } from './failures/failurePolicy.js';
+export type { RetryPolicy } from './failures/RetryPolicy.js';
 export type { EachBatchOptions } from './operators/eachBatch.js';
 export type { EachChangeOptions } from './operators/eachChange.js';

@@ -1,4 +1,5 @@
 import { type CorruptLeaseError, InvalidOptionsError } from '../errors/index.js';
+import { LEASE_OPTIONS } from '../leases/coordinator/options.js';
 import type { Lease } from '../leases/Lease.js';
 import { listProcessorLeases, type LeaseIds, type LeaseNamingOptions, resolveLeaseIds } from '../leases/protocol/index.js';
 import type { LeaseStore } from '../leases/LeaseStore.js';
@@ -40,10 +41,8 @@ export function resolveAdminOptions(options: LeaseAdminOptions): ResolvedAdminOp
     throw new InvalidOptionsError('leases', 'expected a LeaseStore (e.g. new CosmosLeaseStore(container))');
   }
   const ids = resolveLeaseIds(options);
-  const expirationMs = options.leaseExpirationMs ?? 60_000;
-  if (!Number.isFinite(expirationMs) || expirationMs <= 0) {
-    throw new InvalidOptionsError('leaseExpirationMs', `must be a positive number of milliseconds, got ${String(expirationMs)}`);
-  }
+  LEASE_OPTIONS.leaseExpirationMs.check('leaseExpirationMs', options.leaseExpirationMs);
+  const expirationMs = options.leaseExpirationMs ?? LEASE_OPTIONS.leaseExpirationMs.default;
   return {
     leases: options.leases,
     ids,

@@ -18,4 +18,4 @@ export {
   type AmqpConfirmChannelLike,
   type AmqpPublishOptions,
 } from './publishToAmqp.js';
-export { RelayError, RelayStats, type RelayOptions, type RelayBackoff } from '../nats/relay.js';
+export { RelayError, RelayStats, type RelayOptions, type RelayBackoff } from '../relay/relay.js';

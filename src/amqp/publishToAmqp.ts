@@ -4,9 +4,10 @@ import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { InvalidOptionsError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import { changeEnvelope } from '../nats/publishToJetStream.js';
-import { type BrokerPublisher, messageId, type PublishResult, relay, type RelayOptions } from '../nats/relay.js';
+import { type BrokerPublisher, messageId, type PublishResult, relay, type RelayOptions } from '../relay/relay.js';
 import type { AnyBatches, DocumentOf } from '../operators/types.js';
-import { importOptional } from '../sinks/sql/SqlRunner.js';
+import { importOptional } from '../internal/importOptional.js';
+import type { FailureClass } from '../errors/classify.js';
 
 /** The publish options rxfeed sets on every message. */
 export interface AmqpPublishOptions {
@@ -64,15 +65,19 @@ interface AmqpMessage {
 const PERMANENT_CODES = new Set([403, 404, 406, 530, 540]);
 const TRANSIENT_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
 
-/** True for an AMQP publish failure that a retry can cure (a lost connection, a nack, no confirm in time). @internal */
-export function isTransientAmqpError(error: unknown): boolean {
+/**
+ * What an AMQP publish failure is, in rxfeed's failure vocabulary: `transient` when a retry can cure it (a lost
+ * connection, a nack, no confirm in time, a broker restart), else `permanent` (access refused, a missing
+ * exchange, a precondition failed): a relay ends with a `RelayError`. @internal
+ */
+export function classifyAmqpError(error: unknown): FailureClass {
   const { name, message = '', code } = (error ?? {}) as { name?: string; message?: string; code?: unknown };
-  if (typeof code === 'number' && PERMANENT_CODES.has(code)) return false;
-  if (/ACCESS_REFUSED|NOT_FOUND|PRECONDITION_FAILED|NOT_ALLOWED|ACCESS-REFUSED|NOT-FOUND/.test(message)) return false;
-  if (typeof code === 'string' && TRANSIENT_CODES.has(code)) return true;
+  if (typeof code === 'number' && PERMANENT_CODES.has(code)) return 'permanent';
+  if (/ACCESS_REFUSED|NOT_FOUND|PRECONDITION_FAILED|NOT_ALLOWED|ACCESS-REFUSED|NOT-FOUND/.test(message)) return 'permanent';
+  if (typeof code === 'string' && TRANSIENT_CODES.has(code)) return 'transient';
   // IllegalOperationError: the channel or connection closed under a publish. 320: CONNECTION_FORCED (a restart).
-  if (name === 'TimeoutError' || name === 'IllegalOperationError' || code === 320) return true;
-  return /nack|closed|closing|socket|unexpected close|connection_forced|heartbeat|timed? ?out|ECONNRE/i.test(message);
+  if (name === 'TimeoutError' || name === 'IllegalOperationError' || code === 320) return 'transient';
+  return /nack|closed|closing|socket|unexpected close|connection_forced|heartbeat|timed? ?out|ECONNRE/i.test(message) ? 'transient' : 'permanent';
 }
 
 class AmqpPublisher implements BrokerPublisher<AmqpMessage> {
@@ -207,8 +212,8 @@ class AmqpPublisher implements BrokerPublisher<AmqpMessage> {
     return results;
   }
 
-  isTransient(error: unknown): boolean {
-    return !this.#closed && isTransientAmqpError(error);
+  classify(error: unknown): FailureClass {
+    return this.#closed ? 'permanent' : classifyAmqpError(error);
   }
 
   async close(): Promise<void> {

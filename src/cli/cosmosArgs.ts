@@ -1,4 +1,5 @@
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { LEASE_OPTIONS } from '../leases/coordinator/options.js';
 
 /** Where a CLI command writes, and what it reads from the environment (injectable for tests). */
 export interface CliIO {
@@ -66,7 +67,7 @@ export interface CliLeaseNaming {
 
 /** Checks the lease naming flags together; throws a {@link UsageError} naming what to fix. */
 function leaseNaming(prefix: string | undefined, scheme: string | undefined, processorName: string | undefined, container: string | undefined): CliLeaseNaming {
-  const leaseScheme = scheme ?? 'rxfeed';
+  const leaseScheme = scheme ?? LEASE_OPTIONS.leaseScheme.default;
   if (leaseScheme !== 'rxfeed' && leaseScheme !== 'dotnet') throw new UsageError(`--lease-scheme must be rxfeed or dotnet, got ${leaseScheme}`);
   if (processorName !== undefined) {
     if (leaseScheme !== 'dotnet') {
@@ -100,7 +101,7 @@ export function parseCosmosArgs<E extends NonNullable<ParseArgsConfig['options']
     if (!key) throw new UsageError('no account key: pass --key or set COSMOS_KEY');
     const database = text('database');
     if (!database) throw new UsageError('--database is required');
-    const expiration = Number(text('lease-expiration-ms') ?? 60_000);
+    const expiration = Number(text('lease-expiration-ms') ?? LEASE_OPTIONS.leaseExpirationMs.default);
     if (!Number.isFinite(expiration) || expiration <= 0) throw new UsageError('--lease-expiration-ms must be a positive number');
     return {
       endpoint,

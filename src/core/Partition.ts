@@ -39,7 +39,7 @@ export type FeedMode = 'latestVersion' | 'allVersionsAndDeletes';
  */
 export type StartFrom = 'beginning' | 'now' | Date | { readonly position: Position };
 
-/** True when two ranges overlap. */
+/** @internal True when two ranges overlap. */
 export function rangesOverlap(a: FeedRange, b: FeedRange): boolean {
   return a.minInclusive < b.maxExclusive && b.minInclusive < a.maxExclusive;
 }

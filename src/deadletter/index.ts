@@ -1,6 +1,5 @@
 export type { DeadLetter, DeadLetterWriter } from './DeadLetter.js';
 export type { DeadLetterQuery, DeadLetterSink, DeadLetterStore } from './DeadLetterSink.js';
-export type { RetryPolicy } from './RetryPolicy.js';
 export { MemoryDeadLetterStore } from './MemoryDeadLetterStore.js';
 export { callbackDeadLetterSink } from './callbackDeadLetterSink.js';
 export { CosmosDeadLetterStore } from './CosmosDeadLetterStore.js';

@@ -5,10 +5,10 @@ import { logger } from '../internal/log.js';
 import { CosmosHttpError } from './errors.js';
 import { FaultSet, seededRandom, type FaultHandle, type FaultRule } from './faults.js';
 import type { CrossPartitionQueries } from './handlers/context.js';
-import { QueryEngine, type SqlEngineChoice } from './query.js';
+import { QueryEngine, type SqlEngineChoice } from './QueryEngine.js';
 import { RequestHandler, type LoggedRequest, type Reply, type ServerContext } from './server.js';
 import { inProcessClient, type EmulatorHttpClient } from './inProcess.js';
-import { Store, type Doc, type RangeState } from './store.js';
+import { Store, type Doc, type RangeState } from './store/Store.js';
 import { partitionsForThroughput } from './store/ranges.js';
 
 /** Options of {@link CosmosEmulator.start}. */

@@ -9,11 +9,10 @@
  */
 export { CosmosEmulator, EMULATOR_KEY, startEmulator } from './CosmosEmulator.js';
 export type { CosmosEmulatorOptions, EmulatorDump, EmulatorRange } from './CosmosEmulator.js';
-export type { SqlEngineChoice } from './query.js';
+export type { SqlEngineChoice } from './QueryEngine.js';
 export type { CrossPartitionQueries } from './handlers/context.js';
-export type { Doc as EmulatorDocument } from './store.js';
+export type { Doc as EmulatorDocument } from './store/Store.js';
 export { faults } from './faults.js';
-export { runEmulatorCli } from './main.js';
 export type { FaultAction, FaultHandle, FaultMatch, FaultRule, RequestInfo, RequestKind } from './faults.js';
 export type { LoggedRequest } from './server.js';
 export type { EmulatorAbortSignal, EmulatorHttpClient, EmulatorHttpHeaders, EmulatorHttpRequest, EmulatorHttpResponse } from './inProcess.js';

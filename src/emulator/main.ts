@@ -46,12 +46,13 @@ function startupLines(endpoint: string, key: string, ownKey: boolean, checkAuth:
  *
  * @example
  * ```ts
- * import { runEmulatorCli } from 'rxfeed/emulator';
+ * import { runEmulatorCli } from './main.js';
  * await runEmulatorCli(['--port', '8081', '--ranges', '4']);
  * ```
  * @param argv - arguments after the command name.
  * @param print - where the endpoint line (or the usage) goes. Default `console.log`.
  * @returns the running emulator, or `undefined` after `--help`.
+ * @internal The body of `rxfeed emulator` (src/cli), not part of `rxfeed/emulator`.
  */
 export async function runEmulatorCli(argv: string[], print: (line: string) => void = console.log): Promise<CosmosEmulator | undefined> {
   const { values } = parseArgs({

@@ -1,3 +1,5 @@
+import type { CloseReason, ErrorKind, ReadFailureKind } from '../core/events.js';
+import { CorruptLeaseError } from './CorruptLeaseError.js';
 import { CredentialsError } from './CredentialsError.js';
 import { HandlerError } from './HandlerError.js';
 import { InvalidOptionsError } from './InvalidOptionsError.js';
@@ -95,3 +97,79 @@ function classifyOne(e: unknown): FailureClass | undefined {
   }
   return undefined;
 }
+
+// The rest of the failure vocabulary, one answer per question, all here:
+//  - classifyFailure: may waiting fix it (transient), did ownership end (fencing), or neither (permanent)?
+//  - errorKind: what an `error` event says it is (item, fencing, corrupt, infrastructure);
+//  - fatalCloseReason: does it end the whole processor, and with which close reason?
+//  - readFailureKind / isThrottled: what a failed read was, for `readRetry` events and the unreadable bound.
+// What a failure of one service means is known where that service is spoken to: a Source translates its
+// failures into this vocabulary (CosmosSource: `toSourceError` turns Cosmos DB status and sub-status codes,
+// network codes and retry-after headers into TransientError / PartitionGoneError / ResourceGoneError /
+// CredentialsError), and each broker publisher classifies its own refusals (`classifyNatsError`,
+// `classifyAmqpError`) as transient or permanent.
+
+/**
+ * The kind of an error, from its class: a `HandlerError` is an item failure, a `LeaseLostError` (and so a
+ * `ViewFencedError`) is fencing, a `CorruptLeaseError` is a corrupt document, anything else is
+ * infrastructure.
+ *
+ * @internal
+ */
+export function errorKind(error: Error): ErrorKind {
+  if (error instanceof HandlerError) return 'item';
+  if (error instanceof LeaseLostError) return 'fencing';
+  if (error instanceof CorruptLeaseError) return 'corrupt';
+  return 'infrastructure';
+}
+
+/**
+ * The close reason of a failure no retry can fix and that ends the whole processor (its reader, its
+ * coordinator): rejected credentials (`Unauthorized`), a container or database gone (`ResourceGone`), options
+ * that cannot work (`Error`). `undefined` for every other failure: it is retried, or ends only its partition.
+ *
+ * @internal
+ */
+export function fatalCloseReason(error: unknown): CloseReason | undefined {
+  if (error instanceof CredentialsError) return 'Unauthorized';
+  if (error instanceof ResourceGoneError) return 'ResourceGone';
+  if (error instanceof InvalidOptionsError) return 'Error';
+  return undefined;
+}
+
+/** @internal True for a failure that ends the whole processor (see {@link fatalCloseReason}). */
+export function isFatal(error: unknown): error is Error {
+  return fatalCloseReason(error) !== undefined;
+}
+
+/** @internal The HTTP status a failure carries (`TransientError.statusCode`, or a client error's `statusCode`). */
+function statusOf(error: unknown): unknown {
+  return (error as { statusCode?: unknown } | null)?.statusCode;
+}
+
+/**
+ * True for a read the service refused for the account's request budget (HTTP 429): retried after the service's
+ * delay, and never counted towards giving the lease up (another host would be throttled the same).
+ *
+ * @internal
+ */
+export function isThrottled(error: unknown): boolean {
+  return statusOf(error) === 429;
+}
+
+/**
+ * What a failed read was, for the `readRetry` event, from the vocabulary sources report in: a 429 is
+ * `throttled`, a 408 or a timeout `timeout`, a 5xx `unavailable`, a `TransientError` without a status a
+ * `network` failure, anything else `other`.
+ *
+ * @internal
+ */
+export function readFailureKind(error: Error): ReadFailureKind {
+  const status = statusOf(error);
+  if (isThrottled(error)) return 'throttled';
+  if (status === 408 || /timed? ?out|timeout/i.test(error.message)) return 'timeout';
+  if (typeof status === 'number' && status >= 500) return 'unavailable';
+  if (status === undefined && error instanceof TransientError) return 'network';
+  return 'other';
+}
+

@@ -1,15 +1,14 @@
 import { map, merge, mergeAll, Observable, share, Subject, takeUntil, type Subscriber, type Subscription } from 'rxjs';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
-import { errorEvent } from '../core/errorEvent.js';
+import { errorEvent } from '../errors/errorEvent.js';
 import type { CloseReason, FeedEvent } from '../core/events.js';
-import { ProcessWarnings } from '../core/processWarnings.js';
+import { ProcessWarnings } from './processWarnings.js';
 import type { Partition, StartFrom } from '../core/Partition.js';
 import type { Source } from '../sources/Source.js';
 import { logger, type Logger } from '../internal/log.js';
-import { LEASE_DEFAULTS } from '../leases/protocol/index.js';
 import { createLeaseCoordinator } from '../leases/createLeaseCoordinator.js';
 import { CreditPool } from './CreditPool.js';
-import { type ChangeFeedOptions, type ResolvedOptions, resolveOptions } from './options.js';
+import { type ChangeFeedOptions, coordinatorOptionsOf, type ResolvedOptions, resolveOptions } from './options.js';
 import { type PartitionFeed, type ReaderContext, readPartition } from './reader/readPartition.js';
 import { mayStartNow, pinStart, RunStart, startOf, startsFromTimes } from './startPosition.js';
 import { FeedTelemetry } from '../telemetry/FeedTelemetry.js';
@@ -145,7 +144,7 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
   // "now" is this moment by the source's clock (asked at once), never this host's: the leases the bootstrap
   // creates start at the source's positions of it.
   const runEnded = new AbortController();
-  const unreadableTimeoutMs = o.leaseExpirationMs ?? LEASE_DEFAULTS.leaseExpirationMs;
+  const unreadableTimeoutMs = o.leaseExpirationMs;
   const runStart =
     mayStartNow(o.startFrom) && source.currentTime && source.positionAt && startsFromTimes(source)
       ? new RunStart(source, o.scheduler, unreadableTimeoutMs, runEnded.signal)
@@ -163,22 +162,7 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
     log('start of %s (%s) pinned at %s', partition.id, start instanceof Date ? start.toISOString() : String(start), position ?? 'its first read');
     return position;
   };
-  const coordinator = (o.coordinator ?? createLeaseCoordinator)({
-    store: o.leases,
-    source: o.source,
-    owner,
-    prefix: o.leasePrefix,
-    startPosition,
-    ...(o.leaseScheme !== undefined ? { leaseScheme: o.leaseScheme } : {}),
-    ...(o.balanceBy !== undefined ? { balanceBy: o.balanceBy } : {}),
-    ...(o.leaseAcquireIntervalMs !== undefined ? { leaseAcquireIntervalMs: o.leaseAcquireIntervalMs } : {}),
-    ...(o.leaseRenewIntervalMs !== undefined ? { leaseRenewIntervalMs: o.leaseRenewIntervalMs } : {}),
-    ...(o.leaseExpirationMs !== undefined ? { leaseExpirationMs: o.leaseExpirationMs } : {}),
-    ...(o.minLeases !== undefined ? { minLeases: o.minLeases } : {}),
-    ...(o.maxLeases !== undefined ? { maxLeases: o.maxLeases } : {}),
-    drainTimeoutMs: o.drainTimeoutMs,
-    scheduler: o.scheduler,
-  });
+  const coordinator = (o.coordinator ?? createLeaseCoordinator)(coordinatorOptionsOf(o, startPosition));
   const coordinatorEvents = coordinator.events$.subscribe({ next: emit });
   // What the lease requests cost, where the store says (Cosmos DB request units): into the telemetry.
   const telemetry = watchers.telemetry;
@@ -222,7 +206,7 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
     drainTimeoutMs: o.drainTimeoutMs,
     unreadableTimeoutMs,
     // The load is published on renewal: measuring over one renew interval keeps it as fresh as it can be.
-    loadWindowMs: o.leaseRenewIntervalMs ?? LEASE_DEFAULTS.leaseRenewIntervalMs,
+    loadWindowMs: o.leaseRenewIntervalMs,
     scheduler: o.scheduler,
     pool,
     emit,

@@ -1,32 +1,29 @@
-import { asyncScheduler, type Observer, type SchedulerLike } from 'rxjs';
+import type { Observer } from 'rxjs';
 import type { FeedEvent } from '../core/events.js';
-import type { Partition, StartFrom } from '../core/Partition.js';
+import type { Partition, Position, StartFrom } from '../core/Partition.js';
 import { InvalidOptionsError } from '../errors/index.js';
-import { checkBalanceBy, checkLeasePrefix, checkLeaseScheme, resolveTimings, type LeaseScheme } from '../leases/protocol/index.js';
+import { checkLeasePrefix } from '../leases/protocol/index.js';
+import {
+  checkLeaseStore,
+  checkOwner,
+  leaseOptionsOf,
+  resolveLeaseOptions,
+  type LeaseCoordinatorOptions,
+  type LeaseOptions,
+  type ResolvedLeaseOptions,
+} from '../leases/coordinator/options.js';
 import type { LeaseCoordinator } from '../leases/LeaseCoordinator.js';
-import type { LeaseCoordinatorOptions } from '../leases/createLeaseCoordinator.js';
 import type { LeaseStore } from '../leases/LeaseStore.js';
+import { durationMs, hasMethods, integerAtLeast } from '../options/validate.js';
 import type { Source } from '../sources/Source.js';
 import { resolveTelemetryOptions, type TelemetryOptions } from '../telemetry/options.js';
 
 /** What a lease coordinator factory receives: the coordinator's own options, with the feed's source and prefix. */
-export type CoordinatorFactoryOptions = Pick<
-  LeaseCoordinatorOptions,
-  | 'store'
-  | 'owner'
-  | 'leaseAcquireIntervalMs'
-  | 'leaseRenewIntervalMs'
-  | 'leaseExpirationMs'
-  | 'minLeases'
-  | 'maxLeases'
-  | 'drainTimeoutMs'
-  | 'scheduler'
-  | 'leaseScheme'
-  | 'balanceBy'
-> & {
-  readonly source: Source<unknown>;
-  readonly prefix: string;
-};
+export type CoordinatorFactoryOptions = Pick<LeaseCoordinatorOptions, 'store' | 'owner' | 'startPosition'> &
+  ResolvedLeaseOptions & {
+    readonly source: Source<unknown>;
+    readonly prefix: string;
+  };
 
 /**
  * Options of {@link createChangeFeed}, {@link changeFeed} and {@link partitionFeeds}.
@@ -37,7 +34,7 @@ export type CoordinatorFactoryOptions = Pick<
  * const feed$ = changeFeed({ source: new MemorySource({ partitions: 4 }), leases: new MemoryLeaseStore(), instanceName: 'host-1' });
  * ```
  */
-export interface ChangeFeedOptions<T> {
+export interface ChangeFeedOptions<T> extends LeaseOptions {
   /** The change feed to read. Required. */
   readonly source: Source<T>;
   /** Where leases (ownership and checkpoints) live. Required. */
@@ -55,19 +52,6 @@ export interface ChangeFeedOptions<T> {
    * apps that both left it out would silently split one set of leases. End it with a separator.
    */
   readonly leasePrefix: string;
-  /**
-   * How lease documents are named. `'dotnet'`: the layout of the .NET v3 change feed processor and the
-   * Azure Functions Cosmos DB trigger, so their lease container is continued where it stopped and their
-   * estimator and KEDA read ours; `leasePrefix` must then be
-   * `await dotnetLeasePrefix({ container, endpoint, processorName })`. Default `'rxfeed'`.
-   */
-  readonly leaseScheme?: LeaseScheme;
-  /**
-   * What balancing evens out between hosts: `'count'` (leases per host) or `'load'` (each partition's
-   * change rate, measured by its reader and published in its lease on renewal and checkpoint).
-   * Default `'count'`.
-   */
-  readonly balanceBy?: 'count' | 'load';
   /**
    * Where a partition starts when its lease has no checkpoint yet. Default `'beginning'` (nothing already
    * in the feed is skipped; the .NET processor defaults to now). `'now'` is the moment the processor started
@@ -115,24 +99,6 @@ export interface ChangeFeedOptions<T> {
    * reached the checkpoint for this long, in ms, whatever other partitions do. Default 60 000.
    */
   readonly stallTimeoutMs?: number;
-  /**
-   * On a voluntary release (shutdown, rebalance), most time to wait for batches in flight, in ms. Default
-   * 10 000: with a Kubernetes grace period (30 s) that leaves room for the final checkpoints and the lease
-   * releases after a drain that times out. A partition in a reported stall is not waited for.
-   */
-  readonly drainTimeoutMs?: number;
-  /** How often to look for free or expired leases, in ms. Default: the coordinator's. */
-  readonly leaseAcquireIntervalMs?: number;
-  /** How often to renew owned leases, in ms. Default: the coordinator's. */
-  readonly leaseRenewIntervalMs?: number;
-  /** A lease not renewed for this long is free to take, in ms. Default: the coordinator's. */
-  readonly leaseExpirationMs?: number;
-  /** Hold at least this many leases when there are enough (0 = no minimum). Default 0. */
-  readonly minLeases?: number;
-  /** Never hold more than this many leases (0 = no limit). Default 0. */
-  readonly maxLeases?: number;
-  /** Scheduler for every wait (polls, backoff, stall checks). Default `asyncScheduler`. */
-  readonly scheduler?: SchedulerLike;
   /** Receives every {@link FeedEvent} (same as subscribing to `events$`). */
   readonly events?: Partial<Observer<FeedEvent>> | ((event: FeedEvent) => void);
   /**
@@ -147,7 +113,7 @@ export interface ChangeFeedOptions<T> {
 }
 
 /** @internal Options after validation, with defaults applied. */
-export interface ResolvedOptions<T> extends ChangeFeedOptions<T> {
+export interface ResolvedOptions<T> extends Omit<ChangeFeedOptions<T>, keyof LeaseOptions>, ResolvedLeaseOptions {
   readonly leasePrefix: string;
   readonly startFrom: StartFrom | ((partition: Partition) => StartFrom);
   readonly maxItemCount: number;
@@ -155,11 +121,9 @@ export interface ResolvedOptions<T> extends ChangeFeedOptions<T> {
   readonly idlePollIntervalMs: number;
   readonly maxInFlightChanges: number;
   readonly stallTimeoutMs: number;
-  readonly drainTimeoutMs: number;
-  readonly scheduler: SchedulerLike;
 }
 
-/** @internal Defaults of {@link ChangeFeedOptions}. */
+/** @internal Defaults of the feed's own options (the lease options' are in `LEASE_OPTIONS`). */
 export const DEFAULTS = {
   startFrom: 'beginning',
   maxItemCount: 100,
@@ -169,6 +133,8 @@ export const DEFAULTS = {
   // Shorter than the coordinator's own default: stop() must fit a Kubernetes grace period (30 s) with the
   // final checkpoints and the lease releases after the drain.
   drainTimeoutMs: 10_000,
+  /** The automatic checkpoints of `processChanges` and `changeFeedIterable`: 1 000 changes or 5 s. */
+  checkpoint: { count: 1_000, ms: 5_000 },
 } as const;
 
 /** True for a valid {@link StartFrom} value. @internal */
@@ -178,31 +144,6 @@ export function isStartFrom(value: unknown): value is StartFrom {
     value === 'now' ||
     (value instanceof Date && !Number.isNaN(value.getTime())) ||
     (typeof value === 'object' && value !== null && !(value instanceof Date) && typeof (value as { position?: unknown }).position === 'string')
-  );
-}
-
-function integerAtLeast(name: string, value: unknown, min = 1): void {
-  if (value === undefined) return;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min) {
-    throw new InvalidOptionsError(name, `expected an integer ≥ ${min}, got ${JSON.stringify(value)}`);
-  }
-}
-
-function durationMs(name: string, value: unknown, min = 0): void {
-  if (value === undefined) return;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < min) {
-    throw new InvalidOptionsError(
-      name,
-      `expected a finite number of milliseconds ≥ ${min}, got ${JSON.stringify(value)} (the unit is ms)`,
-    );
-  }
-}
-
-function hasMethods(value: unknown, methods: readonly string[]): boolean {
-  return (
-    typeof value === 'object' &&
-    value !== null &&
-    methods.every((m) => typeof (value as Record<string, unknown>)[m] === 'function')
   );
 }
 
@@ -218,15 +159,11 @@ export function resolveOptions<T>(options: ChangeFeedOptions<T>): ResolvedOption
   if (!hasMethods(options.source, ['listPartitions', 'read'])) {
     throw new InvalidOptionsError('source', 'pass a Source (e.g. new MemorySource() or a Cosmos source)');
   }
-  if (!hasMethods(options.leases, ['list', 'read', 'createIfAbsent', 'replace', 'delete'])) {
-    throw new InvalidOptionsError('leases', 'pass a LeaseStore (e.g. new MemoryLeaseStore())');
-  }
-  if (typeof options.instanceName !== 'string' || options.instanceName.trim() === '') {
-    throw new InvalidOptionsError('instanceName', 'pass a non-empty name unique to this host, e.g. os.hostname()');
-  }
-  checkLeasePrefix('leasePrefix', options.leasePrefix, true);
-  checkLeaseScheme('leaseScheme', options.leaseScheme, options.leasePrefix, 'leasePrefix');
-  checkBalanceBy('balanceBy', options.balanceBy);
+  checkLeaseStore('leases', options.leases);
+  checkOwner('instanceName', options.instanceName);
+  const leasePrefix = checkLeasePrefix('leasePrefix', options.leasePrefix, true);
+  // Every lease option (and the relations between them) is checked where it is defined, once for every caller.
+  const lease = resolveLeaseOptions(options, { name: 'leasePrefix', value: options.leasePrefix }, { drainTimeoutMs: DEFAULTS.drainTimeoutMs });
   const startFrom = options.startFrom;
   if (startFrom !== undefined && typeof startFrom !== 'function' && !isStartFrom(startFrom)) {
     throw new InvalidOptionsError('startFrom', "expected 'beginning', 'now', a valid Date, { position } or a function of the partition returning one");
@@ -243,16 +180,6 @@ export function resolveOptions<T>(options: ChangeFeedOptions<T>): ResolvedOption
   }
   integerAtLeast('maxInFlightChanges', options.maxInFlightChanges);
   durationMs('stallTimeoutMs', options.stallTimeoutMs, 1);
-  // The lease timings (and their relations) are checked where they are defined, once for every caller.
-  resolveTimings(options);
-  integerAtLeast('minLeases', options.minLeases, 0);
-  integerAtLeast('maxLeases', options.maxLeases, 0);
-  if (options.maxLeases && options.minLeases && options.minLeases > options.maxLeases) {
-    throw new InvalidOptionsError('minLeases', `must not exceed maxLeases (${options.maxLeases})`);
-  }
-  if (options.scheduler !== undefined && !hasMethods(options.scheduler, ['schedule', 'now'])) {
-    throw new InvalidOptionsError('scheduler', 'expected an RxJS SchedulerLike (e.g. asyncScheduler)');
-  }
   if (options.events !== undefined && typeof options.events !== 'function' && typeof options.events !== 'object') {
     throw new InvalidOptionsError('events', 'expected an observer object or a callback');
   }
@@ -267,14 +194,34 @@ export function resolveOptions<T>(options: ChangeFeedOptions<T>): ResolvedOption
   }
   return {
     ...options,
-    leasePrefix: options.leasePrefix,
+    ...lease,
+    leasePrefix,
     startFrom: startFrom ?? DEFAULTS.startFrom,
     maxItemCount,
     pollIntervalMs,
     idlePollIntervalMs: options.idlePollIntervalMs ?? pollIntervalMs,
     maxInFlightChanges,
     stallTimeoutMs: options.stallTimeoutMs ?? DEFAULTS.stallTimeoutMs,
-    drainTimeoutMs: options.drainTimeoutMs ?? DEFAULTS.drainTimeoutMs,
-    scheduler: options.scheduler ?? asyncScheduler,
+  };
+}
+
+/**
+ * The coordinator's options for a feed: the one place where the feed's names (`leases`, `instanceName`,
+ * `leasePrefix`) become the coordinator's (`store`, `owner`, `prefix`); every {@link LeaseOptions} option is
+ * handed over under its own name.
+ *
+ * @internal
+ */
+export function coordinatorOptionsOf<T>(
+  o: ResolvedOptions<T>,
+  startPosition: (partition: Partition) => Promise<Position | null>,
+): CoordinatorFactoryOptions {
+  return {
+    ...leaseOptionsOf(o),
+    store: o.leases,
+    owner: o.instanceName,
+    prefix: o.leasePrefix,
+    source: o.source as Source<unknown>,
+    startPosition,
   };
 }

@@ -3,10 +3,10 @@ import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import type { CloseReason, FeedEvent } from '../core/events.js';
 import type { Partition } from '../core/Partition.js';
-import { type OnFailure, resolveOnFailure } from '../deadletter/failurePolicy.js';
+import { type OnFailure, resolveOnFailure } from '../failures/failurePolicy.js';
 import { InvalidOptionsError } from '../errors/index.js';
 import { createChangeFeed } from '../feed/createChangeFeed.js';
-import type { ChangeFeedOptions } from '../feed/options.js';
+import { type ChangeFeedOptions, DEFAULTS } from '../feed/options.js';
 import type { PartitionFeed } from '../feed/reader/readPartition.js';
 import { logger } from '../internal/log.js';
 import { checkpointEvery } from '../operators/checkpointEvery.js';
@@ -96,8 +96,6 @@ export interface ChangeProcessorHandle {
   close(): Promise<void>;
 }
 
-const DEFAULT_CHECKPOINT = { count: 1000, ms: 5000 } as const;
-
 /**
  * Runs a change feed processor that calls your handlers per partition: the shape of the .NET / Java change
  * feed processor and of Event Hubs' `subscribe`, as a thin layer over {@link partitionFeeds} and the Rx
@@ -131,7 +129,7 @@ export function processChanges<T>(options: ProcessChangesOptions<T>, handlers: C
   }
   // Validates onFailure (default 'halt') now; backoff waits run on the feed's scheduler unless it names one.
   const policy = resolveOnFailure<T>(options, options?.scheduler);
-  const { checkpoint = DEFAULT_CHECKPOINT, onFailure: _onFailure, ...feedOptions } = options ?? ({} as ProcessChangesOptions<T>);
+  const { checkpoint = DEFAULTS.checkpoint, onFailure: _onFailure, ...feedOptions } = options ?? ({} as ProcessChangesOptions<T>);
   if (checkpoint !== 'manual' && (typeof checkpoint !== 'object' || checkpoint === null)) {
     throw new InvalidOptionsError('checkpoint', "give { count, ms } or 'manual'");
   }

@@ -60,3 +60,14 @@ export function onAbort(signal: AbortSignal, fn: () => void): () => void {
 export function abortWatchers(signal: AbortSignal): number {
   return watched.get(signal)?.callbacks.size ?? 0;
 }
+
+/** @internal What an operation aborted by `signal` rejects with: the signal's reason, else a DOMException `AbortError`. */
+export function abortError(signal: AbortSignal): unknown {
+  return signal.reason ?? new DOMException('The operation was aborted', 'AbortError');
+}
+
+/** @internal True when `err` is the rejection of an aborted signal (ours, Node's or a client library's). */
+export function isAbortError(err: unknown): boolean {
+  return err instanceof Error && (err.name === 'AbortError' || (err as { code?: unknown }).code === 'ABORT_ERR');
+}
+

@@ -4,7 +4,7 @@ import { asBatches, type BatchOrBatches, type ChangeBatch } from '../core/Change
 import type { FeedEvent } from '../core/events.js';
 import { RxfeedError } from '../errors/index.js';
 import { createChangeFeed, type ChangeFeedProcessor } from '../feed/createChangeFeed.js';
-import type { ChangeFeedOptions } from '../feed/options.js';
+import { type ChangeFeedOptions, DEFAULTS } from '../feed/options.js';
 import { logger } from '../internal/log.js';
 import { checkpointEvery, type CheckpointEveryOptions } from '../operators/checkpointEvery.js';
 
@@ -51,8 +51,6 @@ export interface ChangeFeedIterable<T> extends AsyncIterable<ChangeBatch<T>> {
   stop(): Promise<void>;
 }
 
-const DEFAULT_POLICY: CheckpointPolicy = { count: 1_000, ms: 5_000 };
-
 /**
  * The change feed as an `AsyncIterable` of batches, for code that prefers pulling to piping.
  *
@@ -80,7 +78,7 @@ const DEFAULT_POLICY: CheckpointPolicy = { count: 1_000, ms: 5_000 };
  * @returns A single-use async iterable with `checkpoint()`, `events$`, `owner` and `stop()`.
  */
 export function changeFeedIterable<T>(options: ChangeFeedIterableOptions<T>): ChangeFeedIterable<T> {
-  const { checkpoint = DEFAULT_POLICY, signal, ...feedOptions } = options;
+  const { checkpoint = DEFAULTS.checkpoint, signal, ...feedOptions } = options;
   const policy: CheckpointEveryOptions =
     typeof checkpoint === 'number'
       ? { count: checkpoint, scheduler: feedOptions.scheduler }

@@ -4,9 +4,9 @@ import { Coordinator } from './coordinator/Coordinator.js';
 import type { LeaseCoordinatorOptions } from './coordinator/options.js';
 import type { LeaseCoordinator } from './LeaseCoordinator.js';
 
-export { LEASE_DEFAULTS } from './protocol/timings.js';
+export { LEASE_DEFAULTS } from './coordinator/options.js';
 export { DEFAULT_LEASE_PREFIX } from './protocol/validation.js';
-export type { LeaseCoordinatorOptions } from './coordinator/options.js';
+export type { LeaseCoordinatorOptions, LeaseOptions } from './coordinator/options.js';
 
 /**
  * Creates the lease coordinator of one host: it bootstraps one lease per partition under `prefix`

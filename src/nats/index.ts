@@ -18,4 +18,4 @@ export {
   type JetStreamClientLike,
   type JetStreamAckLike,
 } from './publishToJetStream.js';
-export { RelayError, RelayStats, type RelayOptions, type RelayBackoff } from './relay.js';
+export { RelayError, RelayStats, type RelayOptions, type RelayBackoff } from '../relay/relay.js';

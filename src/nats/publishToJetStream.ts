@@ -2,9 +2,10 @@ import type { OperatorFunction } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { InvalidOptionsError } from '../errors/index.js';
-import { importOptional } from '../sinks/sql/SqlRunner.js';
+import { importOptional } from '../internal/importOptional.js';
 import type { AnyBatches, DocumentOf } from '../operators/types.js';
-import { type BrokerPublisher, messageId, type PublishResult, relay, type RelayOptions } from './relay.js';
+import { type BrokerPublisher, messageId, type PublishResult, relay, type RelayOptions } from '../relay/relay.js';
+import type { FailureClass } from '../errors/classify.js';
 
 /** What a JetStream publish resolves to (the fields rxfeed reads of `PubAck`). */
 export interface JetStreamAckLike {
@@ -60,12 +61,16 @@ interface NatsMessage {
 const TRANSIENT_NAMES = new Set(['TimeoutError', 'RequestError', 'ConnectionError', 'DrainingConnectionError', 'errors.ConnectionError']);
 const FULL_STREAM = /maximum (messages|bytes|messages per subject) exceeded|insufficient resources|resource limits exceeded|no suitable peers|stream offline/i;
 
-/** True for a JetStream publish failure that a retry can cure. @internal */
-export function isTransientNatsError(error: unknown): boolean {
+/**
+ * What a JetStream publish failure is, in rxfeed's failure vocabulary: `transient` when a retry can cure it (no
+ * acknowledgement in time, a dropped connection, a full stream), else `permanent` (a missing stream, a refused
+ * subject, a message too large): a relay ends with a `RelayError`. @internal
+ */
+export function classifyNatsError(error: unknown): FailureClass {
   const { name, message, code } = (error ?? {}) as { name?: string; message?: string; code?: unknown };
-  if (name !== undefined && TRANSIENT_NAMES.has(name)) return true;
-  if (typeof message === 'string' && (FULL_STREAM.test(message) || /timeout|timed out|disconnect/i.test(message))) return true;
-  return code === 'TIMEOUT' || code === 'ECONNRESET' || code === 'ECONNREFUSED';
+  if (name !== undefined && TRANSIENT_NAMES.has(name)) return 'transient';
+  if (typeof message === 'string' && (FULL_STREAM.test(message) || /timeout|timed out|disconnect/i.test(message))) return 'transient';
+  return code === 'TIMEOUT' || code === 'ECONNRESET' || code === 'ECONNREFUSED' ? 'transient' : 'permanent';
 }
 
 class JetStreamPublisher implements BrokerPublisher<NatsMessage> {
@@ -122,8 +127,8 @@ class JetStreamPublisher implements BrokerPublisher<NatsMessage> {
     );
   }
 
-  isTransient(error: unknown): boolean {
-    return isTransientNatsError(error);
+  classify(error: unknown): FailureClass {
+    return classifyNatsError(error);
   }
 
   async close(): Promise<void> {

@@ -1,6 +1,6 @@
 import { catchError, defer, EMPTY, endWith, from, ignoreElements, lastValueFrom, type ObservableInput, type OperatorFunction } from 'rxjs';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
-import { type FailureOptions, type FailurePolicy, resolveOnFailure, runIsolating } from '../deadletter/failurePolicy.js';
+import { type FailureOptions, type FailurePolicy, resolveOnFailure, runIsolating } from '../failures/failurePolicy.js';
 import { concurrencyOption } from './internal/batchInternals.js';
 import { DROPPED, mapPerPartition } from './internal/perPartitionInternals.js';
 import type { AnyBatches, ConcurrencyOptions, DocumentOf } from './types.js';

@@ -1,7 +1,7 @@
 import { catchError, defer, from, lastValueFrom, map, toArray, type OperatorFunction } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
-import { type FailureOptions, resolveOnFailure, runIsolating } from '../deadletter/failurePolicy.js';
+import { type FailureOptions, resolveOnFailure, runIsolating } from '../failures/failurePolicy.js';
 import { concurrencyOption } from './internal/batchInternals.js';
 import { DROPPED, mapPerPartition } from './internal/perPartitionInternals.js';
 import type { AnyBatches, ConcurrencyOptions, DocumentOf, Rebatched } from './types.js';

@@ -1,6 +1,6 @@
 import type { OperatorFunction } from 'rxjs';
 import type { Change } from '../core/Change.js';
-import { resolveOnFailure } from '../deadletter/failurePolicy.js';
+import { resolveOnFailure } from '../failures/failurePolicy.js';
 import { type ChangeFailureOptions, perChange } from './internal/batchInternals.js';
 import type { AnyBatches, DocumentOf, Rebatched } from './types.js';
 

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { InvalidOptionsError } from '../errors/index.js';
 import { ViewFencedError } from '../errors/ViewFencedError.js';
 import { logger } from '../internal/log.js';
-import { importOptional } from '../sinks/sql/SqlRunner.js';
+import { importOptional } from '../internal/importOptional.js';
 import type { ViewPartitionState, ViewRow, ViewStore, ViewWrite, ViewWriteResult } from '../sinks/ViewStore.js';
 import { PRUNE_SCRIPT, WRITE_SCRIPT } from './writeScript.js';
 

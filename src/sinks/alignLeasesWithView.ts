@@ -4,6 +4,7 @@ import { logger } from '../internal/log.js';
 import { LeaseConflictError } from '../errors/LeaseConflictError.js';
 import type { LeaseStore } from '../leases/LeaseStore.js';
 import { checkLeaseScheme, leaseIdsOf, listProcessorLeases, type LeaseScheme } from '../leases/protocol/index.js';
+import { LEASE_OPTIONS } from '../leases/coordinator/options.js';
 import type { ViewPartitionState, ViewStore } from './ViewStore.js';
 
 /** Options of {@link alignLeasesWithView}. */
@@ -53,7 +54,7 @@ export async function alignLeasesWithView(
   leases: LeaseStore,
   options: AlignLeasesWithViewOptions,
 ): Promise<AlignedLease[]> {
-  const { prefix, leaseScheme = 'rxfeed', attempts = 3 } = options ?? ({} as AlignLeasesWithViewOptions);
+  const { prefix, leaseScheme = LEASE_OPTIONS.leaseScheme.default, attempts = 3 } = options ?? ({} as AlignLeasesWithViewOptions);
   if (typeof prefix !== 'string') throw new InvalidOptionsError('prefix', 'give the lease prefix the processors use');
   checkLeaseScheme('leaseScheme', leaseScheme, prefix);
   if (!Number.isInteger(attempts) || attempts < 1) throw new InvalidOptionsError('attempts', `${attempts} must be a whole number, at least 1`);

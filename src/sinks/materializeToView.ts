@@ -1,9 +1,9 @@
 import { defer, finalize, type OperatorFunction } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
-import { worthReporting } from '../core/errorEvent.js';
-import { attempt, type Failure, type FailurePolicy, type FailureOptions, clockOf, giveUp, goesOn, isFenced, jitterFor, resolveOnFailure, withLsnGroups } from '../deadletter/failurePolicy.js';
-import { backoffMs, resolveRetryPolicy } from '../deadletter/RetryPolicy.js';
+import { worthReporting } from '../errors/errorEvent.js';
+import { attempt, type Failure, type FailurePolicy, type FailureOptions, clockOf, giveUp, goesOn, isFenced, jitterFor, resolveOnFailure, withLsnGroups } from '../failures/failurePolicy.js';
+import { policyBackoffMs, resolveRetryPolicy } from '../failures/RetryPolicy.js';
 import { classifyFailure, fencingError } from '../errors/classify.js';
 import { InvalidOptionsError, SinkError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
@@ -208,7 +208,7 @@ export function materializeToView<B extends AnyBatches, R>(
               }
               // Waits, unless a partition's ownership ends meanwhile: its batches are then dropped at once.
               const signals = batches.flatMap((b) => (b.origin ? [b.origin.tracker.signal] : []));
-              await sleep(backoffMs(SINK_RETRY, Math.min(failures, 30), (jitter ??= jitterFor(batches[0]!))), clockOf(policy, batches[0]), AbortSignal.any([left.signal, ...signals]));
+              await sleep(policyBackoffMs(SINK_RETRY, Math.min(failures, 30), (jitter ??= jitterFor(batches[0]!))), clockOf(policy, batches[0]), AbortSignal.any([left.signal, ...signals]));
               if (left.signal.aborted) return undefined; // nothing is emitted any more; the next run reads them again
               batches = dropBatches(batches, ended);
             }

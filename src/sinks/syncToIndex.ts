@@ -2,9 +2,9 @@ import type { OperatorFunction } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import { InvalidOptionsError } from '../errors/index.js';
 import type { AnyBatches, DocumentOf } from '../operators/types.js';
-import { type FailureOptions, resolveOnFailure } from '../deadletter/failurePolicy.js';
+import { type FailureOptions, resolveOnFailure } from '../failures/failurePolicy.js';
 import type { ViewMode, ViewStore } from './ViewStore.js';
-import type { SearchDocument } from './PostgresSearchIndex.js';
+import type { SearchDocument } from './SearchIndex.js';
 import { materializeToView } from './materializeToView.js';
 
 /** Options of {@link syncToIndex}. */

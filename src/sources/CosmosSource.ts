@@ -10,10 +10,10 @@ import {
 import type { Change } from '../core/Change.js';
 import type { FeedMode, Partition, Position, StartFrom } from '../core/Partition.js';
 import { InvalidOptionsError, PartitionGoneError, ResourceGoneError, TransientError } from '../errors/index.js';
-import { onAbort } from '../internal/abortWatch.js';
+import { abortError, isAbortError, onAbort } from '../internal/abortWatch.js';
 import { logger } from '../internal/log.js';
 import { lsnOfPosition, lsnOfSessionToken, parseToken, rangeIdOfSessionToken, rangeToken } from './cosmos/continuation.js';
-import { isAbortError, networkCode, routingMapError, toSourceError } from './cosmos/errors.js';
+import { networkCode, routingMapError, toSourceError } from './cosmos/errors.js';
 import { endpointOf, HostCheck } from './cosmos/reachability.js';
 import { sdkOfContainer } from './cosmos/sdkOfContainer.js';
 import { allVersionsChange, latestVersionChange, partitionKeyPaths, type PartitionKeyPaths } from './cosmos/mapChange.js';
@@ -88,10 +88,6 @@ function setPageSize(iterator: ChangeFeedPullModelIterator<unknown>, maxItemCoun
 interface ContainerInfo {
   readonly rid: string;
   readonly keyPaths: PartitionKeyPaths | undefined;
-}
-
-function abortError(signal: AbortSignal): unknown {
-  return signal.reason ?? new DOMException('The operation was aborted', 'AbortError');
 }
 
 /** Settles with `promise`, or rejects as soon as `signal` aborts (the SDK's change feed iterator takes no signal). */

@@ -1,4 +1,4 @@
-import { onAbort } from '../internal/abortWatch.js';
+import { abortError, onAbort } from '../internal/abortWatch.js';
 import { hashString } from '../internal/random.js';
 import { asyncScheduler, type SchedulerLike } from 'rxjs';
 import type { Change } from '../core/Change.js';
@@ -168,10 +168,6 @@ function documentId(document: unknown): string {
   const id = (document as { id?: unknown } | null)?.id;
   if (typeof id !== 'string' || id === '') throw new RxfeedError('a MemorySource document needs a non-empty string id');
   return id;
-}
-
-function abortError(signal: AbortSignal): unknown {
-  return signal.reason ?? new DOMException('The operation was aborted', 'AbortError');
 }
 
 /**

@@ -1,4 +1,5 @@
-/** One Server-Sent Events message, before it is framed as `text/event-stream` lines. */
+/** One Server-Sent Events message, before it is framed as `text/event-stream` lines. * @internal Wire format of `rxfeed/sse`, not exported from it.
+ */
 export interface SseMessage {
   /** The `id:` field: the browser sends it back as `Last-Event-ID` when it reconnects. No line breaks or NUL. */
   readonly id?: string;
@@ -28,10 +29,11 @@ function checkField(name: string, value: string): void {
  *
  * @example
  * ```ts
- * import { formatSseMessage } from 'rxfeed/sse';
+ * import { formatSseMessage } from './eventFormat.js';
  * res.write(formatSseMessage({ id: 'a1.7', data: JSON.stringify({ id: 'o1' }) })); // "id: a1.7\ndata: {...}\n\n"
  * ```
  * @throws TypeError when `id` or `event` holds a line break, `id` a NUL, or `retry` is not a non-negative integer.
+ * @internal Wire format of `rxfeed/sse`, not exported from it.
  */
 export function formatSseMessage(message: SseMessage): string {
   let out = '';
@@ -60,9 +62,10 @@ export function formatSseMessage(message: SseMessage): string {
  *
  * @example
  * ```ts
- * import { formatSseComment } from 'rxfeed/sse';
+ * import { formatSseComment } from './eventFormat.js';
  * res.write(formatSseComment('heartbeat')); // ": heartbeat\n"
  * ```
+ * @internal Wire format of `rxfeed/sse`, not exported from it.
  */
 export function formatSseComment(text: string): string {
   return text

@@ -3,6 +3,7 @@
  * restarted server knows an id is from a previous process) and, per partition (lease token), the LSN of the
  * newest change it has. LSNs continue along split and merge lineage, so these positions keep their meaning
  * across a server restart and across splits: a restarted hub can tell what a client missed, or snapshot it again.
+ * @internal Wire format of `rxfeed/sse`, not exported from it.
  */
 export interface SseEventPosition {
   readonly stream: string;
@@ -15,9 +16,10 @@ export interface SseEventPosition {
  *
  * @example
  * ```ts
- * import { formatEventId } from 'rxfeed/sse';
+ * import { formatEventId } from './eventId.js';
  * formatEventId('k3f9q2', new Map([['0', 42], ['1', 7]])); // 'k3f9q2.0:16,1:7'
  * ```
+ * @internal Wire format of `rxfeed/sse`, not exported from it.
  */
 export function formatEventId(stream: string, positions: ReadonlyMap<string, number>): string {
   let out = `${stream}.`;
@@ -35,9 +37,10 @@ export function formatEventId(stream: string, positions: ReadonlyMap<string, num
  *
  * @example
  * ```ts
- * import { parseEventId } from 'rxfeed/sse';
+ * import { parseEventId } from './eventId.js';
  * parseEventId('k3f9q2.0:16,1:7'); // { stream: 'k3f9q2', positions: Map { '0' => 42, '1' => 7 } }
  * ```
+ * @internal Wire format of `rxfeed/sse`, not exported from it.
  */
 export function parseEventId(id: string | undefined): SseEventPosition | undefined {
   if (!id) return undefined;

@@ -15,5 +15,3 @@
 export { createSseHub, type SseHub, type SseHubOptions, type SseConnectOptions, type SseHubStats, type SseResetReason, type SseChangeEvent, type SseSnapshotRow } from './SseHub.js';
 export { SseClient, type SseClientOptions, type SseDropReason, type SseResponse } from './SseClient.js';
 export { sseHandler, lastEventIdOf, type SseHandlerOptions } from './sseHandler.js';
-export { formatSseMessage, formatSseComment, type SseMessage } from './eventFormat.js';
-export { formatEventId, parseEventId, type SseEventPosition } from './eventId.js';

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FeedEvent } from '../../src/core/events.js';
 import { InvalidOptionsError } from '../../src/errors/index.js';
 import { type AmqpConnectionLike, publishToAmqp } from '../../src/amqp/publishToAmqp.js';
-import { RelayError, RelayStats } from '../../src/nats/relay.js';
+import { RelayError, RelayStats } from '../../src/relay/relay.js';
 import { AMQP_URL, serviceUnavailable, uniqueName } from '../support/brokers/services.js';
 import { batch, orderAndDuplicates, relayCrashScenario, type RelayDoc, type StoredMessage } from '../support/brokers/relayScenario.js';
 import { TcpProxy } from '../support/brokers/tcpProxy.js';

@@ -4,7 +4,7 @@ import { asyncScheduler, lastValueFrom, of, toArray } from 'rxjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import { publishToJetStream } from '../../src/nats/publishToJetStream.js';
-import { RelayStats } from '../../src/nats/relay.js';
+import { RelayStats } from '../../src/relay/relay.js';
 import { FaultEnv, faultyJetStream } from '../support/faults/index.js';
 import { batch, type RelayDoc } from '../support/brokers/relayScenario.js';
 import { NATS_SERVERS, serviceUnavailable, uniqueName } from '../support/brokers/services.js';

@@ -4,7 +4,7 @@ import { publishToAmqp } from '../../src/amqp/publishToAmqp.js';
 import { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import { MemoryDeadLetterStore } from '../../src/deadletter/MemoryDeadLetterStore.js';
 import { publishToJetStream } from '../../src/nats/publishToJetStream.js';
-import { RelayError, RelayStats } from '../../src/nats/relay.js';
+import { RelayError, RelayStats } from '../../src/relay/relay.js';
 import { batch, type RelayDoc } from '../support/brokers/relayScenario.js';
 import { type HeldMessage, MemoryAmqp, MemoryJetStream } from '../support/brokers/memoryBrokers.js';
 import { type BrokerFaultPlan, FaultEnv, faultyAmqp, faultyJetStream, VirtualClock } from '../support/faults/index.js';

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { callbackDeadLetterSink } from '../../src/deadletter/callbackDeadLetterSink.js';
 import { CosmosDeadLetterStore } from '../../src/deadletter/CosmosDeadLetterStore.js';
 import { MemoryDeadLetterStore } from '../../src/deadletter/MemoryDeadLetterStore.js';
-import { PGliteDeadLetterStore, PostgresDeadLetterStore } from '../../src/deadletter/PostgresDeadLetterStore.js';
+import { PGliteDeadLetterStore, PostgresDeadLetterStore } from '../../src/postgres/PostgresDeadLetterStore.js';
 import { InvalidOptionsError } from '../../src/errors/index.js';
 import { startTestCosmos, type TestCosmos } from '../support/cosmos.js';
 import { deadLetterStoreConformance, letter } from '../support/deadLetterStoreConformance.js';

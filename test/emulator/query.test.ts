@@ -1,6 +1,6 @@
 import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
-import { linearizeReducers, QueryEngine } from '../../src/emulator/query.js';
+import { linearizeReducers, QueryEngine } from '../../src/emulator/QueryEngine.js';
 
 const require = createRequire(import.meta.url);
 const engine = (require('@zeit/cosmosdb-query') as { default: (sql: string) => { code: string; exec(docs: object[], o: object): { result: unknown[] } } }).default;

@@ -9,7 +9,8 @@ import {
   type PartitionKeyDefinition,
 } from '@azure/cosmos';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CosmosEmulator, EMULATOR_KEY, runEmulatorCli } from '../../src/emulator/index.js';
+import { CosmosEmulator, EMULATOR_KEY } from '../../src/emulator/index.js';
+import { runEmulatorCli } from '../../src/emulator/main.js';
 
 // Integration tests: the real, unmodified @azure/cosmos client against the emulator over HTTP.
 

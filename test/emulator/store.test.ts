@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { allVersionsItem, parseStart, readChanges } from '../../src/emulator/changeFeed.js';
-import { Store, type ContainerState, type LogEntry } from '../../src/emulator/store.js';
+import { allVersionsItem, parseStart, readChanges } from '../../src/emulator/feedReader.js';
+import { Store, type ContainerState, type LogEntry } from '../../src/emulator/store/Store.js';
 
 function setup(rangeCount = 1, defaultTtl?: number) {
   let nowMs = Date.UTC(2026, 0, 1);

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { IpcViewStore, serveViewStore } from '../../examples/demo/IpcViewStore.js';
-import { MemoryViewStore, ViewFencedError, type ViewWrite } from '../../src/sinks/index.js';
+import { MemoryViewStore, ViewFencedError, type ViewWrite } from '../../src/index.js';
 
 /** Two ends of a fake IPC channel that serialize like Node's default ('json') IPC serialization. */
 function channelPair() {

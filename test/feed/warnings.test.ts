@@ -5,7 +5,7 @@
  */
 import { asyncScheduler, type Subscription } from 'rxjs';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { ProcessWarnings } from '../../src/core/processWarnings.js';
+import { ProcessWarnings } from '../../src/feed/processWarnings.js';
 import {
   checkpointEvery,
   createChangeFeed,

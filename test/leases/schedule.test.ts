@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { Cooldown, HANDOVER_LOOK_MS, nextScanDelay, onRenewalGrid, RenewalPhases, type ScanOutcome } from '../../src/leases/coordinator/schedule.js';
-import { LEASE_DEFAULTS, resolveTimings } from '../../src/leases/protocol/index.js';
+import { LEASE_DEFAULTS } from '../../src/leases/coordinator/options.js';
+import { resolveTimings } from '../../src/leases/protocol/index.js';
 
-const t = resolveTimings({});
+const t = resolveTimings(LEASE_DEFAULTS);
 const NOW = 1_000_000;
 const quiet: ScanOutcome = { nextExpiryMs: undefined, awaiting: 0, settled: false, justCreated: false };
 

@@ -76,7 +76,7 @@ beforeAll(async () => {
   const requiredPeers = Object.keys(manifest.peerDependencies ?? {}).filter((p) => !manifest.peerDependenciesMeta?.[p]?.optional);
   // The emulator answers the lease store's query with the optional @zeit/cosmosdb-query as long as its
   // source imports it; a quick start user then installs it too.
-  const emulatorQuery = readFileSync(join(repo, 'src', 'emulator', 'query.ts'), 'utf8').includes("'@zeit/cosmosdb-query'");
+  const emulatorQuery = readFileSync(join(repo, 'src', 'emulator', 'QueryEngine.ts'), 'utf8').includes("'@zeit/cosmosdb-query'");
   const extra = emulatorQuery ? ['@zeit/cosmosdb-query'] : [];
   for (const dep of [...Object.keys(manifest.dependencies ?? {}), ...requiredPeers, '@types/node', ...extra]) {
     const link = join(root, 'node_modules', dep);

@@ -3,7 +3,7 @@ import { publishToAmqp } from '../../src/amqp/publishToAmqp.js';
 import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import { publishToJetStream } from '../../src/nats/publishToJetStream.js';
-import { RelayStats } from '../../src/nats/relay.js';
+import { RelayStats } from '../../src/relay/relay.js';
 import { type HeldMessage, MemoryAmqp, MemoryJetStream } from '../support/brokers/memoryBrokers.js';
 import { type BrokerFaultPlan, type FaultEnv, faultyAmqp, faultyJetStream, gateAmqp, gateJetStream, type HostClock } from '../support/faults/index.js';
 import type { Sim } from './context.js';

@@ -2,7 +2,7 @@ import { CosmosClient } from '@azure/cosmos';
 import type { SchedulerLike } from 'rxjs';
 import type { FeedMode, Partition } from '../../src/core/Partition.js';
 import { CosmosEmulator, effectivePartitionKey, type EmulatorRange, type FaultAction, type RequestInfo } from '../../src/emulator/index.js';
-import type { ContainerState, Store } from '../../src/emulator/store.js';
+import type { ContainerState, Store } from '../../src/emulator/store/Store.js';
 import { CorruptLeaseError } from '../../src/errors/index.js';
 import { CosmosLeaseStore, fromDocument } from '../../src/leases/CosmosLeaseStore.js';
 import type { Lease } from '../../src/leases/Lease.js';

@@ -12,7 +12,7 @@ import { ViewFencedError } from '../../src/errors/ViewFencedError.js';
 import type { ViewStore, ViewWrite, ViewWriteResult } from '../../src/sinks/ViewStore.js';
 import { materializeToView } from '../../src/sinks/materializeToView.js';
 import { syncToIndex } from '../../src/sinks/syncToIndex.js';
-import type { SearchDocument } from '../../src/sinks/PostgresSearchIndex.js';
+import type { SearchDocument } from '../../src/sinks/SearchIndex.js';
 
 interface Order {
   readonly id: string;

@@ -8,9 +8,9 @@
  */
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { PostgresDeadLetterStore } from '../../src/deadletter/PostgresDeadLetterStore.js';
+import { PostgresDeadLetterStore } from '../../src/postgres/PostgresDeadLetterStore.js';
 import { checkpointEvery, createChangeFeed, type FeedEvent, materializeToView, MemoryLeaseStore, MemorySource } from '../../src/index.js';
-import { PostgresViewStore } from '../../src/sinks/PostgresViewStore.js';
+import { PostgresViewStore } from '../../src/postgres/PostgresViewStore.js';
 import { letter } from '../support/deadLetterStoreConformance.js';
 import { change, type ConformanceRow, writeOf } from '../support/viewStoreConformance.js';
 import { PG_URL, postgresUnavailable, uniqueSchema } from './postgres.js';

@@ -3,7 +3,8 @@ import { describe, expect, it } from 'vitest';
 import { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import type { Change } from '../../src/core/Change.js';
 import { InvalidOptionsError } from '../../src/errors/index.js';
-import { createSseHub, formatEventId, type SseHubOptions } from '../../src/sse/index.js';
+import { createSseHub, type SseHubOptions } from '../../src/sse/index.js';
+import { formatEventId } from '../../src/sse/eventId.js';
 import { FakeResponse } from './fakeResponse.js';
 
 interface Order {

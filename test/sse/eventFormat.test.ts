@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { formatEventId, formatSseComment, formatSseMessage, parseEventId } from '../../src/sse/index.js';
+import { formatSseComment, formatSseMessage } from '../../src/sse/eventFormat.js';
+import { formatEventId, parseEventId } from '../../src/sse/eventId.js';
 import { SseParser } from '../support/sseParser.js';
 
 describe('formatSseMessage', () => {

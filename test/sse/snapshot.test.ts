@@ -1,7 +1,8 @@
 import { VirtualTimeScheduler } from 'rxjs';
 import { describe, expect, it } from 'vitest';
 import type { ViewStore } from '../../src/sinks/ViewStore.js';
-import { createSseHub, parseEventId, type SseHubOptions } from '../../src/sse/index.js';
+import { createSseHub, type SseHubOptions } from '../../src/sse/index.js';
+import { parseEventId } from '../../src/sse/eventId.js';
 import { FakeResponse } from './fakeResponse.js';
 import { liveViewOf, MiniFeed, settle, withWritesDuringRead, type Row } from './snapshotFeed.js';
 

@@ -2,7 +2,7 @@ import { jsonBytes, readCharge, writeCharge } from '../charges.js';
 import { CosmosHttpError, internalError } from '../errors.js';
 import type { PartitionKeyComponent } from '../hash.js';
 import { header, isTrue, partitionKeyOf, type Reply } from '../http.js';
-import { parsePartitionKeyHeader, type ContainerState, type Doc } from '../store.js';
+import { parsePartitionKeyHeader, type ContainerState, type Doc } from '../store/Store.js';
 import type { HandlerContext, RoutedRequest } from './context.js';
 
 /** One operation of a batch or bulk request, as the SDK serializes it. */

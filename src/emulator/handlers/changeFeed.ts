@@ -1,9 +1,9 @@
 import { changeFeedCharge } from '../charges.js';
-import { ALL_VERSIONS_AND_DELETES, allVersionsItem, LATEST_VERSION, latestVersionItem, lsnEtag, parseStart, readChanges } from '../changeFeed.js';
+import { ALL_VERSIONS_AND_DELETES, allVersionsItem, LATEST_VERSION, latestVersionItem, lsnEtag, parseStart, readChanges } from '../feedReader.js';
 import { CosmosHttpError } from '../errors.js';
 import { effectivePartitionKey } from '../hash.js';
 import { header, maxItems, partitionKeyOf, type Headers, type Reply } from '../http.js';
-import { inRange, partitionKeyMatcher, type ContainerState, type LogEntry, type RangeState } from '../store.js';
+import { inRange, partitionKeyMatcher, type ContainerState, type LogEntry, type RangeState } from '../store/Store.js';
 import type { HandlerContext, RoutedRequest } from './context.js';
 
 /** What the service answers to an AllVersionsAndDeletes read from the beginning or from a point in time. */

@@ -1,7 +1,7 @@
 import type { RequestInfo } from '../faults.js';
 import type { Headers } from '../http.js';
-import type { QueryEngine } from '../query.js';
-import type { Store } from '../store.js';
+import type { QueryEngine } from '../QueryEngine.js';
+import type { Store } from '../store/Store.js';
 
 /** What request handlers need from the emulator. */
 export interface HandlerContext {

@@ -1,7 +1,7 @@
 import { queryCharge, readCharge, writeCharge, jsonBytes } from '../charges.js';
 import { CosmosHttpError } from '../errors.js';
 import { asDoc, conditions, header, maxItems, partitionKeyOf, resource, type Reply } from '../http.js';
-import type { ContainerState, Doc } from '../store.js';
+import type { ContainerState, Doc } from '../store/Store.js';
 import type { HandlerContext, RoutedRequest } from './context.js';
 import { documentsInScope } from './query.js';
 

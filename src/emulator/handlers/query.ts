@@ -3,7 +3,7 @@ import { CosmosHttpError } from '../errors.js';
 import { MAX_EPK, MIN_EPK } from '../hash.js';
 import { header, maxItems, partitionKeyOf, type Headers, type Reply } from '../http.js';
 import { UnsupportedQueryError } from '../sql.js';
-import type { ContainerState, Doc, DocumentScope } from '../store.js';
+import type { ContainerState, Doc, DocumentScope } from '../store/Store.js';
 import type { HandlerContext, RoutedRequest } from './context.js';
 
 /** What a query or read feed covers: one range (or EPK sub-range) and/or one partition key, or all. */

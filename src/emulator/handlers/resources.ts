@@ -1,5 +1,5 @@
 import { CosmosHttpError } from '../errors.js';
-import { lsnEtag } from '../changeFeed.js';
+import { lsnEtag } from '../feedReader.js';
 import { asDoc, feed, header, resource, type Headers, type Reply } from '../http.js';
 import type { HandlerContext, RoutedRequest } from './context.js';
 import { feedQuery } from './query.js';

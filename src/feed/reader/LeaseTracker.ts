@@ -1,10 +1,11 @@
 import type { SchedulerLike } from 'rxjs';
 import { ChangeBatch } from '../../core/ChangeBatch.js';
-import { errorEvent } from '../../core/errorEvent.js';
-import type { FeedEvent, ReadFailureKind } from '../../core/events.js';
+import { errorEvent } from '../../errors/errorEvent.js';
+import type { FeedEvent } from '../../core/events.js';
+import { readFailureKind } from '../../errors/classify.js';
 import type { Position } from '../../core/Partition.js';
 import type { PartitionTracker } from '../../core/PartitionTracker.js';
-import { LeaseLostError, TransientError } from '../../errors/index.js';
+import { LeaseLostError } from '../../errors/index.js';
 import type { Logger } from '../../internal/log.js';
 import type { OwnedLease } from '../../leases/LeaseCoordinator.js';
 import type { Page } from '../../sources/Source.js';
@@ -322,14 +323,4 @@ export class LeaseTracker implements PartitionTracker {
       'stallTimeoutMs, and make maxInFlightChanges larger than the largest buffer (bufferCount/bufferTime).'
     );
   }
-}
-
-/** @internal Classifies a failed read for the `readRetry` event. */
-export function readFailureKind(error: Error): ReadFailureKind {
-  const status = (error as { statusCode?: unknown }).statusCode;
-  if (status === 429) return 'throttled';
-  if (status === 408 || /timed? ?out|timeout/i.test(error.message)) return 'timeout';
-  if (typeof status === 'number' && status >= 500) return 'unavailable';
-  if (status === undefined && error instanceof TransientError) return 'network';
-  return 'other';
 }

@@ -1,10 +1,11 @@
-/** First retry delay without a retry-after, in ms; doubles per failure up to {@link MAX_BACKOFF_MS}. */
-const BASE_BACKOFF_MS = 100;
-const MAX_BACKOFF_MS = 10_000;
+import { backoffMs as capped } from '../../internal/backoff.js';
+
+/** A failed read without a retry-after waits 100 ms, doubling per failure up to 10 s (no jitter). */
+const READ_BACKOFF = { initialMs: 100, maxMs: 10_000 } as const;
 
 /** @internal Delay before retry number `failures` (1-based) of a read that failed without retry-after. */
 export function backoffMs(failures: number): number {
-  return Math.min(MAX_BACKOFF_MS, BASE_BACKOFF_MS * 2 ** Math.min(failures - 1, 20));
+  return capped(READ_BACKOFF, failures);
 }
 
 /** @internal What to do after a failed read. */

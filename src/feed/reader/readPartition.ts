@@ -1,15 +1,10 @@
 import { Observable, type SchedulerLike, type Subscriber, type TeardownLogic } from 'rxjs';
 import type { ChangeBatch } from '../../core/ChangeBatch.js';
-import { worthReporting } from '../../core/errorEvent.js';
+import { worthReporting } from '../../errors/errorEvent.js';
 import type { CloseReason } from '../../core/events.js';
 import type { Partition, Position, StartFrom } from '../../core/Partition.js';
-import {
-  CredentialsError,
-  InvalidOptionsError,
-  PartitionGoneError,
-  ResourceGoneError,
-  TransientError,
-} from '../../errors/index.js';
+import { fatalCloseReason, isFatal, isThrottled } from '../../errors/classify.js';
+import { InvalidOptionsError, PartitionGoneError, TransientError } from '../../errors/index.js';
 import { logger, type Logger } from '../../internal/log.js';
 import type { OwnedLease } from '../../leases/LeaseCoordinator.js';
 import type { Page, Source } from '../../sources/Source.js';
@@ -79,17 +74,6 @@ type LoopEnd =
   | { readonly kind: 'gone' }
   | { readonly kind: 'fatal'; readonly error: Error }
   | { readonly kind: 'unreadable'; readonly why: string };
-
-/** Failures no retry can fix: they stop the processor with a typed error. */
-function isFatal(error: unknown): error is Error {
-  return error instanceof ResourceGoneError || error instanceof CredentialsError || error instanceof InvalidOptionsError;
-}
-
-function closeReasonOf(error: Error): CloseReason {
-  if (error instanceof CredentialsError) return 'Unauthorized';
-  if (error instanceof ResourceGoneError) return 'ResourceGone';
-  return 'Error';
-}
 
 function modeMismatch(owned: OwnedLease, source: Source<unknown>): InvalidOptionsError | undefined {
   const leaseMode = owned.lease.mode;
@@ -186,8 +170,7 @@ async function readLoop<T>(
         if (error instanceof PartitionGoneError) return { kind: 'gone' };
         if (isFatal(error)) return { kind: 'fatal', error };
         const err = error instanceof Error ? error : new Error(String(error));
-        const throttled = (error as { statusCode?: unknown }).statusCode === 429;
-        const decision = failures.failed(error instanceof TransientError ? error.retryAfterMs : undefined, startedAt, throttled);
+        const decision = failures.failed(error instanceof TransientError ? error.retryAfterMs : undefined, startedAt, isThrottled(error));
         log('read failed (%s); attempt %d, retry in %d ms', err.message, decision.attempts, decision.delayMs);
         tracker.reportRetry(err, decision.attempts, decision.delayMs);
         if (decision.giveUp) return { kind: 'unreadable', why: `unreadable for ${ctx.unreadableTimeoutMs} ms (${decision.attempts} failed reads, last: ${err.message})` };
@@ -277,7 +260,7 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
       subscriber.complete();
     };
     const fail = (error: Error) => {
-      state.closeReason = closeReasonOf(error);
+      state.closeReason = fatalCloseReason(error) ?? 'Error';
       log('stopping: %s', error.message);
       tracker.reportError(error);
       tracker.close(false);

@@ -2,7 +2,7 @@
 // nextScanDelay). A round lists the leases, ends the ownerships the listing shows lost, plans with the count
 // or load planner, then hands over, takes and asks for leases (the Acquirer, Endings).
 import type { Subscription } from 'rxjs';
-import { errorEvent } from '../../core/errorEvent.js';
+import { errorEvent } from '../../errors/errorEvent.js';
 import { InvalidOptionsError } from '../../errors/index.js';
 import { logger, type Logger } from '../../internal/log.js';
 import { planBalance, type BalancePlan } from '../balancing.js';

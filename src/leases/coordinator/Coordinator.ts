@@ -3,15 +3,14 @@
 // → `stop()`: hand every ownership over (Endings), settle and announce (Departure), wait for work in flight.
 // A fatal error ends it at once. The roles: Balancer, Acquirer, LeaseWriter, Renewer, GonePartitions,
 // Endings, Departure (see docs/architecture.md).
-import { asyncScheduler, Observable, Subject } from 'rxjs';
+import { Observable, Subject } from 'rxjs';
 import type { Subscription } from 'rxjs';
-import { errorEvent } from '../../core/errorEvent.js';
+import { errorEvent } from '../../errors/errorEvent.js';
+import { fatalCloseReason } from '../../errors/classify.js';
 import type { FeedEvent } from '../../core/events.js';
 import { logger } from '../../internal/log.js';
 import type { LeaseCoordinator, OwnedLease } from '../LeaseCoordinator.js';
 import { namingOf } from '../protocol/documents.js';
-import type { Timings } from '../protocol/timings.js';
-import { checkLeasePrefix } from '../protocol/validation.js';
 import { Acquirer } from './Acquirer.js';
 import { Balancer } from './Balancer.js';
 import { bootstrapLeases, type BootstrapResult } from './bootstrap.js';
@@ -23,7 +22,7 @@ import { GonePartitions } from './GonePartitions.js';
 import { LeaseWriter } from './LeaseWriter.js';
 import { NameGuard } from './NameGuard.js';
 import { Observations } from './Observations.js';
-import { fatalReason, validateOptions, type LeaseCoordinatorOptions } from './options.js';
+import { validateOptions, type LeaseCoordinatorOptions, type ResolvedCoordinatorOptions } from './options.js';
 import type { Ownership } from './Ownership.js';
 import { Renewer } from './Renewer.js';
 import { Cooldown } from './schedule.js';
@@ -39,7 +38,8 @@ export class Coordinator implements LeaseCoordinator {
   readonly #events = new Subject<FeedEvent>();
   readonly #stopSignal = new AbortController();
   readonly #tasks = new Tasks();
-  readonly #options: LeaseCoordinatorOptions;
+  /** The options as given, with the lease options resolved (defaults applied). */
+  readonly #options: LeaseCoordinatorOptions & ResolvedCoordinatorOptions;
   readonly #balancer: Balancer;
   readonly #acquirer: Acquirer;
   readonly #endings: Endings;
@@ -53,14 +53,15 @@ export class Coordinator implements LeaseCoordinator {
   #goneReported = false;
 
   constructor(options: LeaseCoordinatorOptions) {
-    const t = validateOptions(options);
-    this.#options = options;
+    const o = validateOptions(options);
+    const t = o.timings;
+    this.#options = { ...options, ...o };
     this.owner = options.owner;
-    const ctx = this.#contextOf(options, t);
+    const ctx = this.#contextOf(options, o);
     this.#ctx = ctx;
 
     // The roles, wired: each gets the ones it hands work to.
-    const balanceBy = options.balanceBy ?? 'count';
+    const balanceBy = o.balanceBy;
     const cooldown = new Cooldown();
     this.#departure = new Departure(ctx);
     this.#endings = new Endings(ctx, cooldown, () => this.#departure.releasedToNobody());
@@ -77,7 +78,7 @@ export class Coordinator implements LeaseCoordinator {
       ctx,
       { acquirer: this.#acquirer, endings: this.#endings, writer, cooldown, leasesGone: () => this.#leasesGone() },
       balanceBy,
-      { minLeases: options.minLeases ?? 0, maxLeases: options.maxLeases ?? 0 },
+      { minLeases: o.minLeases, maxLeases: o.maxLeases },
     );
 
     this.events$ = this.#events.asObservable();
@@ -107,14 +108,15 @@ export class Coordinator implements LeaseCoordinator {
   }
 
   /** The state and services the roles share. */
-  #contextOf(options: LeaseCoordinatorOptions, t: Timings): CoordinatorContext {
-    const scheduler = options.scheduler ?? asyncScheduler;
+  #contextOf(options: LeaseCoordinatorOptions, o: ResolvedCoordinatorOptions): CoordinatorContext {
+    const t = o.timings;
+    const scheduler = o.scheduler;
     const now = options.now ?? (() => scheduler.now());
     const source = options.source;
     return {
       owner: this.owner,
       store: options.store,
-      naming: namingOf(checkLeasePrefix('prefix', options.prefix, true), options.leaseScheme ?? 'rxfeed', this.owner, options.mode ?? source?.mode ?? 'latestVersion', now),
+      naming: namingOf(o.prefix, o.leaseScheme, this.owner, options.mode ?? source?.mode ?? 'latestVersion', now),
       t,
       scheduler,
       now,
@@ -172,7 +174,7 @@ export class Coordinator implements LeaseCoordinator {
   /** Creates the leases unless `.info` says they exist, and owns those it claimed; throws what failed. */
   async #bootstrap(): Promise<BootstrapResult> {
     const ctx = this.#ctx;
-    const maxLeases = this.#options.maxLeases ?? 0;
+    const maxLeases = this.#options.maxLeases;
     // The partitions are listed while the bootstrap looks for its marker: a fresh container needs them to
     // create the leases, and every host needs them (with parents) for the leases it will own.
     const partitions = ctx.partitions.refresh();
@@ -230,7 +232,7 @@ export class Coordinator implements LeaseCoordinator {
 
   /** Errors no retry can fix end the coordinator: `acquired$` errors, leases are dropped. */
   #fatal(error: unknown): boolean {
-    const reason = fatalReason(error);
+    const reason = fatalCloseReason(error);
     if (!reason) return false;
     if (this.#failedFatally) return true;
     this.#failedFatally = true;

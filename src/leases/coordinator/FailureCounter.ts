@@ -1,5 +1,5 @@
 // Role: counts consecutive failures per operation and reports them at a falling rate (logs, `error` events).
-import { errorEvent, worthReporting } from '../../core/errorEvent.js';
+import { errorEvent, worthReporting } from '../../errors/errorEvent.js';
 import type { FeedEvent } from '../../core/events.js';
 import { logger } from '../../internal/log.js';
 

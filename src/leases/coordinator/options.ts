@@ -1,47 +1,33 @@
-// Role: the coordinator's options — what `createLeaseCoordinator` takes, how they are checked, and which errors
-// end a coordinator (no retry can fix them).
-import type { SchedulerLike } from 'rxjs';
-import type { CloseReason } from '../../core/events.js';
+// Role: the coordinator's options — the lease options a change feed shares (LeaseOptions, one table of defaults
+// and rules), what `createLeaseCoordinator` takes, and how they are checked.
+import { asyncScheduler, type SchedulerLike } from 'rxjs';
 import type { FeedMode, Partition, Position } from '../../core/Partition.js';
-import { CredentialsError, InvalidOptionsError, ResourceGoneError } from '../../errors/index.js';
+import { InvalidOptionsError } from '../../errors/index.js';
+import { durationMs, hasMethods, integerAtLeast, oneOf, positiveMs, schedulerLike } from '../../options/validate.js';
 import type { LeaseStore } from '../LeaseStore.js';
 import type { LeaseScheme } from '../protocol/documents.js';
 import { resolveTimings, type Timings } from '../protocol/timings.js';
-import { checkBalanceBy, checkLeasePrefix, checkLeaseScheme } from '../protocol/validation.js';
+import { checkLeasePrefix, checkLeaseScheme } from '../protocol/validation.js';
 
-/** Options of {@link createLeaseCoordinator}. */
-export interface LeaseCoordinatorOptions {
-  /** Where leases live (shared by every host of the processor). Required. */
-  readonly store: LeaseStore;
-  /** The feed whose partitions get one lease each; only `listPartitions` (and `mode`) are used. */
-  readonly source?: {
-    /** Lists the live partitions. */
-    listPartitions(signal?: AbortSignal): Promise<readonly Partition[]>;
-    readonly mode?: FeedMode;
-  };
-  /** Alternative to `source`: how to list the live partitions. */
-  readonly listPartitions?: (signal?: AbortSignal) => Promise<readonly Partition[]>;
-  /**
-   * The position a lease created by the bootstrap starts at (its first `ContinuationToken`), asked once per
-   * partition just before the lease is created; `null` leaves it to the reader's start. The change feed
-   * pins `startFrom: 'now'` (or a time) here, so "now" is the moment the leases were made, not a later first
-   * read. Default: every lease starts with `null`.
-   */
-  readonly startPosition?: (partition: Partition) => Promise<Position | null>;
-  /** This host's unique name, written to the lease `Owner` field. Required, non-empty. */
-  readonly owner: string;
-  /**
-   * Prefix of every lease id of this processor, so several processors can share one store. Non-empty; end
-   * it with a separator (e.g. `'orders-view.'`) so that no other processor's prefix starts with it.
-   * Required: it names the processor.
-   */
-  readonly prefix: string;
+/**
+ * The lease options a change feed and a lease coordinator share, under the same names: how leases are named,
+ * balanced, timed and released. {@link ChangeFeedOptions} and {@link LeaseCoordinatorOptions} both extend it;
+ * each option's default and validation rule are written once (a change feed only shortens `drainTimeoutMs`).
+ *
+ * @example
+ * ```ts
+ * const tuning: LeaseOptions = { leaseExpirationMs: 120_000, leaseRenewIntervalMs: 60_000, balanceBy: 'load' };
+ * createChangeFeed({ source, leases, instanceName: 'host-1', leasePrefix: 'orders.', ...tuning });
+ * ```
+ */
+export interface LeaseOptions {
   /**
    * How lease documents are named. `'dotnet'` reads and writes the layout of the .NET v3 change feed
    * processor and the Azure Functions Cosmos DB trigger (leases `<prefix>..<token>`, markers
    * `<prefix>.info` / `<prefix>.lock`), so a lease container they wrote is continued where it stopped and
-   * their estimator and KEDA's `azure-cosmosdb` scaler read ours; `prefix` is then required and must be
-   * the one they compute: `await dotnetLeasePrefix({ container, endpoint, processorName })`.
+   * their estimator and KEDA's `azure-cosmosdb` scaler read ours; the processor's prefix (a change feed's
+   * `leasePrefix`, a coordinator's `prefix`) must then be the one they compute, without the `..` separator:
+   * `await dotnetLeasePrefix({ container, endpoint, processorName })`.
    * Default `'rxfeed'` (leases `<prefix><token>`).
    */
   readonly leaseScheme?: LeaseScheme;
@@ -52,8 +38,6 @@ export interface LeaseCoordinatorOptions {
    * by count first. Default `'count'`.
    */
   readonly balanceBy?: 'count' | 'load';
-  /** Feed mode written to new leases (`Mode`). Default: `source.mode`, else `'latestVersion'`. */
-  readonly mode?: FeedMode;
   /**
    * How often (ms) a host scans the leases while the share is still moving (free leases, imbalance, or it
    * just acquired something). Once settled it scans when the next lease owned by another host would
@@ -85,44 +69,158 @@ export interface LeaseCoordinatorOptions {
   /**
    * How long (ms) a voluntary release waits for the partition's batches to be acknowledged before
    * releasing anyway (plus a few seconds for the final checkpoint write). Renewals go on meanwhile, so it
-   * may exceed `leaseExpirationMs`. Default 30 000.
+   * may exceed `leaseExpirationMs`. Default 30 000 for a coordinator; 10 000 for a change feed
+   * (`createChangeFeed`, `processChanges`), so that with a Kubernetes grace period (30 s) there is room for the
+   * final checkpoints and the lease releases after a drain that times out. A partition in a reported stall is
+   * not waited for.
    */
   readonly drainTimeoutMs?: number;
-  /** Clock and timers. Default `asyncScheduler`. */
+  /** Clock and timers of every wait (scans, renewals, polls, backoff, stall checks). Default `asyncScheduler`. */
   readonly scheduler?: SchedulerLike;
+}
+
+/** Options of {@link createLeaseCoordinator}: where leases live, whose host this is, and the shared {@link LeaseOptions}. */
+export interface LeaseCoordinatorOptions extends LeaseOptions {
+  /** Where leases live (shared by every host of the processor). Required. */
+  readonly store: LeaseStore;
+  /** The feed whose partitions get one lease each; only `listPartitions` (and `mode`) are used. */
+  readonly source?: {
+    /** Lists the live partitions. */
+    listPartitions(signal?: AbortSignal): Promise<readonly Partition[]>;
+    readonly mode?: FeedMode;
+  };
+  /** Alternative to `source`: how to list the live partitions. */
+  readonly listPartitions?: (signal?: AbortSignal) => Promise<readonly Partition[]>;
+  /**
+   * The position a lease created by the bootstrap starts at (its first `ContinuationToken`), asked once per
+   * partition just before the lease is created; `null` leaves it to the reader's start. The change feed
+   * pins `startFrom: 'now'` (or a time) here, so "now" is the moment the leases were made, not a later first
+   * read. Default: every lease starts with `null`.
+   */
+  readonly startPosition?: (partition: Partition) => Promise<Position | null>;
+  /** This host's unique name, written to the lease `Owner` field. Required, non-empty. */
+  readonly owner: string;
+  /**
+   * Prefix of every lease id of this processor, so several processors can share one store. Non-empty; end
+   * it with a separator (e.g. `'orders-view.'`) so that no other processor's prefix starts with it.
+   * Required: it names the processor.
+   */
+  readonly prefix: string;
+  /** Feed mode written to new leases (`Mode`). Default: `source.mode`, else `'latestVersion'`. */
+  readonly mode?: FeedMode;
   /** Clock override for the timestamps written to leases (ms since the epoch); default `scheduler.now()`. */
   readonly now?: () => number;
 }
 
-/** @internal Checks the options; throws {@link InvalidOptionsError} naming the one to fix. */
-export function validateOptions(options: LeaseCoordinatorOptions): Timings {
-  if (!options || typeof options !== 'object') throw new InvalidOptionsError('options', 'pass an options object');
-  if (!options.store) throw new InvalidOptionsError('store', 'pass a LeaseStore, e.g. new MemoryLeaseStore()');
-  if (typeof options.owner !== 'string' || options.owner.length === 0) {
-    throw new InvalidOptionsError('owner', 'pass a non-empty, unique host name (e.g. the pod name)');
+/** @internal A lease option's default and its validation rule (`check` passes `undefined`). */
+interface LeaseOptionRule<V> {
+  readonly default: V;
+  check(name: string, value: unknown): void;
+}
+
+/**
+ * @internal Every {@link LeaseOptions} option: its default and its rule, the one place of both. The feed and the
+ * coordinator resolve their lease options through it ({@link resolveLeaseOptions}), and the feed hands the
+ * coordinator exactly these keys: a new lease option is its field in `LeaseOptions` and its line here.
+ */
+export const LEASE_OPTIONS = {
+  leaseScheme: { default: 'rxfeed', check: (name, value) => oneOf(name, value, ['rxfeed', 'dotnet']) },
+  balanceBy: { default: 'count', check: (name, value) => oneOf(name, value, ['count', 'load']) },
+  leaseAcquireIntervalMs: { default: 13_000, check: positiveMs },
+  leaseRenewIntervalMs: { default: 40_000, check: positiveMs },
+  leaseExpirationMs: { default: 60_000, check: positiveMs },
+  minLeases: { default: 0, check: (name, value) => integerAtLeast(name, value, 0) },
+  maxLeases: { default: 0, check: (name, value) => integerAtLeast(name, value, 0) },
+  drainTimeoutMs: { default: 30_000, check: (name, value) => durationMs(name, value, 0) },
+  scheduler: { default: asyncScheduler, check: schedulerLike },
+} as const satisfies { readonly [K in keyof LeaseOptions]-?: LeaseOptionRule<NonNullable<LeaseOptions[K]>> };
+
+/** {@link LeaseOptions} with every default applied (what the feed hands its coordinator; not exported from an entry point). */
+export type ResolvedLeaseOptions = { readonly [K in keyof LeaseOptions]-?: NonNullable<LeaseOptions[K]> };
+
+/**
+ * Default lease timings, in ms: acquire 13 000 (as .NET), renew 40 000 (.NET 17 000), expiration 60 000 (as
+ * .NET), drain timeout 30 000. Renewing every 40 s with retries leaves 20 s for 4 retries before expiry and
+ * costs under half the .NET lease-store requests when idle (bench/leaseCost.ts).
+ *
+ * @example
+ * ```ts
+ * createLeaseCoordinator({ ...options, leaseExpirationMs: 2 * LEASE_DEFAULTS.leaseExpirationMs });
+ * ```
+ */
+export const LEASE_DEFAULTS = Object.freeze({
+  leaseAcquireIntervalMs: LEASE_OPTIONS.leaseAcquireIntervalMs.default,
+  leaseRenewIntervalMs: LEASE_OPTIONS.leaseRenewIntervalMs.default,
+  leaseExpirationMs: LEASE_OPTIONS.leaseExpirationMs.default,
+  drainTimeoutMs: LEASE_OPTIONS.drainTimeoutMs.default,
+});
+
+/**
+ * @internal Checks the shared lease options and applies their defaults (`defaults` first, for a caller whose
+ * defaults differ: the feed's shorter drain). `prefix` is the processor's prefix as the caller names it (for
+ * the rule that the .NET scheme needs the .NET prefix). Throws {@link InvalidOptionsError} naming the option.
+ */
+export function resolveLeaseOptions(
+  options: LeaseOptions,
+  prefix: { readonly name: string; readonly value: unknown },
+  defaults: Partial<ResolvedLeaseOptions> = {},
+): ResolvedLeaseOptions {
+  const resolved: Record<string, unknown> = {};
+  for (const [name, rule] of Object.entries(LEASE_OPTIONS) as [keyof LeaseOptions, LeaseOptionRule<unknown>][]) {
+    rule.check(name, options[name]);
+    resolved[name] = options[name] ?? defaults[name] ?? rule.default;
   }
+  const o = resolved as ResolvedLeaseOptions;
+  checkLeaseScheme('leaseScheme', o.leaseScheme, prefix.value, prefix.name);
+  if (o.leaseRenewIntervalMs >= o.leaseExpirationMs) {
+    throw new InvalidOptionsError(
+      'leaseRenewIntervalMs',
+      `must be less than leaseExpirationMs (${o.leaseExpirationMs}), or leases expire before they are renewed`,
+    );
+  }
+  if (o.leaseAcquireIntervalMs > o.leaseExpirationMs) {
+    throw new InvalidOptionsError('leaseAcquireIntervalMs', `must not exceed leaseExpirationMs (${o.leaseExpirationMs})`);
+  }
+  if (o.maxLeases && o.minLeases > o.maxLeases) {
+    throw new InvalidOptionsError('minLeases', `must not exceed maxLeases (${o.maxLeases})`);
+  }
+  return o;
+}
+
+/** @internal The keys of {@link LeaseOptions} taken from `options` (what a feed hands its coordinator). */
+export function leaseOptionsOf(options: ResolvedLeaseOptions): ResolvedLeaseOptions {
+  return Object.fromEntries(Object.keys(LEASE_OPTIONS).map((name) => [name, options[name as keyof LeaseOptions]])) as ResolvedLeaseOptions;
+}
+
+/** @internal Checks a lease store: an object with the methods of a {@link LeaseStore}. */
+export function checkLeaseStore(name: string, store: unknown): void {
+  if (!hasMethods(store, ['list', 'read', 'createIfAbsent', 'replace', 'delete'])) {
+    throw new InvalidOptionsError(name, 'pass a LeaseStore (e.g. new MemoryLeaseStore())');
+  }
+}
+
+/** @internal Checks a host's name (the lease owner): a non-empty string. */
+export function checkOwner(name: string, owner: unknown): void {
+  if (typeof owner !== 'string' || owner.trim() === '') {
+    throw new InvalidOptionsError(name, 'pass a non-empty name unique to this host, e.g. os.hostname() or the pod name');
+  }
+}
+
+/** @internal A coordinator's options, checked, with defaults applied and its timings derived. */
+export interface ResolvedCoordinatorOptions extends ResolvedLeaseOptions {
+  readonly prefix: string;
+  readonly timings: Timings;
+}
+
+/** @internal Checks the options; throws {@link InvalidOptionsError} naming the one to fix. */
+export function validateOptions(options: LeaseCoordinatorOptions): ResolvedCoordinatorOptions {
+  if (!options || typeof options !== 'object') throw new InvalidOptionsError('options', 'pass an options object');
+  checkLeaseStore('store', options.store);
+  checkOwner('owner', options.owner);
   if (!options.listPartitions && typeof options.source?.listPartitions !== 'function') {
     throw new InvalidOptionsError('source', 'pass a source (or a listPartitions function) so leases can be created');
   }
-  checkLeasePrefix('prefix', options.prefix, true);
-  checkLeaseScheme('leaseScheme', options.leaseScheme, options.prefix);
-  checkBalanceBy('balanceBy', options.balanceBy);
-  for (const name of ['minLeases', 'maxLeases'] as const) {
-    const value = options[name];
-    if (value !== undefined && (!Number.isInteger(value) || value < 0)) {
-      throw new InvalidOptionsError(name, `must be a non-negative integer (0 = no limit), got ${String(value)}`);
-    }
-  }
-  if (options.maxLeases && options.minLeases && options.minLeases > options.maxLeases) {
-    throw new InvalidOptionsError('minLeases', `must not exceed maxLeases (${options.maxLeases})`);
-  }
-  return resolveTimings(options);
-}
-
-/** @internal Errors no retry can fix: they end the coordinator (`acquired$` errors) with a reason. */
-export function fatalReason(error: unknown): CloseReason | undefined {
-  if (error instanceof CredentialsError) return 'Unauthorized';
-  if (error instanceof ResourceGoneError) return 'ResourceGone';
-  if (error instanceof InvalidOptionsError) return 'Error';
-  return undefined;
+  const prefix = checkLeasePrefix('prefix', options.prefix, true);
+  const resolved = resolveLeaseOptions(options, { name: 'prefix', value: options.prefix });
+  return { ...resolved, prefix, timings: resolveTimings(resolved) };
 }

@@ -38,5 +38,5 @@ export {
   withoutSignals,
 } from './signals.js';
 export { announceRelease, askForLease, handBack, type HandBackContext } from './handover.js';
-export { isLeaseExpired, LEASE_DEFAULTS, resolveTimings, type TimingOptions, type Timings } from './timings.js';
+export { isLeaseExpired, resolveTimings, type Timings } from './timings.js';
 export { checkBalanceBy, checkLeasePrefix, checkLeaseScheme, DEFAULT_LEASE_PREFIX } from './validation.js';

@@ -3,6 +3,7 @@
 import type { CorruptLeaseError } from '../../errors/index.js';
 import { isLeaseOf, isMarkerId, leaseIdsOf, type LeaseIds, type LeaseScheme } from './documents.js';
 import { checkLeasePrefix, checkLeaseScheme } from './validation.js';
+import { LEASE_OPTIONS } from '../coordinator/options.js';
 import type { Lease } from '../Lease.js';
 import type { LeaseStore } from '../LeaseStore.js';
 
@@ -37,7 +38,7 @@ export interface LeaseNamingOptions {
 export function resolveLeaseIds(options: LeaseNamingOptions): LeaseIds {
   const prefix = checkLeasePrefix('leasePrefix', options.leasePrefix);
   checkLeaseScheme('leaseScheme', options.leaseScheme, options.leasePrefix, 'leasePrefix');
-  return leaseIdsOf(prefix, options.leaseScheme ?? 'rxfeed');
+  return leaseIdsOf(prefix, options.leaseScheme ?? LEASE_OPTIONS.leaseScheme.default);
 }
 
 /**

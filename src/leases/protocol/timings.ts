@@ -1,28 +1,7 @@
-// Protocol: time — when a lease is expired to other hosts, the default timings and what follows from them (the
+// Protocol: time — when a lease is expired to other hosts, and what follows from the timings (the
 // owner's local deadline margin, renewal retries, the renewal grid). See docs/lease-protocol.md, "Timings".
-import { InvalidOptionsError } from '../../errors/index.js';
+import type { ResolvedLeaseOptions } from '../coordinator/options.js';
 import type { Lease } from '../Lease.js';
-
-/**
- * Default lease timings, in ms: acquire 13 000 (as .NET), renew 40 000 (.NET 17 000), expiration 60 000 (as
- * .NET), drain timeout 30 000. Renewing every 40 s with retries leaves 20 s for 4 retries before expiry and
- * costs under half the .NET lease-store requests when idle (bench/leaseCost.ts). The one place these
- * defaults live: the feed options use them too.
- *
- * @example
- * ```ts
- * createLeaseCoordinator({ ...options, leaseExpirationMs: 2 * LEASE_DEFAULTS.leaseExpirationMs });
- * ```
- */
-export const LEASE_DEFAULTS = Object.freeze({
-  leaseAcquireIntervalMs: 13_000,
-  leaseRenewIntervalMs: 40_000,
-  leaseExpirationMs: 60_000,
-  drainTimeoutMs: 30_000,
-});
-
-/** The timing options a coordinator takes (each optional, in ms). */
-export type TimingOptions = { readonly [K in keyof typeof LEASE_DEFAULTS]?: number };
 
 /** @internal Validated timings of one coordinator, in ms. */
 export interface Timings {
@@ -50,35 +29,16 @@ export interface Timings {
 /** Room left after `drainTimeoutMs` for the final checkpoint write of a drain, in ms. */
 const DRAIN_WRITE_MARGIN_MS = 5_000;
 
-function duration(options: TimingOptions, name: keyof typeof LEASE_DEFAULTS, allowZero: boolean): number {
-  const value = options[name] ?? LEASE_DEFAULTS[name];
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0 || (!allowZero && value === 0)) {
-    throw new InvalidOptionsError(name, `must be a ${allowZero ? 'non-negative' : 'positive'} number of milliseconds, got ${String(value)}`);
-  }
-  return value;
-}
-
 /**
- * Validates the lease timings and derives the rest; throws {@link InvalidOptionsError} naming the option.
+ * Derives a coordinator's timings from its lease options (checked by `resolveLeaseOptions`, which also holds
+ * the rules relating them: renew < expiration, acquire ≤ expiration; the defaults are `LEASE_DEFAULTS`).
  *
  * `drainTimeoutMs` may exceed `leaseExpirationMs`: renewals go on while a drain runs.
  *
  * @internal
  */
-export function resolveTimings(options: TimingOptions): Timings {
-  const acquireMs = duration(options, 'leaseAcquireIntervalMs', false);
-  const renewMs = duration(options, 'leaseRenewIntervalMs', false);
-  const expirationMs = duration(options, 'leaseExpirationMs', false);
-  const drainTimeoutMs = duration(options, 'drainTimeoutMs', true);
-  if (renewMs >= expirationMs) {
-    throw new InvalidOptionsError(
-      'leaseRenewIntervalMs',
-      `must be less than leaseExpirationMs (${expirationMs}), or leases expire before they are renewed`,
-    );
-  }
-  if (acquireMs > expirationMs) {
-    throw new InvalidOptionsError('leaseAcquireIntervalMs', `must not exceed leaseExpirationMs (${expirationMs})`);
-  }
+export function resolveTimings(options: Pick<ResolvedLeaseOptions, 'leaseAcquireIntervalMs' | 'leaseRenewIntervalMs' | 'leaseExpirationMs' | 'drainTimeoutMs'>): Timings {
+  const { leaseAcquireIntervalMs: acquireMs, leaseRenewIntervalMs: renewMs, leaseExpirationMs: expirationMs, drainTimeoutMs } = options;
   // Stop a little before the expiry others see (a tenth of it), leaving at least half of the time between
   // renewal and expiry for retries; the retries of a failed renewal all fall before that local deadline.
   const deadlineMarginMs = Math.min(expirationMs / 10, (expirationMs - renewMs) / 2);

@@ -1,7 +1,7 @@
 import type { OperatorFunction } from 'rxjs';
 import type { Change } from '../../core/Change.js';
 import { type BatchOrBatches, ChangeBatch } from '../../core/ChangeBatch.js';
-import { attempt, dropped, type Failure, type FailureOptions, type FailurePolicy, giveUp, goesOn, isFenced, withLsnGroups } from '../../deadletter/failurePolicy.js';
+import { attempt, dropped, type Failure, type FailureOptions, type FailurePolicy, giveUp, goesOn, isFenced, withLsnGroups } from '../../failures/failurePolicy.js';
 import { checkConcurrency, DROPPED, mapPerPartition } from './perPartitionInternals.js';
 import type { ConcurrencyOptions } from '../types.js';
 

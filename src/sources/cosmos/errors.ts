@@ -1,5 +1,6 @@
 import { CredentialsError, ResourceGoneError, RxfeedError, TransientError } from '../../errors/index.js';
 import { PartitionGoneError } from '../../errors/PartitionGoneError.js';
+import { isAbortError } from '../../internal/abortWatch.js';
 
 /** Node socket errors worth retrying. */
 const NETWORK_CODES = new Set([
@@ -54,11 +55,6 @@ export function networkCode(err: unknown): string | undefined {
     if (typeof e.message === 'string' && /socket hang up|ECONNRESET|other side closed/i.test(e.message)) return 'ECONNRESET';
   }
   return undefined;
-}
-
-/** True when `err` is the rejection of an aborted signal (ours or the SDK's). */
-export function isAbortError(err: unknown): boolean {
-  return err instanceof Error && (err.name === 'AbortError' || (err as SdkError).code === 'ABORT_ERR');
 }
 
 /**

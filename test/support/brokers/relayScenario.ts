@@ -5,7 +5,7 @@ import { createChangeFeed } from '../../../src/feed/index.js';
 import { MemoryLeaseStore } from '../../../src/leases/MemoryLeaseStore.js';
 import type { LeaseStore } from '../../../src/leases/LeaseStore.js';
 import type { JetStreamClientLike } from '../../../src/nats/publishToJetStream.js';
-import { messageId, RelayStats } from '../../../src/nats/relay.js';
+import { messageId, RelayStats } from '../../../src/relay/relay.js';
 import { checkpointEvery } from '../../../src/operators/checkpointEvery.js';
 import { MemorySource } from '../../../src/sources/MemorySource.js';
 import { CrashableLeaseStore, seededRandom } from '../memory.js';

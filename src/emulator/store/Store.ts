@@ -1,16 +1,16 @@
-import { CosmosHttpError, SUBSTATUS } from './errors.js';
-import { effectivePartitionKey, MAX_EPK, type PartitionKeyComponent } from './hash.js';
-import { newEtag, ridBytes, seconds, toRid } from './store/ids.js';
-import { Offers } from './store/offers.js';
-import { applyPatch } from './store/patch.js';
-import { docKey, extractPartitionKey, normalizePartitionKey, partitionKeyMatcher, partitionKeyText } from './store/partitionKeys.js';
-import { inRange, initialRanges, latestOf, mergeRanges, rangeById, rangeOf, splitRange } from './store/ranges.js';
-import { effectiveTtl, redateExpiries } from './store/ttl.js';
-import type { ContainerState, DatabaseState, Doc, LogEntry, RangeState, StoredDoc, WriteConditions } from './store/types.js';
+import { CosmosHttpError, SUBSTATUS } from '../errors.js';
+import { effectivePartitionKey, MAX_EPK, type PartitionKeyComponent } from '../hash.js';
+import { newEtag, ridBytes, seconds, toRid } from './ids.js';
+import { Offers } from './offers.js';
+import { applyPatch } from './patch.js';
+import { docKey, extractPartitionKey, normalizePartitionKey, partitionKeyMatcher, partitionKeyText } from './partitionKeys.js';
+import { inRange, initialRanges, latestOf, mergeRanges, rangeById, rangeOf, splitRange } from './ranges.js';
+import { effectiveTtl, redateExpiries } from './ttl.js';
+import type { ContainerState, DatabaseState, Doc, LogEntry, RangeState, StoredDoc, WriteConditions } from './types.js';
 
-export type { ContainerState, DatabaseState, Doc, LogEntry, Operation, RangeState, WriteConditions } from './store/types.js';
-export { extractPartitionKey, parsePartitionKeyHeader, partitionKeyMatcher, partitionKeyText } from './store/partitionKeys.js';
-export { inRange } from './store/ranges.js';
+export type { ContainerState, DatabaseState, Doc, LogEntry, Operation, RangeState, WriteConditions } from './types.js';
+export { extractPartitionKey, parsePartitionKeyHeader, partitionKeyMatcher, partitionKeyText } from './partitionKeys.js';
+export { inRange } from './ranges.js';
 
 /** Which documents a read covers: an EPK interval and/or a partition key (or key prefix). */
 export interface DocumentScope {

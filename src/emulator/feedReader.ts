@@ -1,5 +1,5 @@
 import type { PartitionKeyDefinition } from './hash.js';
-import type { Doc, LogEntry, RangeState } from './store.js';
+import type { Doc, LogEntry, RangeState } from './store/Store.js';
 
 /** `A-IM` value of the LatestVersion mode. */
 export const LATEST_VERSION = 'Incremental Feed';

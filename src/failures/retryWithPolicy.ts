@@ -1,5 +1,5 @@
 import { asyncScheduler, catchError, defer, map, type Observable, of, retry, type SchedulerLike, throwError, timer } from 'rxjs';
-import { backoffMs, type ResolvedRetryPolicy } from './RetryPolicy.js';
+import { policyBackoffMs, type ResolvedRetryPolicy } from './RetryPolicy.js';
 
 /** How a piece of work ended under a retry policy. */
 export type RetryOutcome<R> =
@@ -26,7 +26,7 @@ export function retryWithPolicy<R>(
         delay: (error: unknown, failures: number) => {
           if (!policy.retryable(error)) return throwError(() => error);
           options.onRetry?.(error, failures);
-          return timer(backoffMs(policy, failures, random), scheduler);
+          return timer(policyBackoffMs(policy, failures, random), scheduler);
         },
       }),
       map((value): RetryOutcome<R> => ({ ok: true, value, attempts })),

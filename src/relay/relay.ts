@@ -1,9 +1,11 @@
 import { asyncScheduler, defer, finalize, type OperatorFunction, type SchedulerLike } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
-import { worthReporting } from '../core/errorEvent.js';
-import { type FailureOptions, giveUp, goesOn, jitterFor, resolveOnFailure, withLsnGroups } from '../deadletter/failurePolicy.js';
+import { worthReporting } from '../errors/errorEvent.js';
+import { type FailureOptions, giveUp, goesOn, jitterFor, resolveOnFailure, withLsnGroups } from '../failures/failurePolicy.js';
+import type { FailureClass } from '../errors/classify.js';
 import { InvalidOptionsError, RxfeedError } from '../errors/index.js';
+import { type Backoff, backoffMs } from '../internal/backoff.js';
 import { logger } from '../internal/log.js';
 import { sleep } from '../internal/wait.js';
 import type { AnyBatches, DocumentOf } from '../operators/types.js';
@@ -20,8 +22,8 @@ export type PublishResult = { readonly ok: true; readonly duplicate: boolean } |
 export interface BrokerPublisher<M> {
   readonly description: string;
   publish(messages: readonly M[]): Promise<PublishResult[]>;
-  /** True for a failure that waiting can cure (connection lost, timeout, broker refusing for now). */
-  isTransient(error: unknown): boolean;
+  /** What a failure is: `transient` when waiting can cure it (connection lost, timeout, broker refusing for now). */
+  classify(error: unknown): FailureClass;
   /** Closes what the publisher opened itself. */
   close(): Promise<void>;
 }
@@ -55,7 +57,7 @@ export class RelayStats {
 export interface RelayBackoff {
   /** First wait, in milliseconds. Default `100`. */
   readonly initialMs?: number;
-  /** Upper bound of one wait, in milliseconds. Default `30000`. */
+  /** Upper bound of one wait (jitter of ±20 % included), in milliseconds. Default `30000`. */
   readonly maxMs?: number;
 }
 
@@ -121,9 +123,8 @@ export function relay<B extends AnyBatches, M>(
   if (!(concurrency === Infinity || (Number.isInteger(concurrency) && concurrency > 0))) {
     throw new InvalidOptionsError('concurrency', `must be a positive integer or Infinity (got ${String(concurrency)})`);
   }
-  const initialMs = backoff.initialMs ?? 100;
-  const maxMs = backoff.maxMs ?? 30_000;
-  if (!(initialMs >= 0 && maxMs >= initialMs)) throw new InvalidOptionsError('backoff', 'needs 0 <= initialMs <= maxMs (milliseconds)');
+  const waits: Backoff = { initialMs: backoff.initialMs ?? 100, maxMs: backoff.maxMs ?? 30_000, jitter: 0.2 };
+  if (!(waits.initialMs >= 0 && waits.maxMs >= waits.initialMs)) throw new InvalidOptionsError('backoff', 'needs 0 <= initialMs <= maxMs (milliseconds)');
   const policy = resolveOnFailure(options, scheduler);
   type T = DocumentOf<B>;
 
@@ -193,7 +194,7 @@ export function relay<B extends AnyBatches, M>(
           pending = pending.slice(failed);
           const first = pending[0]!.batch;
           const log = logger('relay', { lease: first.partition });
-          if (!publisher.isTransient(error)) {
+          if (publisher.classify(error) !== 'transient') {
             log('%s: publishing to %s failed for good: %s', operator, publisher.description, (error as Error)?.message);
             throw new RelayError(publisher.description, error);
           }
@@ -203,8 +204,7 @@ export function relay<B extends AnyBatches, M>(
             const report = new RxfeedError(`${operator}: publishing to ${publisher.description} failed (retrying, the checkpoint waits): ${(error as Error)?.message ?? String(error)}`, { cause: error });
             first.origin?.tracker.reportError(report, attempts);
           }
-          const wait = Math.min(maxMs, initialMs * 2 ** Math.min(attempts - 1, 30));
-          await sleepUnless(wait * (0.8 + 0.4 * jitterFor(first)()), scheduler ?? first.origin?.tracker.scheduler ?? asyncScheduler, stopped.signal, first.origin?.tracker.signal);
+          await sleepUnless(backoffMs(waits, Math.min(attempts, 31), jitterFor(first)), scheduler ?? first.origin?.tracker.scheduler ?? asyncScheduler, stopped.signal, first.origin?.tracker.signal);
           if (stopped.signal.aborted) return undefined;
           // Ownership that ended meanwhile: the next owner publishes those batches again.
           batches = handBack(batches, ended);

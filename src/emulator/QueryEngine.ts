@@ -1,5 +1,5 @@
 import { CosmosHttpError } from './errors.js';
-import { comparePositions, type PositionedDoc } from './store.js';
+import { comparePositions, type PositionedDoc } from './store/Store.js';
 import { parseBuiltinQuery, QuerySyntaxError, UnsupportedQueryError, type BuiltinQuery } from './sql.js';
 
 /** The optional full SQL engine could not be loaded. */

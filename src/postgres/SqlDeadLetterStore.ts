@@ -1,8 +1,8 @@
 import { InvalidOptionsError } from '../errors/index.js';
-import type { SqlRunner } from '../sinks/sql/SqlRunner.js';
-import type { DeadLetter, DeadLetterWriter } from './DeadLetter.js';
-import { type DeadLetterQuery, type DeadLetterStore, queryLimit } from './DeadLetterSink.js';
-import { raiseFence, writerRange } from './fence.js';
+import type { SqlRunner } from './sql/SqlRunner.js';
+import type { DeadLetter, DeadLetterWriter } from '../deadletter/DeadLetter.js';
+import { type DeadLetterQuery, type DeadLetterStore, queryLimit } from '../deadletter/DeadLetterSink.js';
+import { raiseFence, writerRange } from '../deadletter/fence.js';
 
 const NAME = /^[a-z_][a-z0-9_]{0,50}$/;
 

@@ -1,6 +1,6 @@
 import { InvalidOptionsError } from '../errors/index.js';
-import { openPGlite } from '../sinks/PGliteViewStore.js';
-import { describeConnectionString, type PGliteLike, pgRunner, type PostgresConnection } from '../sinks/sql/SqlRunner.js';
+import { openPGlite } from './PGliteViewStore.js';
+import { describeConnectionString, type PGliteLike, pgRunner, type PostgresConnection } from './sql/SqlRunner.js';
 import { SqlDeadLetterStore } from './SqlDeadLetterStore.js';
 
 /** Options of {@link PostgresDeadLetterStore}. */

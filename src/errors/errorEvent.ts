@@ -1,20 +1,7 @@
-import type { Change } from './Change.js';
-import type { ErrorKind, FeedEvent } from './events.js';
-import { CorruptLeaseError, HandlerError, LeaseLostError } from '../errors/index.js';
-
-/**
- * The kind of an error, from its class: a `HandlerError` is an item failure, a `LeaseLostError` (and so a
- * `ViewFencedError`) is fencing, a `CorruptLeaseError` is a corrupt document, anything else is
- * infrastructure.
- *
- * @internal
- */
-export function errorKind(error: Error): ErrorKind {
-  if (error instanceof HandlerError) return 'item';
-  if (error instanceof LeaseLostError) return 'fencing';
-  if (error instanceof CorruptLeaseError) return 'corrupt';
-  return 'infrastructure';
-}
+import type { Change } from '../core/Change.js';
+import type { FeedEvent } from '../core/events.js';
+import { errorKind } from './classify.js';
+import { HandlerError } from './HandlerError.js';
 
 /** @internal The `error` event for `error`, with its kind (and the change, for item failures). */
 export function errorEvent(owner: string, error: unknown, extra: { lease?: string; attempts?: number } = {}): FeedEvent {

@@ -1,15 +1,15 @@
 import { asyncScheduler, fromEvent, lastValueFrom, type SchedulerLike, take, takeUntil } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
-import { worthReporting } from '../core/errorEvent.js';
+import { worthReporting } from '../errors/errorEvent.js';
 import { fencingError } from '../errors/classify.js';
 import { HandlerError, InvalidOptionsError } from '../errors/index.js';
 import { hashString, seededRandom } from '../internal/random.js';
 import { sleep } from '../internal/wait.js';
 import { logger } from '../internal/log.js';
-import { deadLetterId, errorData, type DeadLetter } from './DeadLetter.js';
-import type { DeadLetterSink } from './DeadLetterSink.js';
-import { backoffMs, resolveRetryPolicy, type ResolvedRetryPolicy, type RetryPolicy } from './RetryPolicy.js';
+import { deadLetterId, errorData, type DeadLetter } from '../deadletter/DeadLetter.js';
+import type { DeadLetterSink } from '../deadletter/DeadLetterSink.js';
+import { policyBackoffMs, resolveRetryPolicy, type ResolvedRetryPolicy, type RetryPolicy } from './RetryPolicy.js';
 import { type RetryOutcome, retryWithPolicy } from './retryWithPolicy.js';
 
 /**
@@ -358,7 +358,7 @@ async function deadLetter<T>(
         tracker?.reportError(new Error(`dead-letter write to ${sink.description} failed; holding the partition's checkpoint: ${err.message}`, { cause: error }), tries);
       }
       if (!tracker) throw err;
-      await sleep(backoffMs(policy.retry, Math.min(tries, 30), jitterFor(batch)), clockOf(policy, batch), tracker.signal);
+      await sleep(policyBackoffMs(policy.retry, Math.min(tries, 30), jitterFor(batch)), clockOf(policy, batch), tracker.signal);
     }
   }
 }

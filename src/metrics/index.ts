@@ -11,4 +11,4 @@
  *
  * @packageDocumentation
  */
-export { prometheusMetrics, type PrometheusMetrics, type PrometheusMetricsOptions, type PrometheusLagOptions } from './metrics/prometheusMetrics.js';
+export { prometheusMetrics, type PrometheusMetrics, type PrometheusMetricsOptions, type PrometheusLagOptions } from './prometheusMetrics.js';

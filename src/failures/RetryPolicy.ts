@@ -1,4 +1,6 @@
 import { InvalidOptionsError } from '../errors/index.js';
+import { backoffMs } from '../internal/backoff.js';
+import { definedOnly } from '../options/validate.js';
 
 /**
  * How a change (or a batch) that user code fails on is retried before it is given up: a number of attempts,
@@ -49,7 +51,7 @@ export const RETRY_DEFAULTS: ResolvedRetryPolicy = Object.freeze({
 
 /** Validates a policy; throws an `InvalidOptionsError` that names the field and what to fix. @internal */
 export function resolveRetryPolicy(policy: RetryPolicy | undefined, option = 'retry'): ResolvedRetryPolicy {
-  const p = { ...RETRY_DEFAULTS, ...stripUndefined(policy ?? {}) };
+  const p = { ...RETRY_DEFAULTS, ...definedOnly(policy ?? {}) };
   const bad = (field: string, problem: string) => new InvalidOptionsError(`${option}.${field}`, problem);
   if (!Number.isInteger(p.attempts) || p.attempts < 1) throw bad('attempts', `must be a positive integer, got ${String(p.attempts)}`);
   for (const field of ['initialBackoffMs', 'maxBackoffMs'] as const) {
@@ -63,15 +65,9 @@ export function resolveRetryPolicy(policy: RetryPolicy | undefined, option = 're
 }
 
 /**
- * The wait before attempt `attempt + 1` (after `attempt` failures, from 1): exponential, capped, spread by
- * jitter using `random` (a number in [0, 1)). @internal
+ * The wait before attempt `attempt + 1` (after `attempt` failures, from 1) under `policy`: exponential, capped,
+ * spread by jitter using `random` (a number in [0, 1)). @internal
  */
-export function backoffMs(policy: ResolvedRetryPolicy, attempt: number, random: () => number): number {
-  const base = Math.min(policy.maxBackoffMs, policy.initialBackoffMs * policy.backoffFactor ** (attempt - 1));
-  const spread = base * policy.jitter * (2 * random() - 1);
-  return Math.max(0, Math.min(policy.maxBackoffMs, Math.round(base + spread)));
-}
-
-function stripUndefined<T extends object>(value: T): Partial<T> {
-  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+export function policyBackoffMs(policy: ResolvedRetryPolicy, attempt: number, random: () => number): number {
+  return backoffMs({ initialMs: policy.initialBackoffMs, maxMs: policy.maxBackoffMs, factor: policy.backoffFactor, jitter: policy.jitter }, attempt, random);
 }

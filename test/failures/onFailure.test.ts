@@ -10,7 +10,7 @@ import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import type { FeedEvent } from '../../src/core/events.js';
 import { callbackDeadLetterSink } from '../../src/deadletter/callbackDeadLetterSink.js';
 import type { DeadLetter } from '../../src/deadletter/DeadLetter.js';
-import type { OnFailure } from '../../src/deadletter/failurePolicy.js';
+import type { OnFailure } from '../../src/failures/failurePolicy.js';
 import { MemoryDeadLetterStore } from '../../src/deadletter/MemoryDeadLetterStore.js';
 import { DeadLetterFencedError, HandlerError, InvalidOptionsError } from '../../src/errors/index.js';
 import { createChangeFeed } from '../../src/feed/index.js';

@@ -5,10 +5,10 @@ import type {
   ViewStore,
   ViewWrite,
   ViewWriteResult,
-} from '../ViewStore.js';
+} from '../../sinks/ViewStore.js';
 import type { FeedRange } from '../../core/Partition.js';
-import { fenceEpoch, isFenced, partitionsOf, planWrite, storedPartition } from '../internal/planWrite.js';
-import type { PartitionCommit, StoredPartition, StoredRange, WritePlan } from '../internal/planWrite.js';
+import { fenceEpoch, isFenced, partitionsOf, planWrite, storedPartition } from '../../sinks/internal/planWrite.js';
+import type { PartitionCommit, StoredPartition, StoredRange, WritePlan } from '../../sinks/internal/planWrite.js';
 import { ViewFencedError } from '../../errors/ViewFencedError.js';
 import { isRetryableSqlError } from './SqlRunner.js';
 import type { SqlRunner, SqlSession } from './SqlRunner.js';

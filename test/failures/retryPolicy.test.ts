@@ -1,7 +1,7 @@
 import { lastValueFrom, VirtualTimeScheduler } from 'rxjs';
 import { describe, expect, it } from 'vitest';
-import { backoffMs, resolveRetryPolicy } from '../../src/deadletter/RetryPolicy.js';
-import { retryWithPolicy } from '../../src/deadletter/retryWithPolicy.js';
+import { policyBackoffMs as backoffMs, resolveRetryPolicy } from '../../src/failures/RetryPolicy.js';
+import { retryWithPolicy } from '../../src/failures/retryWithPolicy.js';
 import { InvalidOptionsError } from '../../src/errors/index.js';
 
 describe('RetryPolicy', () => {

@@ -1,4 +1,4 @@
-import type { FeedEvent } from './events.js';
+import type { FeedEvent } from '../core/events.js';
 import { classifyFailure } from '../errors/classify.js';
 
 /** What a process warning is about; its `code` is `RXFEED_<KIND>`. */

@@ -1,6 +1,7 @@
 import { InvalidOptionsError } from '../errors/index.js';
 import { SqlViewStore } from './sql/SqlViewStore.js';
-import { importOptional, isPGlite, pgliteRunner } from './sql/SqlRunner.js';
+import { importOptional } from '../internal/importOptional.js';
+import { isPGlite, pgliteRunner } from './sql/SqlRunner.js';
 import type { PGliteLike, SqlRunner } from './sql/SqlRunner.js';
 
 /** Options of {@link PGliteViewStore}. */

@@ -1,4 +1,4 @@
-import { RxfeedError } from '../../errors/index.js';
+import { importOptional } from '../../internal/importOptional.js';
 import { logger } from '../../internal/log.js';
 
 /** Result of one statement, the same for pg and PGlite. */
@@ -104,21 +104,6 @@ export interface PGliteLike {
   transaction<T>(fn: (tx: { query(text: string, params?: unknown[]): Promise<{ rows: unknown[]; affectedRows?: number }> }) => Promise<T>): Promise<T>;
   /** Closes the database. */
   close(): Promise<void>;
-}
-
-/** Imports an optional peer dependency, or explains how to install it. */
-export async function importOptional<M>(packageName: string, load: () => Promise<M>, feature: string): Promise<M> {
-  try {
-    return await load();
-  } catch (error) {
-    const code = (error as { code?: string }).code;
-    if (code === 'ERR_MODULE_NOT_FOUND' || code === 'MODULE_NOT_FOUND') {
-      throw new RxfeedError(`${feature} needs the optional package ${packageName}: run \`npm install ${packageName}\``, {
-        cause: error,
-      });
-    }
-    throw error;
-  }
 }
 
 function pgResult<Row>(result: PgQueryResultLike): SqlResult<Row> {

@@ -1,6 +1,0 @@
-export {
-  PGliteDeadLetterStore,
-  PostgresDeadLetterStore,
-  type PGliteDeadLetterStoreOptions,
-  type PostgresDeadLetterStoreOptions,
-} from './PostgresDeadLetterStore.js';
