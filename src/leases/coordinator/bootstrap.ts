@@ -52,6 +52,9 @@ export interface BootstrapResult {
   readonly failure?: unknown;
 }
 
+/** What a listing of the processor's leases gave. */
+type Listing = Awaited<ReturnType<LeaseStore['list']>>;
+
 const NOTHING_CREATED: BootstrapResult = { created: [], complete: false, sentAt: 0 };
 
 /** The creates' answers, one per partition (`undefined`: the lease existed, a parent's covers it, or its create failed), when they were sent, and the first failure. */
@@ -92,21 +95,22 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
   let foreignLockSince: number | undefined;
   while (!ctx.stopped()) {
     if (await readMarker(store, info)) return NOTHING_CREATED;
-    // The epoch floor is read beside the lock (no extra round trip), and used only if the lock is ours. Both
-    // settle before either failure is thrown: a lock created while the floor's read failed is removed, not
-    // left behind (nor landing after a stop() that did not wait for it).
-    const [lockCreate, floorRead] = await Promise.allSettled([store.createIfAbsent(markerDocument(naming, lock)), epochFloor(ctx)]);
+    // The epoch floor and the leases left by an unfinished bootstrap are read beside the lock (no extra round
+    // trip), and used only if the lock is ours. All settle before any failure is thrown: a lock created while
+    // a read failed is removed, not left behind (nor landing after a stop() that did not wait for it).
+    const [lockCreate, floorRead, listing] = await Promise.allSettled([store.createIfAbsent(markerDocument(naming, lock)), epochFloor(ctx), store.list(naming.prefix)]);
     if (lockCreate.status === 'rejected') throw lockCreate.reason;
     const ours = lockCreate.value;
-    if (floorRead.status === 'rejected') {
+    const readFailed = floorRead.status === 'rejected' ? floorRead : listing.status === 'rejected' ? listing : undefined;
+    if (readFailed) {
       if (ours) await store.delete(ours).catch(() => undefined);
-      throw floorRead.reason;
+      throw readFailed.reason;
     }
-    const floor = floorRead.value;
+    const floor = (floorRead as PromiseFulfilledResult<number>).value;
     if (ours) {
       let creates: Creates;
       try {
-        creates = await createLeases(ctx, floor);
+        creates = await createLeases(ctx, floor, (listing as PromiseFulfilledResult<Listing>).value);
       } catch (error) {
         await store.delete(ours).catch(() => undefined);
         throw error;
@@ -128,7 +132,8 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
           `the bootstrap lock ${lock} is not in rxfeed's format and has not gone away for ${ctx.expirationMs} ms; ` +
             'creating the leases without it (safe: lease ids are deterministic)',
         );
-        const creates = await createLeases(ctx, await epochFloor(ctx));
+        const [floor, existing] = await Promise.all([epochFloor(ctx), store.list(naming.prefix)]);
+        const creates = await createLeases(ctx, floor, existing);
         if (creates.failure === undefined) await markDone(ctx);
         return createdBy(creates);
       }
@@ -149,14 +154,14 @@ async function epochFloor(ctx: BootstrapContext): Promise<number> {
 }
 
 /**
- * Creates one lease per partition, in parallel (the first `claim` owned by us), above the epoch `floor`, and
- * waits for every create to settle, failed or not: a create still in flight when another failed may land
+ * Creates one lease per partition, in parallel (the first `claim` owned by us), above the epoch `floor`,
+ * leaving out partitions an `existing` lease covers, and waits for every create to settle, failed or not: a create still in flight when another failed may land
  * later, claimed by this host, and must be in the result. Throws only when nothing was sent. `sentAt` is taken
  * when the creates leave (after the listings and the start positions), so that the leases this host claims are
  * not counted as its own from before.
  */
-async function createLeases(ctx: BootstrapContext, floor: number): Promise<Creates> {
-  const [all, existing] = await Promise.all([ctx.listPartitions(), ctx.store.list(ctx.naming.prefix)]);
+async function createLeases(ctx: BootstrapContext, floor: number, existing: Listing): Promise<Creates> {
+  const all = await ctx.listPartitions();
   // A bootstrap that never marked itself done (its host died, or its `.info` write failed) may have left leases
   // of partitions that split or merged since. Their children are not created here, from `startFrom`: the gone
   // lease's owner creates them from its checkpoint (else the changes in between would be skipped).
