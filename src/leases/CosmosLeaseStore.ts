@@ -9,7 +9,7 @@ import type { LeaseListing, LeaseStore } from './LeaseStore.js';
 import { WriteGroups } from './cosmos/WriteGroups.js';
 import { fromDocument, toDocument } from './protocol/cosmosDocuments.js';
 
-export { fromDocument, toDocument, type CosmosLeaseDocument, type CosmosMarkerDocument } from './protocol/cosmosDocuments.js';
+export type { CosmosLeaseDocument, CosmosMarkerDocument } from './protocol/cosmosDocuments.js';
 
 /** Longest `groupWritesMs`: a renewal that follows a checkpoint closely waits this long at most. */
 const MAX_GROUP_WRITES_MS = 1_000;

@@ -2,41 +2,25 @@
 // .NET processor, Azure Functions and KEDA, which read the same documents. Code outside `src/leases/` imports
 // lease internals from here only. docs/lease-protocol.md is its prose and model/leases.pml its checked
 // model: the three change together.
-export {
-  floorDocument,
-  floorId,
-  infoId,
-  isLeaseOf,
-  isMarkerId,
-  leaseDocument,
-  leaseIdsOf,
-  lockId,
-  markerDocument,
-  markerIdsOf,
-  namingOf,
-  type LeaseIds,
-  type LeaseNaming,
-  type LeaseScheme,
-} from './documents.js';
-export { fromDocument, toDocument, type CosmosLeaseDocument, type CosmosMarkerDocument } from './cosmosDocuments.js';
-export { listProcessorLeases, resolveLeaseIds, type LeaseNamingOptions } from './listing.js';
-export {
-  formatLoad,
-  HANDOFF_AT,
-  HANDOFF_TO,
-  handoffRequest,
-  isUntaken,
-  LOAD_PROPERTY,
-  onlyNoticeChanged,
-  publishedLoad,
-  RELEASED_AT,
-  RELEASED_BY,
-  releaseNotice,
-  UNTAKEN_AT_EPOCH,
-  withoutNotice,
-  withoutRequest,
-  withoutSignals,
-} from './signals.js';
+// What the public API refers to is exported as such; the rest is internal (kept out of the published .d.ts:
+// a re-export of an internal name would dangle there).
+export { type LeaseScheme } from './documents.js';
+/** @internal */
+export { floorDocument, floorId, infoId, isLeaseOf, isMarkerId, leaseDocument, leaseIdsOf, lockId, markerDocument, markerIdsOf, namingOf, type LeaseIds, type LeaseNaming } from './documents.js';
+export { type CosmosLeaseDocument, type CosmosMarkerDocument } from './cosmosDocuments.js';
+/** @internal */
+export { fromDocument, toDocument } from './cosmosDocuments.js';
+export { type LeaseNamingOptions } from './listing.js';
+/** @internal */
+export { listProcessorLeases, resolveLeaseIds } from './listing.js';
+export { LOAD_PROPERTY, publishedLoad } from './signals.js';
+/** @internal */
+export { formatLoad, HANDOFF_AT, HANDOFF_TO, handoffRequest, isUntaken, onlyNoticeChanged, RELEASED_AT, RELEASED_BY, releaseNotice, UNTAKEN_AT_EPOCH, withoutNotice, withoutRequest, withoutSignals } from './signals.js';
+/** @internal */
 export { announceRelease, askForLease, handBack, type HandBackContext } from './handover.js';
-export { isLeaseExpired, resolveTimings, type Timings } from './timings.js';
-export { checkBalanceBy, checkLeasePrefix, checkLeaseScheme, DEFAULT_LEASE_PREFIX } from './validation.js';
+export { isLeaseExpired } from './timings.js';
+/** @internal */
+export { resolveTimings, type Timings } from './timings.js';
+export { DEFAULT_LEASE_PREFIX } from './validation.js';
+/** @internal */
+export { checkBalanceBy, checkLeasePrefix, checkLeaseScheme } from './validation.js';
