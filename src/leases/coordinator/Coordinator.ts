@@ -3,10 +3,11 @@
 // → `stop()`: hand every ownership over (Endings), settle and announce (Departure), wait for work in flight.
 // A fatal error ends it at once. The roles: Balancer, Acquirer, LeaseWriter, Renewer, GonePartitions,
 // Endings, Departure (see docs/architecture.md).
-import { asyncScheduler, Observable, Subject } from 'rxjs';
+import { Observable, Subject } from 'rxjs';
 import type { Subscription } from 'rxjs';
 import { errorEvent } from '../../core/errorEvent.js';
 import type { FeedEvent } from '../../core/events.js';
+import { monotonicOf, wallClockOf } from '../../internal/clocks.js';
 import { logger } from '../../internal/log.js';
 import type { LeaseCoordinator, OwnedLease } from '../LeaseCoordinator.js';
 import { namingOf } from '../protocol/documents.js';
@@ -108,8 +109,9 @@ export class Coordinator implements LeaseCoordinator {
 
   /** The state and services the roles share. */
   #contextOf(options: LeaseCoordinatorOptions, t: Timings): CoordinatorContext {
-    const scheduler = options.scheduler ?? asyncScheduler;
-    const now = options.now ?? (() => scheduler.now());
+    // Durations on a monotonic clock, timestamps for other processes on the wall clock (docs/lease-protocol.md, "Clocks").
+    const scheduler = monotonicOf(options.scheduler);
+    const now = wallClockOf(options.now, options.scheduler);
     const source = options.source;
     return {
       owner: this.owner,
