@@ -131,7 +131,11 @@ export interface ChangeFeedOptions<T> {
   readonly minLeases?: number;
   /** Never hold more than this many leases (0 = no limit). Default 0. */
   readonly maxLeases?: number;
-  /** Scheduler for every wait (polls, backoff, stall checks). Default `asyncScheduler`. */
+  /**
+   * Scheduler for every wait (polls, backoff, stall checks). Default `asyncScheduler`. The lease coordinator
+   * measures lease time on its `now()`, so a custom one must not jump when the system time is stepped
+   * (`asyncScheduler`, whose `now()` is `Date.now()`, is taken on `performance.now()` there).
+   */
   readonly scheduler?: SchedulerLike;
   /** Receives every {@link FeedEvent} (same as subscribing to `events$`). */
   readonly events?: Partial<Observer<FeedEvent>> | ((event: FeedEvent) => void);

@@ -194,7 +194,7 @@ export class HostClock implements SchedulerLike {
    */
   now(): number {
     const shared = this.clock.now();
-    return this.#uptimeMs + (shared - this.#origin) * (1 + this.#drift);
+    return shared + (this.#uptimeMs - this.#origin) + this.#drift * (shared - this.#origin);
   }
 
   /** This host's wall clock (ms since the epoch): the shared clock's, plus its skew, its steps and what drift added since creation. */
@@ -234,14 +234,23 @@ export class HostClock implements SchedulerLike {
     }) as unknown as SchedulerAction<T>;
     const hostDelay = Math.max(0, Number.isFinite(delay) ? delay : 0);
     const late = this.#lateMs > 0 ? Math.floor(this.#random() * this.#lateMs) : 0;
-    outer.add(
-      this.clock.schedule(() => {
-        if (this.#state === 'running') return work.call(action, state);
-        void this.pass().then(() => {
-          if (!outer.closed) work.call(action, state);
-        });
-      }, hostDelay / (1 + this.#drift) + late),
-    );
+    // As a real timer, never before `hostDelay` of this host's time passed: the shared time it fires at is
+    // rounded (to the precision of a number near the shared clock's time), and a caller that re-arms until
+    // its own due time would otherwise spin at one shared instant.
+    const due = this.now() + hostDelay;
+    const fire = () => {
+      const short = due - this.now();
+      if (short > 0) {
+        const shared = this.clock.now();
+        outer.add(this.clock.schedule(fire, Math.max(short / (1 + this.#drift), 2 * Number.EPSILON * Math.abs(shared))));
+        return;
+      }
+      if (this.#state === 'running') return work.call(action, state);
+      void this.pass().then(() => {
+        if (!outer.closed) work.call(action, state);
+      });
+    };
+    outer.add(this.clock.schedule(fire, hostDelay / (1 + this.#drift) + late));
     return outer;
   }
   /** Freezes the host until {@link HostClock.resume}. */
