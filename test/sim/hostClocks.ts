@@ -10,18 +10,24 @@ export const MAX_DRIFT = 0.02;
 export const MAX_LATE_MS = TIMINGS.leaseExpirationMs / 5;
 
 /**
- * The `clock` fault set: each host gets a clock of its own (half of them off by up to {@link MAX_SKEW_MS},
- * the rest by up to 50 ms; all drifting by up to {@link MAX_DRIFT}), clocks are stepped now and then (NTP
- * corrections), and event loops turn slow for a while (timers up to {@link MAX_LATE_MS} late). Draws come
- * from a PRNG of its own; without the set every host shares the run's clock, as before.
+ * The `clock` fault set: each host gets clocks of its own, as a machine has two. Its wall clock (the lease
+ * documents' timestamps) is off by up to {@link MAX_SKEW_MS} for half of the hosts, by up to 50 ms for the
+ * rest, and stepped now and then by up to two expirations either way (NTP corrections). Its monotonic clock
+ * (the scheduler's: timers and every duration of lease time) reads an arbitrary time at start and is never
+ * stepped. Both drift by up to {@link MAX_DRIFT}, and event loops turn slow for a while (timers up to
+ * {@link MAX_LATE_MS} late). Draws come from PRNGs of their own; without the set every host shares the run's
+ * clock, as before.
  */
 export class HostClocks {
   readonly #random: () => number;
+  /** Draws of the monotonic clocks' readings at start: a stream of its own, so the `clock` draws stay as they were. */
+  readonly #uptime: () => number;
   readonly #on: boolean;
 
   constructor(private readonly sim: Sim) {
     this.#on = sim.faults.has('clock');
     this.#random = sim.randomFor('clock');
+    this.#uptime = sim.randomFor('clock:uptime');
   }
 
   /** The clock of a host that joins now. */
@@ -33,10 +39,12 @@ export class HostClocks {
     const skewMs = Math.round((r() * 2 - 1) * (far ? MAX_SKEW_MS : 50));
     const drift = (r() * 2 - 1) * MAX_DRIFT;
     if (far) this.sim.tally('clock.skewed');
-    return new HostClock(clock, { skewMs, drift, random: this.sim.randomFor(`late:${r()}`) });
+    // A process's monotonic clock counts from its own start (performance.now()): unrelated to other hosts'.
+    const uptimeMs = Math.floor(this.#uptime() * 10 * MAX_SKEW_MS);
+    return new HostClock(clock, { skewMs, drift, uptimeMs, random: this.sim.randomFor(`late:${r()}`) });
   }
 
-  /** One tick of the chaos script: now and then a clock steps, or an event loop turns slow for 1–5 s. */
+  /** One tick of the chaos script: now and then a wall clock steps, or an event loop turns slow for 1–5 s. */
   tick(running: readonly { readonly clock: HostClock }[]): void {
     if (!this.#on || running.length === 0) return;
     const r = this.#random;

@@ -6,6 +6,8 @@ import { checkpointEvery, createChangeFeed, materializeToView, type PartitionCon
 import type { Change } from '../../src/core/Change.js';
 import { LeaseLostError } from '../../src/errors/index.js';
 import type { ViewCommit, ViewMode, ViewWrite } from '../../src/sinks/ViewStore.js';
+import type { CoordinatorFactoryOptions } from '../../src/feed/options.js';
+import { createLeaseCoordinator } from '../../src/leases/createLeaseCoordinator.js';
 import type { ReadRequest, Source } from '../../src/sources/Source.js';
 import { laggingListings, type FaultEnv, faultyDeadLetterSink, gateDeadLetterSink, faultyLeaseStore, faultySource, faultyStep, faultyViewStore, gateLeaseStore, gateSource, gateViewStore, type HostClock } from '../support/faults/index.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
@@ -197,6 +199,9 @@ export class Hosts {
       maxItemCount: settings.maxItemCount,
       maxInFlightChanges: settings.budget,
       scheduler: hostClock,
+      // Two clocks, as a machine has them: lease time on the monotonic one (the scheduler), the timestamps
+      // written into lease documents on the wall clock (skewed and stepped under the `clock` fault set).
+      coordinator: (o: CoordinatorFactoryOptions) => createLeaseCoordinator({ ...o, now: () => hostClock.wallNow() }),
       stallTimeoutMs: 10_000,
       events: (event: FeedEvent) => this.#onEvent(ref.host!, event),
       ...(config.balanceBy ? { balanceBy: config.balanceBy } : {}),

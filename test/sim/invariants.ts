@@ -33,8 +33,8 @@ export class Throughout {
     for (const lease of this.stores.leaseSnapshot()) {
       // Twins (two live hosts under one name): the lease is read by one of them.
       const named = this.hosts.all.filter((x) => x.name === lease.owner && x.clock.state === 'running' && !x.stopped);
-      // Expiry as the owner sees it (by its own clock, which may be off: the `clock` fault set).
-      if (named.length === 0 || named[0]!.clock.now() - lease.timestampMs >= TIMINGS.leaseExpirationMs) continue;
+      // Expiry as the owner would date it (by its own wall clock, which may be off: the `clock` fault set).
+      if (named.length === 0 || named[0]!.clock.wallNow() - lease.timestampMs >= TIMINGS.leaseExpirationMs) continue;
       const key = `${lease.id}|${lease.owner}|${lease.epoch}`;
       seen.add(key);
       const since = this.#ownedSince.get(key) ?? now;

@@ -8,6 +8,7 @@ import type { Subscription } from 'rxjs';
 import { errorEvent } from '../../errors/errorEvent.js';
 import { fatalCloseReason } from '../../errors/classify.js';
 import type { FeedEvent } from '../../core/events.js';
+import { monotonicOf, wallClockOf } from '../../internal/clocks.js';
 import { logger } from '../../internal/log.js';
 import type { LeaseCoordinator, OwnedLease } from '../LeaseCoordinator.js';
 import { namingOf } from '../protocol/documents.js';
@@ -110,8 +111,9 @@ export class Coordinator implements LeaseCoordinator {
   /** The state and services the roles share. */
   #contextOf(options: LeaseCoordinatorOptions, o: ResolvedCoordinatorOptions): CoordinatorContext {
     const t = o.timings;
-    const scheduler = o.scheduler;
-    const now = options.now ?? (() => scheduler.now());
+    // Durations on a monotonic clock, timestamps for other processes on the wall clock (docs/lease-protocol.md, "Clocks").
+    const scheduler = monotonicOf(options.scheduler);
+    const now = wallClockOf(options.now, options.scheduler);
     const source = options.source;
     return {
       owner: this.owner,

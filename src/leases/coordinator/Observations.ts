@@ -7,11 +7,12 @@ import type { Lease } from '../Lease.js';
  * Lease time as this host saw it, so that no decision depends on another host's clock (the approach of
  * Kubernetes leader election). A lease's `timestampMs` and a handoff request's time are written with the
  * writer's clock; comparing them with this host's clock turns clock skew into two live owners. Instead this
- * host notes, on its own scheduler clock, when it first saw each lease version (its etag) and each handoff
+ * host notes, on its own monotonic scheduler clock, when it first saw each lease version (its etag) and each handoff
  * request, and judges expiry and staleness from those moments: a version first seen at `t` cannot have been
  * written later than `t`, so its owner (which counts its own deadline from before its write) stops using the
  * lease before `t + expiration`, whatever the clocks say. The one assumption left: clocks run at about the same
- * rate (drift well under the deadline margin, a tenth of the expiration).
+ * rate (drift well under the deadline margin, a tenth of the expiration). A wall clock would not do: a step
+ * (NTP) forward would end the wait for an expiry early, so the scheduler's clock is a monotonic one.
  *
  * A request this host wrote itself counts from the first version carrying it that its owner wrote since: the
  * owner saw the request before that write, so it gives the lease up (handoff deadline) before this host may

@@ -29,7 +29,10 @@ export interface BootstrapContext {
    * first balancing round would take of leases nobody owns. The others are created free.
    */
   readonly claim: number;
-  /** Scheduler time (ms): when the creates are sent is when the leases this host claims were last confirmed. */
+  /**
+   * Monotonic scheduler time (ms): when the creates are sent is when the leases this host claims were last
+   * confirmed; how long a foreign lock has been waited on.
+   */
   readonly clock: () => number;
   /** Work that must finish before the host stops, but that nothing needs to wait for (marking the bootstrap done). */
   readonly background: (work: Promise<unknown>) => void;
@@ -124,10 +127,10 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
       return createdBy(creates);
     }
     const existing = await readMarker(store, lock);
-    const now = naming.now();
     if (existing === FOREIGN) {
-      foreignLockSince ??= now;
-      if (now - foreignLockSince >= ctx.expirationMs) {
+      // How long it has been there, on this host's monotonic clock (a step of the wall clock does not shorten it).
+      foreignLockSince ??= ctx.clock();
+      if (ctx.clock() - foreignLockSince >= ctx.expirationMs) {
         ctx.warn(
           `the bootstrap lock ${lock} is not in rxfeed's format and has not gone away for ${ctx.expirationMs} ms; ` +
             'creating the leases without it (safe: lease ids are deterministic)',
@@ -137,7 +140,7 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
         if (creates.failure === undefined) await markDone(ctx);
         return createdBy(creates);
       }
-    } else if (existing && now - existing.timestampMs >= ctx.expirationMs) {
+    } else if (existing && naming.now() - existing.timestampMs >= ctx.expirationMs) {
       log('removing stale bootstrap lock of %s', existing.owner);
       await store.delete(existing).catch(() => undefined);
       continue;

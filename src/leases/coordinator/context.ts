@@ -20,9 +20,12 @@ export interface CoordinatorContext {
   readonly store: LeaseStore;
   readonly naming: LeaseNaming;
   readonly t: Timings;
-  /** Timers, and the clock of every decision (when a version or request was first seen, deadlines). */
+  /**
+   * Timers, and the monotonic clock of every decision (when a version or request was first seen, deadlines,
+   * cooldowns): a step of the system time does not move it.
+   */
   readonly scheduler: SchedulerLike;
-  /** The clock of the timestamps written to leases (ms since the epoch). */
+  /** The wall clock of the timestamps written to leases (ms since the epoch); never a duration. */
   readonly now: () => number;
   readonly log: Logger;
   /** Leases this host owns, by document id. */

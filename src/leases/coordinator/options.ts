@@ -75,7 +75,14 @@ export interface LeaseOptions {
    * not waited for.
    */
   readonly drainTimeoutMs?: number;
-  /** Clock and timers of every wait (scans, renewals, polls, backoff, stall checks). Default `asyncScheduler`. */
+  /**
+   * Timers of every wait (scans, renewals, polls, backoff, stall checks), and the monotonic clock (ms) every
+   * duration of lease time is measured on: how long since this host first saw a lease version or a handoff
+   * request (expiry), its own deadlines, renewals, cooldowns. Its
+   * `now()` must not jump when the system time is stepped (NTP) or set; only its rate matters. Default:
+   * `asyncScheduler`'s timers on `performance.now()`; `asyncScheduler` itself (whose `now()` is the wall
+   * clock) is taken the same way. Tests pass a virtual clock.
+   */
   readonly scheduler?: SchedulerLike;
 }
 
@@ -108,7 +115,12 @@ export interface LeaseCoordinatorOptions extends LeaseOptions {
   readonly prefix: string;
   /** Feed mode written to new leases (`Mode`). Default: `source.mode`, else `'latestVersion'`. */
   readonly mode?: FeedMode;
-  /** Clock override for the timestamps written to leases (ms since the epoch); default `scheduler.now()`. */
+  /**
+   * The wall clock (ms since the epoch) of the `timestamp` written into lease documents, which other hosts,
+   * the .NET processor and estimators read; never used to measure a duration. Default `Date.now`, or
+   * `scheduler.now()` when a `scheduler` other than `asyncScheduler` is given (a virtual clock then stands
+   * for both).
+   */
   readonly now?: () => number;
 }
 

@@ -123,13 +123,18 @@ export type HostState = 'running' | 'paused' | 'dead';
 
 /** How a {@link HostClock}'s time differs from the shared clock. */
 export interface HostClockOptions {
-  /** How far this host's clock is ahead of the shared one at creation (negative: behind), in ms. Default 0. */
+  /** How far this host's wall clock is ahead of the shared one at creation (negative: behind), in ms. Default 0. */
   readonly skewMs?: number;
   /**
-   * How much faster this host's clock runs than the shared one: 0.01 gains 10 ms per second, -0.01 loses
-   * them; timers run by this clock (a 1 000 ms timer fires after 1 000 of this host's ms). Default 0.
+   * How much faster this host's clocks (both) run than the shared one: 0.01 gains 10 ms per second, -0.01
+   * loses them; timers run by this rate (a 1 000 ms timer fires after 1 000 of this host's ms). Default 0.
    */
   readonly drift?: number;
+  /**
+   * What this host's monotonic clock ({@link HostClock.now}) reads at creation, in ms (as `performance.now()`
+   * counts from its process's start, unrelated to other hosts'). Default: the shared clock's time then.
+   */
+  readonly uptimeMs?: number;
   /** Randomness for how late timers run on a slow event loop (see {@link HostClock.slow}). Default `Math.random`. */
   readonly random?: () => number;
 }
@@ -137,8 +142,11 @@ export interface HostClockOptions {
 const never = new Promise<never>(() => undefined);
 
 /**
- * One process's view of a shared {@link VirtualClock}: its own time (`skewMs` ahead or behind, running
- * `drift` faster or slower, stepped by {@link HostClock.step}), an event loop that can run timers late
+ * One process's view of a shared {@link VirtualClock}: two clocks of its own, both running `drift` faster or
+ * slower, as a machine has them — a monotonic clock ({@link HostClock.now}, the scheduler's: timers and
+ * durations; `performance.now()` in production), which only drifts, and a wall clock
+ * ({@link HostClock.wallNow}: `Date.now()`), `skewMs` ahead or behind and stepped by {@link HostClock.step}
+ * (NTP corrections) — an event loop that can run timers late
  * ({@link HostClock.slow}: slow, not frozen), `pause()` freezes it (due timers wait, calls through
  * {@link HostClock.gate} hang before and after reaching the other side) until `resume()`, when the late
  * timers fire at once, as after a long GC pause; `kill()` is a crash: no timer of this host fires again and
@@ -147,7 +155,7 @@ const never = new Promise<never>(() => undefined);
  * @example
  * ```ts
  * const host = new HostClock(clock, { skewMs: -8_000, drift: 0.01 });
- * createChangeFeed({ ...options, scheduler: host, leases: gateLeaseStore(store, host) });
+ * createLeaseCoordinator({ ...options, scheduler: host, now: () => host.wallNow(), store: gateLeaseStore(store, host) });
  * host.pause(); await clock.advance(5_000); host.resume(); // a zombie
  * ```
  */
@@ -158,6 +166,7 @@ export class HostClock implements SchedulerLike {
   #offsetMs: number;
   readonly #drift: number;
   readonly #origin: number;
+  readonly #uptimeMs: number;
   readonly #random: () => number;
   #lateMs = 0;
   /** When the host was last paused or killed, in virtual ms. */
@@ -171,6 +180,7 @@ export class HostClock implements SchedulerLike {
     this.#drift = options.drift ?? 0;
     if (!(this.#drift > -0.5 && this.#drift < 0.5)) throw new RangeError(`drift must be within ±0.5, got ${this.#drift}`);
     this.#origin = clock.now();
+    this.#uptimeMs = options.uptimeMs ?? this.#origin;
     this.#random = options.random ?? Math.random;
   }
 
@@ -178,18 +188,27 @@ export class HostClock implements SchedulerLike {
     return this.#state;
   }
 
-  /** This host's time: the shared clock's, plus its skew and what drift added since creation. */
+  /**
+   * This host's monotonic clock (the scheduler's, what its timers run by): its reading at creation plus the
+   * shared time since, drift included. Never stepped, never skewed against anything (only its rate matters).
+   */
   now(): number {
+    const shared = this.clock.now();
+    return shared + (this.#uptimeMs - this.#origin) + this.#drift * (shared - this.#origin);
+  }
+
+  /** This host's wall clock (ms since the epoch): the shared clock's, plus its skew, its steps and what drift added since creation. */
+  wallNow(): number {
     const shared = this.clock.now();
     return shared + this.#offsetMs + this.#drift * (shared - this.#origin);
   }
 
-  /** How far this host's clock is ahead of the shared one now (negative: behind), in ms. */
+  /** How far this host's wall clock is ahead of the shared one now (negative: behind), in ms. */
   get skewMs(): number {
-    return this.now() - this.clock.now();
+    return this.wallNow() - this.clock.now();
   }
 
-  /** Steps this host's clock by `ms` (an NTP correction; negative steps it back). */
+  /** Steps this host's wall clock by `ms` (an NTP correction; negative steps it back); its monotonic clock does not move. */
   step(ms: number): void {
     this.#offsetMs += ms;
   }
@@ -215,14 +234,23 @@ export class HostClock implements SchedulerLike {
     }) as unknown as SchedulerAction<T>;
     const hostDelay = Math.max(0, Number.isFinite(delay) ? delay : 0);
     const late = this.#lateMs > 0 ? Math.floor(this.#random() * this.#lateMs) : 0;
-    outer.add(
-      this.clock.schedule(() => {
-        if (this.#state === 'running') return work.call(action, state);
-        void this.pass().then(() => {
-          if (!outer.closed) work.call(action, state);
-        });
-      }, hostDelay / (1 + this.#drift) + late),
-    );
+    // As a real timer, never before `hostDelay` of this host's time passed: the shared time it fires at is
+    // rounded (to the precision of a number near the shared clock's time), and a caller that re-arms until
+    // its own due time would otherwise spin at one shared instant.
+    const due = this.now() + hostDelay;
+    const fire = () => {
+      const short = due - this.now();
+      if (short > 0) {
+        const shared = this.clock.now();
+        outer.add(this.clock.schedule(fire, Math.max(short / (1 + this.#drift), 2 * Number.EPSILON * Math.abs(shared))));
+        return;
+      }
+      if (this.#state === 'running') return work.call(action, state);
+      void this.pass().then(() => {
+        if (!outer.closed) work.call(action, state);
+      });
+    };
+    outer.add(this.clock.schedule(fire, hostDelay / (1 + this.#drift) + late));
     return outer;
   }
   /** Freezes the host until {@link HostClock.resume}. */

@@ -225,17 +225,24 @@ describe('HostClock', () => {
     expect(fired).toEqual([10, 20, 30]);
   });
 
-  it('has a time of its own: skewed, drifting, stepped; its timers run on its own time', async () => {
+  it('has clocks of its own: a wall clock skewed, drifting, stepped; a monotonic one that only drifts, which its timers run on', async () => {
     const clock = new VirtualClock(10_000);
-    const host = new HostClock(clock, { skewMs: -8_000, drift: 0.25 });
-    expect(host.now()).toBe(2_000);
+    const host = new HostClock(clock, { skewMs: -8_000, drift: 0.25, uptimeMs: 40 });
+    expect(host.wallNow()).toBe(2_000);
+    expect(host.now()).toBe(40);
     const fired: number[] = [];
     host.schedule(() => void fired.push(host.now()), 1_000); // 1 000 of the host's ms: 800 shared ms
     await clock.advance(800);
-    expect(fired).toEqual([3_000]);
+    expect(fired).toEqual([1_040]);
+    expect(host.wallNow()).toBe(3_000);
     host.step(500);
-    expect(host.now()).toBe(3_500);
+    expect(host.wallNow()).toBe(3_500);
+    expect(host.now()).toBe(1_040);
     expect(host.skewMs).toBe(3_500 - 10_800);
+    // Without options both read the shared clock.
+    const plain = new HostClock(clock);
+    await clock.advance(100);
+    expect([plain.now(), plain.wallNow()]).toEqual([10_900, 10_900]);
   });
 
   it('a slow event loop runs timers late, by at most lateMs, and keeps running', async () => {
