@@ -40,6 +40,7 @@ export function withOpaquePositions<T>(source: Source<T>): Source<T> {
     mode: source.mode,
     ...(source.checkStart ? { checkStart: (start: StartFrom) => source.checkStart!(from(start)) } : {}),
     ...(source.positionAt ? { positionAt: async (p: Partition, at: 'beginning' | 'now' | Date, signal?: AbortSignal) => opaquePositions.encode(await source.positionAt!(p, at, signal)) } : {}),
+    ...(source.currentTime ? { currentTime: (signal?: AbortSignal) => source.currentTime!(signal) } : {}),
     listPartitions: (signal) => source.listPartitions(signal),
     async read(request: ReadRequest): Promise<Page<T>> {
       const page = await source.read({ ...request, from: from(request.from) });
@@ -77,6 +78,7 @@ export function laggingListings<T>(
     mode: source.mode,
     ...(source.checkStart ? { checkStart: (start: StartFrom) => source.checkStart!(start) } : {}),
     ...(source.positionAt ? { positionAt: (p: Partition, at: 'beginning' | 'now' | Date, signal?: AbortSignal) => source.positionAt!(p, at, signal) } : {}),
+    ...(source.currentTime ? { currentTime: (signal?: AbortSignal) => source.currentTime!(signal) } : {}),
     read: (request) => source.read(request),
     async listPartitions(signal?: AbortSignal): Promise<readonly Partition[]> {
       const current = await source.listPartitions(signal);
