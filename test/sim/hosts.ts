@@ -2,7 +2,7 @@ import { defer, identity, retry, Subscription, tap, timer } from 'rxjs';
 import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import type { FeedEvent } from '../../src/core/events.js';
 // Public API only (the package entry point), so the reader/coordinator rework can move internals freely.
-import { checkpointEvery, createChangeFeed, materializeToView, type PartitionContext, processChanges } from '../../src/index.js';
+import { checkpointEvery, createChangeFeed, filterChanges, mapChanges, materializeToView, type PartitionContext, processChanges } from '../../src/index.js';
 import type { Change } from '../../src/core/Change.js';
 import { LeaseLostError } from '../../src/errors/index.js';
 import type { ViewCommit, ViewMode, ViewWrite } from '../../src/sinks/ViewStore.js';
@@ -251,6 +251,10 @@ export class Hosts {
         .pipe(
           tap((batch) => batch.epoch !== undefined && this.#checkOwner(ref.host!, batch.partition, batch.epoch)),
           faultyStep<ChangeBatch<Doc>>(plans.step, hostEnv),
+          // The per-change operators' fast lane (new batches, in partition order, dropped when ownership ended)
+          // under every fault: a copy of each change, and a filter that keeps them all.
+          mapChanges((c: Change<Doc>) => ({ ...c }), failure),
+          filterChanges(() => true, failure),
           materializeToView(view, { project, concurrency: 2, mode: config.view ?? 'guarded', ...failure }),
           config.groups ? materializeToView(groupView, { key: (c) => groupOf(c.id), project, concurrency: 2, mode: 'exactlyOnce', ...failure }) : identity,
           this.relay ? this.relay.operator(name, hostClock) : identity,
