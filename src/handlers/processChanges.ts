@@ -25,7 +25,10 @@ export interface PartitionContext {
   readonly epoch: number;
   /** This host's name (the lease owner). */
   readonly owner: string;
-  /** Aborted when this host's ownership of the lease ends (lost, handed over, split, shutdown, halted). */
+  /**
+   * Aborted when this host's ownership of the lease ends (lost, handed over, split, shutdown, halted); its `reason`
+   * is an `AbortError` (a `DOMException`) whose message names the lease and the close reason.
+   */
   readonly signal: AbortSignal;
   /**
    * Checkpoints everything up to the end of the current call's changes (or, outside a call, of the last

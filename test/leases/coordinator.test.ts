@@ -72,6 +72,11 @@ describe('one host', () => {
       expect(l.continuation).toBe(`final-${l.leaseToken}`);
     }
     expect(host.acquired.every((o) => o.signal.aborted && o.closeReason === 'Shutdown')).toBe(true);
+    // The signal's reason is an AbortError naming the lease and why (what throwIfAborted and fetch rethrow), never a bare string.
+    const reason: unknown = host.acquired[0]!.signal.reason;
+    expect(reason).toBeInstanceOf(DOMException);
+    expect((reason as DOMException).name).toBe('AbortError');
+    expect((reason as DOMException).message).toMatch(/lease \d ended: Shutdown/);
     expect(host.events.filter((e) => e.type === 'leaseReleased')).toHaveLength(4);
     await expect(lease0.checkpoint('late')).rejects.toBeInstanceOf(LeaseLostError);
   });

@@ -128,13 +128,14 @@ export class Ownership implements OwnedLease {
     }, Math.max(0, dueInMs));
   }
 
-  /** Marks the ownership ended and aborts its signal; idempotent. */
+  /** Marks the ownership ended and aborts its signal (reason: an `AbortError` naming the close reason); idempotent. */
   end(reason: CloseReason): void {
     if (this.closeReason) return;
     this.closeReason = reason;
     this.renewTimer?.unsubscribe();
     this.#deadlineTimer?.unsubscribe();
     this.#handoffTimer?.unsubscribe();
-    this.#controller.abort(reason);
+    // An Error, not the bare reason: code that rethrows `signal.reason` (throwIfAborted, fetch) throws an AbortError.
+    this.#controller.abort(new DOMException(`ownership of lease ${this.leaseToken} ended: ${reason}`, 'AbortError'));
   }
 }
