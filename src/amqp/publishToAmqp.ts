@@ -20,18 +20,27 @@ export interface AmqpPublishOptions {
 
 /** The part of an amqplib confirm channel the relay uses. */
 export interface AmqpConfirmChannelLike {
+  /** Sends one message; `callback` runs on the broker's confirm (an error for a nack); `false` means wait for `drain`. */
   publish(exchange: string, routingKey: string, content: Buffer, options: AmqpPublishOptions, callback: (error: unknown) => void): boolean;
+  /** `drain`: the channel takes writes again; `close`: the channel closed. */
   once(event: 'drain' | 'close', listener: () => void): unknown;
+  /** The channel failed (it closes after). */
   on(event: 'error', listener: (error: Error) => void): unknown;
+  /** The channel closed. */
   on(event: 'close', listener: () => void): unknown;
+  /** Closes the channel. */
   close(): Promise<void>;
 }
 
 /** The part of an amqplib connection (`ChannelModel`) the relay uses. */
 export interface AmqpConnectionLike {
+  /** Opens a channel in confirm mode. */
   createConfirmChannel(): Promise<AmqpConfirmChannelLike>;
+  /** The connection failed (it closes after). */
   on(event: 'error', listener: (error: Error) => void): unknown;
+  /** The connection closed. */
   on(event: 'close', listener: () => void): unknown;
+  /** Closes the connection. */
   close(): Promise<void>;
 }
 
@@ -39,7 +48,12 @@ export interface AmqpConnectionLike {
  * Where to publish: an AMQP URL (the relay connects with amqplib, and reconnects after a drop), or a function
  * that opens a connection (called again after a drop; the relay closes what it returns).
  */
-export type AmqpTarget = string | { readonly connect: () => Promise<AmqpConnectionLike> };
+export type AmqpTarget =
+  | string
+  | {
+      /** Opens a connection, e.g. `() => amqplib.connect(url)`; called again after a drop. */
+      readonly connect: () => Promise<AmqpConnectionLike>;
+    };
 
 /** Options of {@link publishToAmqp}. */
 export interface PublishToAmqpOptions<T> extends RelayOptions<T> {

@@ -19,6 +19,7 @@ export interface JetStreamAckLike {
 
 /** The part of a JetStream client (`jetstream(nc)` of `@nats-io/jetstream`) the relay uses. */
 export interface JetStreamClientLike {
+  /** Publishes one message; resolves with the stream's acknowledgement (`msgID` de-duplicates within the stream's window). */
   publish(subject: string, payload?: Uint8Array | string, options?: { msgID?: string; timeout?: number }): Promise<JetStreamAckLike>;
 }
 

@@ -13,7 +13,9 @@
 
 /** The part of a browser `EventSource` (or a polyfill) the view listens to. */
 export interface EventSourceLike {
+  /** Calls `listener` for each event of `type` (`snapshot`, `change`, `up-to-date`, `reset`, `dropped`). */
   addEventListener(type: string, listener: (event: { readonly data: string; readonly lastEventId: string }) => void): void;
+  /** Closes the connection; no reconnect follows. */
   close(): void;
 }
 
