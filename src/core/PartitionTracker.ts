@@ -48,6 +48,8 @@ export interface PartitionTracker {
    * close reason `Error`, not `Shutdown`. Optional: where missing, the lease is released when the run stops.
    */
   fatal?(error: Error): void;
+  /** Changes of this partition were written to the dead-letter sink `sink` by `operator` (a `deadLettered` event). */
+  reportDeadLettered?(lsns: readonly number[], sink: string, operator: string): void;
   /**
    * Aborted when this host's ownership of the lease ended (lost, released, gone, past its local deadline).
    * Sinks must not write batches of an ended ownership: drop them instead (the next owner reads them again).

@@ -85,6 +85,21 @@ export type FeedEvent =
       readonly lease?: string;
       /** What is wrong and what to do about it. */
       readonly message: string;
+    }
+  /**
+   * Changes user code gave up on were written to the dead-letter sink (`onFailure: { deadLetter }`): the
+   * checkpoint may now pass them. Each of them was reported before as an `error` event of kind `item`.
+   */
+  | {
+      readonly type: 'deadLettered';
+      readonly owner: string;
+      readonly lease: string;
+      /** The dead-lettered changes' LSNs, in order (a poison change's LSN group goes with it). */
+      readonly lsns: readonly number[];
+      /** The sink's description (e.g. `postgres dead letters rxfeed.dead_letters`). */
+      readonly sink: string;
+      /** The operator or handler that gave up (`eachBatch`, `materializeToView`, `processChanges`, …). */
+      readonly operator: string;
     };
 
 /**

@@ -344,6 +344,7 @@ async function deadLetter<T>(
     try {
       await sink.write(letters, writer);
       log('%s: %d changes dead-lettered to %s', operator, letters.length, sink.description);
+      tracker?.reportDeadLettered?.(letters.map((l) => l.lsn), sink.description, operator);
       return true;
     } catch (error) {
       const err = error instanceof Error ? error : new Error(String(error));

@@ -52,7 +52,7 @@ async function loadPromClient(): Promise<typeof PromClient> {
  * Metrics (with the default prefix): `rxfeed_leases_owned` and `rxfeed_in_flight_changes` (gauges);
  * `rxfeed_lease_events_total{event}`, `rxfeed_checkpoints_total`, `rxfeed_checkpointed_changes_total`,
  * `rxfeed_errors_total{error,kind}`, `rxfeed_read_failures_total{failure}` (every retried read failure, by cause)
- * and `rxfeed_stalls_total` (counters). Every metric has an `owner` label.
+ * `rxfeed_stalls_total` and `rxfeed_dead_letters_total` (counters). Every metric has an `owner` label.
  * With the `lag` option, `rxfeed_lease_lag_changes{lease}` and `rxfeed_lease_lag_seconds{lease}` (gauges) give
  * the backlog of every lease this host owns, estimated at scrape time (never-checkpointed leases report their
  * real backlog where the source can compute it, else the sentinel 1, as the .NET estimator does).
@@ -131,6 +131,12 @@ export async function prometheusMetrics(
     labelNames: ['owner', 'failure'],
   });
   const stalls = new prom.Counter({ ...common, name: `${prefix}stalls_total`, help: 'Stall warnings (dropped batches, exhausted credit)', labelNames: ['owner'] });
+  const deadLetters = new prom.Counter({
+    ...common,
+    name: `${prefix}dead_letters_total`,
+    help: 'Changes written to the dead-letter sink (onFailure: { deadLetter })',
+    labelNames: ['owner'],
+  });
 
   const lagGauges = lagOptions ? registerLagGauges(prom, common, prefix, owner, () => owned, lagOptions) : [];
 
@@ -164,6 +170,9 @@ export async function prometheusMetrics(
       case 'stall':
         stalls.inc({ owner });
         break;
+      case 'deadLettered':
+        deadLetters.inc({ owner }, event.lsns.length);
+        break;
     }
   };
   const subscription = processor.events$.subscribe(onEvent);
@@ -177,6 +186,7 @@ export async function prometheusMetrics(
     'errors_total',
     'read_failures_total',
     'stalls_total',
+    'dead_letters_total',
     ...lagGauges,
   ];
   return {

@@ -92,6 +92,10 @@ describe('onFailure on eachChange', () => {
     expect(letter!.epoch).toBeGreaterThan(0);
     // The item failure is an event of kind 'item' with its attempts; never a feed failure.
     expect(events).toContainEqual(expect.objectContaining({ type: 'error', kind: 'item', lease: partition, attempts: 3 }));
+    // Then the dead letter is an event of its own (metrics count it; nobody needs to read the store to know).
+    expect(events.filter((e) => e.type === 'deadLettered')).toEqual([
+      expect.objectContaining({ lease: partition, lsns: [letter!.lsn], sink: deadLetter.description, operator: 'eachChange' }),
+    ]);
     // The partition goes on: later writes to it are processed and the checkpoint passes the poison.
     const later = source.write({ id: 'later', n: 99 }, { partitionKey: 'd7' });
     expect(later.partition).toBe(partition);

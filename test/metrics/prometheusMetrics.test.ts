@@ -1,6 +1,7 @@
 import { Registry } from 'prom-client';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { createChangeFeed } from '../../src/feed/index.js';
+import { MemoryDeadLetterStore } from '../../src/deadletter/MemoryDeadLetterStore.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { prometheusMetrics } from '../../src/metrics/prometheusMetrics.js';
 import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
@@ -55,12 +56,38 @@ describe('prometheusMetrics', () => {
     expect(value(text, 'rxfeed_checkpointed_changes_total{owner="host-a"}')).toBe(90);
     expect(value(text, 'rxfeed_checkpoints_total{owner="host-a"}')).toBeGreaterThanOrEqual(3);
     expect(value(text, 'rxfeed_errors_total{owner="host-a",error="HandlerError",kind="item"}')).toBe(1);
+    expect(text).not.toContain('rxfeed_dead_letters_total{'); // skipped, not dead-lettered
 
     await feed.stop();
     subscription.unsubscribe();
     expect(value(await registry.metrics(), 'rxfeed_leases_owned{owner="host-a"}')).toBe(0);
     metrics.stop();
     expect(await registry.metrics()).not.toContain('rxfeed_');
+  });
+
+  it('counts the changes written to the dead-letter sink', async () => {
+    const source = new MemorySource<Doc>({ partitions: 2 });
+    for (let i = 0; i < 20; i++) source.write({ id: `d${i}`, n: i });
+    const feed = createChangeFeed<Doc>({ source, leases: new MemoryLeaseStore(), leasePrefix: 'dl.', instanceName: 'host-a', pollIntervalMs: 100 });
+    const registry = new Registry();
+    const metrics = await prometheusMetrics(feed, { registry });
+    const deadLetter = new MemoryDeadLetterStore<Doc>();
+    let seen = 0;
+    const subscription = feed.changes$
+      .pipe(
+        mapChanges((c) => {
+          if (c.document!.n % 7 === 3) throw new Error('poison');
+          return c;
+        }, { onFailure: { retry: { attempts: 1 }, deadLetter } }),
+        checkpointEvery({ count: 5, ms: 50 }),
+      )
+      .subscribe((b) => (seen += b.origin?.readCount ?? 0));
+    await advanceUntil(() => seen === 20);
+    expect(deadLetter.size).toBe(3); // d3, d10, d17
+    expect(value(await registry.metrics(), 'rxfeed_dead_letters_total{owner="host-a"}')).toBe(3);
+    await feed.stop();
+    subscription.unsubscribe();
+    metrics.stop();
   });
 
   it('exports the lag of each owned lease at scrape time, in changes and seconds, without wiring lag$', async () => {

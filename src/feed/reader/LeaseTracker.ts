@@ -227,6 +227,11 @@ export class LeaseTracker implements PartitionTracker {
     this.#ctx.emit(errorEvent(this.#ctx.owner, error, { lease: this.leaseToken, ...(attempts !== undefined ? { attempts } : {}) }));
   }
 
+  /** Reports changes written to the dead-letter sink (a `deadLettered` event). */
+  reportDeadLettered(lsns: readonly number[], sink: string, operator: string): void {
+    this.#ctx.emit({ type: 'deadLettered', owner: this.#ctx.owner, lease: this.leaseToken, lsns, sink, operator });
+  }
+
   /** Reports one failed read that will be retried (a `readRetry` event, for metrics). */
   reportRetry(error: Error, attempts: number, delayMs: number): void {
     this.#ctx.emit({ type: 'readRetry', owner: this.#ctx.owner, lease: this.leaseToken, failure: readFailureKind(error), error: error.name, attempts, delayMs });
