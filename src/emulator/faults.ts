@@ -49,14 +49,27 @@ export interface FaultMatch {
  * - `{ hang: true }`: no answer at all, so the client times out;
  * - `{ reset: true }`: the socket is destroyed;
  * - `{ lostReply: true }`: the request is served (a write lands), then the socket is destroyed before the
- *   answer: the client sees a network error for a request that took effect.
+ *   answer: the client sees a network error for a request that took effect;
+ * - `{ operations }`: a batch or bulk request is served, but each operation `operations(index)` names fails
+ *   with that status (a 429 with its retry-after, a 503, a 408…) and does not land; in a bulk request the
+ *   others land (a bulk that lands partly), in a transactional batch none does (207, the others 424).
+ *   Other requests are served normally.
  */
 export type FaultAction =
   | { status: number; substatus?: number; retryAfterMs?: number; message?: string }
   | { delayMs: number }
   | { hang: true }
   | { reset: true }
-  | { lostReply: true };
+  | { lostReply: true }
+  | { operations: (index: number) => OperationFault | undefined };
+
+/** How one operation of a batch or bulk request fails (see {@link FaultAction}). */
+export interface OperationFault {
+  readonly status: number;
+  readonly substatus?: number;
+  /** Sent as the operation's `retryAfterMilliseconds` (throttling). */
+  readonly retryAfterMs?: number;
+}
 
 /** A fault to inject. */
 export interface FaultRule {
@@ -184,9 +197,10 @@ function validateRule(rule: FaultRule): void {
 
 function validateAction(action: FaultAction | undefined): void {
   const a = action as Partial<Record<string, unknown>> | undefined;
-  if (!a || typeof a !== 'object' || !('status' in a || 'delayMs' in a || 'hang' in a || 'reset' in a || 'lostReply' in a)) {
-    throw new TypeError('fault action needs one of: status, delayMs, hang, reset, lostReply');
+  if (!a || typeof a !== 'object' || !('status' in a || 'delayMs' in a || 'hang' in a || 'reset' in a || 'lostReply' in a || 'operations' in a)) {
+    throw new TypeError('fault action needs one of: status, delayMs, hang, reset, lostReply, operations');
   }
+  if ('operations' in a && typeof a['operations'] !== 'function') throw new TypeError('fault operations must be a function from an operation index to its failure');
   if ('status' in a && (typeof a['status'] !== 'number' || a['status'] < 400 || a['status'] > 599)) {
     throw new TypeError('fault status must be an HTTP error status (400–599)');
   }

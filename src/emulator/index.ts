@@ -13,7 +13,7 @@ export type { SqlEngineChoice } from './QueryEngine.js';
 export type { CrossPartitionQueries } from './handlers/context.js';
 export type { Doc as EmulatorDocument } from './store/Store.js';
 export { faults } from './faults.js';
-export type { FaultAction, FaultHandle, FaultMatch, FaultRule, RequestInfo, RequestKind } from './faults.js';
+export type { FaultAction, FaultHandle, FaultMatch, FaultRule, OperationFault, RequestInfo, RequestKind } from './faults.js';
 export type { LoggedRequest } from './server.js';
 export type { EmulatorAbortSignal, EmulatorHttpClient, EmulatorHttpHeaders, EmulatorHttpRequest, EmulatorHttpResponse } from './inProcess.js';
 export { effectivePartitionKey } from './hash.js';

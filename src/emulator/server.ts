@@ -134,7 +134,10 @@ export class RequestHandler {
         throw new CosmosHttpError(fault.status, fault.message ?? `injected fault ${fault.status}`, fault.substatus, headers);
       }
       if (info.kind === 'admin') reply = await ctx.admin(method, seg.slice(1), body);
-      else if (route) reply = await route.handle(ctx, { method, headers: req.headers, body, info, params });
+      else if (route) {
+        const operationFault = fault && 'operations' in fault ? fault.operations : undefined;
+        reply = await route.handle(ctx, { method, headers: req.headers, body, info, params, ...(operationFault ? { operationFault } : {}) });
+      }
       else throw new CosmosHttpError(400, `the emulator does not serve ${method} ${info.path}`);
     } catch (err) {
       if (!(err instanceof CosmosHttpError)) ctx.log(`internal error on ${method} ${info.path}: ${String(err)}`);

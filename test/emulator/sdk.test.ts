@@ -167,6 +167,33 @@ describe('emulator with the SDK: batch and bulk', () => {
     expect(ids(await drain(c, { changeFeedStartFrom: ChangeFeedStartFrom.Beginning() }))).toEqual(['taken']);
   });
 
+  it('fails the operations a fault names: a bulk lands the others, a transactional batch none', async () => {
+    const c = await freshContainer();
+    const fault = emulator.injectFault({ match: { kind: 'batch' }, action: { operations: (i) => (i === 1 ? { status: 429, substatus: 3200, retryAfterMs: 7 } : undefined) } });
+    try {
+      const bulk = await c.items.bulk(
+        ['a', 'b', 'c'].map((id) => ({ operationType: 'Create' as const, partitionKey: 'x', resourceBody: { id, pk: 'x' } })),
+        { continueOnError: true },
+      );
+      expect(bulk.map((r) => r.statusCode)).toEqual([201, 429, 201]);
+      expect(bulk[1]).toMatchObject({ subStatusCode: 3200, retryAfterMilliseconds: 7 });
+      expect((await c.item('b', 'x').read()).statusCode).toBe(404);
+      expect((await c.item('c', 'x').read()).statusCode).toBe(200);
+      const atomic = await c.items.batch(
+        [
+          { operationType: 'Create', resourceBody: { id: 'd', pk: 'x' } },
+          { operationType: 'Create', resourceBody: { id: 'e', pk: 'x' } },
+        ],
+        'x',
+      );
+      expect(atomic.code).toBe(207);
+      expect(atomic.result?.map((r) => r.statusCode)).toEqual([424, 429]);
+      expect((await c.item('d', 'x').read()).statusCode).toBe(404);
+    } finally {
+      fault.remove();
+    }
+  });
+
   it('runs bulk operations across ranges, each on its own', async () => {
     const c = await freshContainer('multi');
     await c.items.create({ id: 'dup', pk: 'p0' });

@@ -345,6 +345,28 @@ describe('CosmosLeaseStore grouped writes', () => {
     }
   });
 
+  it('takes what landed of a bulk request that lands partly, and sends its failed operations again on their own', async (ctx) => {
+    const emulator = needsEmulator(cosmos, 'injecting a fault', ctx);
+    const store = new CosmosLeaseStore({ container: byId });
+    const leases = await created(store, `partly-${Date.now()}`, 9);
+    // Inside the bulk, every third operation is throttled, timed out or refused for now; the others land.
+    const failures = [{ status: 429, substatus: 3200, retryAfterMs: 5 }, { status: 408 }, { status: 503 }];
+    let failed = 0;
+    const fault = emulator.injectFault({ match: { kind: 'batch' }, action: { operations: (i) => (i % 3 === 1 ? failures[failed++ % 3] : undefined) } });
+    try {
+      emulator.clearRequests();
+      const written = await Promise.all(leases.map((l) => store.replace({ ...l, owner: 'me', continuation: `moved-${l.id}` })));
+      fault.remove();
+      expect(failed).toBeGreaterThan(0);
+      expect(written.map((l) => l.continuation)).toEqual(leases.map((l) => `moved-${l.id}`));
+      for (const l of written) expect(await store.read(l.id)).toEqual(l);
+      // Only the failed operations were sent again, each on its own.
+      expect(sent(emulator, 'replace')).toBe(failed);
+    } finally {
+      fault.remove();
+    }
+  });
+
   it('sends a group again write by write when its bulk request fails, and takes a write that had landed as written', async (ctx) => {
     const emulator = needsEmulator(cosmos, 'injecting a fault', ctx);
     const store = new CosmosLeaseStore({ container: byId });

@@ -113,6 +113,7 @@ export class SdkWorld {
   readonly emulator: CosmosEmulator;
   readonly #store: Store;
   readonly #sim: Sim;
+  #bulkRandom: (() => number) | undefined;
   readonly #clients: CosmosClient[] = [];
   readonly #restoreTimers: () => void;
   #items: ContainerState | undefined;
@@ -238,9 +239,33 @@ export class SdkWorld {
         if (op === undefined) return undefined;
         const rule = env.pick('lease', plans.lease, op, r.path.split('/')[6]);
         if (rule) return leaseAction(rule, r.kind === 'batch');
+        if (r.kind === 'batch' && faults.has('lease')) {
+          const partly = this.#bulkLandingPartly();
+          if (partly) return partly;
+        }
         return op === 'list' || op === 'read' ? undefined : sdkAction(env.pick('sdk', extra, 'write'));
       },
     });
+  }
+
+  /**
+   * A bulk request of lease writes that lands partly (15% of them): each of its operations is throttled (429
+   * with a retry-after), times out (408) or is refused for now (503) with a chance of 1 in 3, and does not
+   * land; the others do. Drawn from a PRNG of its own (`randomFor('bulk')`), so older seeds replay as before.
+   */
+  #bulkLandingPartly(): FaultAction | undefined {
+    const sim = this.#sim;
+    const random = (this.#bulkRandom ??= sim.randomFor('bulk'));
+    if (!sim.env.enabled || random() >= 0.15) return undefined;
+    sim.tally('sdk.bulkPartly');
+    return {
+      operations: () => {
+        if (random() >= 1 / 3) return undefined;
+        sim.tally('sdk.bulkOperationFailed');
+        const kind = random();
+        return kind < 0.5 ? { status: 429, substatus: 3200, retryAfterMs: 50 + Math.floor(random() * 450) } : kind < 0.75 ? { status: 408 } : { status: 503 };
+      },
+    };
   }
 
   /** Releases the clients and the emulator, and gives the process its real timers back. */

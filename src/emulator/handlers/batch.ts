@@ -2,6 +2,7 @@ import { jsonBytes, readCharge, writeCharge } from '../charges.js';
 import { CosmosHttpError, internalError } from '../errors.js';
 import type { PartitionKeyComponent } from '../hash.js';
 import { header, isTrue, partitionKeyOf, type Reply } from '../http.js';
+import type { OperationFault } from '../faults.js';
 import { parsePartitionKeyHeader, type ContainerState, type Doc } from '../store/Store.js';
 import type { HandlerContext, RoutedRequest } from './context.js';
 
@@ -13,6 +14,17 @@ interface BatchOperation {
   /** The partition key as a JSON array string. */
   partitionKey?: string;
   ifMatch?: string;
+}
+
+/** An operation failed by a fault (`FaultAction`'s `operations`), as the service answers it inside a batch. */
+function injected(fault: OperationFault): Doc {
+  return {
+    statusCode: fault.status,
+    ...(fault.substatus !== undefined ? { subStatusCode: fault.substatus } : {}),
+    ...(fault.retryAfterMs !== undefined ? { retryAfterMilliseconds: fault.retryAfterMs } : {}),
+    message: `injected fault ${fault.status}`,
+    requestCharge: 0,
+  };
 }
 
 function failure(err: unknown): Doc {
@@ -38,7 +50,10 @@ export function batch(ctx: HandlerContext, req: RoutedRequest): Reply {
   if (body.length > 100) throw new CosmosHttpError(400, 'a batch holds at most 100 operations');
   const ops = body as BatchOperation[];
   const headerPk = partitionKeyOf(h);
+  const faultOf = (i: number): OperationFault | undefined => req.operationFault?.(i);
   if (isTrue(header(h, 'x-ms-cosmos-batch-atomic'))) {
+    const failed = ops.findIndex((_, i) => faultOf(i) !== undefined);
+    if (failed >= 0) return { status: 207, body: ops.map((_, i) => (i === failed ? injected(faultOf(i)!) : { statusCode: 424, requestCharge: 0 })), charge: 0 };
     const results: Doc[] = [];
     try {
       ctx.store.atomically(c, () => ops.forEach((op) => results.push(operation(ctx, c, op, headerPk))));
@@ -51,9 +66,15 @@ export function batch(ctx: HandlerContext, req: RoutedRequest): Reply {
   const continueOnError = header(h, 'x-ms-cosmos-batch-continue-on-error')?.toLowerCase() !== 'false';
   const results: Doc[] = [];
   let stopped = false;
-  for (const op of ops) {
+  for (const [i, op] of ops.entries()) {
     if (stopped) {
       results.push({ statusCode: 424, requestCharge: 0 });
+      continue;
+    }
+    const fault = faultOf(i);
+    if (fault) {
+      results.push(injected(fault));
+      stopped = !continueOnError;
       continue;
     }
     try {

@@ -1,4 +1,4 @@
-import type { RequestInfo } from '../faults.js';
+import type { OperationFault, RequestInfo } from '../faults.js';
 import type { Headers } from '../http.js';
 import type { QueryEngine } from '../QueryEngine.js';
 import type { Store } from '../store/Store.js';
@@ -24,4 +24,6 @@ export interface RoutedRequest {
   info: RequestInfo;
   /** Path parameters by name (`db`, `coll`, `doc`, `offer`). */
   params: Readonly<Record<string, string>>;
+  /** A fault's failing operations of a batch or bulk request (see `FaultAction`'s `operations`). */
+  operationFault?: (index: number) => OperationFault | undefined;
 }
