@@ -61,7 +61,10 @@ export type FaultAction =
   | { hang: true }
   | { reset: true }
   | { lostReply: true }
-  | { operations: (index: number) => OperationFault | undefined };
+  | {
+      /** How the operation at `index` of a batch or bulk request fails; `undefined`: it is served. */
+      operations: (index: number) => OperationFault | undefined;
+    };
 
 /** How one operation of a batch or bulk request fails (see {@link FaultAction}). */
 export interface OperationFault {
