@@ -1,13 +1,16 @@
 /**
- * Cosmos DB change feed throughput: an rxfeed pipeline (createChangeFeed → mapChanges → checkpointEvery(1000))
- * against a bare `getChangeFeedIterator` loop, over the same changes on the same emulator in the same run,
+ * Cosmos DB change feed throughput: an rxfeed pipeline (createChangeFeed → mapChanges → checkpointEvery(n))
+ * against the fair ceiling — concurrent per-range SDK loops that write their continuation to a lease document
+ * every n changes (a conditional replace, awaited before the next read, as a minimal hand-written processor
+ * does) — and, as information, the same loops without writes and a bare `getChangeFeedIterator` loop, over
+ * the same changes on the same emulator in the same run,
  * plus a plain `CosmosSource.read` loop to separate the source from the pipeline, and the lease-store
  * writes each 100k changes cost. Prints a table; no assertions (figures vary by machine).
  *
  * The emulator runs in its own process (as the service is remote), so its CPU does not count against the
  * reader's, and its garbage collector does not pause the reader.
  *
- * Run: npx tsx bench/cosmos.ts   (env: BENCH_CHANGES=200000 BENCH_PAGE=1000 BENCH_RUNS=3 BENCH_RANGES=4;
+ * Run: npx tsx bench/cosmos.ts   (env: BENCH_CHANGES=200000 BENCH_PAGE=1000 BENCH_RUNS=3 BENCH_RANGES=4 BENCH_CHECKPOINT=1000;
  * BENCH_GROUP_MS=n sets the lease store's groupWritesMs (default: the store's own; 0 sends every write alone);
  * BENCH_PROFILE=path writes CPU profiles of the last run's windows: path.loops.cpuprofile, path.rxfeed.cpuprofile,
  * path.sparse.cpuprofile;
@@ -44,6 +47,8 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const RU_PER_RANGE = 10_000;
 const RANGES = Number(process.env.BENCH_RANGES ?? 4);
 const PROFILE = process.env.BENCH_PROFILE;
+/** Changes between checkpoints, for rxfeed (`checkpointEvery(n)`) and the checkpointing loops alike (BENCH_PAGE: every page). */
+const CHECKPOINT = Number(process.env.BENCH_CHECKPOINT ?? 1_000);
 /** rxfeed's lease store in the pipeline rows: `cosmos` (default), or `memory` (what the pipeline costs without lease requests). */
 const LEASES = process.env.BENCH_LEASES ?? 'cosmos';
 if (LEASES !== 'cosmos' && LEASES !== 'memory') throw new Error(`BENCH_LEASES: expected cosmos or memory, got ${LEASES}`);
@@ -138,6 +143,51 @@ async function perRange(container: Container): Promise<number> {
   return counts.reduce((a, b) => a + b, 0);
 }
 
+/**
+ * The fair ceiling: the per-range loops of {@link perRange}, each also keeping its continuation in a lease
+ * document of its own, replaced conditionally (ETag) once `every` changes were read since the last write and
+ * awaited before the next read, plus a last write at the end; the lease documents are created first (the
+ * loops' bootstrap). Returns the changes read and the lease writes made.
+ */
+async function checkpointingLoops(container: Container, leaseContainer: Container, every: number): Promise<{ count: number; writes: number }> {
+  const ranges = await container.getFeedRanges();
+  const stamp = `loops-${RUN_STAMP}-${++runId}`;
+  let writes = 0;
+  const counts = await Promise.all(
+    ranges.map(async (range, i) => {
+      const id = `${stamp}.${i}`;
+      const created = await leaseContainer.items.create({ id, continuation: null });
+      let etag = created.etag;
+      const checkpoint = async (continuation: string | undefined): Promise<void> => {
+        const { etag: next } = await leaseContainer.item(id, id).replace({ id, continuation: continuation ?? null }, { accessCondition: { type: 'IfMatch', condition: etag } });
+        etag = next;
+        writes++;
+      };
+      const iterator = container.items.getChangeFeedIterator<Doc>({ maxItemCount: PAGE, changeFeedStartFrom: ChangeFeedStartFrom.Beginning(range) });
+      let count = 0;
+      let since = 0;
+      let sum = 0;
+      let continuation: string | undefined;
+      for (;;) {
+        const page = await iterator.readNext();
+        if (page.statusCode === StatusCodes.NotModified) break;
+        for (const doc of page.result) sum += doc.total;
+        count += page.result.length;
+        since += page.result.length;
+        continuation = page.continuationToken;
+        if (since >= every) {
+          await checkpoint(continuation);
+          since = 0;
+        }
+      }
+      if (since > 0) await checkpoint(continuation);
+      if (sum < 0) throw new Error('unreachable');
+      return count;
+    }),
+  );
+  return { count: counts.reduce((a, b) => a + b, 0), writes };
+}
+
 /** CosmosSource.read, one partition after another, each from the beginning to its end. */
 async function sourceLoop(container: Container): Promise<number> {
   const source = new CosmosSource<Doc>(container);
@@ -164,7 +214,7 @@ const RUN_STAMP = Date.now().toString(36);
 async function pipeline(
   container: Container,
   leaseContainer: Container,
-  checkpointCount = 1000,
+  checkpointCount = CHECKPOINT,
 ): Promise<{ count: number; writes: number; checkpoints: number; startupMs: number; prefix: string; stop: () => Promise<void> }> {
   const started = performance.now();
   const prefix = `bench-${RUN_STAMP}-${++runId}.`;
@@ -328,8 +378,8 @@ try {
   else if (existing === 0) console.log(`loading ${CHANGES} changes … ${((await load(container)) / 1000).toFixed(1)} s`);
   else throw new Error(`the container holds ${existing} documents, expected 0 or ${CHANGES}`);
 
-  const times = { bare: [] as number[], ranges: [] as number[], source: [] as number[], pipeline: [] as number[], steady: [] as number[], startup: [] as number[], restart: [] as number[], sparse: [] as number[], stop: [] as number[] };
-  const cpu = { bare: [] as number[], ranges: [] as number[], source: [] as number[], pipeline: [] as number[], sparse: [] as number[], stop: [] as number[] };
+  const times = { fair: [] as number[], bare: [] as number[], ranges: [] as number[], source: [] as number[], pipeline: [] as number[], steady: [] as number[], startup: [] as number[], restart: [] as number[], sparse: [] as number[], stop: [] as number[] };
+  const cpu = { fair: [] as number[], bare: [] as number[], ranges: [] as number[], source: [] as number[], pipeline: [] as number[], sparse: [] as number[], stop: [] as number[] };
   /** The emulator's CPU in each window: near the wall time, the emulator (not the client) sets the pace. */
   const server = { ranges: [] as number[], pipeline: [] as number[], sparse: [] as number[] };
   const serverOf = (list: number[], t: { emulatorMs: number | undefined }) => t.emulatorMs !== undefined && list.push(t.emulatorMs);
@@ -338,10 +388,12 @@ try {
   /** What each window's CPU went to besides its code (GC, kernel). */
   const overheads = { bare: [] as Overheads[], ranges: [] as Overheads[], source: [] as Overheads[], pipeline: [] as Overheads[], sparse: [] as Overheads[] };
   const leaseWrites: number[] = [];
+  const fairWrites: number[] = [];
   const checkpointCounts: number[] = [];
   // One untimed pass of each warms the JIT and the emulator's caches.
   await bare(container);
   await perRange(container);
+  await checkpointingLoops(container, leaseContainer, CHECKPOINT);
   await sourceLoop(container);
   for (let run = 0; run < RUNS; run++) {
     const profileAs = (name: string): string | undefined => (PROFILE && run === RUNS - 1 ? name : undefined);
@@ -355,6 +407,13 @@ try {
       return t;
     };
     const steps: (() => Promise<void>)[] = [
+      async () => {
+        const f = await timed(() => checkpointingLoops(container, leaseContainer, CHECKPOINT), profileAs('fair'));
+        if (f.result.count !== CHANGES) throw new Error(`checkpointing loops read ${f.result.count} changes, expected ${CHANGES}`);
+        times.fair.push(f.ms);
+        cpu.fair.push(f.cpuMs);
+        fairWrites.push(f.result.writes);
+      },
       async () => void (await loop('bare', 'bare loop', () => bare(container))),
       async () => {
         const r = await loop('ranges', 'per-range loops', () => perRange(container), profileAs('loops'));
@@ -394,17 +453,18 @@ try {
     for (let i = 0; i < steps.length; i++) await steps[(run + i) % steps.length]!();
   }
 
-  const base = median(times.ranges);
+  const base = median(times.fair);
   const rows: [string, number, number | undefined][] = [
-    ['concurrent per-range SDK loops (the ceiling)', base, median(cpu.ranges)],
+    [`per-range SDK loops checkpointing every ${CHECKPOINT} changes (the fair ceiling)`, base, median(cpu.fair)],
+    ['  the same loops without checkpoints (information)', median(times.ranges), median(cpu.ranges)],
     ['bare getChangeFeedIterator loop (whole container)', median(times.bare), median(cpu.bare)],
     ['CosmosSource.read loop (partition by partition)', median(times.source), median(cpu.source)],
-    ['rxfeed: createChangeFeed → mapChanges → checkpointEvery(1000)', median(times.pipeline), median(cpu.pipeline)],
+    [`rxfeed: createChangeFeed → mapChanges → checkpointEvery(${CHECKPOINT})`, median(times.pipeline), median(cpu.pipeline)],
     ['  the same, from its first batch (lease bootstrap excluded)', median(times.steady), undefined],
     [`  the same with checkpointEvery(${PAGE * 10}) (a lease write every 10 pages)`, median(times.sparse), median(cpu.sparse)],
   ];
   const width = Math.max(...rows.map(([name]) => name.length));
-  console.log(`\n${'what'.padEnd(width)} | median ms | changes/s | × loops | client CPU ms`);
+  console.log(`\n${'what'.padEnd(width)} | median ms | changes/s | × fair  | client CPU ms`);
   console.log(`${'-'.repeat(width)}-|-----------|-----------|---------|-------------`);
   for (const [name, ms, cpuMs] of rows) {
     console.log(
@@ -413,7 +473,7 @@ try {
     );
   }
   console.log(
-    `client CPU per change, rxfeed ÷ per-range loops: ${(median(cpu.pipeline) / median(cpu.ranges)).toFixed(2)}× ` +
+    `client CPU per change, rxfeed ÷ per-range loops without checkpoints: ${(median(cpu.pipeline) / median(cpu.ranges)).toFixed(2)}× ` +
       `(${(median(cpu.sparse) / median(cpu.ranges)).toFixed(2)}× checkpointing every 10 pages); ` +
       `start-up: subscribe → first batch on fresh leases ${median(times.startup).toFixed(0)} ms; on existing leases, subscribe → every partition read once ${median(times.restart).toFixed(0)} ms (medians)`,
   );
@@ -425,7 +485,12 @@ try {
     return `${median(ratios).toFixed(2)}×, middle half ${low.toFixed(2)}–${high.toFixed(2)} (runs ${ratios.map((r) => r.toFixed(2)).join(' ')})`;
   };
   console.log(
-    `paired in each run, medians: throughput rxfeed ÷ loops ${perRun(times.ranges, times.pipeline)}; ` +
+    `against the fair ceiling, paired in each run, medians: throughput rxfeed ÷ checkpointing loops ${perRun(times.fair, times.pipeline)} (target ≥ 0.95); ` +
+      `client CPU per change rxfeed ÷ checkpointing loops ${perRun(cpu.pipeline, cpu.fair)} (target ≤ 1.05); ` +
+      `lease writes per 100k changes: rxfeed ${((median(leaseWrites) * 100_000) / CHANGES).toFixed(1)}, loops ${((median(fairWrites) * 100_000) / CHANGES).toFixed(1)}`,
+  );
+  console.log(
+    `against the loops without checkpoints (information), paired: throughput rxfeed ÷ loops ${perRun(times.ranges, times.pipeline)}; ` +
       `client CPU rxfeed ÷ loops ${perRun(cpu.pipeline, cpu.ranges)}; checkpointing every 10 pages ${perRun(cpu.sparse, cpu.ranges)}`,
   );
   console.log(`(runs, ms: loops ${times.ranges.map((t) => t.toFixed(0)).join(' ')}; bare ${times.bare.map((t) => t.toFixed(0)).join(' ')}; source ${times.source.map((t) => t.toFixed(0)).join(' ')}; pipeline ${times.pipeline.map((t) => t.toFixed(0)).join(' ')})`);
@@ -458,7 +523,7 @@ try {
   const per100k = (n: number): string => ((n * 100_000) / CHANGES).toFixed(1);
   console.log(
     `\nlease-store writes per 100k changes (pipeline, bootstrap + acquire + checkpoints + renewals, before stop): ` +
-      `${per100k(median(leaseWrites))} (checkpoints ${per100k(median(checkpointCounts))}; ${RANGES} ranges, checkpointEvery(1000))`,
+      `${per100k(median(leaseWrites))} (checkpoints ${per100k(median(checkpointCounts))}; ${RANGES} ranges, checkpointEvery(${CHECKPOINT}))`,
   );
 } finally {
   client.dispose();
