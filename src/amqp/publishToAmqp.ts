@@ -11,10 +11,15 @@ import type { FailureClass } from '../errors/classify.js';
 
 /** The publish options rxfeed sets on every message. */
 export interface AmqpPublishOptions {
+  /** Always `true`: the broker writes the message to disk. */
   readonly persistent: boolean;
+  /** The change's id (document partition key, id and LSN): the same for every resend, for consumers to de-duplicate. */
   readonly messageId: string;
+  /** `application/json` for the default payload. */
   readonly contentType?: string;
+  /** When the change was written to the source, in seconds since the epoch. */
   readonly timestamp: number;
+  /** `x-rxfeed-lsn` (the change's LSN) and `x-rxfeed-partition` (the lease token that read it). */
   readonly headers: Record<string, unknown>;
 }
 

@@ -120,6 +120,7 @@ export class ChangeBatch<T> implements Iterable<Change<T>> {
 
   /** A batch keeping the changes that pass `predicate`; the position is unchanged. */
   filter<S extends T>(predicate: (change: Change<T>, index: number) => change is Change<S>): ChangeBatch<S>;
+  /** A batch keeping the changes that pass `predicate`; the position is unchanged. */
   filter(predicate: (change: Change<T>, index: number) => boolean): ChangeBatch<T>;
   filter(predicate: (change: Change<T>, index: number) => boolean): ChangeBatch<T> {
     const kept = this.changes.filter(predicate);

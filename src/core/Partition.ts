@@ -6,7 +6,9 @@ export type Position = string;
 
 /** A range of effective partition key values, `[minInclusive, maxExclusive)`, in upper-case hex. */
 export interface FeedRange {
+  /** The lowest effective partition key of the range (hex; `''` is the start of the key space). */
   readonly minInclusive: string;
+  /** The effective partition key just past the range (hex; `'FF'` is the end of the key space). */
   readonly maxExclusive: string;
 }
 

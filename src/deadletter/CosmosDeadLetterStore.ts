@@ -52,6 +52,7 @@ interface Stored {
  * ```
  */
 export class CosmosDeadLetterStore<T = unknown> implements DeadLetterStore<T> {
+  /** {@inheritDoc DeadLetterSink.description} */
   readonly description: string;
   readonly #container: Container;
 
@@ -64,6 +65,7 @@ export class CosmosDeadLetterStore<T = unknown> implements DeadLetterStore<T> {
     this.description = `cosmos dead letters dbs/${container.database.id}/colls/${container.id}`;
   }
 
+  /** {@inheritDoc DeadLetterSink.write} */
   async write(letters: readonly DeadLetter<T>[], writer: DeadLetterWriter): Promise<void> {
     let fence = await this.#readFence();
     raiseFence(fence?.ranges ?? [], writer); // refused before anything is written
@@ -161,6 +163,7 @@ export class CosmosDeadLetterStore<T = unknown> implements DeadLetterStore<T> {
     }
   }
 
+  /** {@inheritDoc DeadLetterStore.list} */
   async list(query?: DeadLetterQuery): Promise<DeadLetter<T>[]> {
     const limit = queryLimit(query);
     const resources = await this.#letterDocuments();
@@ -171,6 +174,7 @@ export class CosmosDeadLetterStore<T = unknown> implements DeadLetterStore<T> {
       .slice(0, limit);
   }
 
+  /** {@inheritDoc DeadLetterStore.remove} */
   async remove(ids: readonly string[]): Promise<void> {
     if (ids.length === 0) return;
     // A letter's document is found by its letter id (its document id is its change's, or its own).

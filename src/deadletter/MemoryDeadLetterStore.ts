@@ -17,11 +17,13 @@ import { type FenceEntry, raiseFence, sameChange, writerRange } from './fence.js
  * ```
  */
 export class MemoryDeadLetterStore<T = unknown> implements DeadLetterStore<T> {
+  /** {@inheritDoc DeadLetterSink.description} */
   readonly description = 'memory dead letters';
   /** Each letter with the range of the writer that stored it. */
   readonly #letters = new Map<string, { readonly letter: DeadLetter<T>; readonly range: FeedRange }>();
   #fences: FenceEntry[] = [];
 
+  /** {@inheritDoc DeadLetterSink.write} */
   async write(letters: readonly DeadLetter<T>[], writer: DeadLetterWriter): Promise<void> {
     // Synchronous from here: the fence is raised and the letters stored in one step, or neither.
     this.#fences = raiseFence(this.#fences, writer);
@@ -33,6 +35,7 @@ export class MemoryDeadLetterStore<T = unknown> implements DeadLetterStore<T> {
     }
   }
 
+  /** {@inheritDoc DeadLetterStore.list} */
   async list(query?: DeadLetterQuery): Promise<DeadLetter<T>[]> {
     const limit = queryLimit(query);
     return [...this.#letters.values()]
@@ -42,6 +45,7 @@ export class MemoryDeadLetterStore<T = unknown> implements DeadLetterStore<T> {
       .slice(0, limit);
   }
 
+  /** {@inheritDoc DeadLetterStore.remove} */
   async remove(ids: readonly string[]): Promise<void> {
     for (const id of ids) this.#letters.delete(id);
   }

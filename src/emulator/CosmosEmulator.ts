@@ -76,8 +76,11 @@ export interface CosmosEmulatorOptions {
 
 /** A partition key range as the emulator reports it. */
 export interface EmulatorRange {
+  /** The range's id (`x-ms-documentdb-partitionkeyrangeid`). */
   id: string;
+  /** The lowest effective partition key of the range (hex). */
   minInclusive: string;
+  /** The effective partition key just past the range (hex; `'FF'` is the end). */
   maxExclusive: string;
   /** The range's current LSN: its last write, or its parent's when it has none of its own yet. */
   lsn: number;
@@ -87,6 +90,7 @@ export interface EmulatorRange {
 
 /** A snapshot of the emulator's state, for inspection and debugging. */
 export interface EmulatorDump {
+  /** Each database with its containers: partition key, ranges, documents and the length of its change log. */
   databases: {
     id: string;
     containers: { id: string; partitionKey: unknown; ranges: EmulatorRange[]; documents: Doc[]; logLength: number }[];

@@ -21,11 +21,15 @@ export type RequestKind =
 
 /** A request as seen by fault matching and the request log. */
 export interface RequestInfo {
+  /** HTTP method, upper case. */
   method: string;
   /** Decoded path, e.g. `/dbs/db/colls/c/docs`. */
   path: string;
+  /** What the request does. */
   kind: RequestKind;
+  /** The database it is about, when it is about one. */
   databaseId?: string;
+  /** The container it is about, when it is about one. */
   containerId?: string;
   /** `x-ms-documentdb-partitionkeyrangeid`, when sent. */
   rangeId?: string;
@@ -33,12 +37,17 @@ export interface RequestInfo {
 
 /** Which requests a fault applies to; every field given must match. */
 export interface FaultMatch {
+  /** HTTP method (any case). */
   method?: string;
+  /** What the request does, or any of several. */
   kind?: RequestKind | RequestKind[];
   /** A substring of, or a pattern for, the decoded path. */
   path?: string | RegExp;
+  /** The database's id. */
   databaseId?: string;
+  /** The container's id. */
   containerId?: string;
+  /** The partition key range the request names (`x-ms-documentdb-partitionkeyrangeid`). */
   rangeId?: string;
 }
 
@@ -68,7 +77,9 @@ export type FaultAction =
 
 /** How one operation of a batch or bulk request fails (see {@link FaultAction}). */
 export interface OperationFault {
+  /** The operation's status code (429, 408, 503, …). */
   readonly status: number;
+  /** Its substatus (e.g. 3200 for throttling). */
   readonly substatus?: number;
   /** Sent as the operation's `retryAfterMilliseconds` (throttling). */
   readonly retryAfterMs?: number;
@@ -76,6 +87,7 @@ export interface OperationFault {
 
 /** A fault to inject. */
 export interface FaultRule {
+  /** Which requests it applies to. Default: every request. */
   match?: FaultMatch;
   /**
    * What a matching request gets; or a function deciding per request (`undefined`: no fault, the next
@@ -91,6 +103,7 @@ export interface FaultRule {
 
 /** A registered fault; `remove()` retires it early. */
 export interface FaultHandle {
+  /** Its id, for the admin request that removes it. */
   readonly id: number;
   /** Requests this fault has hit so far. */
   readonly hits: number;

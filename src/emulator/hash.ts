@@ -6,8 +6,11 @@
 
 /** A partition key definition as the container resource carries it. */
 export interface PartitionKeyDefinition {
+  /** The partition key paths, e.g. `['/customerId']` (several for hierarchical keys). */
   paths: string[];
+  /** `'Hash'` (default), `'MultiHash'` (hierarchical keys) or `'Range'`. */
   kind?: 'Hash' | 'MultiHash' | 'Range';
+  /** Hash version: 2 (default for new containers) or 1. */
   version?: number;
 }
 

@@ -11,6 +11,7 @@ export type { Reply } from './http.js';
 
 /** One line of the request log. */
 export interface LoggedRequest extends RequestInfo {
+  /** The answer's status code (0: no answer, a fault hung, reset or lost it). */
   status: number;
   /** When the request arrived, by the emulator's clock (ms). */
   atMs: number;

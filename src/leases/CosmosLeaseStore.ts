@@ -113,6 +113,7 @@ export class CosmosLeaseStore implements LeaseStore {
         : undefined;
   }
 
+  /** {@inheritDoc LeaseStore.list} */
   async list(prefix: string): Promise<LeaseListing> {
     await this.#init();
     let docs: Record<string, unknown>[];
@@ -163,6 +164,7 @@ export class CosmosLeaseStore implements LeaseStore {
     return docs;
   }
 
+  /** {@inheritDoc LeaseStore.read} */
   async read(id: string): Promise<Lease | undefined> {
     await this.#init();
     const resource = await this.#readDocument(id);
@@ -172,6 +174,7 @@ export class CosmosLeaseStore implements LeaseStore {
     return parsed;
   }
 
+  /** {@inheritDoc LeaseStore.createIfAbsent} */
   async createIfAbsent(lease: NewLease): Promise<Lease | undefined> {
     const doc = toDocument(lease, await this.#init());
     return this.#groups ? this.#groups.create(doc) : this.#createOne(doc);
@@ -188,6 +191,7 @@ export class CosmosLeaseStore implements LeaseStore {
     }
   }
 
+  /** {@inheritDoc LeaseStore.replace} */
   async replace(lease: Lease): Promise<Lease> {
     const doc = toDocument(lease, await this.#init());
     return this.#groups ? this.#groups.replace(lease.id, lease.etag, doc) : this.#replaceOne(lease.id, lease.etag, doc);
@@ -209,6 +213,7 @@ export class CosmosLeaseStore implements LeaseStore {
     });
   }
 
+  /** {@inheritDoc LeaseStore.delete} */
   async delete(lease: Lease): Promise<void> {
     await this.#init();
     await this.#call(lease.id, async () => {

@@ -17,26 +17,31 @@ export class MemoryLeaseStore implements LeaseStore {
   readonly #leases = new Map<string, Lease>();
   #etag = 0;
 
+  /** {@inheritDoc LeaseStore.list} */
   async list(prefix: string): Promise<LeaseListing> {
     const leases = [...this.#leases.values()].filter((l) => l.id.startsWith(prefix));
     leases.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     return { leases, corrupt: [] };
   }
 
+  /** {@inheritDoc LeaseStore.read} */
   async read(id: string): Promise<Lease | undefined> {
     return this.#leases.get(id);
   }
 
+  /** {@inheritDoc LeaseStore.createIfAbsent} */
   async createIfAbsent(lease: NewLease): Promise<Lease | undefined> {
     if (this.#leases.has(lease.id)) return undefined;
     return this.#store(lease);
   }
 
+  /** {@inheritDoc LeaseStore.replace} */
   async replace(lease: Lease): Promise<Lease> {
     this.#check(lease);
     return this.#store(lease);
   }
 
+  /** {@inheritDoc LeaseStore.delete} */
   async delete(lease: Lease): Promise<void> {
     this.#check(lease);
     this.#leases.delete(lease.id);

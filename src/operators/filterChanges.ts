@@ -34,6 +34,7 @@ export function filterChanges<B extends AnyBatches, S extends DocumentOf<B>>(
   predicate: (change: Change<DocumentOf<B>>, index: number) => change is Change<S>,
   options?: ChangeFailureOptions<DocumentOf<B>>,
 ): OperatorFunction<B, Rebatched<B, S>>;
+/** Keeps the changes for which `predicate` returns true (the batches keep their type); see the overload above. */
 export function filterChanges<B extends AnyBatches>(
   predicate: (change: Change<DocumentOf<B>>, index: number) => boolean,
   options?: ChangeFailureOptions<DocumentOf<B>>,

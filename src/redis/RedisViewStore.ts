@@ -60,6 +60,7 @@ const PRUNE_SHA = sha1(PRUNE_SCRIPT);
  * ```
  */
 export class RedisViewStore<R> implements ViewStore<R> {
+  /** What the store writes to, for logs and events (never a secret). */
   readonly description: string;
   readonly #keys: readonly [rows: string, tombstones: string, partitions: string, fences: string];
   readonly #owned: boolean;
@@ -100,6 +101,7 @@ export class RedisViewStore<R> implements ViewStore<R> {
     }
   }
 
+  /** Writes one batch of rows for one partition, fenced by lease epoch along the lineage; see `ViewStore.write`. */
   async write(write: ViewWrite<R>): Promise<ViewWriteResult> {
     const args: (string | number)[] = [write.mode, write.partitions.length];
     for (const c of write.partitions) {
@@ -119,11 +121,13 @@ export class RedisViewStore<R> implements ViewStore<R> {
     return { written, deleted, skipped };
   }
 
+  /** The row of `key`, if there is one (tombstones are not rows). */
   async get(key: string): Promise<ViewRow<R> | undefined> {
     const value = await (await this.#connect()).hget(this.#keys[0], key);
     return value === null ? undefined : toRow<R>(key, value);
   }
 
+  /** Every row of the view (not tombstones). */
   async rows(): Promise<ViewRow<R>[]> {
     const all = await (await this.#connect()).hgetall(this.#keys[0]);
     return Object.keys(all)
@@ -131,6 +135,7 @@ export class RedisViewStore<R> implements ViewStore<R> {
       .map((key) => toRow<R>(key, all[key]!));
   }
 
+  /** The position each partition wrote up to, with its epoch (what `alignLeasesWithView` copies into the leases). */
   async positions(): Promise<ReadonlyMap<string, ViewPartitionState>> {
     const all = await (await this.#connect()).hgetall(this.#keys[2]);
     const positions = new Map<string, ViewPartitionState>();
@@ -147,10 +152,12 @@ export class RedisViewStore<R> implements ViewStore<R> {
     return positions;
   }
 
+  /** Removes tombstones of deletes committed before `beforeTimestampMs` (ms since the epoch); resolves to how many. Only safe for times no replay reaches back to. */
   async pruneTombstones(beforeTimestampMs: number): Promise<number> {
     return Number(await this.#run(PRUNE_SHA, PRUNE_SCRIPT, [this.#keys[1]], [beforeTimestampMs]));
   }
 
+  /** Forgets every partition's position, epoch, range and LSN mark (rows and tombstones stay), after the lease container was recreated. */
   async clearPositions(): Promise<void> {
     await (await this.#connect()).del(this.#keys[2], this.#keys[3]);
   }
@@ -160,6 +167,7 @@ export class RedisViewStore<R> implements ViewStore<R> {
     await (await this.#connect()).del(...this.#keys);
   }
 
+  /** Closes the Redis connection if the store opened it. */
   async close(): Promise<void> {
     const client = this.#client;
     this.#client = undefined;

@@ -35,11 +35,13 @@ interface PartitionRecord {
  * ```
  */
 export class MemoryViewStore<R> implements ViewStore<R> {
+  /** {@inheritDoc ViewStore.description} */
   readonly description = 'memory view';
   readonly #rows = new Map<string, ViewRow<R>>();
   readonly #tombstones = new Map<string, Tombstone>();
   readonly #partitions = new Map<string, PartitionRecord>();
 
+  /** {@inheritDoc ViewStore.write} */
   async write(write: ViewWrite<R>): Promise<ViewWriteResult> {
     // Everything below runs synchronously, so a write is atomic: planWrite throws (fencing) before any change.
     const stored = new Map<string, StoredPartition>();
@@ -103,15 +105,18 @@ export class MemoryViewStore<R> implements ViewStore<R> {
     return ranges;
   }
 
+  /** {@inheritDoc ViewStore.get} */
   async get(key: string): Promise<ViewRow<R> | undefined> {
     const row = this.#rows.get(key);
     return row && structuredClone(row);
   }
 
+  /** {@inheritDoc ViewStore.rows} */
   async rows(): Promise<ViewRow<R>[]> {
     return [...this.#rows.values()].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0)).map((r) => structuredClone(r));
   }
 
+  /** {@inheritDoc ViewStore.positions} */
   async positions(): Promise<ReadonlyMap<string, ViewPartitionState>> {
     const positions = new Map<string, ViewPartitionState>();
     for (const [partition, { position, epoch, lsn, range }] of this.#partitions) {
@@ -120,6 +125,7 @@ export class MemoryViewStore<R> implements ViewStore<R> {
     return positions;
   }
 
+  /** {@inheritDoc ViewStore.pruneTombstones} */
   async pruneTombstones(beforeTimestampMs: number): Promise<number> {
     let removed = 0;
     for (const [key, tombstone] of this.#tombstones) {
@@ -131,9 +137,11 @@ export class MemoryViewStore<R> implements ViewStore<R> {
     return removed;
   }
 
+  /** {@inheritDoc ViewStore.clearPositions} */
   async clearPositions(): Promise<void> {
     this.#partitions.clear();
   }
 
+  /** {@inheritDoc ViewStore.close} */
   async close(): Promise<void> {}
 }

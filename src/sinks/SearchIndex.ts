@@ -14,6 +14,7 @@ export interface SearchDocument {
 export interface SearchHit {
   /** The indexed key (the document id unless `syncToIndex` was given another `id`). */
   readonly id: string;
+  /** The indexed document: title, text and data as `syncToIndex`'s `document` made them. */
   readonly document: SearchDocument;
   /** `ts_rank` of the match; higher is better. */
   readonly rank: number;

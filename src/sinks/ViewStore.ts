@@ -99,9 +99,13 @@ export interface ViewWriteResult {
 
 /** A row as stored in a view, with the version of the change that wrote it. */
 export interface ViewRow<R> {
+  /** The row's key (from `materializeToView`'s `key`, the document id by default). */
   readonly key: string;
+  /** The row as `project` made it. */
   readonly row: R;
+  /** LSN of the change that wrote the row. */
   readonly lsn: number;
+  /** When that change was written to the source, in ms since the epoch. */
   readonly timestampMs: number;
   /** Lease token of the partition whose change wrote the row. */
   readonly partition: string;

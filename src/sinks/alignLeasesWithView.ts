@@ -22,8 +22,11 @@ export interface AlignLeasesWithViewOptions {
 
 /** One lease whose position was moved to the view's. */
 export interface AlignedLease {
+  /** The lease token (partition id). */
   readonly leaseToken: string;
+  /** The lease's checkpoint before (`null`: it had none). */
   readonly from: Position | null;
+  /** The position copied from the view. */
   readonly to: Position;
 }
 

@@ -146,8 +146,11 @@ function headerText(headers: Record<string, unknown> | undefined, name: string):
  * ```
  */
 export class CosmosSource<T = unknown> implements Source<T> {
+  /** {@inheritDoc Source.description} */
   readonly description: string;
+  /** {@inheritDoc Source.destination} */
   readonly destination: { readonly system: string; readonly name: string };
+  /** {@inheritDoc Source.mode} */
   readonly mode: FeedMode;
 
   readonly #container: Container;

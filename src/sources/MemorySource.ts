@@ -193,7 +193,9 @@ function documentId(document: unknown): string {
  * @see {@link Source}
  */
 export class MemorySource<T = unknown> implements Source<T> {
+  /** {@inheritDoc Source.description} */
   readonly description: string;
+  /** {@inheritDoc Source.mode} */
   readonly mode: FeedMode;
   /** Fault injection for reads. */
   readonly faults: MemoryFaults;
@@ -250,6 +252,7 @@ export class MemorySource<T = unknown> implements Source<T> {
     return this.#writes;
   }
 
+  /** {@inheritDoc Source.listPartitions} */
   async listPartitions(signal?: AbortSignal): Promise<readonly Partition[]> {
     if (signal?.aborted) throw abortError(signal);
     return this.partitions();
@@ -375,6 +378,7 @@ export class MemorySource<T = unknown> implements Source<T> {
     return child.partition;
   }
 
+  /** {@inheritDoc Source.read} */
   async read(request: ReadRequest): Promise<Page<T>> {
     const { signal } = request;
     if (signal?.aborted) throw abortError(signal);
