@@ -103,6 +103,22 @@ describe('simulation: seeds the topology fault set found', () => {
 });
 
 /**
+ * Seeds the `admin`, `topology` and `broker` fault sets found with every fault set on (issue 25), each shrunk
+ * where a smaller config showed the same invariant: each broke it before its fix, and must hold now.
+ */
+describe('simulation: seeds the admin, topology and broker fault sets found', () => {
+  // broker-key-order (seeds 30 and 188 of the whole product): an operator's rewind to the beginning, under a
+  // start other than 'beginning', publishes changes written before the start for the first time, after their
+  // documents' later changes. The simulation now counts those (relay.rewindDisorder); the relay was right.
+  const rewindBeforeStart: SimConfig = { seed: 5, faults: ['admin', 'host'], hosts: { min: 2, max: 2 }, chaosMs: 10_000, start: 'function', relay: 'amqp' };
+  it(`broker-key-order: a rewind to before the start publishes older changes first-time: ${replayLine(rewindBeforeStart)}`, async () => {
+    const { stats, violations } = await runSimulation(rewindBeforeStart);
+    expect(violations).toEqual([]);
+    expect(stats.faults['relay.rewindDisorder']).toBeGreaterThan(0);
+  });
+});
+
+/**
  * The whole product: each new fault set alone, and every fault set with a product variant per seed (view
  * mode, group keys, handler form, failure policy, start position, lease scheme, balancing). Short runs; the
  * variants that break an invariant of a bug being fixed are listed above, so these only count what struck.
