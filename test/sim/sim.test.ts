@@ -116,6 +116,24 @@ describe('simulation: seeds the admin, topology and broker fault sets found', ()
     expect(violations).toEqual([]);
     expect(stats.faults['relay.rewindDisorder']).toBeGreaterThan(0);
   });
+  // checkpoint-moved-backwards: a split parent whose delete never landed (its owner lost the lease between the
+  // creates and the delete) stood beside its child. Seed 9: the child's replacement took the parent (an EPK
+  // lease of the same range) for a descendant covering its children, created none, and the parent's older
+  // checkpoint took over the range. Seed 226: the parent's replacement moved the child's own untaken children
+  // back to the parent's older checkpoint. Children record their parent lease now (replaceGoneLease).
+  const whole = { faults: FAULT_SETS.filter((f) => f !== 'twin'), hosts: { min: 2, max: 6 }, groups: true, form: 'handler', policy: 'deadLetter', leaseScheme: 'rxfeed', positions: 'lsn', relay: 'off', source: 'memory' } as const;
+  const epkParentBesideChild: SimConfig = { ...whole, seed: 9, chaosMs: 12_000, balanceBy: 'count', view: 'exactlyOnce', start: 'function' };
+  const parentMovesGrandchildBack: SimConfig = { ...whole, seed: 226, balanceBy: 'count', view: 'guarded', start: 'beginning' };
+  for (const [what, config] of [
+    ["a child's replacement took its same-range parent for a descendant", epkParentBesideChild],
+    ["a stale parent's replacement moved its child's children back", parentMovesGrandchildBack],
+  ] as const) {
+    it(`checkpoint-moved-backwards: ${what}: ${replayLine(config)}`, async () => {
+      const { stats, violations } = await runSimulation(config);
+      expect(violations).toEqual([]);
+      expect(stats.faults['source.split']).toBeGreaterThan(0);
+    });
+  }
 });
 
 /**
