@@ -30,6 +30,12 @@ interface Waiter {
  * the first waiters that may read now (each gets what {@link CreditAccount.tryTake} would give it), and no
  * others are woken.
  *
+ * A source never ends a page inside a transaction (changes of one LSN), so a page may hold more changes than
+ * the read asked for. When the free credit cannot cover the excess, the reader drops the page and reads it
+ * again once its account may take the whole page ({@link CreditAccount.need}): an empty account's guaranteed
+ * read (and the room the others leave it) grows to that size. Only a transaction larger than the whole
+ * budget is read beyond it.
+ *
  * @internal
  */
 export class CreditPool {
@@ -40,6 +46,8 @@ export class CreditPool {
   #active = 0;
   /** Open accounts that hold nothing (each is guaranteed one minimal read). */
   #empty = 0;
+  /** Open accounts whose next read must be larger than a minimal read (see {@link CreditAccount.need}). */
+  readonly #needy = new Set<CreditAccount>();
   #waiting = 0;
   readonly #waiters = new Set<Waiter>();
 
@@ -77,6 +85,22 @@ export class CreditPool {
   /** Open accounts holding nothing. */
   get empty(): number {
     return this.#empty;
+  }
+
+  /**
+   * Credit kept free for the guaranteed read of every open account that holds nothing but `except`: a
+   * minimal read each, or more for an account that needs more ({@link CreditAccount.need}).
+   */
+  reserveFor(except: CreditAccount | undefined): number {
+    let reserve = this.minRead * (this.#empty - (except?.isEmpty ? 1 : 0));
+    for (const account of this.#needy) if (account !== except && account.isEmpty) reserve += account.guaranteed - this.minRead;
+    return reserve;
+  }
+
+  /** Records that `account` needs more (or, with `false`, no more) than a minimal read. */
+  needing(account: CreditAccount, needs: boolean): void {
+    if (needs) this.#needy.add(account);
+    else this.#needy.delete(account);
   }
 
   /** Accounts waiting for credit. */
@@ -162,6 +186,8 @@ export class CreditAccount {
   #held = 0;
   #open = true;
   #waiting = false;
+  /** The least the next read must take (a page that came back larger than its credit), or 0. */
+  #need = 0;
 
   constructor(pool: CreditPool) {
     this.#pool = pool;
@@ -172,13 +198,33 @@ export class CreditAccount {
     return this.#held;
   }
 
+  /** Open and holding nothing. */
+  get isEmpty(): boolean {
+    return this.#open && this.#held === 0;
+  }
+
+  /** What this account may always read while it holds nothing and that much is free. */
+  get guaranteed(): number {
+    return Math.max(this.#pool.minRead, Math.min(this.#need, this.#pool.total));
+  }
+
+  /**
+   * The next read must take at least `n` changes: a page of `n` came back that the credit could not cover
+   * (a transaction is never split across pages). Until it has read, this account's guaranteed read (and the
+   * room the others leave for it while it holds nothing) is that large, up to the whole budget.
+   */
+  need(n: number): void {
+    this.#need = n;
+    this.#pool.needing(this, n > this.#pool.minRead);
+  }
+
   /** How many changes this partition may read now. */
   get available(): number {
     const pool = this.#pool;
     const free = pool.free;
-    const empty = this.#open && this.#held === 0;
-    // Room kept for one minimal read of every other partition that holds nothing.
-    const spare = free - pool.minRead * (pool.empty - (empty ? 1 : 0));
+    const empty = this.isEmpty;
+    // Room kept for the guaranteed read of every other partition that holds nothing.
+    const spare = free - pool.reserveFor(this);
     const othersWaiting = pool.waitingAccounts(0) - (this.#waiting ? 1 : 0);
     let limit: number;
     if (othersWaiting > 0) {
@@ -188,8 +234,8 @@ export class CreditAccount {
       const cap = Math.max(pool.share, pool.total - others * pool.minRead);
       limit = Math.min(cap - this.#held, spare);
     }
-    // A partition that holds nothing may always make its minimal read while that much is free.
-    if (empty) limit = Math.max(limit, Math.min(pool.minRead, free));
+    // A partition that holds nothing may always make its guaranteed read while that much is free.
+    if (empty) limit = Math.max(limit, Math.min(this.guaranteed, free));
     return Math.max(0, limit);
   }
 
@@ -211,9 +257,11 @@ export class CreditAccount {
    */
   tryTake(max: number): number {
     const available = this.available;
-    if (available < Math.min(this.#pool.minRead, max)) return 0;
-    const n = Math.min(available, max);
+    const least = Math.max(Math.min(this.#pool.minRead, max), Math.min(this.#need, this.#pool.total));
+    if (available < least) return 0;
+    const n = Math.min(available, Math.max(max, least));
     this.setWaiting(false);
+    if (this.#need > 0) this.need(0);
     this.take(n);
     return n;
   }
@@ -264,6 +312,7 @@ export class CreditAccount {
   /** Stops counting this partition in the fair share (credit it holds stays taken until released). */
   close(): void {
     this.setWaiting(false);
+    if (this.#need > 0) this.need(0);
     if (!this.#open) return;
     this.#open = false;
     this.#pool.accountClosed(this.#held === 0);

@@ -1,4 +1,4 @@
-import { bufferCount, type Subscription } from 'rxjs';
+import { bufferCount, concatMap, map, type Subscription, timer } from 'rxjs';
 import { getEventListeners } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { FeedEvent } from '../../src/core/events.js';
@@ -86,6 +86,32 @@ describe('CreditPool', () => {
     expect(pool.empty).toBe(1);
     a.close();
     expect(pool.empty).toBe(0);
+  });
+
+  it('an account that needs more than a minimal read (a page larger than its credit) gets it, and others leave room for it', () => {
+    const pool = new CreditPool(10, 4);
+    const a = pool.open();
+    const b = pool.open();
+    expect(pool.minRead).toBe(2);
+    a.take(6);
+    b.need(6); // b's page of 6 did not fit its credit: its next read must take 6 at once
+    expect(b.tryTake(4)).toBe(0); // only 4 are free
+    expect(a.available).toBe(0); // b holds nothing: the 6 it needs are kept for it, not just a minimal read
+    a.release(2);
+    expect(a.available).toBe(0);
+    expect(b.tryTake(4)).toBe(6); // the whole page at once, above the 4 it asks for
+    expect(pool.inFlight).toBe(10);
+    b.release(6);
+    expect(a.available).toBe(4); // served: back to a minimal read kept for b
+    expect(b.tryTake(4)).toBe(4);
+  });
+
+  it('a need larger than the whole budget is capped at it', () => {
+    const pool = new CreditPool(10, 4);
+    const a = pool.open();
+    a.need(25);
+    expect(a.tryTake(4)).toBe(10);
+    expect(pool.inFlight).toBe(10);
   });
 
   it('serves waiters in the order they began to wait, waking only those that may read', async () => {
@@ -191,6 +217,43 @@ describe('credit flow control in a feed', () => {
   afterEach(() => {
     subscription?.unsubscribe();
     vi.useRealTimers();
+  });
+
+  it('a page larger than its credit (equal LSNs of a merge) never takes the host above its budget, and is read again once it fits', async () => {
+    const source = new MemorySource<{ id: string }>({ partitions: 2 });
+    const [left, right] = source.partitions().map((p) => p.id);
+    const ids = (partition: string) => Array.from({ length: 400 }, (_, i) => `d${i}`).filter((id) => source.partitionFor(id) === partition).slice(0, 12);
+    // Both parents written in step: the merged log holds pairs of equal LSNs, which a page never splits.
+    const [l, r] = [ids(left!), ids(right!)];
+    for (let i = 0; i < 12; i++) {
+      source.write({ id: l[i]! });
+      source.write({ id: r[i]! });
+    }
+    source.merge(left!, right!);
+    const feed = createChangeFeed<{ id: string }>({
+      source,
+      leases: new MemoryLeaseStore(),
+      leasePrefix: 'test.', instanceName: 'a',
+      maxInFlightChanges: 7,
+      maxItemCount: 3, // 3 ends inside an LSN pair: every page comes back with 4
+      pollIntervalMs: 100,
+    });
+    const seen = new Set<string>();
+    let most = 0;
+    subscription = feed.changes$
+      .pipe(
+        concatMap((batch) => timer(200).pipe(map(() => batch))), // a slow sink: reads run into the budget
+        checkpointEvery(1),
+      )
+      .subscribe((batch) => {
+        for (const c of batch.changes) seen.add(`${c.id}@${c.lsn}`);
+      });
+    await advanceUntil(() => {
+      most = Math.max(most, feed.inFlightChanges);
+      return seen.size === 24;
+    }, { limitMs: 60_000 });
+    expect(most).toBeLessThanOrEqual(7);
+    expect(most).toBeGreaterThanOrEqual(4);
   });
 
   it('a bufferCount close to the budget fills from a single busy partition (no stall while it flows)', async () => {

@@ -4,7 +4,7 @@ import type { LeaseNaming } from '../../src/leases/protocol/index.js';
 import { replaceGoneLease } from '../../src/leases/coordinator/replaceGoneLease.js';
 import type { Lease } from '../../src/leases/Lease.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
-import { RELEASED_AT, RELEASED_BY, UNTAKEN_AT_EPOCH, withoutSignals } from '../../src/leases/protocol/index.js';
+import { PARENT_LEASE, RELEASED_AT, RELEASED_BY, UNTAKEN_AT_EPOCH, withoutSignals } from '../../src/leases/protocol/index.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import { raiseFence } from '../../src/deadletter/fence.js';
 import { DeadLetterFencedError } from '../../src/errors/DeadLetterFencedError.js';
@@ -166,6 +166,74 @@ describe('a retry after its children split again (the simulation, seed 44 of --f
       { minInclusive: '8000', maxExclusive: 'FF' },
     ]);
     expect(uncoveredParts(range, [{ minInclusive: '', maxExclusive: '8000' }, { minInclusive: '8000', maxExclusive: 'FF' }])).toEqual([]);
+  });
+});
+
+describe("a parent whose delete never landed, beside its child (the simulation, seeds 9 and 226 of issue 25's fault sets)", () => {
+  /** Partition 0 split into 1 and 2; a's replacement of lease 0 (epoch 3, pos-5) creates 1 and 2, its delete fails. */
+  async function staleParent() {
+    const store = new MemoryLeaseStore();
+    const parts = new FakePartitions(1);
+    const grandparent = parts.list[0]!;
+    const lease = (await store.createIfAbsent({
+      id: 'p.0', leaseToken: '0', feedRange: grandparent.range, owner: 'a', continuation: 'pos-5', timestampMs: 0, epoch: 3, mode: 'latestVersion', properties: {},
+    }))!;
+    parts.split('0'); // into 1 and 2
+    const env = new FaultEnv({ seed: 1, scheduler: new VirtualClock() });
+    const failingDelete = faultyLeaseStore(store, { delete: [{ kind: 'transient', count: 1 }] }, env);
+    const owned = { current: lease, epoch: 3, leaseToken: '0', partition: grandparent, parentDeleteSent: false };
+    await expect(replaceGoneLease({ store: failingDelete, naming: naming('a'), listPartitions: parts.listPartitions }, owned, 'pos-5')).rejects.toThrow(/injected/);
+    expect((await store.read('p.1'))!.properties[PARENT_LEASE]).toBe('0');
+    return { store, parts, lease, grandparent };
+  }
+
+  it("the parent's replacement leaves a grandchild its child created untaken where the child stood (seed 226)", async () => {
+    const { store, parts, lease, grandparent } = await staleParent();
+    // b takes child 1 and reads it on to pos-9; partition 1 splits (into 3 and 4), and b replaces lease 1 by
+    // 3 and 4 at pos-9 (at epoch 4, untaken), then deletes it.
+    const child = (await store.read('p.1'))!;
+    const taken = await store.replace({ ...child, owner: 'b', epoch: 4, continuation: 'pos-9', properties: withoutSignals(child.properties) });
+    parts.split('1');
+    const ownedChild = { current: taken, epoch: 4, leaseToken: '1', partition: { id: '1', range: child.feedRange! }, parentDeleteSent: false };
+    expect(await replaceGoneLease({ store, naming: naming('b'), listPartitions: parts.listPartitions }, ownedChild, 'pos-9')).toMatchObject({ kind: 'replaced', children: ['3', '4'] });
+    // c takes the parent (its delete never landed), at epoch 4: the grandchildren's epoch. Its replacement
+    // must not move them back to the parent's pos-5: they are lease 1's children, not its own.
+    const parent = await store.replace({ ...lease, owner: 'c', epoch: 4 });
+    const ownedParent = { current: parent, epoch: 4, leaseToken: '0', partition: grandparent, parentDeleteSent: false };
+    expect(await replaceGoneLease({ store, naming: naming('c'), listPartitions: parts.listPartitions }, ownedParent, 'pos-5')).toMatchObject({ kind: 'replaced', from: 'pos-5' });
+    expect((await store.list('p.')).leases.map((l) => [l.id, l.continuation])).toEqual([
+      ['p.2', 'pos-5'],
+      ['p.3', 'pos-9'],
+      ['p.4', 'pos-9'],
+    ]);
+  });
+
+  it("a child's replacement does not take its parent of the same range (an EPK lease) for a descendant of its own (seed 9)", async () => {
+    const store = new MemoryLeaseStore();
+    const parts = new FakePartitions(1);
+    parts.split('0'); // into 1 ('' to 8000) and 2
+    const one = parts.list.find((p) => p.id === '1')!;
+    // An EPK lease over exactly partition 1's range (the part of a merged partition an older lease covered,
+    // which a later split made a partition of its own): it is gone, replaced by lease 1; its delete fails.
+    const epk = (await store.createIfAbsent({
+      id: 'p.-8000', leaseToken: '-8000', feedRange: one.range, owner: 'a', continuation: 'pos-5', timestampMs: 0, epoch: 3, mode: 'latestVersion', properties: {},
+    }))!;
+    const env = new FaultEnv({ seed: 1, scheduler: new VirtualClock() });
+    const failingDelete = faultyLeaseStore(store, { delete: [{ kind: 'transient', count: 1 }] }, env);
+    const ownedEpk = { current: epk, epoch: 3, leaseToken: '-8000', partition: { id: '-8000', range: one.range }, parentDeleteSent: false };
+    await expect(replaceGoneLease({ store: failingDelete, naming: naming('a'), listPartitions: parts.listPartitions }, ownedEpk, 'pos-5')).rejects.toThrow(/injected/);
+    // b takes lease 1, reads on to pos-9; partition 1 splits into 3 and 4.
+    const child = (await store.read('p.1'))!;
+    const taken = await store.replace({ ...child, owner: 'b', epoch: 4, continuation: 'pos-9', properties: withoutSignals(child.properties) });
+    parts.split('1');
+    const ownedChild = { current: taken, epoch: 4, leaseToken: '1', partition: one, parentDeleteSent: false };
+    expect(await replaceGoneLease({ store, naming: naming('b'), listPartitions: parts.listPartitions }, ownedChild, 'pos-9')).toMatchObject({ kind: 'replaced', children: ['3', '4'] });
+    // 3 and 4 start at lease 1's pos-9; the EPK lease (left at pos-5) is no descendant of lease 1 covering them.
+    expect((await store.list('p.')).leases.map((l) => [l.id, l.continuation])).toEqual([
+      ['p.-8000', 'pos-5'],
+      ['p.3', 'pos-9'],
+      ['p.4', 'pos-9'],
+    ]);
   });
 });
 

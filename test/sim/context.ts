@@ -31,7 +31,11 @@ export interface Sim {
   readonly clock: VirtualClock;
   readonly env: FaultEnv;
   readonly violations: Violations;
-  /** Counts one event of the chaos script (`host.crash`, `source.split`, ...) for the run's stats. */
-  readonly tally: (name: string) => void;
+  /**
+   * Counts one event of the chaos script (`host.crash`, `source.split`, ...) for the run's stats, or adds
+   * `n` (a quantity, e.g. milliseconds). A summary over many seeds adds the counts up, but keeps the largest
+   * of those named `*.max`.
+   */
+  readonly tally: (name: string, n?: number) => void;
   readonly events: ReadonlyMap<string, number>;
 }

@@ -71,7 +71,10 @@ export class ObservedStores {
       const lagMs = 50 + Math.floor(sim.randomFor('late')() * 350);
       const lagging = laggingLeaseStore(this.leases, sim.clock, lagMs);
       this.leasesFor = (name) => lagging.session(name);
-      sim.tally(`lease.readLagMs.${lagMs}`);
+      // One lag per run: counted, with its total and (across seeds, in the run's summary) its largest.
+      sim.tally('lease.readLag');
+      sim.tally('lease.readLagMs.total', lagMs);
+      sim.tally('lease.readLagMs.max', lagMs);
     } else {
       this.leasesFor = () => this.leases;
     }

@@ -54,6 +54,9 @@ interface Arrival {
  * - `broker-key-order`: a document's changes, taken at their first arrival at the broker, are not in LSN order
  *   (also across splits); a late first arrival from a host that was ever paused (a zombie's publish, held
  *   while it was frozen: no broker fences publishers) is counted (`relay.zombieDisorder`), not a violation;
+ *   so is the first arrival of a change written before the run's start once an operator rewound the leases
+ *   (to the beginning or a time before the start: such changes were never published before, and arrive
+ *   after their documents' later changes; `relay.rewindDisorder`);
  * - `broker-duplicate`: JetStream stored one change twice within its duplicate window (the id must be the same
  *   whichever host or partition of the lineage publishes it); AMQP cannot de-duplicate: its duplicates are
  *   counted (`relay.amqp.duplicates`), and `message-id-unstable` holds that they carry the same `messageId`;
@@ -75,6 +78,7 @@ export class SimRelay {
   #duplicates = 0;
   #duplicatesBeyondWindow = 0;
   #zombieDisorder = 0;
+  #rewindDisorder = 0;
 
   constructor(
     private readonly sim: Sim,
@@ -166,6 +170,9 @@ export class SimRelay {
       const newest = this.#newest.get(id) ?? -1;
       if (lsn < newest) {
         if (this.everPaused(message.from)) this.#zombieDisorder++;
+        // An operator's rewind to before the run's start (the beginning, or a time before it) delivers, for the
+        // first time, changes written before the start: after every change of theirs published since.
+        else if ((this.sim.events.get('admin.rewind') ?? 0) > 0 && this.world.isBeforeStart(key)) this.#rewindDisorder++;
         else this.sim.violations.report('broker-key-order', `${id}@${lsn} (from ${message.from}) reached ${this.kind} first after ${id}@${newest}`, `order:${id}`);
       }
       this.#newest.set(id, Math.max(newest, lsn));
@@ -202,6 +209,7 @@ export class SimRelay {
       ['relay.resent', this.stats.resent],
       ['relay.retries', this.stats.retries],
       ['relay.zombieDisorder', this.#zombieDisorder],
+      ['relay.rewindDisorder', this.#rewindDisorder],
     ];
     for (const [name, n] of counts) for (let i = 0; i < n; i++) this.sim.tally(name);
   }

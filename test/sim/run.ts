@@ -114,7 +114,7 @@ const started = performance.now();
 for (const config of configs) {
   const t0 = performance.now();
   const result = await runSimulation(config);
-  for (const [k, n] of Object.entries(result.stats.faults)) totals.set(k, (totals.get(k) ?? 0) + n);
+  for (const [k, n] of Object.entries(result.stats.faults)) totals.set(k, k.endsWith('.max') ? Math.max(totals.get(k) ?? 0, n) : (totals.get(k) ?? 0) + n);
   if (verbose) {
     const s = result.stats;
     console.log(`seed ${config.seed}: ${s.mode}, ${s.partitions} partitions, ${s.writes} writes, ${s.deliveries} deliveries, ${s.actions} actions, ${Math.round(performance.now() - t0)} ms`);

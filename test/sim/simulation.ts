@@ -40,7 +40,7 @@ export async function runSimulation(given: SimConfig): Promise<SimResult> {
     clock,
     env: new FaultEnv({ seed: (config.seed ^ 0x5bd1e995) >>> 0, scheduler: clock }),
     violations: new Violations(clock),
-    tally: (name) => events.set(name, (events.get(name) ?? 0) + 1),
+    tally: (name, n = 1) => events.set(name, (events.get(name) ?? 0) + n),
     events,
   };
   // The SDK mode (`source: 'sdk'`) runs the process's timers on the virtual clock until `close()`.

@@ -128,12 +128,29 @@ export class LeaseTracker implements PartitionTracker {
     }
   }
 
-  /** Ends the reservation: `count` changes were read (held until acknowledged), the rest is returned. */
-  settle(count: number): void {
+  /**
+   * Ends the reservation: `count` changes were read (held until acknowledged), the rest is returned.
+   * A page larger than the reservation (a source never splits a transaction) is kept when the free credit
+   * covers the excess, or when it is larger than the whole budget (it could never fit); otherwise it is not
+   * kept: returns `false`, the credit is returned, and the next reservation waits until the whole page fits
+   * (read it again then), so the budget is never exceeded.
+   */
+  settle(count: number): boolean {
     const reserved = this.#reserved;
     this.#reserved = 0;
-    if (count > reserved) this.#account.take(count - reserved);
-    else this.#account.release(reserved - count);
+    if (count <= reserved) {
+      this.#account.release(reserved - count);
+      return true;
+    }
+    const pool = this.#ctx.pool;
+    if (count - reserved <= pool.free || count > pool.total) {
+      this.#account.take(count - reserved);
+      return true;
+    }
+    this.#account.need(count); // first: the credit returned now is kept for this page, not handed to others
+    this.#account.release(reserved);
+    this.#log('a page of %d changes came back for %d credit; reading it again once it fits the budget', count, reserved);
+    return false;
   }
 
   // ---- batches -----------------------------------------------------------------------------------------

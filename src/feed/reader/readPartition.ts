@@ -187,7 +187,9 @@ async function readLoop<T>(
         tracker.settle(0);
         break;
       }
-      tracker.settle(page.changes.length);
+      // A page larger than its credit (a transaction is never split) that the budget cannot hold now: read
+      // it again from the same position once it fits.
+      if (!tracker.settle(page.changes.length)) continue;
       tracker.telemetry?.read(ctx.scheduler.now() - startedAt, { page });
       ctx.health?.read(owned.leaseToken);
       const rate = meter.add(page.changes.length, ctx.scheduler.now());

@@ -1,7 +1,7 @@
 // Role: one attempt at replacing a gone partition's lease — children at the parent's epoch and checkpoint,
 // untaken, then the parent deleted; fenced when another host owns the parent now. GonePartitions retries it.
 import type { FeedRange, Partition, Position } from '../../core/Partition.js';
-import { UNTAKEN_AT_EPOCH, withoutSignals } from '../protocol/signals.js';
+import { PARENT_LEASE, UNTAKEN_AT_EPOCH, withoutSignals } from '../protocol/signals.js';
 import type { Lease } from '../Lease.js';
 import { LeaseConflictError } from '../../errors/LeaseConflictError.js';
 import type { LeaseStore } from '../LeaseStore.js';
@@ -51,17 +51,20 @@ export async function replaceGoneLease(
   if (!coversRange(children, range)) {
     throw new Error(`partition ${owned.leaseToken} reported gone, but the partitions listed cover only part of its range (the listing lags the split?); retrying`);
   }
-  const untaken = { ...withoutSignals(parent.properties), [UNTAKEN_AT_EPOCH]: String(parent.epoch) };
+  const untaken = { ...withoutSignals(parent.properties), [UNTAKEN_AT_EPOCH]: String(parent.epoch), [PARENT_LEASE]: owned.leaseToken };
   for (const c of await notYetReplaced(ctx, parent, range, children)) {
     const child = leaseDocument(ctx.naming, c.token, c.range, from, untaken, parent.epoch);
     if (await ctx.store.createIfAbsent(child)) continue;
     // It exists: an earlier attempt (this host's, or a deposed owner's) created it from an older checkpoint of
     // the parent. While no host has taken it (it still carries the mark, at its epoch), it starts where the
     // parent stands now, so a lineage's checkpoint never moves backwards. A child taken since (and maybe
-    // released: no owner again) has checkpoints of its own, past the parent's: it is left as it is.
+    // released: no owner again) has checkpoints of its own, past the parent's: it is left as it is. So is a
+    // child another lease created (a child of this one whose own replacement created it, while this parent's
+    // delete never landed): it starts at its creator's checkpoint, past this parent's.
     const existing = await ctx.store.read(child.id);
     const neverTaken = existing?.owner === null && existing.properties[UNTAKEN_AT_EPOCH] === String(existing.epoch);
-    if (existing && neverTaken && existing.epoch <= parent.epoch && from !== null && existing.continuation !== from) {
+    const createdByThisParent = existing !== undefined && (existing.properties[PARENT_LEASE] ?? owned.leaseToken) === owned.leaseToken;
+    if (existing && neverTaken && createdByThisParent && existing.epoch <= parent.epoch && from !== null && existing.continuation !== from) {
       await ctx.store.replace({ ...existing, continuation: from, epoch: parent.epoch, properties: { ...existing.properties, ...untaken }, timestampMs: ctx.naming.now() });
     }
   }
@@ -85,9 +88,12 @@ export async function replaceGoneLease(
 async function notYetReplaced(ctx: ReplaceContext, parent: Lease, range: FeedRange, children: readonly ChildLease[]): Promise<readonly ChildLease[]> {
   const tokens = new Set(children.map((c) => c.token));
   const inside = (r: FeedRange) => r.minInclusive >= range.minInclusive && r.maxExclusive <= range.maxExclusive;
+  // The lease this one was created from is no descendant, though its range may be this one's (an EPK lease
+  // whose range became a partition's): its delete never landed, and it stands at an older checkpoint.
+  const createdFrom = parent.properties[PARENT_LEASE];
   const listing = await ctx.store.list(ctx.naming.prefix);
   const descendants = listing.leases
-    .filter((l) => isLeaseOf(ctx.naming, l) && l.id !== parent.id && !tokens.has(l.leaseToken) && l.feedRange !== undefined && inside(l.feedRange))
+    .filter((l) => isLeaseOf(ctx.naming, l) && l.id !== parent.id && l.leaseToken !== createdFrom && !tokens.has(l.leaseToken) && l.feedRange !== undefined && inside(l.feedRange))
     .map((l) => l.feedRange!);
   if (descendants.length === 0) return children;
   return children.flatMap((c) => {

@@ -21,6 +21,16 @@ export const RELEASED_AT = 'rxfeed.releasedAt';
 export const UNTAKEN_AT_EPOCH = 'rxfeed.untakenAtEpoch';
 
 /**
+ * Lease property of a split or merge child: the token of the lease whose replacement created it. Kept for
+ * good (not a signal): when that parent's delete never landed (its owner lost it, or crashed, between the
+ * creates and the delete), the parent and its child coexist, and a later replacement of either must know which
+ * one is the older: a child's replacement must not take its parent (same range) for a descendant of its own,
+ * and the parent's must not move a child created by another lease back to the parent's older checkpoint.
+ * @internal
+ */
+export const PARENT_LEASE = 'rxfeed.parentLease';
+
+/**
  * Lease property where an owner publishes the lease's load (a non-negative decimal string, e.g. changes per
  * second or backlog in changes) when it renews or checkpoints, so that every host sees every lease's load in
  * the listing it reads anyway, without extra requests.
