@@ -7,6 +7,7 @@ import { changeEnvelope } from '../nats/publishToJetStream.js';
 import { type BrokerPublisher, messageId, type PublishResult, relay, type RelayOptions } from '../relay/relay.js';
 import type { AnyBatches, DocumentOf } from '../operators/types.js';
 import { importOptional } from '../internal/importOptional.js';
+import { LazyConnection } from '../internal/lazyConnection.js';
 import type { FailureClass } from '../errors/classify.js';
 
 /** The publish options rxfeed sets on every message. */
@@ -101,12 +102,12 @@ export function classifyAmqpError(error: unknown): FailureClass {
 
 class AmqpPublisher implements BrokerPublisher<AmqpMessage> {
   readonly description: string;
-  readonly #open: () => Promise<AmqpConnectionLike>;
   readonly #exchange: string;
   readonly #timeoutMs: number;
   readonly #scheduler: SchedulerLike;
-  #connection: Promise<AmqpConnectionLike> | undefined;
-  #channel: Promise<AmqpConfirmChannelLike> | undefined;
+  readonly #connection: LazyConnection<AmqpConnectionLike>;
+  /** The confirm channel, opened (with the connection when there is none) again after a drop. */
+  readonly #channel = new LazyConnection(() => this.#openChannel());
   /** Why the current channel (or connection) closed: the broker's reason, reported for each unconfirmed message. */
   #closedBy: Error | undefined;
   readonly #pending = new Set<(error: unknown) => void>();
@@ -116,58 +117,52 @@ class AmqpPublisher implements BrokerPublisher<AmqpMessage> {
     this.#exchange = exchange;
     this.#scheduler = scheduler;
     this.#timeoutMs = timeoutMs;
+    let open: () => Promise<AmqpConnectionLike>;
     if (typeof target === 'string') {
       const url = new URL(target);
       this.description = `AMQP exchange '${exchange}' at ${url.hostname}:${url.port || 5672}`;
-      this.#open = async () => {
+      open = async () => {
         const amqp = await importOptional('amqplib', () => import('amqplib'), 'publishToAmqp');
         return (await amqp.connect(target)) as unknown as AmqpConnectionLike;
       };
     } else {
       this.description = `AMQP exchange '${exchange}'`;
-      this.#open = target.connect;
+      open = target.connect;
     }
-  }
-
-  /** The confirm channel, opening the connection and the channel when there is none (again after a drop). */
-  #confirmChannel(): Promise<AmqpConfirmChannelLike> {
-    this.#channel ??= (async () => {
-      this.#connection ??= this.#open().then((connection) => {
+    this.#connection = new LazyConnection(() =>
+      open().then((connection) => {
         const forget = (error?: Error) => {
           if (error) this.#closedBy = error;
-          this.#connection = undefined;
-          this.#channel = undefined;
+          this.#connection.forget();
+          this.#channel.forget();
         };
         connection.on('error', forget);
         connection.on('close', () => forget());
         return connection;
-      });
-      const connection = await this.#connection.catch((error: unknown) => {
-        this.#connection = undefined;
-        throw error;
-      });
-      const channel = await connection.createConfirmChannel();
-      this.#closedBy = undefined;
-      channel.on('error', (error) => {
-        this.#closedBy = error;
-      });
-      channel.on('close', () => {
-        this.#channel = undefined;
-        const reason = this.#closedBy ?? new Error('AMQP channel closed');
-        for (const fail of [...this.#pending]) fail(reason);
-      });
-      return channel;
-    })().catch((error: unknown) => {
-      this.#channel = undefined;
-      throw error;
+      }),
+    );
+  }
+
+  /** Opens a confirm channel, on the connection (opened when there is none); a closed channel fails what it left unconfirmed. */
+  async #openChannel(): Promise<AmqpConfirmChannelLike> {
+    const connection = await this.#connection.get();
+    const channel = await connection.createConfirmChannel();
+    this.#closedBy = undefined;
+    channel.on('error', (error) => {
+      this.#closedBy = error;
     });
-    return this.#channel;
+    channel.on('close', () => {
+      this.#channel.forget();
+      const reason = this.#closedBy ?? new Error('AMQP channel closed');
+      for (const fail of [...this.#pending]) fail(reason);
+    });
+    return channel;
   }
 
   async publish(messages: readonly AmqpMessage[]): Promise<PublishResult[]> {
     let channel: AmqpConfirmChannelLike;
     try {
-      channel = await this.#confirmChannel();
+      channel = await this.#channel.get();
     } catch (error) {
       return messages.map(() => ({ ok: false, error }));
     }
@@ -225,7 +220,7 @@ class AmqpPublisher implements BrokerPublisher<AmqpMessage> {
     if (failed && /timed? ?out|no confirm/i.test(String((failed.error as Error)?.message))) {
       // A channel that stopped confirming is dropped; the next attempt opens a new one.
       logger('relay')('%s: dropping a channel that stopped confirming', this.description);
-      this.#channel = undefined;
+      this.#channel.forget();
       void channel.close().catch(() => undefined);
     }
     return results;
@@ -237,9 +232,8 @@ class AmqpPublisher implements BrokerPublisher<AmqpMessage> {
 
   async close(): Promise<void> {
     this.#closed = true;
-    const connection = this.#connection;
-    this.#connection = undefined;
-    this.#channel = undefined;
+    const connection = this.#connection.take();
+    this.#channel.forget();
     await (await connection?.catch(() => undefined))?.close();
   }
 }

@@ -1,1 +1,2 @@
-export { processChanges, type ChangeHandlers, type ChangeProcessorHandle, type PartitionContext, type ProcessChangesOptions } from './processChanges.js';
+export { processChanges } from './processChanges.js';
+export type { ChangeHandlers, ChangeProcessorHandle, PartitionContext, ProcessChangesOptions } from './types.js';

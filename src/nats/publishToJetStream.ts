@@ -3,6 +3,7 @@ import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { InvalidOptionsError } from '../errors/index.js';
 import { importOptional } from '../internal/importOptional.js';
+import { LazyConnection } from '../internal/lazyConnection.js';
 import type { AnyBatches, DocumentOf } from '../operators/types.js';
 import { type BrokerPublisher, messageId, type PublishResult, relay, type RelayOptions } from '../relay/relay.js';
 import type { FailureClass } from '../errors/classify.js';
@@ -77,20 +78,20 @@ export function classifyNatsError(error: unknown): FailureClass {
 class JetStreamPublisher implements BrokerPublisher<NatsMessage> {
   readonly description: string;
   readonly #timeout: number;
-  /** Opens a connection and its JetStream client; undefined for a client the user passed. */
-  readonly #open: (() => Promise<{ js: JetStreamClientLike; close: () => Promise<void> }>) | undefined;
-  #client: Promise<{ js: JetStreamClientLike; close: () => Promise<void> }> | undefined;
+  /** The JetStream client (and how to close it): the one the user passed, or one the relay connects. */
+  readonly #client: LazyConnection<{ js: JetStreamClientLike; close: () => Promise<void> }>;
 
   constructor(target: JetStreamTarget, timeout: number) {
     this.#timeout = timeout;
     if ('publish' in target) {
       this.description = 'JetStream';
-      this.#client = Promise.resolve({ js: target, close: async () => undefined });
+      this.#client = new LazyConnection(async () => ({ js: target, close: async () => undefined }));
       return;
     }
     const servers = typeof target.servers === 'string' ? [target.servers] : [...target.servers];
     this.description = `JetStream at ${servers.map((s) => s.replace(/\/\/[^@/]*@/, '//')).join(',')}`;
-    this.#open = async () => {
+    // A failed first connection is tried again at the next publish.
+    this.#client = new LazyConnection(async () => {
       const [{ connect }, { jetstream }] = await Promise.all([
         importOptional('@nats-io/transport-node', () => import('@nats-io/transport-node'), 'publishToJetStream({ servers })'),
         importOptional('@nats-io/jetstream', () => import('@nats-io/jetstream'), 'publishToJetStream'),
@@ -98,22 +99,13 @@ class JetStreamPublisher implements BrokerPublisher<NatsMessage> {
       // Once connected, the client reconnects by itself (publishes meanwhile time out and are retried).
       const nc = await connect({ servers, maxReconnectAttempts: -1 });
       return { js: jetstream(nc) as unknown as JetStreamClientLike, close: () => nc.drain().catch(() => nc.close()) };
-    };
-  }
-
-  /** The client; a failed first connection is tried again at the next publish. */
-  #connect(): Promise<{ js: JetStreamClientLike; close: () => Promise<void> }> {
-    this.#client ??= this.#open!().catch((error: unknown) => {
-      this.#client = undefined;
-      throw error;
     });
-    return this.#client;
   }
 
   async publish(messages: readonly NatsMessage[]): Promise<PublishResult[]> {
     let js: JetStreamClientLike;
     try {
-      ({ js } = await this.#connect());
+      ({ js } = await this.#client.get());
     } catch (error) {
       return messages.map(() => ({ ok: false, error }));
     }
@@ -133,9 +125,7 @@ class JetStreamPublisher implements BrokerPublisher<NatsMessage> {
   }
 
   async close(): Promise<void> {
-    const client = this.#client;
-    this.#client = undefined;
-    await (await client?.catch(() => undefined))?.close();
+    await (await this.#client.take()?.catch(() => undefined))?.close();
   }
 }
 

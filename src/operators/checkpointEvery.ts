@@ -1,8 +1,7 @@
-import { asyncScheduler, Observable, type MonoTypeOperatorFunction, type SchedulerLike, type Subscription } from 'rxjs';
+import { asyncScheduler, Observable, type MonoTypeOperatorFunction, type SchedulerLike } from 'rxjs';
 import { asBatches, type BatchOrBatches } from '../core/ChangeBatch.js';
-import type { Position } from '../core/Partition.js';
-import type { PartitionTracker } from '../core/PartitionTracker.js';
-import { InvalidOptionsError, LeaseLostError } from '../errors/index.js';
+import { InvalidOptionsError } from '../errors/index.js';
+import { type CheckpointPolicy, CheckpointWriter } from './internal/checkpointWriter.js';
 
 /** Options of {@link checkpointEvery}. */
 export interface CheckpointEveryOptions {
@@ -20,20 +19,7 @@ export interface CheckpointEveryOptions {
   readonly scheduler?: SchedulerLike;
 }
 
-interface PartitionState {
-  /** Highest sequence acknowledged here. */
-  sequence: number;
-  position: Position;
-  /** Changes acknowledged since the last write began. */
-  pending: number;
-  /** An acknowledged position is not yet written. */
-  dirty: boolean;
-  writing: boolean;
-  /** Forgets the partition once its ownership ended and nothing is left to write. */
-  forget: () => void;
-}
-
-function validate(config: number | CheckpointEveryOptions): { count?: number; ms?: number; scheduler: SchedulerLike } {
+function validate(config: number | CheckpointEveryOptions): CheckpointPolicy {
   const options = typeof config === 'number' ? { count: config } : config;
   if (typeof options !== 'object' || options === null) {
     throw new InvalidOptionsError('checkpointEvery', 'pass a change count or { count, ms }');
@@ -75,131 +61,25 @@ function validate(config: number | CheckpointEveryOptions): { count?: number; ms
 export function checkpointEvery<V extends BatchOrBatches<unknown>>(
   config: number | CheckpointEveryOptions,
 ): MonoTypeOperatorFunction<V> {
-  const { count, ms, scheduler } = validate(config);
+  const policy = validate(config);
   return (source) =>
     new Observable<V>((subscriber) => {
-      const partitions = new Map<PartitionTracker, PartitionState>();
-      let timer: Subscription | undefined;
-      let writes = 0;
-      let ending: (() => void) | undefined;
-      let ended = false;
-
-      const settle = () => {
-        if (ending && writes === 0) {
-          ended = true;
-          ending();
-        }
-      };
-
-      const write = (tracker: PartitionTracker, state: PartitionState) => {
-        if (state.writing) return; // coalesced: written when the current write finishes
-        state.dirty = false;
-        state.pending = 0;
-        state.writing = true;
-        writes++;
-        const finish = () => {
-          state.writing = false;
-          writes--;
-          if (state.dirty && (ending || (count !== undefined && state.pending >= count))) write(tracker, state);
-          else if (state.dirty) armTimer();
-          settle();
-        };
-        tracker.checkpoint(state.position).then(
-          () => {
-            finish();
-            if (tracker.signal.aborted) state.forget();
-          },
-          (error: unknown) => {
-            tracker.reportError(error instanceof Error ? error : new Error(String(error)));
-            // The lease is gone: nothing more can be written for this ownership.
-            if (error instanceof LeaseLostError) state.dirty = false;
-            finish();
-            if (error instanceof LeaseLostError || tracker.signal.aborted) state.forget();
-          },
-        );
-      };
-
-      /**
-       * State for a partition seen for the first time. Once its ownership ends the state is dropped (after
-       * a write in flight): the reader's drain wrote the final position, and later positions of an ended
-       * ownership cannot be written anyway, so nothing grows with each rebalance.
-       */
-      const track = (tracker: PartitionTracker, position: Position): PartitionState => {
-        const onEnd = () => {
-          if (!state.writing) state.forget();
-        };
-        const state: PartitionState = {
-          sequence: 0,
-          position,
-          pending: 0,
-          dirty: false,
-          writing: false,
-          forget: () => {
-            tracker.signal.removeEventListener('abort', onEnd);
-            if (partitions.get(tracker) === state) partitions.delete(tracker);
-          },
-        };
-        partitions.set(tracker, state);
-        if (tracker.signal.aborted) queueMicrotask(onEnd);
-        else tracker.signal.addEventListener('abort', onEnd, { once: true });
-        return state;
-      };
-
-      const flush = () => {
-        timer?.unsubscribe();
-        timer = undefined;
-        // Counted as a write while it starts the others, so a write that settles at once cannot end the
-        // stream (and forget partitions) halfway through.
-        writes++;
-        for (const [tracker, state] of [...partitions]) if (state.dirty) write(tracker, state);
-        writes--;
-      };
-
-      const armTimer = () => {
-        if (ms !== undefined && timer === undefined && !ending) timer = scheduler.schedule(flush, ms);
-      };
-
+      const writer = new CheckpointWriter(policy);
       const subscription = source.subscribe({
         next(value) {
-          for (const batch of asBatches(value)) {
-            const origin = batch.origin;
-            if (!origin) continue;
-            const tracker = origin.tracker;
-            tracker.acknowledge(origin.sequence, batch.position);
-            let state = partitions.get(tracker);
-            if (!state) state = track(tracker, batch.position);
-            if (origin.sequence <= state.sequence) continue;
-            state.sequence = origin.sequence;
-            state.position = batch.position;
-            state.dirty = true;
-            state.pending += Math.max(1, origin.readCount);
-            if (count !== undefined && state.pending >= count) write(tracker, state);
-            else armTimer();
-          }
+          for (const batch of asBatches(value)) writer.acknowledge(batch);
           subscriber.next(value);
         },
         error(error: unknown) {
-          ending = () => subscriber.error(error);
-          flush();
-          settle();
+          writer.end(() => subscriber.error(error));
         },
         complete() {
-          ending = () => subscriber.complete();
-          flush();
-          settle();
+          writer.end(() => subscriber.complete());
         },
       });
-
       return () => {
         subscription.unsubscribe();
-        // Unsubscribed before the end: still persist what was acknowledged (work that is done); the writes
-        // are tracked by the processor, whose stop() awaits them.
-        if (!ended && !ending) {
-          ending = () => undefined;
-          flush();
-        }
-        timer?.unsubscribe();
-        for (const state of [...partitions.values()]) if (!state.writing) state.forget();
+        writer.dispose();
       };
     });
 }

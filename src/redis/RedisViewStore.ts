@@ -3,6 +3,7 @@ import { InvalidOptionsError } from '../errors/index.js';
 import { ViewFencedError } from '../errors/ViewFencedError.js';
 import { logger } from '../internal/log.js';
 import { importOptional } from '../internal/importOptional.js';
+import { LazyConnection } from '../internal/lazyConnection.js';
 import type { ViewPartitionState, ViewRow, ViewStore, ViewWrite, ViewWriteResult } from '../sinks/ViewStore.js';
 import { PRUNE_SCRIPT, WRITE_SCRIPT } from './writeScript.js';
 
@@ -64,8 +65,8 @@ export class RedisViewStore<R> implements ViewStore<R> {
   readonly description: string;
   readonly #keys: readonly [rows: string, tombstones: string, partitions: string, fences: string];
   readonly #owned: boolean;
-  readonly #url: string | undefined;
-  #client: Promise<RedisClientLike> | undefined;
+  /** The client given, or one the store opens on first use. */
+  readonly #client: LazyConnection<RedisClientLike>;
 
   constructor(options: RedisViewStoreOptions) {
     const { name, client, url, keyPrefix = 'rxfeed:view:' } = options ?? ({} as RedisViewStoreOptions);
@@ -76,18 +77,18 @@ export class RedisViewStore<R> implements ViewStore<R> {
     this.#keys = [`${base}:rows`, `${base}:tombstones`, `${base}:partitions`, `${base}:fences`];
     this.description = `redis view ${name}`;
     this.#owned = client === undefined;
-    this.#client = client ? Promise.resolve(client) : undefined;
-    this.#url = url;
+    this.#client = new LazyConnection(async () => {
+      if (client) return client;
+      const { Redis } = await importOptional('ioredis', () => import('ioredis'), 'RedisViewStore');
+      const opened = new Redis(url!);
+      // ioredis reconnects by itself (and re-sends unanswered scripts: each write is idempotent); say why it had to.
+      opened.on('error', (error: Error) => logger('view')('%s: connection error: %s', this.description, error.message));
+      return opened as unknown as RedisClientLike;
+    });
   }
 
   #connect(): Promise<RedisClientLike> {
-    this.#client ??= importOptional('ioredis', () => import('ioredis'), 'RedisViewStore').then(({ Redis }) => {
-      const client = new Redis(this.#url!);
-      // ioredis reconnects by itself (and re-sends unanswered scripts: each write is idempotent); say why it had to.
-      client.on('error', (error: Error) => logger('view')('%s: connection error: %s', this.description, error.message));
-      return client as unknown as RedisClientLike;
-    });
-    return this.#client;
+    return this.#client.get();
   }
 
   /** Runs a cached script, loading it on the first NOSCRIPT. */
@@ -169,8 +170,7 @@ export class RedisViewStore<R> implements ViewStore<R> {
 
   /** Closes the Redis connection if the store opened it. */
   async close(): Promise<void> {
-    const client = this.#client;
-    this.#client = undefined;
+    const client = this.#client.take();
     if (this.#owned && client) await (await client).quit();
   }
 }

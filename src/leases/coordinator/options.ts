@@ -5,7 +5,7 @@ import type { FeedMode, Partition, Position } from '../../core/Partition.js';
 import { InvalidOptionsError } from '../../errors/index.js';
 import { durationMs, hasMethods, integerAtLeast, oneOf, positiveMs, schedulerLike } from '../../options/validate.js';
 import type { LeaseStore } from '../LeaseStore.js';
-import type { LeaseScheme } from '../protocol/documents.js';
+import { DEFAULT_LEASE_SCHEME, type LeaseScheme } from '../protocol/documents.js';
 import { resolveTimings, type Timings } from '../protocol/timings.js';
 import { checkLeasePrefix, checkLeaseScheme } from '../protocol/validation.js';
 
@@ -136,7 +136,7 @@ interface LeaseOptionRule<V> {
  * coordinator exactly these keys: a new lease option is its field in `LeaseOptions` and its line here.
  */
 export const LEASE_OPTIONS = {
-  leaseScheme: { default: 'rxfeed', check: (name, value) => oneOf(name, value, ['rxfeed', 'dotnet']) },
+  leaseScheme: { default: DEFAULT_LEASE_SCHEME, check: (name, value) => oneOf(name, value, ['rxfeed', 'dotnet']) },
   balanceBy: { default: 'count', check: (name, value) => oneOf(name, value, ['count', 'load']) },
   leaseAcquireIntervalMs: { default: 13_000, check: positiveMs },
   leaseRenewIntervalMs: { default: 40_000, check: positiveMs },

@@ -12,6 +12,9 @@ import type { NewLease } from '../Lease.js';
  */
 export type LeaseScheme = 'rxfeed' | 'dotnet';
 
+/** @internal The lease scheme when none is given (the default of the `leaseScheme` option). */
+export const DEFAULT_LEASE_SCHEME = 'rxfeed' satisfies LeaseScheme;
+
 /**
  * @internal Where one processor's documents are in the lease store: what the coordinator, the estimator and the
  * lease administration all list and skip.

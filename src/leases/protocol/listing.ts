@@ -1,9 +1,8 @@
 // Protocol: finding one processor's leases in a shared store — the naming options every tool takes, and a
 // listing that leaves out markers and the leases of processors whose prefix begins with this one's.
 import type { CorruptLeaseError } from '../../errors/index.js';
-import { isLeaseOf, isMarkerId, leaseIdsOf, type LeaseIds, type LeaseScheme } from './documents.js';
+import { DEFAULT_LEASE_SCHEME, isLeaseOf, isMarkerId, leaseIdsOf, type LeaseIds, type LeaseScheme } from './documents.js';
 import { checkLeasePrefix, checkLeaseScheme } from './validation.js';
-import { LEASE_OPTIONS } from '../coordinator/options.js';
 import type { Lease } from '../Lease.js';
 import type { LeaseStore } from '../LeaseStore.js';
 
@@ -38,7 +37,7 @@ export interface LeaseNamingOptions {
 export function resolveLeaseIds(options: LeaseNamingOptions): LeaseIds {
   const prefix = checkLeasePrefix('leasePrefix', options.leasePrefix);
   checkLeaseScheme('leaseScheme', options.leaseScheme, options.leasePrefix, 'leasePrefix');
-  return leaseIdsOf(prefix, options.leaseScheme ?? LEASE_OPTIONS.leaseScheme.default);
+  return leaseIdsOf(prefix, options.leaseScheme ?? DEFAULT_LEASE_SCHEME);
 }
 
 /**

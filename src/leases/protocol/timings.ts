@@ -1,6 +1,5 @@
 // Protocol: time — when a lease is expired to other hosts, and what follows from the timings (the
 // owner's local deadline margin, renewal retries, the renewal grid). See docs/lease-protocol.md, "Timings".
-import type { ResolvedLeaseOptions } from '../coordinator/options.js';
 import type { Lease } from '../Lease.js';
 
 /** @internal Validated timings of one coordinator, in ms. */
@@ -37,7 +36,12 @@ const DRAIN_WRITE_MARGIN_MS = 5_000;
  *
  * @internal
  */
-export function resolveTimings(options: Pick<ResolvedLeaseOptions, 'leaseAcquireIntervalMs' | 'leaseRenewIntervalMs' | 'leaseExpirationMs' | 'drainTimeoutMs'>): Timings {
+export function resolveTimings(options: {
+  readonly leaseAcquireIntervalMs: number;
+  readonly leaseRenewIntervalMs: number;
+  readonly leaseExpirationMs: number;
+  readonly drainTimeoutMs: number;
+}): Timings {
   const { leaseAcquireIntervalMs: acquireMs, leaseRenewIntervalMs: renewMs, leaseExpirationMs: expirationMs, drainTimeoutMs } = options;
   // Stop a little before the expiry others see (a tenth of it), leaving at least half of the time between
   // renewal and expiry for retries; the retries of a failed renewal all fall before that local deadline.

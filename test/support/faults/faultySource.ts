@@ -1,7 +1,8 @@
 import type { Partition } from '../../../src/core/Partition.js';
 import { TransientError } from '../../../src/errors/index.js';
-import type { Page, ReadRequest, Source } from '../../../src/sources/Source.js';
+import type { Source } from '../../../src/sources/Source.js';
 import { type FaultEnv, type FaultPlan, hang } from './plan.js';
+import { forwardSource } from './forwardSource.js';
 
 /**
  * Faults of a source:
@@ -58,37 +59,22 @@ export function faultySource<T>(source: Source<T>, plan: SourceFaultPlan, env: F
         return;
     }
   };
-  return {
-    get description() {
-      return source.description;
+  return forwardSource(source, {
+    positionAt: (positionAt) => async (p, at, signal) => {
+      await strike('positionAt', p.id, signal);
+      return positionAt(p, at, signal);
     },
-    get mode() {
-      return source.mode;
+    currentTime: (currentTime) => async (signal) => {
+      await strike('currentTime', undefined, signal);
+      return currentTime(signal);
     },
-    ...(source.checkStart ? { checkStart: (from) => source.checkStart!(from) } : {}),
-    ...(source.positionAt
-      ? {
-          positionAt: async (p, at, signal) => {
-            await strike('positionAt', p.id, signal);
-            return source.positionAt!(p, at, signal);
-          },
-        }
-      : {}),
-    ...(source.currentTime
-      ? {
-          currentTime: async (signal) => {
-            await strike('currentTime', undefined, signal);
-            return source.currentTime!(signal);
-          },
-        }
-      : {}),
-    async listPartitions(signal?: AbortSignal): Promise<readonly Partition[]> {
+    listPartitions: (listPartitions) => async (signal) => {
       await strike('listPartitions', undefined, signal);
-      return source.listPartitions(signal);
+      return listPartitions(signal);
     },
-    async read(request: ReadRequest): Promise<Page<T>> {
+    read: (read) => async (request) => {
       await strike('read', request.partition.id, request.signal);
-      return source.read(request);
+      return read(request);
     },
-  };
+  });
 }

@@ -2,6 +2,7 @@ import type { LeaseStore } from '../../../src/leases/LeaseStore.js';
 import type { ViewStore } from '../../../src/sinks/ViewStore.js';
 import type { Source } from '../../../src/sources/Source.js';
 import type { HostClock } from './clock.js';
+import { forwardSource } from './forwardSource.js';
 
 /**
  * The lease store as one host sees it: calls go out and replies come back only while the host runs
@@ -24,19 +25,13 @@ export function gateLeaseStore(store: LeaseStore, host: HostClock): LeaseStore {
 
 /** The source as one host sees it (see {@link gateLeaseStore}). */
 export function gateSource<T>(source: Source<T>, host: HostClock): Source<T> {
-  return {
-    get description() {
-      return source.description;
-    },
-    get mode() {
-      return source.mode;
-    },
-    ...(source.checkStart ? { checkStart: (from) => source.checkStart!(from) } : {}),
-    ...(source.positionAt ? { positionAt: (p, at, signal) => host.gate(() => source.positionAt!(p, at, signal)) } : {}),
-    ...(source.currentTime ? { currentTime: (signal) => host.gate(() => source.currentTime!(signal)) } : {}),
-    listPartitions: (signal) => host.gate(() => source.listPartitions(signal)),
-    read: (request) => host.gate(() => source.read(request)),
-  };
+  return forwardSource(source, {
+    positionAt: (positionAt) => (p, at, signal) => host.gate(() => positionAt(p, at, signal)),
+    currentTime: (currentTime) => (signal) => host.gate(() => currentTime(signal)),
+    checkReachable: (checkReachable) => (signal) => host.gate(() => checkReachable(signal)),
+    listPartitions: (listPartitions) => (signal) => host.gate(() => listPartitions(signal)),
+    read: (read) => (request) => host.gate(() => read(request)),
+  });
 }
 
 /** The view store as one host sees it (see {@link gateLeaseStore}). */

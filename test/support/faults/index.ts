@@ -10,3 +10,4 @@ export { laggingLeaseStore } from './laggingLeaseStore.js';
 export { laggingListings, type ListingHistory, opaquePositions, withOpaquePositions } from './sourceShapes.js';
 export { type BrokerFaultKind, type BrokerFaultPlan, type FaultyAmqp, type FaultyJetStream, faultyAmqp, faultyJetStream, gateAmqp, gateJetStream } from './faultyBrokers.js';
 export { faultyRedis, type RedisFaultKind, type RedisFaultPlan } from './faultyRedis.js';
+export { forwardSource, type SourceOverrides } from './forwardSource.js';

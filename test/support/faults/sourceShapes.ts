@@ -1,6 +1,7 @@
 import type { Partition, Position, StartFrom } from '../../../src/core/Partition.js';
 import { RxfeedError } from '../../../src/errors/index.js';
-import type { Page, ReadRequest, Source } from '../../../src/sources/Source.js';
+import type { Source } from '../../../src/sources/Source.js';
+import { forwardSource } from './forwardSource.js';
 
 /**
  * Positions shaped like a Cosmos DB continuation (base64 of a JSON document holding a quoted etag), not like
@@ -35,18 +36,14 @@ export const opaquePositions = {
  */
 export function withOpaquePositions<T>(source: Source<T>): Source<T> {
   const from = (start: StartFrom): StartFrom => (typeof start === 'object' && !(start instanceof Date) ? { position: opaquePositions.decode(start.position) } : start);
-  return {
-    description: source.description,
-    mode: source.mode,
-    ...(source.checkStart ? { checkStart: (start: StartFrom) => source.checkStart!(from(start)) } : {}),
-    ...(source.positionAt ? { positionAt: async (p: Partition, at: 'beginning' | 'now' | Date, signal?: AbortSignal) => opaquePositions.encode(await source.positionAt!(p, at, signal)) } : {}),
-    ...(source.currentTime ? { currentTime: (signal?: AbortSignal) => source.currentTime!(signal) } : {}),
-    listPartitions: (signal) => source.listPartitions(signal),
-    async read(request: ReadRequest): Promise<Page<T>> {
-      const page = await source.read({ ...request, from: from(request.from) });
+  return forwardSource(source, {
+    checkStart: (checkStart) => (start) => checkStart(from(start)),
+    positionAt: (positionAt) => async (p, at, signal) => opaquePositions.encode(await positionAt(p, at, signal)),
+    read: (read) => async (request) => {
+      const page = await read({ ...request, from: from(request.from) });
       return { ...page, position: opaquePositions.encode(page.position) };
     },
-  };
+  });
 }
 
 /** The listings a source gave over time (what a lagging listing answers from). */
@@ -73,15 +70,9 @@ export function laggingListings<T>(
   history: ListingHistory,
   options: { readonly now: () => number; readonly random: () => number; readonly lagMs: number; readonly staleChance: number; readonly missChance: number; readonly on: () => boolean; readonly struck?: (kind: 'stale' | 'missing') => void },
 ): Source<T> {
-  return {
-    description: source.description,
-    mode: source.mode,
-    ...(source.checkStart ? { checkStart: (start: StartFrom) => source.checkStart!(start) } : {}),
-    ...(source.positionAt ? { positionAt: (p: Partition, at: 'beginning' | 'now' | Date, signal?: AbortSignal) => source.positionAt!(p, at, signal) } : {}),
-    ...(source.currentTime ? { currentTime: (signal?: AbortSignal) => source.currentTime!(signal) } : {}),
-    read: (request) => source.read(request),
-    async listPartitions(signal?: AbortSignal): Promise<readonly Partition[]> {
-      const current = await source.listPartitions(signal);
+  return forwardSource(source, {
+    listPartitions: (listPartitions) => async (signal) => {
+      const current = await listPartitions(signal);
       if (!options.on()) return current;
       const now = options.now();
       const r = options.random();
@@ -99,5 +90,5 @@ export function laggingListings<T>(
       }
       return current;
     },
-  };
+  });
 }

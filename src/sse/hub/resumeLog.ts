@@ -1,0 +1,170 @@
+import { asBatches, type BatchOrBatches } from '../../core/ChangeBatch.js';
+import type { FeedRange } from '../../core/Partition.js';
+import { logger } from '../../internal/log.js';
+import type { ViewStore } from '../../sinks/ViewStore.js';
+import { formatEventId, parseEventId } from '../eventId.js';
+import { markOf } from '../lineage.js';
+import { ReplayBuffer, type SseEntry } from '../ReplayBuffer.js';
+import type { SseResetReason } from './types.js';
+
+const log = logger('sse');
+
+/** @internal Where a connecting client starts, by its `Last-Event-ID`. */
+export type Resume =
+  /** No id: at the head. */
+  | { readonly kind: 'live' }
+  /** From the oldest entry held, skipping what the client's marks (`after`) say it has. */
+  | { readonly kind: 'replay'; readonly after: Map<string, number> }
+  /** The buffer cannot serve it: a snapshot (snapshot mode) or a `reset`. */
+  | { readonly kind: 'reset'; readonly reason: SseResetReason };
+
+/**
+ * @internal What a hub published and can replay: the changes numbered in order in a bounded {@link ReplayBuffer},
+ * the hub's position (highest LSN per lease token) and what it needs to vouch for a client's `Last-Event-ID`.
+ * Positions are compared along lineage (a split child against its parent's mark).
+ */
+export class ResumeLog<T> {
+  readonly #replay: ReplayBuffer<T>;
+  /** Highest LSN published per lease token: the hub's position, and what a re-read (along lineage) is checked against. */
+  readonly #marks = new Map<string, number>();
+  /** Key range per lease token, from batches and view positions: what lineage is worked out from. */
+  readonly #ranges = new Map<string, FeedRange>();
+  /** Highest LSN per token pushed out of the replay buffer: a client must have reached it to be replayed to. */
+  readonly #evicted = new Map<string, number>();
+  /**
+   * What a client of another hub (a previous server process) must have reached per token to be replayed to: the
+   * view's positions when this hub started (snapshot mode), or the first change this hub published for a partition
+   * whose lineage it does not know.
+   */
+  readonly #starts = new Map<string, number>();
+  /**
+   * The changes in the buffer by document id and LSN → seq: a re-read that lineage cannot rule out (a batch without
+   * a key range; a merged range, whose mark is its least advanced parent's) is not sent twice while it is held.
+   */
+  readonly #held = new Map<string, number>();
+  #eventId: string;
+  #head = 0;
+
+  constructor(
+    readonly streamId: string,
+    replayLimit: number,
+  ) {
+    this.#replay = new ReplayBuffer<T>(replayLimit, (entry) => this.#evict(entry));
+    this.#eventId = formatEventId(streamId, this.#marks);
+  }
+
+  /** Event id of the newest change: the positions of everything published. */
+  get eventId(): string {
+    return this.#eventId;
+  }
+
+  /** Sequence number of the newest change (0 before the first). */
+  get head(): number {
+    return this.#head;
+  }
+
+  /** Changes held for replay. */
+  get replayable(): number {
+    return this.#replay.size;
+  }
+
+  /** Sequence number of the oldest change held, or `undefined` when none is. */
+  get oldestSeq(): number | undefined {
+    return this.#replay.oldestSeq;
+  }
+
+  /** The change numbered `seq`, while it is held. */
+  entry(seq: number): SseEntry<T> | undefined {
+    return this.#replay.get(seq);
+  }
+
+  /** Numbers and holds the changes of a batch (or batches) not published before; returns them, in order. */
+  append(value: BatchOrBatches<T>): SseEntry<T>[] {
+    const fresh: SseEntry<T>[] = [];
+    for (const batch of asBatches(value)) {
+      const token = batch.partition;
+      if (batch.range) this.#ranges.set(token, batch.range);
+      if (batch.isEmpty) continue;
+      // Along lineage: a split child's first batch is checked against its parent's mark.
+      const seen = markOf(token, this.#marks, this.#ranges);
+      const floor = seen ?? -1;
+      for (const change of batch.changes) {
+        // Changes of one transaction share an LSN, so compare with what earlier batches published.
+        if (change.lsn <= floor) continue;
+        const identity = `${change.id}\u0000${change.lsn}`;
+        if (this.#held.has(identity)) continue;
+        if (seen === undefined && !this.#starts.has(token) && markOf(token, this.#starts, this.#ranges) === undefined) {
+          this.#starts.set(token, change.lsn);
+        }
+        this.#marks.set(token, Math.max(this.#marks.get(token) ?? -1, change.lsn));
+        this.#eventId = formatEventId(this.streamId, this.#marks);
+        const entry: SseEntry<T> = { seq: ++this.#head, partition: token, change, eventId: this.#eventId };
+        this.#held.set(identity, entry.seq);
+        this.#replay.push(entry);
+        fresh.push(entry);
+      }
+      // A child that re-read only what its parent published still takes the parent's mark as its own.
+      if (seen !== undefined && !this.#marks.has(token)) this.#marks.set(token, seen);
+    }
+    return fresh;
+  }
+
+  /** Whether the buffer holds everything after `lastEventId`, and the marks to skip what the client has. */
+  resume(lastEventId: string | undefined): Resume {
+    if (lastEventId === undefined || lastEventId === '') return { kind: 'live' };
+    const position = parseEventId(lastEventId);
+    if (!position) return { kind: 'reset', reason: 'unknown-stream' };
+    const have = position.positions;
+    const ours = position.stream === this.streamId;
+    // Ids may run ahead of what this hub published (a snapshot's positions, a previous process's changes that come
+    // again): the client's marks skip those. But the hub must know where each partition's replay starts.
+    for (const token of have.keys()) {
+      if (markOf(token, this.#marks, this.#ranges) === undefined && markOf(token, this.#starts, this.#ranges) === undefined) {
+        return { kind: 'reset', reason: 'unknown-stream' };
+      }
+    }
+    const tokens = new Set([...this.#evicted.keys(), ...(ours ? [] : this.#starts.keys())]);
+    for (const token of tokens) {
+      const need = Math.max(this.#evicted.get(token) ?? -1, ours ? -1 : (this.#starts.get(token) ?? -1));
+      const reached = markOf(token, have, this.#ranges);
+      if (reached === undefined || reached < need) return { kind: 'reset', reason: 'too-old' };
+    }
+    return { kind: 'replay', after: new Map(have) };
+  }
+
+  /** The LSN `marks` hold for `token`, along lineage (a child inherits its parent's), if any. */
+  reached(token: string, marks: ReadonlyMap<string, number>): number | undefined {
+    return markOf(token, marks, this.#ranges);
+  }
+
+  /** Whether the hub has published up to `lsn` of `token` (along lineage). */
+  published(token: string, lsn: number): boolean {
+    return (markOf(token, this.#marks, this.#ranges) ?? -1) >= lsn;
+  }
+
+  /** Learns a lease token's key range (from a view's positions): what lineage is worked out from. */
+  learnRange(token: string, range: FeedRange): void {
+    this.#ranges.set(token, range);
+  }
+
+  /** Snapshot mode: a previous process's clients are served from the buffer only from the view's positions on. */
+  async loadStarts<R>(view: ViewStore<R>): Promise<void> {
+    try {
+      for (const [token, state] of await view.positions()) {
+        if (state.range) this.#ranges.set(token, state.range);
+        if (state.lsn !== undefined) this.#starts.set(token, Math.max(state.lsn, this.#starts.get(token) ?? -1));
+      }
+    } catch (error) {
+      // Without them a previous process's client cannot be vouched for: it gets a snapshot.
+      log('could not read the positions of %s: %s', view.description, (error as Error).message);
+      this.#starts.set('\u0000unknown', Number.MAX_SAFE_INTEGER);
+    }
+  }
+
+  #evict(entry: SseEntry<T>): void {
+    const { partition, change, seq } = entry;
+    if (change.lsn > (this.#evicted.get(partition) ?? -1)) this.#evicted.set(partition, change.lsn);
+    const identity = `${change.id}\u0000${change.lsn}`;
+    if (this.#held.get(identity) === seq) this.#held.delete(identity);
+  }
+}
