@@ -114,9 +114,13 @@ export interface SseHub<T, R = unknown> {
 export interface SseChangeEvent<D = unknown> {
   /** Document id. */
   readonly id: string;
+  /** `create`, `replace`, `upsert` or `delete`, as the change says. */
   readonly operation: Change<unknown>['operation'];
+  /** Lease token of the partition that read the change. */
   readonly partition: string;
+  /** The change's LSN. */
   readonly lsn: number;
+  /** When the change was written to the source, in ms since the epoch. */
   readonly timestampMs: number;
   /** The projection's output, when there is a projection. */
   readonly data?: D;
@@ -126,8 +130,12 @@ export interface SseChangeEvent<D = unknown> {
 export interface SseSnapshotRow<D = unknown> {
   /** Row key (the document id, when the view is keyed by it). */
   readonly id: string;
+  /** Lease token of the partition whose change wrote the row. */
   readonly partition: string;
+  /** LSN of that change. */
   readonly lsn: number;
+  /** When that change was written to the source, in ms since the epoch. */
   readonly timestampMs: number;
+  /** The row as `projectRow` made it (the row itself by default). */
   readonly data: D;
 }
