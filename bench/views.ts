@@ -13,6 +13,7 @@
  */
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
+import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { from, lastValueFrom } from 'rxjs';
 import type { Change } from '../src/core/Change.js';
@@ -141,7 +142,11 @@ const middleHalf = (xs: number[]): [number, number] => {
   return [sorted[Math.floor((sorted.length - 1) / 4)]!, sorted[Math.ceil(((sorted.length - 1) * 3) / 4)]!];
 };
 
+/** The 1-minute load average (ratios from a loaded machine are noisier: the client competes for the cores). */
+const load = (): string => loadavg()[0]!.toFixed(1);
+
 async function main(): Promise<void> {
+  const loadAtStart = load();
   const rows: string[][] = [];
   const comparisons: string[] = [];
   const record = (store: string, batchSize: number, mode: ViewMode, ms: number) =>
@@ -237,6 +242,7 @@ async function main(): Promise<void> {
   console.log(line(header));
   for (const r of rows) console.log(line(r));
   if (comparisons.length > 0) console.log(`\n${comparisons.join('\n')}`);
+  console.log(`\nload average (1 min): ${loadAtStart} at start, ${load()} at end`);
 }
 
 await main();

@@ -174,6 +174,81 @@ describe.skipIf(pgSkip !== undefined)('PostgreSQL', () => {
     await store.close();
   });
 
+  /** A pool that counts the transactions run on it (each checks out a client). */
+  const countingPool = () => {
+    const counted = { transactions: 0 };
+    const proxy: PgPoolLike = {
+      query: ((query: unknown, values?: unknown[]) => pool.query(query as string, values)) as PgPoolLike['query'],
+      connect: () => {
+        counted.transactions++;
+        return pool.connect();
+      },
+      end: async () => undefined,
+      get totalCount() {
+        return pool.totalCount;
+      },
+    };
+    return { proxy, counted };
+  };
+  const lineageOf = async (table: string) =>
+    Number((await pool.query<{ generation: string }>(`SELECT generation FROM "${schema}"."${table}_lineage"`)).rows[0]!.generation);
+  const blockedBy = async (pid: number) =>
+    (await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))', [pid])).rows[0]!.n;
+
+  it("stores a first range over no other partition's without waiting for writes in flight, then writes in one statement", async () => {
+    const table = nextTable();
+    const { proxy, counted } = countingPool();
+    const store = await PostgresViewStore.create<ConformanceRow>({ connection: proxy, table, schema });
+    await store.write({ mode: 'exactlyOnce', changes: [change('A', 'a', 1, 1)], partitions: [ranged('A', '', '80', 1, 1)] });
+    // A write of A in flight holds the lineage row in key-share mode until it commits.
+    const inFlight = await pool.connect();
+    try {
+      await inFlight.query('BEGIN');
+      await inFlight.query(`SELECT generation FROM "${schema}"."${table}_lineage" WHERE id = 1 FOR KEY SHARE`);
+      counted.transactions = 0;
+      const write = { mode: 'exactlyOnce' as const, changes: [change('B', 'b', 1, 1), change('B', 'c', 2, 1)], partitions: [ranged('B', '80', 'FF', 1, 2)] };
+      expect(await store.write(write)).toEqual({ written: 2, deleted: 0, skipped: 0 });
+      expect(counted.transactions).toBe(1); // the range store; the write itself is one statement
+    } finally {
+      await inFlight.query('ROLLBACK');
+      inFlight.release();
+    }
+    expect(await lineageOf(table)).toBe(0); // no write planned before has to plan again
+    // Replayed, B's changes apply nothing twice: the mark the first write stored holds.
+    expect(await store.write({ mode: 'exactlyOnce', changes: [change('B', 'b', 1, 7)], partitions: [ranged('B', '80', 'FF', 1, 1)] })).toEqual({ written: 0, deleted: 0, skipped: 1 });
+    expect((await store.positions()).get('B')).toMatchObject({ epoch: 1, lsn: 2, range: { minInclusive: '80', maxExclusive: 'FF' } });
+    await store.close();
+  });
+
+  it("stores a range over part of another partition's exclusively: it waits for writes in flight and makes the next ones plan again", async () => {
+    const table = nextTable();
+    const store = await PostgresViewStore.create<ConformanceRow>({ connection: pool, table, schema });
+    const parent = (lsn: number, version: number) => ({ mode: 'exactlyOnce' as const, changes: [change('P', 'x', lsn, version)], partitions: [ranged('P', '', 'FF', 1, lsn)] });
+    await store.write(parent(1, 1));
+    await store.write(parent(2, 2));
+    const other = await PostgresViewStore.create<ConformanceRow>({ connection: pool, table, schema });
+    const inFlight = await pool.connect();
+    let child: Promise<unknown>;
+    try {
+      await inFlight.query('BEGIN');
+      const { rows } = await inFlight.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+      await inFlight.query(`SELECT generation FROM "${schema}"."${table}_lineage" WHERE id = 1 FOR KEY SHARE`);
+      // The child L [,80) inherits P's mark 2: its change at LSN 2 was applied as P's, the one at 3 is new.
+      child = other.write({ mode: 'exactlyOnce', changes: [change('L', 'x', 2, 20), change('L', 'y', 3, 3)], partitions: [ranged('L', '', '80', 2, 3)] });
+      while ((await blockedBy(rows[0]!.pid)) === 0);
+    } finally {
+      await inFlight.query('ROLLBACK');
+      inFlight.release();
+    }
+    expect(await child).toEqual({ written: 1, deleted: 0, skipped: 1 });
+    expect(await lineageOf(table)).toBe(1);
+    // The parent's next write, planned on what the store wrote, plans again and is refused.
+    await expect(store.write(parent(3, 3))).rejects.toMatchObject({ name: 'ViewFencedError', leaseToken: 'P', epoch: 1, currentEpoch: 2 });
+    expect((await store.get('x'))?.row.version).toBe(2);
+    await store.close();
+    await other.close();
+  });
+
   it('creates its tables once when several processes start at the same time', async () => {
     const table = nextTable();
     const stores = Array.from({ length: 4 }, () => new PostgresViewStore<ConformanceRow>({ connection: PG_URL, table, schema }));

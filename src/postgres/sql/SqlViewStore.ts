@@ -8,6 +8,7 @@ import type {
 } from '../../sinks/ViewStore.js';
 import type { FeedRange } from '../../core/Partition.js';
 import { fenceEpoch, isFenced, partitionsOf, planWrite, storedPartition } from '../../sinks/internal/planWrite.js';
+import { rangesOverlap } from '../../core/Partition.js';
 import type { PartitionCommit, StoredPartition, StoredRange, WritePlan } from '../../sinks/internal/planWrite.js';
 import { ViewFencedError } from '../../errors/ViewFencedError.js';
 import { isRetryableSqlError } from './SqlRunner.js';
@@ -38,6 +39,18 @@ interface PartitionRecord {
 /** What a store knows of a partition's row: its epoch, own LSN mark and range. */
 interface KnownPartition extends StoredPartition {
   readonly range: FeedRange | undefined;
+  /**
+   * The lineage generation at which no other partition had a range stored over part of this one's: until
+   * the generation moves, it has no mark to inherit (and no range fence), so a partition without a mark of
+   * its own may be written in one statement too. `undefined` when not known to be so.
+   */
+  readonly aloneAt?: number | undefined;
+}
+
+/** What a range store committed for the write's partitions, and the lineage generation it left. */
+interface StoredRanges {
+  readonly known: ReadonlyMap<string, KnownPartition>;
+  readonly generation: number;
 }
 
 const num = (value: number | string | bigint | null | undefined): number | undefined =>
@@ -51,6 +64,12 @@ const sameRange = (a: FeedRange | undefined, b: FeedRange | undefined): boolean 
 
 /** Thrown inside a write's transaction when a partition's range is not stored (it must be stored first). */
 class RangesNotStored extends Error {}
+
+/**
+ * Thrown inside a range store that locked the lineage row against range stores only, when a range turns out
+ * to overlap another partition's stored range: it is stored again with the lineage row locked exclusively.
+ */
+class RangesOverlap extends Error {}
 
 /**
  * The PostgreSQL implementation of {@link ViewStore}, over any {@link SqlRunner} (pg or PGlite). Each write is
@@ -116,9 +135,14 @@ export class SqlViewStore<R> implements ViewStore<R> {
     const runner = await this.ready();
     // Ranges this store has not seen stored are stored first, in a short transaction of their own.
     let newRanges = write.partitions.some((c) => c.range !== undefined && !sameRange(c.range, this.#known.get(c.partition)?.range));
+    let exclusive = false;
     for (let attempt = 1; ; attempt++) {
       try {
-        if (newRanges) await runner.transaction((tx) => this.#storeRanges(tx, write));
+        if (newRanges) {
+          const stored = await runner.transaction((tx) => this.#storeRanges(tx, write, exclusive));
+          // Planned on what the range store committed, the write is one statement as well.
+          if (stored) this.#rememberStored(stored);
+        }
         newRanges = false;
         const known = this.#planOnKnown(write);
         let outcome = known && (await this.#writeAs(runner, write, known));
@@ -128,6 +152,11 @@ export class SqlViewStore<R> implements ViewStore<R> {
         return outcome.result;
       } catch (error) {
         for (const commit of write.partitions) this.#known.delete(commit.partition);
+        if (error instanceof RangesOverlap && !exclusive) {
+          exclusive = true; // at most once per write: an exclusive range store never throws it
+          attempt--;
+          continue;
+        }
         if (error instanceof RangesNotStored) {
           newRanges = true; // stored ranges were removed in between (clearPositions): store them again
           if (attempt < MAX_ATTEMPTS) continue;
@@ -140,18 +169,26 @@ export class SqlViewStore<R> implements ViewStore<R> {
 
   /**
    * Stores the ranges of a write's commits that their partitions do not have stored yet (a split or merge
-   * child's first write, a first write after a restart), fenced like a write and raising the epochs, with
-   * the lineage row locked exclusively and its generation bumped when a range changed: writes planned before
-   * (which could not see the new range) plan again. A transaction of its own, short, so that the exclusive
-   * lock never waits for rows to be written.
+   * child's first write, a first write after a restart), fenced like a write and raising the epochs. A
+   * transaction of its own, short, so that the lineage lock it holds never waits for rows to be written.
+   *
+   * A range over part of another partition's stored range (a split or merge child's) is stored with the
+   * lineage row locked exclusively (`exclusive`), and the generation bumped: writes planned before (which
+   * could not see the new range, or planned that there was no mark to inherit) plan again. A range over no
+   * other partition's (every partition's first write on a fresh view, or after `clearPositions`) cannot
+   * fence a write nor pass it a mark: it is stored with the lineage row locked against range stores only,
+   * concurrent writes neither wait nor plan again. Found to overlap under that lock, it throws
+   * {@link RangesOverlap} (the write stores it again, exclusively). Returns what it committed for the write's
+   * partitions, so that the write is planned on it (`undefined` when nothing was left to store).
    */
-  async #storeRanges(tx: SqlSession, write: ViewWrite<R>): Promise<void> {
-    await tx.query(this.sql.lockLineageForRanges);
+  async #storeRanges(tx: SqlSession, write: ViewWrite<R>, exclusive: boolean): Promise<StoredRanges | undefined> {
+    const lineage = await tx.query<{ generation: number | string }>(exclusive ? this.sql.lockLineageForRanges : this.sql.lockLineageForNewRanges);
+    let generation = this.#generationOf(lineage.rows);
     const own = new Map<string, KnownPartition>();
     const locked = await tx.query<PartitionRecord>(this.sql.lockPartitions, [JSON.stringify(partitionsOf(write))]);
     for (const row of locked.rows) own.set(row.partition_id, { epoch: Number(row.epoch), lsn: num(row.lsn), range: rangeOf(row) });
     const changed = write.partitions.filter((c) => c.range !== undefined && !sameRange(c.range, own.get(c.partition)?.range));
-    if (changed.length === 0) return;
+    if (changed.length === 0) return undefined;
     // The whole write is fenced here already, so that a refused write stores no range either.
     const wanted = write.partitions.flatMap((c) => {
       const range = c.range ?? own.get(c.partition)?.range;
@@ -163,13 +200,40 @@ export class SqlViewStore<R> implements ViewStore<R> {
       epoch: Number(row.epoch),
       lsn: num(row.lsn),
     }));
+    // Each partition's range once stored, against every other partition's range: the others' stored ones
+    // (a partition of this write whose range changes included, with its old range: conservative) and the
+    // new ones of this write.
+    const rangeAfter = new Map(write.partitions.map((c) => [c.partition, c.range ?? own.get(c.partition)?.range]));
+    const overlapsAnother = (partition: string): boolean => {
+      const range = rangeAfter.get(partition);
+      if (range === undefined) return false;
+      const stored = others.some((o) => o.partition !== partition && rangesOverlap(o.range, range));
+      return stored || [...rangeAfter].some(([p, r]) => p !== partition && r !== undefined && rangesOverlap(r, range));
+    };
+    const overlapping = changed.some((c) => overlapsAnother(c.partition));
+    if (overlapping && !exclusive) throw new RangesOverlap();
     for (const commit of write.partitions) {
       const current = storedPartition(commit, own.get(commit.partition), others);
       if (isFenced(commit.epoch, current)) throw new ViewFencedError(commit.partition, commit.epoch, fenceEpoch(current));
     }
     const ranges = changed.map((c) => ({ partition_id: c.partition, epoch: c.epoch, range_min: c.range!.minInclusive, range_max: c.range!.maxExclusive }));
     await tx.query(this.sql.storeRanges, [JSON.stringify(ranges)]);
-    await tx.query(this.sql.bumpLineage);
+    if (overlapping) generation = this.#generationOf((await tx.query<{ generation: number | string }>(this.sql.bumpLineage)).rows);
+    const known = new Map<string, KnownPartition>();
+    const newEpochs = new Map(changed.map((c) => [c.partition, c.epoch]));
+    for (const [partition, row] of own) {
+      const epoch = Math.max(row.epoch, newEpochs.get(partition) ?? row.epoch);
+      const range = rangeAfter.get(partition) ?? row.range;
+      known.set(partition, { epoch, lsn: row.lsn, range, aloneAt: range !== undefined && !overlapsAnother(partition) ? generation : undefined });
+    }
+    return { known, generation };
+  }
+
+  /** The generation of the lineage row as a lock statement returned it. */
+  #generationOf(rows: readonly { generation: number | string }[]): number {
+    const generation = Number(rows[0]?.generation ?? NaN);
+    if (Number.isNaN(generation)) throw new Error(`${this.description}: the lineage row of ${this.tableName} is missing (was the table emptied by hand?)`);
+    return generation;
   }
 
   /**
@@ -183,7 +247,9 @@ export class SqlViewStore<R> implements ViewStore<R> {
     const ranges = new Map<string, FeedRange | undefined>();
     for (const commit of write.partitions) {
       const known = this.#known.get(commit.partition);
-      if (known === undefined || (known.lsn === undefined && commit.range)) return undefined;
+      // A partition without a mark of its own may inherit one from the ranges stored over its own (a split or
+      // merge child): the transaction reads them. Unless none was, as of the generation the plan is made on.
+      if (known === undefined || (known.lsn === undefined && commit.range && known.aloneAt !== this.#generation)) return undefined;
       if (commit.range !== undefined && !sameRange(commit.range, known.range)) return undefined;
       expected.set(commit.partition, { epoch: known.epoch, lsn: known.lsn });
       ranges.set(commit.partition, known.range);
@@ -202,9 +268,7 @@ export class SqlViewStore<R> implements ViewStore<R> {
    * inherits), plans the write on it, and applies it.
    */
   async #lockAndWrite(tx: SqlSession, write: ViewWrite<R>): Promise<WriteOutcome> {
-    const lineage = await tx.query<{ generation: number | string }>(this.sql.lockLineage);
-    const generation = Number(lineage.rows[0]?.generation ?? NaN);
-    if (Number.isNaN(generation)) throw new Error(`${this.description}: the lineage row of ${this.tableName} is missing (was the table emptied by hand?)`);
+    const generation = this.#generationOf((await tx.query<{ generation: number | string }>(this.sql.lockLineage)).rows);
     const own = new Map<string, KnownPartition>();
     const partitions = partitionsOf(write);
     if (partitions.length > 0) {
@@ -250,6 +314,12 @@ export class SqlViewStore<R> implements ViewStore<R> {
     if (!row?.ok) return undefined;
     const { written, deleted } = row;
     return { result: { written, deleted, skipped: write.changes.length - written - deleted }, commits: plan.commits, ranges, generation };
+  }
+
+  /** Notes what a committed range store left in its partitions' rows. */
+  #rememberStored({ known, generation }: StoredRanges): void {
+    for (const [partition, state] of known) this.#known.set(partition, state);
+    this.#generation = Math.max(generation, this.#generation ?? generation);
   }
 
   /** Notes what a committed write stored for its partitions. */

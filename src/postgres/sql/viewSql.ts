@@ -71,14 +71,25 @@ export interface ViewSql {
   readonly ddl: readonly string[];
   readonly lockName: string;
   /**
-   * Locks the lineage row in share mode and returns its `generation`: the number of times a partition's
-   * key range was stored (where it had none, or another). Every write locks it before its partitions' rows;
-   * storing a range locks it with {@link ViewSql.lockLineageForRanges} and bumps it ({@link ViewSql.bumpLineage}),
-   * so that a write planned on an older generation (which could not see the new range) plans again.
+   * Locks the lineage row in key-share mode and returns its `generation`: the number of times a partition's
+   * key range was stored over part of another partition's stored range. Every write locks it before its
+   * partitions' rows; storing such a range locks it with {@link ViewSql.lockLineageForRanges} and bumps it
+   * ({@link ViewSql.bumpLineage}), so that a write planned on an older generation (which could not see the
+   * new range) plans again.
    */
   readonly lockLineage: string;
-  /** {@link ViewSql.lockLineage} in exclusive mode, to store new ranges. */
+  /**
+   * {@link ViewSql.lockLineage} in exclusive mode (waits for the writes in flight and blocks new ones), to
+   * store ranges that overlap another partition's stored range.
+   */
   readonly lockLineageForRanges: string;
+  /**
+   * The lineage row locked against other range stores only (`FOR NO KEY UPDATE`: writes' key-share locks
+   * do not conflict with it), to store ranges that overlap no other partition's stored range: no write's
+   * range fence or inherited mark can change with them, so writes in flight need not be waited for, and the
+   * generation stays. Ranges are stored one transaction at a time either way, so each sees the ones before.
+   */
+  readonly lockLineageForNewRanges: string;
   /** Bumps the lineage generation; returns the new one. */
   readonly bumpLineage: string;
   /**
@@ -188,14 +199,16 @@ export function viewSql(spec: ViewTableSpec): ViewSql {
   // between, and the statement writes nothing (the caller falls back to a transaction that locks first, so
   // that the write's snapshot is taken after the locks). The lineage row is locked first (`locked` reads it
   // before locking any partition row, then `verdict` reads all of `locked` before any piece writes): a
-  // write that stores a new range holds it exclusively and bumps its generation, so a generation other
-  // than `$5` means the range fence below may have been checked against a snapshot without that range.
+  // write that stores a range over part of another partition's holds it exclusively and bumps its
+  // generation, so a generation other than `$5` means the range fence below (or the marks the plan
+  // inherited) may have been checked against a snapshot without that range. A range stored over no other
+  // partition's cannot fence this write nor pass it a mark, so it neither waits for this lock nor bumps.
   const write = (guarded: boolean) => {
     const gate = '(SELECT ok FROM verdict)';
     return `WITH expected AS (
          SELECT * FROM jsonb_to_recordset($1::jsonb) AS e(partition_id text, epoch bigint, lsn bigint)
        ), lineage AS (
-         SELECT l.generation FROM ${lineage} l WHERE l.id = 1 FOR SHARE
+         SELECT l.generation FROM ${lineage} l WHERE l.id = 1 FOR KEY SHARE
        ), seen AS (
          SELECT p.partition_id, p.xmin AS version FROM ${positions} p WHERE p.partition_id IN (SELECT partition_id FROM expected)
        ), locked AS (
@@ -243,8 +256,9 @@ export function viewSql(spec: ViewTableSpec): ViewSql {
        SELECT value FROM jsonb_array_elements_text($1::jsonb) ORDER BY 1
        ON CONFLICT (partition_id) DO UPDATE SET partition_id = p.partition_id
        RETURNING partition_id, epoch, lsn, range_min, range_max`,
-    lockLineage: `SELECT generation FROM ${lineage} WHERE id = 1 FOR SHARE`,
+    lockLineage: `SELECT generation FROM ${lineage} WHERE id = 1 FOR KEY SHARE`,
     lockLineageForRanges: `SELECT generation FROM ${lineage} WHERE id = 1 FOR UPDATE`,
+    lockLineageForNewRanges: `SELECT generation FROM ${lineage} WHERE id = 1 FOR NO KEY UPDATE`,
     bumpLineage: `UPDATE ${lineage} SET generation = generation + 1 WHERE id = 1 RETURNING generation`,
     storeRanges: `UPDATE ${positions} AS p SET range_min = r.range_min, range_max = r.range_max,
          epoch = GREATEST(p.epoch, r.epoch), updated_at = now()
