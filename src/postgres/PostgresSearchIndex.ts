@@ -78,6 +78,7 @@ export class PostgresSearchIndex extends SqlViewStore<SearchDocument> implements
       WHERE t.tsv @@ q ORDER BY rank DESC, key LIMIT $2`;
   }
 
+  /** Full-text search (`websearch_to_tsquery`): the best matches first, ranked by `ts_rank`. */
   async search(query: string, options: SearchOptions = {}): Promise<SearchHit[]> {
     const limit = options.limit ?? 10;
     if (!Number.isInteger(limit) || limit < 1) throw new InvalidOptionsError('limit', `${limit} must be a whole number of hits, at least 1`);

@@ -29,6 +29,7 @@ interface LetterRow {
  * The base class of `PostgresDeadLetterStore` and `PGliteDeadLetterStore`; use those.
  */
 export class SqlDeadLetterStore<T> implements DeadLetterStore<T> {
+  /** What the store writes to, for logs and events (never a secret). */
   readonly description: string;
   readonly #open: () => Promise<SqlRunner>;
   readonly #letters: string;
@@ -74,6 +75,7 @@ export class SqlDeadLetterStore<T> implements DeadLetterStore<T> {
     return this.#runner;
   }
 
+  /** Writes dead letters in one transaction, refused with `DeadLetterFencedError` for a writer whose epoch is below one seen for an overlapping range. */
   async write(letters: readonly DeadLetter<T>[], writer: DeadLetterWriter): Promise<void> {
     const runner = await this.ready();
     const range = writerRange(writer);
@@ -120,6 +122,7 @@ export class SqlDeadLetterStore<T> implements DeadLetterStore<T> {
     });
   }
 
+  /** The dead letters matching `query` (all by default), oldest first. */
   async list(query?: DeadLetterQuery): Promise<DeadLetter<T>[]> {
     const limit = queryLimit(query);
     const runner = await this.ready();
@@ -143,6 +146,7 @@ export class SqlDeadLetterStore<T> implements DeadLetterStore<T> {
     }));
   }
 
+  /** Removes the dead letters with these ids (after a redrive). */
   async remove(ids: readonly string[]): Promise<void> {
     if (ids.length === 0) return;
     const runner = await this.ready();

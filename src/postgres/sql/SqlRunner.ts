@@ -3,6 +3,7 @@ import { logger } from '../../internal/log.js';
 
 /** Result of one statement, the same for pg and PGlite. */
 export interface SqlResult<Row> {
+  /** The rows the statement returned. */
   readonly rows: Row[];
   /** Rows inserted, updated or deleted by the statement. */
   readonly rowCount: number;

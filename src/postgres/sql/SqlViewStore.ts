@@ -85,6 +85,7 @@ class RangesOverlap extends Error {}
  * The base class of `PostgresViewStore` and `PGliteViewStore`; use those.
  */
 export class SqlViewStore<R> implements ViewStore<R> {
+  /** What the store writes to, for logs and events (never a secret). */
   readonly description: string;
   /** The schema-qualified, quoted name of the rows table (for your own queries). */
   readonly tableName: string;
@@ -130,6 +131,7 @@ export class SqlViewStore<R> implements ViewStore<R> {
     return runner;
   }
 
+  /** Writes one batch of rows for one partition in one transaction, fenced by lease epoch along the lineage; see `ViewStore.write`. */
   async write(write: ViewWrite<R>): Promise<ViewWriteResult> {
     if (write.changes.length === 0 && write.partitions.length === 0) return { written: 0, deleted: 0, skipped: 0 };
     const runner = await this.ready();
@@ -328,6 +330,7 @@ export class SqlViewStore<R> implements ViewStore<R> {
     this.#generation = Math.max(generation, this.#generation ?? generation);
   }
 
+  /** The row of `key`, if there is one (tombstones are not rows). */
   async get(key: string): Promise<ViewRow<R> | undefined> {
     const runner = await this.ready();
     const result = await runner.query<RowRecord>(this.sql.selectOne, [key]);
@@ -335,11 +338,13 @@ export class SqlViewStore<R> implements ViewStore<R> {
     return row && toViewRow<R>(row);
   }
 
+  /** Every row of the view (not tombstones). */
   async rows(): Promise<ViewRow<R>[]> {
     const runner = await this.ready();
     return (await runner.query<RowRecord>(this.sql.selectAll)).rows.map((row) => toViewRow<R>(row));
   }
 
+  /** The position each partition wrote up to, with its epoch (what `alignLeasesWithView` copies into the leases). */
   async positions(): Promise<ReadonlyMap<string, ViewPartitionState>> {
     const runner = await this.ready();
     const result = await runner.query<{
@@ -363,17 +368,20 @@ export class SqlViewStore<R> implements ViewStore<R> {
     );
   }
 
+  /** Removes tombstones of deletes committed before `beforeTimestampMs` (ms since the epoch); resolves to how many. Only safe for times no replay reaches back to. */
   async pruneTombstones(beforeTimestampMs: number): Promise<number> {
     const runner = await this.ready();
     return (await runner.query(this.sql.pruneTombstones, [Math.floor(beforeTimestampMs)])).rowCount;
   }
 
+  /** Forgets every partition's position, epoch, range and LSN mark (rows and tombstones stay), after the lease container was recreated. */
   async clearPositions(): Promise<void> {
     const runner = await this.ready();
     this.#known.clear();
     await runner.query(this.sql.clearPositions);
   }
 
+  /** Releases what the store opened itself (never a pool or database you passed in). */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
