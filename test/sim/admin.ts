@@ -11,9 +11,10 @@ import type { World } from './world.js';
  * `resetLeases` (every lease deleted: the processor bootstraps again from its `startFrom`). Draws come from
  * a PRNG of their own; one operation at a time; an operation that fails (e.g. a rewind meeting a partition
  * that just split) is counted, not a violation. A reset that fails has deleted some leases and left the
- * markers (the processor does not bootstrap again): the operator sees the error and runs it again, at the
- * next tick and, until it succeeds, before the run quiesces ({@link AdminOps.finish}). A halted partition's
- * lease, taken and given back again and again, makes a forced delete meet a conflict often.
+ * markers (the processor does not bootstrap again): the operator sees the error and runs it again, once the
+ * chaos is over and until it succeeds ({@link AdminOps.finish}; run again amid the faults, it fails as the
+ * first did). A halted partition's lease, taken and given back again and again, makes a forced delete meet a
+ * conflict often.
  *
  * What each promises is checked by the invariants: after a rewind or reset nothing is lost
  * (`change-never-delivered`; under a start other than `'beginning'`, what a reset skips is the changes not yet
@@ -40,7 +41,7 @@ export class AdminOps {
   /** One tick of the chaos script: now and then, an operation. */
   tick(): void {
     const r = this.#random();
-    if (this.#busy || (r >= 0.006 && !this.#resetFailed)) return;
+    if (this.#busy || r >= 0.006) return;
     void this.#run();
   }
 
@@ -69,7 +70,7 @@ export class AdminOps {
       now: () => clock.now(),
       force: true,
     };
-    // Run again, a reset that failed draws nothing (the draws of the seeds whose resets succeed stay as they were).
+    // Run again, a reset that failed draws nothing.
     const kind = this.#resetFailed ? 1 : this.#random();
     let op: Promise<unknown>;
     let name: string;
