@@ -33,12 +33,21 @@ export async function resetLeases(options: ResetLeasesOptions): Promise<LeaseCha
   }
   const o = resolveAdminOptions(options);
   const { leases } = await selectLeases(o);
+  // The floor is raised before a lease is deleted, never after: a reset that fails part way (a lease that keeps
+  // changing under it, as a halted partition's does; a crash) must not leave a deleted epoch above the floor,
+  // or the leases bootstrapped after it (this reset run again) would start below their old epochs.
+  // Raised once to the highest epoch listed (at the first delete: a refused reset writes nothing), and again
+  // only for a lease found at a higher epoch since.
+  const highest = leases.reduce((max, l) => Math.max(max, l.epoch), 0);
   let floor = 0;
   const changes = await changeLeases(o, leases, options.force ?? false, async (lease) => {
-    floor = Math.max(floor, lease.epoch);
+    const needed = Math.max(highest, lease.epoch);
+    if (needed > floor) {
+      await raiseEpochFloor(o, needed);
+      floor = needed;
+    }
     return 'delete';
   });
-  await raiseEpochFloor(o, floor);
   // Markers last: a host starting meanwhile must not find `.info` gone while leases still exist (nor bootstrap
   // below the floor). They are read by id: in the .NET scheme they are not under the leases' prefix.
   for (const id of markerIdsOf(o.ids)) {

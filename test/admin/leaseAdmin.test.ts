@@ -5,7 +5,7 @@ import type { Change } from '../../src/core/Change.js';
 import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import type { FeedEvent } from '../../src/core/events.js';
 import { MemoryDeadLetterStore } from '../../src/deadletter/MemoryDeadLetterStore.js';
-import { InvalidOptionsError, LeaseInUseError } from '../../src/errors/index.js';
+import { InvalidOptionsError, LeaseConflictError, LeaseInUseError } from '../../src/errors/index.js';
 import { createChangeFeed } from '../../src/feed/index.js';
 import type { Lease } from '../../src/leases/Lease.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
@@ -122,6 +122,30 @@ describe('lease administration on a lease store', () => {
     await store.createIfAbsent(lease('0', { epoch: 3 }));
     await resetLeases({ leases: store, leasePrefix: PREFIX, now });
     expect((await store.read(`${PREFIX}.floor`))!.epoch).toBe(12);
+  });
+
+  it('a reset that fails part way has raised the floor above every epoch it deleted (run again, epochs never go back)', async () => {
+    const store = await storeWith(lease('0', { epoch: 20 }), lease('1', { epoch: 3 }));
+    // Lease 1 keeps changing under the reset (a halted partition's lease, taken and given back again and again).
+    const busy = new Proxy(store, {
+      get(target, key) {
+        if (key === 'delete') return (l: Lease) => (l.leaseToken === '1' ? Promise.reject(new LeaseConflictError(l.id, 'changed')) : target.delete(l));
+        const value = Reflect.get(target, key) as unknown;
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    await expect(resetLeases({ leases: busy, leasePrefix: PREFIX, now, force: true })).rejects.toThrow(LeaseConflictError);
+    expect(await store.read(`${PREFIX}0`)).toBeUndefined();
+    expect((await store.read(`${PREFIX}.floor`))!.epoch).toBe(20);
+    // Run again once lease 1 settles: it is deleted, the floor stays at 20 for the next bootstrap.
+    await resetLeases({ leases: store, leasePrefix: PREFIX, now, force: true });
+    expect((await store.list(PREFIX)).leases.map((l) => [l.id, l.epoch])).toEqual([[`${PREFIX}.floor`, 20]]);
+  });
+
+  it('a refused reset (a live owner, no force) writes nothing, not even the floor', async () => {
+    const store = await storeWith(lease('0', { epoch: 9, owner: 'live', timestampMs: T0 + 4_000 }));
+    await expect(resetLeases({ leases: store, leasePrefix: PREFIX, now })).rejects.toThrow(LeaseInUseError);
+    expect(await store.read(`${PREFIX}.floor`)).toBeUndefined();
   });
 
   it('explains bad input: empty prefix, unknown token, a position for many leases, a time without a source', async () => {

@@ -174,6 +174,66 @@ describe('onFailure on eachChange', () => {
   });
 });
 
+describe("'halt' on a partition that split", () => {
+  /**
+   * A source whose gone partitions still answer what they held until read to their end (`drainGone`): a
+   * halted parent never reads to its end, so only the listing tells it is gone. As with Cosmos DB (whose gone
+   * parent answers 410 at once), its children take over from its checkpoint and only the one holding the
+   * failing change halts; before, the parent was retaken and halted again forever, holding up the whole range.
+   */
+  it('hands a halted split parent to its children from its checkpoint: only the child holding the change halts', async () => {
+    const source = new MemorySource<Doc>({ partitions: 1, drainGone: true });
+    const leases = new MemoryLeaseStore();
+    const events: FeedEvent[] = [];
+    const feed = createChangeFeed<Doc>({ source, leases, instanceName: 'a', ...FAST, maxItemCount: 5, events: (e) => events.push(e) });
+    const checkpointOf = async (token: string) => lsnOf((await leases.list('p.')).leases.find((l) => l.leaseToken === token)?.continuation ?? null);
+    const { chain, done } = flaky('poison', Infinity);
+    subscriptions.push(feed.changes$.pipe(eachChange(chain, { onFailure: { retry: RETRY, halt: true } }), checkpointEvery({ count: 1, ms: 10 })).subscribe());
+    await vi.advanceTimersByTimeAsync(500);
+    source.write({ id: 'before', n: 0 }, { partitionKey: 'before' });
+    await vi.advanceTimersByTimeAsync(500);
+    const poison = source.write({ id: 'poison', n: 1 }, { partitionKey: 'poison' });
+    const keys = Array.from({ length: 12 }, (_, i) => `k${i}`);
+    for (const [i, k] of keys.entries()) source.write({ id: k, n: i + 2 }, { partitionKey: k });
+    await vi.advanceTimersByTimeAsync(300);
+    expect(events).toContainEqual(expect.objectContaining({ type: 'leaseReleased', lease: '0', reason: 'Halted' }));
+    expect(done).toEqual(['before']);
+
+    source.split('0');
+    const poisoned = source.partitionFor('poison');
+    const healthy = keys.filter((k) => source.partitionFor(k) !== poisoned);
+    const held = keys.filter((k) => source.partitionFor(k) === poisoned);
+    expect(healthy.length).toBeGreaterThan(0);
+    source.write({ id: 'late', n: 99 }, { partitionKey: healthy[0] });
+    await vi.advanceTimersByTimeAsync(6_000);
+    // The parent was replaced from its checkpoint (not retaken and halted again)...
+    expect(events).toContainEqual(expect.objectContaining({ type: 'partitionSplit', lease: '0' }));
+    expect((await leases.list('p.')).leases.map((l) => l.leaseToken)).not.toContain('0');
+    // ...the healthy half went on, also with what the parent held after the failing change...
+    expect(done).toEqual(expect.arrayContaining([...healthy, 'late']));
+    // ...and only the child holding the failing change halted, before it.
+    expect(events).toContainEqual(expect.objectContaining({ type: 'leaseReleased', lease: poisoned, reason: 'Halted' }));
+    for (const k of [...held, 'poison']) expect(done).not.toContain(k);
+    expect(await checkpointOf(poisoned)).toBeLessThan(poison.lsn);
+  });
+
+  it('keeps halting a partition the listing still shows (a lagging listing, or a live partition)', async () => {
+    const source = new MemorySource<Doc>({ partitions: 1, drainGone: true });
+    const leases = new MemoryLeaseStore();
+    const events: FeedEvent[] = [];
+    const feed = createChangeFeed<Doc>({ source, leases, instanceName: 'a', ...FAST, maxItemCount: 5, events: (e) => events.push(e) });
+    const { chain } = flaky('poison', Infinity);
+    subscriptions.push(feed.changes$.pipe(eachChange(chain, { onFailure: { retry: RETRY, halt: true } }), checkpointEvery({ count: 1, ms: 10 })).subscribe());
+    await vi.advanceTimersByTimeAsync(500);
+    source.write({ id: 'poison', n: 1 }, { partitionKey: 'poison' });
+    await vi.advanceTimersByTimeAsync(4_000);
+    const halts = events.filter((e) => e.type === 'leaseReleased' && e.reason === 'Halted');
+    expect(halts.length).toBeGreaterThanOrEqual(2);
+    expect(events.some((e) => e.type === 'partitionSplit')).toBe(false);
+    expect((await leases.list('p.')).leases.map((l) => l.leaseToken)).toContain('0');
+  });
+});
+
 describe('onFailure on eachBatch and materializeToView', () => {
   it('eachBatch runs a batch that keeps failing change by change and dead-letters only the change that fails alone', async () => {
     const { feed } = setup();

@@ -10,7 +10,11 @@ import type { World } from './world.js';
  * time: the changes since are delivered again), `releaseLeases` (owners deposed, leases free) and, rarely,
  * `resetLeases` (every lease deleted: the processor bootstraps again from its `startFrom`). Draws come from
  * a PRNG of their own; one operation at a time; an operation that fails (e.g. a rewind meeting a partition
- * that just split) is counted, not a violation.
+ * that just split) is counted, not a violation. A reset that fails has deleted some leases and left the
+ * markers (the processor does not bootstrap again): the operator sees the error and runs it again, once the
+ * chaos is over and until it succeeds ({@link AdminOps.finish}; run again amid the faults, it fails as the
+ * first did). A halted partition's lease, taken and given back again and again, makes a forced delete meet a
+ * conflict often.
  *
  * What each promises is checked by the invariants: after a rewind or reset nothing is lost
  * (`change-never-delivered`; under a start other than `'beginning'`, what a reset skips is the changes not yet
@@ -21,6 +25,10 @@ export class AdminOps {
   readonly #random: () => number;
   #busy = false;
   #resets = 0;
+  /** A reset failed and is to be run again (the operator saw its error). */
+  #resetFailed = false;
+  /** A reset is in flight. */
+  #resetting = false;
 
   constructor(
     private readonly sim: Sim,
@@ -34,6 +42,24 @@ export class AdminOps {
   tick(): void {
     const r = this.#random();
     if (this.#busy || r >= 0.006) return;
+    void this.#run();
+  }
+
+  /**
+   * Before quiescence: a reset that failed is run again until it succeeds (up to 10 times, 1 s apart), as an
+   * operator would; a processor left half reset is the failed operation's doing, not the hosts'. The faults
+   * stop first, as quiescence stops them (nothing changes for a run without a failed reset).
+   */
+  async finish(advance: (ms: number) => Promise<void>): Promise<void> {
+    if (!this.#resetting && !this.#resetFailed) return;
+    this.sim.env.enabled = false;
+    for (let attempt = 0; attempt < 10 && (this.#resetting || this.#resetFailed); attempt++) {
+      if (!this.#busy) void this.#run();
+      await advance(1_000);
+    }
+  }
+
+  #run(): Promise<void> {
     const { config, clock } = this.sim;
     const naming = leaseNaming(config);
     const options = {
@@ -44,7 +70,8 @@ export class AdminOps {
       now: () => clock.now(),
       force: true,
     };
-    const kind = this.#random();
+    // Run again, a reset that failed draws nothing.
+    const kind = this.#resetFailed ? 1 : this.#random();
     let op: Promise<unknown>;
     let name: string;
     if (kind < 0.45) {
@@ -52,12 +79,12 @@ export class AdminOps {
       const to = this.#random() < 0.3 ? ('beginning' as const) : new Date(EPOCH_MS + Math.floor(this.#random() * (clock.now() - EPOCH_MS)));
       name = 'rewind';
       op = rewindLeases({ ...options, to, source: this.world.source });
-    } else if (kind < 0.85 || this.#resets >= 2) {
+    } else if ((kind < 0.85 || this.#resets >= 2) && !this.#resetFailed) {
       name = 'release';
       op = releaseLeases(options);
     } else {
-      name = 'reset';
-      this.#resets++;
+      name = this.#resetFailed ? 'reset.again' : 'reset';
+      if (!this.#resetFailed) this.#resets++;
       // A reset starts over from `startFrom`: under a start other than 'beginning', what was not delivered yet
       // need not be.
       if (config.start !== undefined && config.start !== 'beginning') {
@@ -67,11 +94,21 @@ export class AdminOps {
     }
     this.#busy = true;
     this.sim.tally(`admin.${name}`);
-    op.then(
-      () => undefined,
-      () => this.sim.tally(`admin.${name}.failed`),
-    ).finally(() => {
-      this.#busy = false;
-    });
+    const reset = name !== 'rewind' && name !== 'release';
+    this.#resetting = reset;
+    return op
+      .then(
+        () => {
+          if (reset) this.#resetFailed = false;
+        },
+        () => {
+          this.sim.tally(`admin.${name}.failed`);
+          if (reset) this.#resetFailed = true;
+        },
+      )
+      .finally(() => {
+        this.#busy = false;
+        this.#resetting = false;
+      });
   }
 }

@@ -74,6 +74,7 @@ async function run(sim: Sim, sdk: SdkWorld | undefined): Promise<SimResult> {
 
   const admin = sim.faults.has('admin') ? new AdminOps(sim, world, stores) : undefined;
   await runChaos(sim, world, hosts, advance, () => admin?.tick());
+  await admin?.finish(advance);
   await checkQuiescence(sim, world, stores, hosts, advance);
   relay?.finish();
 

@@ -317,10 +317,19 @@ export class World {
     return this.poisoned.has(key) || this.takenWithPoison.has(key);
   }
 
-  /** Whether a change may never arrive because its partition (or a child of it) halted on a poison change. */
+  /**
+   * Whether a change may never arrive because it is behind a partition that halted on a poison change: the
+   * halted lease covers the change's partition (or a later one over it) and the change's key. By key too: a
+   * halted partition that split or merged is handed to its children from its checkpoint, and only the child
+   * holding the poison change halts (its own halt is recorded then), so the changes of the other child's keys,
+   * written to the parent before or after the poison, must arrive. A key's range is the live partition it
+   * routes to now (splits only narrow it; a merge widens it, which excuses more, never less); in the SDK mode
+   * the emulator routes keys, and the key test is left out.
+   */
   excused(key: string): boolean {
     const partition = this.writtenTo.get(key);
     if (partition === undefined || this.halted.size === 0) return false;
-    return [...this.halted].some((h) => this.#behind(partition, h));
+    const keyRange = this.sdk ? undefined : this.#lineage.get(this.memory.partitionFor(key.slice(0, key.lastIndexOf('@'))))?.range;
+    return [...this.halted].some((h) => this.#behind(partition, h) && (!keyRange || rangesOverlap(keyRange, this.#lineage.get(h)?.range ?? keyRange)));
   }
 }

@@ -213,6 +213,26 @@ async function readLoop<T>(
 }
 
 /**
+ * Whether the source answers "gone" for `owned`'s partition now: a read from `'now'` (one that a gone
+ * partition cannot answer, even from a source that still answers a gone partition's remaining changes from a
+ * position; bounded like every read). Only that answer counts, as for the reader's own reads: a listing may
+ * lag a split or merge either way (a live merged child missing from it), and a failed or timed-out read
+ * counts as not gone (the halt stands; the next owner asks again).
+ */
+async function goneNow<T>(owned: OwnedLease, ctx: ReaderContext<T>): Promise<boolean> {
+  if (owned.signal.aborted) return false;
+  const deadline = new ReadDeadline(ctx.scheduler, ctx.unreadableTimeoutMs, owned.signal);
+  try {
+    await deadline.run((signal) => ctx.source.read({ partition: owned.partition, from: 'now', maxItemCount: 1, signal }), `partition ${owned.leaseToken}`);
+    return false;
+  } catch (error) {
+    return error instanceof PartitionGoneError && !owned.signal.aborted;
+  } finally {
+    deadline.dispose();
+  }
+}
+
+/**
  * The partition reader: reads one owned lease's partition from its checkpoint (or the configured start),
  * as an Observable of batches, under credit flow control; see {@link readLoop} for polling and retries.
  *
@@ -240,9 +260,20 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
     const stopReading = () => reading.abort();
     owned.signal.addEventListener('abort', stopReading, { once: true });
     tracker.onHalt = (error) => {
-      // Stop here: checkpoint what was acknowledged before the halting batch, then give the lease back.
+      // Stop here: checkpoint what was acknowledged before the halting batch, then give the lease back. A
+      // partition that is gone (split or merged; a source may still answer what it held, so the halted reader
+      // never reads to its end) is handed to its children instead, from that checkpoint, as a read answering
+      // "gone" would have it: only the child holding the failing change halts, and the rest of its range goes
+      // on. Given back, a gone parent would be retaken and halt again forever, holding up its whole range.
       stopReading();
-      void tracker.flush().finally(() => owned.release(`halted by a failure policy: ${error.message}`, 'Halted'));
+      void tracker
+        .flush()
+        .then(() => goneNow(owned, ctx))
+        .then(
+          (gone) => (gone ? owned.partitionGone(tracker.ackedPosition) : owned.release(`halted by a failure policy: ${error.message}`, 'Halted')),
+          () => owned.release(`halted by a failure policy: ${error.message}`, 'Halted'),
+        )
+        .catch((failure: unknown) => tracker.reportError(failure as Error));
     };
     tracker.onFatal = (error) => {
       // The pipeline fails right after: checkpoint what was acknowledged, and say why the lease was let go.
