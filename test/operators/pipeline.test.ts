@@ -2,17 +2,13 @@ import { bufferTime, concatMap, map, mergeMap, timer, type Subscription } from '
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Change } from '../../src/core/Change.js';
 import { asBatches, type BatchOrBatches } from '../../src/core/ChangeBatch.js';
-import type { FeedEvent } from '../../src/core/events.js';
 import { HandlerError } from '../../src/errors/index.js';
-import { createChangeFeed } from '../../src/feed/index.js';
-import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
 import { eachBatch } from '../../src/operators/eachBatch.js';
 import { eachChange } from '../../src/operators/eachChange.js';
 import { filterChanges } from '../../src/operators/filterChanges.js';
 import { mapChanges } from '../../src/operators/mapChanges.js';
-import { MemorySource } from '../../src/sources/MemorySource.js';
-import { advanceUntil, lsnOfPosition, seededRandom } from '../support/memory.js';
+import { advanceUntil, lsnOfPosition, memoryFeed, seededRandom } from '../support/memory.js';
 
 /** The operators on a real feed (MemorySource + MemoryLeaseStore, fake timers): what reaches the checkpoint. */
 
@@ -24,30 +20,10 @@ interface Doc {
 const PREFIX = 'ops.';
 
 function setup(partitions: number, writes: number) {
-  const source = new MemorySource<Doc>({ partitions });
-  const leases = new MemoryLeaseStore();
-  for (let i = 0; i < writes; i++) source.write({ id: `d${i}`, n: i });
-  const events: FeedEvent[] = [];
-  const feed = createChangeFeed<Doc>({
-    source,
-    leases,
-    instanceName: 'host-a',
-    leasePrefix: PREFIX,
-    pollIntervalMs: 100,
-    leaseAcquireIntervalMs: 100,
-    maxItemCount: 20,
-    maxInFlightChanges: 200,
-    events: (e) => events.push(e),
-  });
-  const stored = async () =>
-    new Map(
-      (await leases.list(PREFIX)).leases
-        .filter((l) => !l.leaseToken.startsWith('.'))
-        .map((l) => [l.leaseToken, lsnOfPosition(l.continuation)]),
-    );
+  const { source, feed, events, checkpoints } = memoryFeed<Doc>({ partitions, writes, prefix: PREFIX, options: { maxItemCount: 20, maxInFlightChanges: 200 } });
   /** True once every partition's checkpoint is stored at its latest LSN. */
   const caughtUp = async () => {
-    const positions = await stored();
+    const positions = await checkpoints();
     return source.partitions().every((p) => positions.get(p.id) === source.latestLsn(p.id));
   };
   return { source, feed, events, caughtUp };
