@@ -16,12 +16,14 @@ import { MemorySource } from '../../src/sources/MemorySource.js';
 export { seededRandom } from '../../src/internal/random.js';
 
 /**
- * Advances vitest fake timers in steps until `done()` holds; throws after `limitMs` of virtual time so a
- * broken test fails instead of spinning.
+ * Advances vitest fake timers in steps until `done()` holds (a condition that reads a store may return a
+ * promise); throws after `limitMs` of virtual time so a broken test fails instead of spinning.
  */
-export async function advanceUntil(done: () => boolean, { stepMs = 10, limitMs = 600_000 } = {}): Promise<number> {
+export async function advanceUntil(done: () => boolean | Promise<boolean>, { stepMs = 10, limitMs = 600_000 } = {}): Promise<number> {
   let elapsed = 0;
-  while (!done()) {
+  for (;;) {
+    const held = done();
+    if (typeof held === 'boolean' ? held : await held) break;
     if (elapsed >= limitMs) throw new Error(`condition not reached within ${limitMs} ms of virtual time`);
     await vi.advanceTimersByTimeAsync(stepMs);
     elapsed += stepMs;
