@@ -13,14 +13,14 @@
  * (customer, status, line count, total), which reporting tools can query. Cancelled orders leave the table.
  * Ends by checking that the table equals the orders in the container, and exits non-zero when it does not.
  */
-import { CosmosClient, type Container } from '@azure/cosmos';
+import type { Container } from '@azure/cosmos';
 import { filter, bufferTime } from 'rxjs';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { checkpointEvery, CosmosLeaseStore, CosmosSource, createChangeFeed, materializeToView } from 'rxfeed';
 import { PGliteViewStore, PostgresViewStore } from 'rxfeed/postgres';
 import type { Change, ViewStore } from 'rxfeed';
-import { CosmosEmulator } from 'rxfeed/emulator';
+import { connectCosmos } from './shared.js';
 
 interface Order {
   id: string;
@@ -95,25 +95,6 @@ async function openView(databaseUrl: string | undefined, fresh: boolean): Promis
   };
 }
 
-/** The account from the environment, or a fresh embedded emulator. */
-async function connectCosmos(env: NodeJS.ProcessEnv): Promise<{ client: CosmosClient; fresh: boolean; stop: () => Promise<void> }> {
-  if (env.COSMOS_ENDPOINT) {
-    if (!env.COSMOS_KEY) throw new Error('COSMOS_ENDPOINT is set but COSMOS_KEY is not; set both, or neither to use the embedded emulator');
-    const client = new CosmosClient({ endpoint: env.COSMOS_ENDPOINT, key: env.COSMOS_KEY });
-    return { client, fresh: false, stop: async () => client.dispose() };
-  }
-  const emulator = await CosmosEmulator.start({ initialRangeCount: 4 });
-  const client = new CosmosClient({ endpoint: emulator.endpoint, key: emulator.key });
-  return {
-    client,
-    fresh: true,
-    stop: async () => {
-      client.dispose();
-      await emulator.stop();
-    },
-  };
-}
-
 /** Orders of 25 customers, then changes to them: payments, extra lines, cancellations. */
 async function writeOrders(orders: Container, from: number, count: number): Promise<Order[]> {
   const written: Order[] = [];
@@ -164,7 +145,7 @@ async function compare(view: ViewStore<OrderSummary>, orders: Container): Promis
  * ```
  */
 export async function main(env: NodeJS.ProcessEnv = process.env): Promise<CqrsResult> {
-  const cosmos = await connectCosmos(env);
+  const cosmos = await connectCosmos(env, { initialRangeCount: 4 });
   const sql = await openView(env.DATABASE_URL, cosmos.fresh);
   try {
     const { database } = await cosmos.client.databases.createIfNotExists({ id: env.COSMOS_DATABASE ?? 'rxfeed-examples' });

@@ -13,13 +13,13 @@
  * discontinued products leave the index. Ends by checking that the index holds exactly the active products
  * and that searches find what they should (an edited product by its new words, never a discontinued one).
  */
-import { CosmosClient, type Container } from '@azure/cosmos';
+import type { Container } from '@azure/cosmos';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { checkpointEvery, CosmosLeaseStore, CosmosSource, createChangeFeed, syncToIndex } from 'rxfeed';
 import { PostgresSearchIndex } from 'rxfeed/postgres';
 import type { Change, SearchHit } from 'rxfeed';
-import { CosmosEmulator } from 'rxfeed/emulator';
+import { connectCosmos } from './shared.js';
 
 interface Product {
   id: string;
@@ -94,25 +94,6 @@ async function openIndex(databaseUrl: string | undefined, fresh: boolean): Promi
   };
 }
 
-/** The account from the environment, or a fresh embedded emulator. */
-async function connectCosmos(env: NodeJS.ProcessEnv): Promise<{ client: CosmosClient; fresh: boolean; stop: () => Promise<void> }> {
-  if (env.COSMOS_ENDPOINT) {
-    if (!env.COSMOS_KEY) throw new Error('COSMOS_ENDPOINT is set but COSMOS_KEY is not; set both, or neither to use the embedded emulator');
-    const client = new CosmosClient({ endpoint: env.COSMOS_ENDPOINT, key: env.COSMOS_KEY });
-    return { client, fresh: false, stop: async () => client.dispose() };
-  }
-  const emulator = await CosmosEmulator.start({ initialRangeCount: 2 });
-  const client = new CosmosClient({ endpoint: emulator.endpoint, key: emulator.key });
-  return {
-    client,
-    fresh: true,
-    stop: async () => {
-      client.dispose();
-      await emulator.stop();
-    },
-  };
-}
-
 async function upsertAll(products: Container, items: readonly Product[]): Promise<void> {
   await Promise.all(items.map((p) => products.items.upsert(p)));
 }
@@ -127,7 +108,7 @@ async function upsertAll(products: Container, items: readonly Product[]): Promis
  * ```
  */
 export async function main(env: NodeJS.ProcessEnv = process.env, query = 'waterproof jacket'): Promise<SearchSyncResult> {
-  const cosmos = await connectCosmos(env);
+  const cosmos = await connectCosmos(env, { initialRangeCount: 2 });
   const { index, close } = await openIndex(env.DATABASE_URL, cosmos.fresh);
   try {
     const { database } = await cosmos.client.databases.createIfNotExists({ id: env.COSMOS_DATABASE ?? 'rxfeed-examples' });

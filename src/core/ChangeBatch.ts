@@ -141,7 +141,24 @@ export class ChangeBatch<T> implements Iterable<Change<T>> {
 /** A batch, or an array of batches as `bufferTime`/`bufferCount` produce. Sinks accept both. */
 export type BatchOrBatches<T> = ChangeBatch<T> | readonly ChangeBatch<T>[];
 
-/** Flattens a {@link BatchOrBatches} into an array of batches. */
+/**
+ * The batches in a {@link BatchOrBatches}: `[batch]` for one batch, the array itself for an array (no copy).
+ * For code after `bufferTime`/`bufferCount` or inside a custom sink or operator that, like rxfeed's own,
+ * accepts either shape: every batch that reaches `checkpointEvery` must be passed on, none dropped.
+ *
+ * @example
+ * ```ts
+ * import { bufferTime } from 'rxjs';
+ * import { asBatches, checkpointEvery } from 'rxfeed';
+ *
+ * feed.changes$
+ *   .pipe(bufferTime(1_000), checkpointEvery({ count: 500, ms: 5_000 }))
+ *   .subscribe((value) => {
+ *     const changes = asBatches(value).reduce((n, batch) => n + batch.size, 0);
+ *     console.log(`${changes} changes checkpointed`);
+ *   });
+ * ```
+ */
 export function asBatches<T>(value: BatchOrBatches<T>): readonly ChangeBatch<T>[] {
   return value instanceof ChangeBatch ? [value] : value;
 }

@@ -10,7 +10,19 @@ import type { Source } from '../sources/Source.js';
  * The `estimatedLag` reported for a lease whose lag cannot be measured but may be non-zero: a lease that
  * never checkpointed, or the lease of a partition that was split and not yet replaced. `1`, like the .NET
  * estimator, so autoscalers (KEDA, the Functions scale controller) still wake a processor up, while the whole
- * history of the container is never reported as backlog.
+ * history of the container is never reported as backlog. A measured backlog of one change is also 1, so
+ * check `lastCheckpoint` (`null`: never checkpointed) or `timeLagMs` (`undefined`: not measured) before
+ * reading an `estimatedLag` equal to it as a count.
+ *
+ * @example
+ * ```ts
+ * import { estimateLag, UNKNOWN_LAG } from 'rxfeed';
+ *
+ * for (const lag of await estimateLag({ source, leases, leasePrefix: 'orders.' })) {
+ *   const unknown = lag.estimatedLag === UNKNOWN_LAG && (lag.lastCheckpoint === null || lag.timeLagMs === undefined);
+ *   console.log(lag.leaseToken, unknown ? 'lag not known yet' : `${lag.estimatedLag} changes behind`);
+ * }
+ * ```
  */
 export const UNKNOWN_LAG = 1;
 

@@ -12,7 +12,7 @@ import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
 import { eachChange } from '../../src/operators/eachChange.js';
 import { MemorySource } from '../../src/sources/MemorySource.js';
-import { advanceUntil, idsOf, lsnOfPosition } from '../support/memory.js';
+import { advanceUntil, idsOf, lsnOfPosition, memoryFeed } from '../support/memory.js';
 import { withReplace } from '../support/replacing.js';
 
 interface Doc {
@@ -262,18 +262,7 @@ describe('rewinding a running processor', () => {
   });
 
   it('with force, replays from the beginning on the running host and no old position is written back', async () => {
-    const source = new MemorySource<Doc>({ partitions: 2 });
-    const leases = new MemoryLeaseStore();
-    const feed = createChangeFeed<Doc>({
-      source,
-      leases,
-      instanceName: 'host-a',
-      leasePrefix: PREFIX,
-      pollIntervalMs: 100,
-      leaseAcquireIntervalMs: 100,
-      leaseRenewIntervalMs: 1_000,
-      leaseExpirationMs: 5_000,
-    });
+    const { source, leases, feed } = memoryFeed<Doc>({ partitions: 2, prefix: PREFIX, options: { leaseRenewIntervalMs: 1_000, leaseExpirationMs: 5_000 } });
     for (let i = 0; i < 40; i++) source.write({ id: `d${i}`, n: i });
     const seen: ChangeBatch<Doc>[] = [];
     subscription = feed.changes$.pipe(checkpointEvery({ count: 1, ms: 100 })).subscribe((b) => seen.push(b as ChangeBatch<Doc>));

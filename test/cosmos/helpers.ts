@@ -3,6 +3,7 @@ import type { Change } from '../../src/core/Change.js';
 import type { Partition, Position, StartFrom } from '../../src/core/Partition.js';
 import { PartitionGoneError } from '../../src/errors/index.js';
 import type { Source } from '../../src/sources/Source.js';
+import { freshContainer as freshContainerIn } from '../support/cosmos.js';
 
 export interface Doc {
   id: string;
@@ -10,16 +11,9 @@ export interface Doc {
   v: number;
 }
 
-let counter = 0;
-
 /** A fresh container (`/pk`, hash V2) in database `db`, with a name no other test uses. */
-export async function freshContainer(client: CosmosClient, prefix = 'src'): Promise<Container> {
-  const { database } = await client.databases.createIfNotExists({ id: 'db' });
-  const { container } = await database.containers.createIfNotExists({
-    id: `${prefix}-${process.pid}-${++counter}`,
-    partitionKey: { paths: ['/pk'], version: 2 },
-  });
-  return container;
+export function freshContainer(client: CosmosClient, prefix = 'src'): Promise<Container> {
+  return freshContainerIn(client, `${prefix}-${process.pid}`, { paths: ['/pk'], version: 2 });
 }
 
 /** Writes `count` documents `${prefix}${i}` with partition keys spread over the key space. */

@@ -1,13 +1,13 @@
 import { ChangeFeedStartFrom, CosmosClient, type Container } from '@azure/cosmos';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CosmosEmulator, type FaultAction, type RequestInfo } from '../../src/emulator/index.js';
+import { freshContainer as freshContainerIn } from '../support/cosmos.js';
 
 // The real, unmodified @azure/cosmos client against an emulator that does not listen: every request goes
 // through `emulator.httpClient()`, in this process.
 
 let emulator: CosmosEmulator;
 let client: CosmosClient;
-let counter = 0;
 
 beforeAll(async () => {
   emulator = await CosmosEmulator.start({ listen: false, initialRangeCount: 2 });
@@ -28,10 +28,8 @@ function newClient(requestTimeout = 5_000): CosmosClient {
   });
 }
 
-async function freshContainer(): Promise<Container> {
-  const { database } = await client.databases.createIfNotExists({ id: 'db' });
-  const { container } = await database.containers.createIfNotExists({ id: `c-${++counter}`, partitionKey: { paths: ['/pk'] } });
-  return container;
+function freshContainer(): Promise<Container> {
+  return freshContainerIn(client);
 }
 
 describe('emulator.httpClient(): the SDK without a socket', () => {

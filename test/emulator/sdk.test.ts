@@ -11,6 +11,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CosmosEmulator, EMULATOR_KEY } from '../../src/emulator/index.js';
 import { runEmulatorCli } from '../../src/emulator/main.js';
+import { freshContainer as freshContainerIn } from '../support/cosmos.js';
 
 // Integration tests: the real, unmodified @azure/cosmos client against the emulator over HTTP.
 
@@ -36,10 +37,8 @@ function newClient(requestTimeout = 5_000): CosmosClient {
   });
 }
 
-async function freshContainer(prefix = 'c', partitionKey: PartitionKeyDefinition = { paths: ['/pk'] }): Promise<Container> {
-  const { database } = await client.databases.createIfNotExists({ id: 'db' });
-  const { container } = await database.containers.createIfNotExists({ id: `${prefix}-${++counter}`, partitionKey });
-  return container;
+function freshContainer(prefix = 'c', partitionKey: PartitionKeyDefinition = { paths: ['/pk'] }): Promise<Container> {
+  return freshContainerIn(client, prefix, partitionKey);
 }
 
 /** Reads a change feed until it answers 304 (or `maxPolls`), returning every document it delivered. */

@@ -7,46 +7,36 @@ import { concatMap } from 'rxjs';
 import { describe, expect, it, vi } from 'vitest';
 import type { Change } from '../../src/core/Change.js';
 import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
-import type { FeedEvent } from '../../src/core/events.js';
 import { callbackDeadLetterSink } from '../../src/deadletter/callbackDeadLetterSink.js';
 import type { DeadLetter } from '../../src/deadletter/DeadLetter.js';
 import type { OnFailure } from '../../src/failures/failurePolicy.js';
 import { MemoryDeadLetterStore } from '../../src/deadletter/MemoryDeadLetterStore.js';
 import { DeadLetterFencedError, HandlerError, InvalidOptionsError } from '../../src/errors/index.js';
-import { createChangeFeed } from '../../src/feed/index.js';
-import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
 import { eachBatch } from '../../src/operators/eachBatch.js';
 import { eachChange } from '../../src/operators/eachChange.js';
 import { MemoryViewStore } from '../../src/sinks/MemoryViewStore.js';
 import { materializeToView } from '../../src/sinks/materializeToView.js';
-import { MemorySource } from '../../src/sources/MemorySource.js';
 import { batch as testBatch, recordingTracker } from '../operators/batches.js';
 import { withFakeTimers } from '../support/fakeTimers.js';
+import { FAST_TIMINGS, memoryFeed } from '../support/memory.js';
 
 interface Doc {
   id: string;
   n: number;
 }
 
-const FAST = { pollIntervalMs: 50, leaseAcquireIntervalMs: 100, leaseRenewIntervalMs: 300, leaseExpirationMs: 1_000, leasePrefix: 'p.' } as const;
+const FAST = { ...FAST_TIMINGS, leasePrefix: 'p.' } as const;
 const RETRY = { attempts: 3, initialBackoffMs: 10, jitter: 0 } as const;
 
 const subscriptions = withFakeTimers();
 
 /** A processor over two partitions with `docs` written; `poison` is the id that fails. */
 function setup(docs = 20) {
-  const source = new MemorySource<Doc>({ partitions: 2 });
-  const leases = new MemoryLeaseStore();
-  const events: FeedEvent[] = [];
-  for (let i = 0; i < docs; i++) source.write({ id: `d${i}`, n: i });
-  const feed = createChangeFeed<Doc>({ source, leases, instanceName: 'a', ...FAST, maxItemCount: 5, events: (e) => events.push(e) });
-  const checkpointOf = async (token: string) => lsnOf((await leases.list('p.')).leases.find((l) => l.leaseToken === token)?.continuation ?? null);
+  const { source, leases, events, feed, checkpoints } = memoryFeed<Doc>({ partitions: 2, writes: docs, prefix: FAST.leasePrefix, options: { instanceName: 'a', ...FAST, maxItemCount: 5 } });
+  /** The LSN stored for `token`'s lease (-1 while it has none). */
+  const checkpointOf = async (token: string) => (await checkpoints()).get(token) ?? -1;
   return { source, leases, events, feed, checkpointOf };
-}
-
-function lsnOf(position: string | null): number {
-  return position === null ? -1 : Number(/(\d+)$/.exec(position)?.[1]);
 }
 
 /** A chain that fails for `poison` `failures` times (Infinity: always), recording what it processed. */

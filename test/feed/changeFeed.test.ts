@@ -10,7 +10,7 @@ import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
 import { eachBatch } from '../../src/operators/eachBatch.js';
 import { mapChanges } from '../../src/operators/mapChanges.js';
 import { MemorySource } from '../../src/sources/MemorySource.js';
-import { advanceUntil, idsOf, lsnOfPosition } from '../support/memory.js';
+import { advanceUntil, idsOf, lsnOfPosition, memoryFeed } from '../support/memory.js';
 import { withReplace } from '../support/replacing.js';
 
 interface Doc {
@@ -21,26 +21,7 @@ interface Doc {
 const PREFIX = 'test.';
 
 function setup(partitions = 3, options: Partial<ChangeFeedOptions<Doc>> = {}) {
-  const source = new MemorySource<Doc>({ partitions, mode: 'allVersionsAndDeletes' });
-  const leases = new MemoryLeaseStore();
-  const events: FeedEvent[] = [];
-  const feed = createChangeFeed<Doc>({
-    source,
-    leases,
-    instanceName: 'host-a',
-    leasePrefix: PREFIX,
-    pollIntervalMs: 100,
-    leaseAcquireIntervalMs: 100,
-    events: (e) => events.push(e),
-    ...options,
-  });
-  const checkpoints = async () =>
-    new Map(
-      (await leases.list(PREFIX)).leases
-        .filter((l) => !l.leaseToken.startsWith('.'))
-        .map((l) => [l.leaseToken, lsnOfPosition(l.continuation)]),
-    );
-  return { source, leases, events, feed, checkpoints };
+  return memoryFeed<Doc>({ partitions, mode: 'allVersionsAndDeletes', prefix: PREFIX, options });
 }
 
 describe('createChangeFeed', () => {

@@ -8,7 +8,7 @@ import type { ChangeFeedOptions } from '../../src/feed/options.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
 import { MemorySource } from '../../src/sources/MemorySource.js';
-import { idsOf } from '../support/memory.js';
+import { FAST_TIMINGS, idsOf } from '../support/memory.js';
 import { withFakeTimers } from '../support/fakeTimers.js';
 
 interface Doc {
@@ -16,7 +16,7 @@ interface Doc {
   n: number;
 }
 
-const FAST = { pollIntervalMs: 50, leaseAcquireIntervalMs: 100, leaseRenewIntervalMs: 300, leaseExpirationMs: 1_000, leasePrefix: 's.' } as const;
+const FAST = { ...FAST_TIMINGS, leasePrefix: 's.' } as const;
 
 const subscriptions = withFakeTimers();
 

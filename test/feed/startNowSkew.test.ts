@@ -92,32 +92,30 @@ describe.each(['latestVersion', 'allVersionsAndDeletes'] as const)("startFrom: '
     await run.stop();
   });
 
-  it("the function form gives 'now' the same meaning", async () => {
-    const w = world(mode, 30_000);
+  it.each([
+    ["the function form gives 'now' the same meaning", { startFrom: () => 'now' as const, faults: {}, writingMs: 3_000, settleMs: 2_000 }],
+    [
+      "a slow, then failing answer of the source's time does not move the start later",
+      // The first answer takes 3 s, the next two fail: the start is still when the processor started.
+      {
+        startFrom: 'now' as const,
+        faults: {
+          currentTime: [
+            { kind: 'slow', count: 1, ms: 3_000 },
+            { kind: 'transient', count: 2 },
+          ],
+        } satisfies SourceFaultPlan,
+        writingMs: 6_000,
+        settleMs: 3_000,
+      },
+    ],
+  ] as const)('%s', async (_, { startFrom, faults, writingMs, settleMs }) => {
+    const w = world(mode, 30_000, faults);
     const before = w.write('before-', 20);
     await w.clock.advance(1_000);
-    const run = w.start(() => 'now');
-    const after = await w.keepWriting('after-', 3_000);
-    await w.clock.advance(2_000);
-    const delivered = run.delivered();
-    expect(after.filter((id) => !delivered.has(id))).toEqual([]);
-    expect(before.filter((id) => delivered.has(id))).toEqual([]);
-    await run.stop();
-  });
-
-  it("a slow, then failing answer of the source's time does not move the start later", async () => {
-    // The first answer takes 3 s, the next two fail: the start is still when the processor started.
-    const w = world(mode, 30_000, {
-      currentTime: [
-        { kind: 'slow', count: 1, ms: 3_000 },
-        { kind: 'transient', count: 2 },
-      ],
-    });
-    const before = w.write('before-', 20);
-    await w.clock.advance(1_000);
-    const run = w.start('now');
-    const after = await w.keepWriting('after-', 6_000);
-    await w.clock.advance(3_000);
+    const run = w.start(startFrom);
+    const after = await w.keepWriting('after-', writingMs);
+    await w.clock.advance(settleMs);
     const delivered = run.delivered();
     expect(after.filter((id) => !delivered.has(id))).toEqual([]);
     expect(before.filter((id) => delivered.has(id))).toEqual([]);

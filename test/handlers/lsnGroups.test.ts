@@ -10,13 +10,14 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Change } from '../../src/core/Change.js';
 import { type ChangeProcessorHandle, MemoryDeadLetterStore, MemoryLeaseStore, MemorySource, MemoryViewStore, type OnFailure, type PartitionContext, processChanges } from '../../src/index.js';
 import { VirtualClock } from '../support/faults/index.js';
+import { FAST_TIMINGS } from '../support/memory.js';
 
 interface Doc {
   id: string;
   poison?: true;
 }
 
-const FAST = { pollIntervalMs: 50, leaseAcquireIntervalMs: 100, leaseRenewIntervalMs: 300, leaseExpirationMs: 1_000, leasePrefix: 'g.', startFrom: 'beginning', telemetry: false } as const;
+const FAST = { ...FAST_TIMINGS, leasePrefix: 'g.', startFrom: 'beginning', telemetry: false } as const;
 const RETRY = { attempts: 2, initialBackoffMs: 10, maxBackoffMs: 10, jitter: 0 } as const;
 
 let clock: VirtualClock;

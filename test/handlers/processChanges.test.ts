@@ -12,14 +12,14 @@ import { type ChangeHandlers, type ChangeProcessorHandle, type PartitionContext,
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import type { Source } from '../../src/sources/Source.js';
 import { MemorySource } from '../../src/sources/MemorySource.js';
-import { CrashableLeaseStore, lsnOfPosition } from '../support/memory.js';
+import { CrashableLeaseStore, FAST_TIMINGS, storedCheckpoints } from '../support/memory.js';
 
 interface Doc {
   id: string;
   n: number;
 }
 
-const FAST = { pollIntervalMs: 50, leaseAcquireIntervalMs: 100, leaseRenewIntervalMs: 300, leaseExpirationMs: 1_000, leasePrefix: 'h.', maxItemCount: 5 } as const;
+const FAST = { ...FAST_TIMINGS, leasePrefix: 'h.', maxItemCount: 5 } as const;
 
 const handles: ChangeProcessorHandle[] = [];
 beforeEach(() => {
@@ -83,9 +83,8 @@ function start(source: Source<Doc>, leases: MemoryLeaseStore | CrashableLeaseSto
   return handle;
 }
 
-async function checkpoints(leases: MemoryLeaseStore): Promise<Map<string, number>> {
-  const listed = (await leases.list('h.')).leases.filter((l) => !l.id.endsWith('.info') && !l.id.endsWith('.lock'));
-  return new Map(listed.map((l) => [l.leaseToken, lsnOfPosition(l.continuation)]));
+function checkpoints(leases: MemoryLeaseStore): Promise<Map<string, number>> {
+  return storedCheckpoints(leases, FAST.leasePrefix);
 }
 
 function latest(source: MemorySource<Doc>): Map<string, number> {

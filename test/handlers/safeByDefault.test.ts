@@ -7,6 +7,7 @@
  *   item failure: nothing is retried change by change or dead-lettered (repro-handler-fenced-deadletter).
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { FAST_TIMINGS } from '../support/memory.js';
 import {
   checkpointEvery,
   createChangeFeed,
@@ -27,7 +28,7 @@ interface Doc {
   n: number;
 }
 
-const FAST = { pollIntervalMs: 50, leaseAcquireIntervalMs: 100, leaseRenewIntervalMs: 300, leaseExpirationMs: 1_000, leasePrefix: 's.', startFrom: 'beginning' } as const;
+const FAST = { ...FAST_TIMINGS, leasePrefix: 's.', startFrom: 'beginning' } as const;
 
 const handles: ChangeProcessorHandle[] = [];
 const stops: (() => Promise<void>)[] = [];

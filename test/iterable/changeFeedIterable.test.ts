@@ -7,7 +7,7 @@ import { InvalidOptionsError, RxfeedError } from '../../src/errors/index.js';
 import { changeFeedIterable, iterateProcessor, type ChangeFeedIterableOptions } from '../../src/iterable/changeFeedIterable.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { MemorySource } from '../../src/sources/MemorySource.js';
-import { advanceUntil, lsnOfPosition } from '../support/memory.js';
+import { advanceUntil, storedCheckpoints } from '../support/memory.js';
 
 interface Doc {
   id: string;
@@ -32,12 +32,7 @@ function setup(partitions = 3, writes = 300) {
     events: (e) => events.push(e),
     ...extra,
   });
-  const checkpoints = async () =>
-    new Map(
-      (await leases.list(PREFIX)).leases
-        .filter((l) => !l.leaseToken.startsWith('.'))
-        .map((l) => [l.leaseToken, lsnOfPosition(l.continuation)]),
-    );
+  const checkpoints = () => storedCheckpoints(leases, PREFIX);
   return { source, leases, events, options, checkpoints };
 }
 

@@ -2,17 +2,13 @@ import { bufferTime, concatMap, map, mergeMap, timer, type Subscription } from '
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { Change } from '../../src/core/Change.js';
 import { asBatches, type BatchOrBatches } from '../../src/core/ChangeBatch.js';
-import type { FeedEvent } from '../../src/core/events.js';
 import { HandlerError } from '../../src/errors/index.js';
-import { createChangeFeed } from '../../src/feed/index.js';
-import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
 import { eachBatch } from '../../src/operators/eachBatch.js';
 import { eachChange } from '../../src/operators/eachChange.js';
 import { filterChanges } from '../../src/operators/filterChanges.js';
 import { mapChanges } from '../../src/operators/mapChanges.js';
-import { MemorySource } from '../../src/sources/MemorySource.js';
-import { advanceUntil, lsnOfPosition, seededRandom } from '../support/memory.js';
+import { advanceUntil, lsnOfPosition, memoryFeed, seededRandom } from '../support/memory.js';
 
 /** The operators on a real feed (MemorySource + MemoryLeaseStore, fake timers): what reaches the checkpoint. */
 
@@ -24,41 +20,13 @@ interface Doc {
 const PREFIX = 'ops.';
 
 function setup(partitions: number, writes: number) {
-  const source = new MemorySource<Doc>({ partitions });
-  const leases = new MemoryLeaseStore();
-  for (let i = 0; i < writes; i++) source.write({ id: `d${i}`, n: i });
-  const events: FeedEvent[] = [];
-  const feed = createChangeFeed<Doc>({
-    source,
-    leases,
-    instanceName: 'host-a',
-    leasePrefix: PREFIX,
-    pollIntervalMs: 100,
-    leaseAcquireIntervalMs: 100,
-    maxItemCount: 20,
-    maxInFlightChanges: 200,
-    events: (e) => events.push(e),
-  });
-  const stored = async () =>
-    new Map(
-      (await leases.list(PREFIX)).leases
-        .filter((l) => !l.leaseToken.startsWith('.'))
-        .map((l) => [l.leaseToken, lsnOfPosition(l.continuation)]),
-    );
+  const { source, feed, events, checkpoints } = memoryFeed<Doc>({ partitions, writes, prefix: PREFIX, options: { maxItemCount: 20, maxInFlightChanges: 200 } });
   /** True once every partition's checkpoint is stored at its latest LSN. */
   const caughtUp = async () => {
-    const positions = await stored();
+    const positions = await checkpoints();
     return source.partitions().every((p) => positions.get(p.id) === source.latestLsn(p.id));
   };
   return { source, feed, events, caughtUp };
-}
-
-/** Advances fake time until an async condition holds (at most ten virtual minutes). */
-async function advanceUntilAsync(condition: () => Promise<boolean>): Promise<void> {
-  for (let elapsed = 0; !(await condition()); elapsed += 50) {
-    if (elapsed > 600_000) throw new Error('condition not reached within 600000 ms of virtual time');
-    await vi.advanceTimersByTimeAsync(50);
-  }
 }
 
 describe('operators on a running feed', () => {
@@ -85,7 +53,7 @@ describe('operators on a running feed', () => {
         checkpointEvery({ count: 50, ms: 1_000 }),
       )
       .subscribe((b) => seen.push(...asBatches(b).flatMap((x) => x.changes.map((c) => c.id))));
-    await advanceUntilAsync(caughtUp);
+    await advanceUntil(caughtUp, { stepMs: 50 });
     const errors = events.flatMap((e) => (e.type === 'error' ? [e] : []));
     expect(errors.map((e) => e.change?.id).sort()).toEqual([...poison].sort());
     for (const e of errors) {
@@ -103,7 +71,7 @@ describe('operators on a running feed', () => {
     subscription = feed.changes$
       .pipe(filterChanges(() => false), checkpointEvery({ count: 100, ms: 500 }))
       .subscribe((b) => (kept += asBatches(b).reduce((n, x) => n + x.size, 0)));
-    await advanceUntilAsync(caughtUp);
+    await advanceUntil(caughtUp, { stepMs: 50 });
     expect(kept).toBe(0);
     expect(events.filter((e) => e.type === 'stall')).toEqual([]);
     await stop(feed);
@@ -132,7 +100,7 @@ describe('operators on a running feed', () => {
           checkpointEvery({ count: 100, ms: 1_000 }),
         )
         .subscribe(record);
-      await advanceUntilAsync(caughtUp);
+      await advanceUntil(caughtUp, { stepMs: 50 });
       for (const p of source.partitions()) {
         // Every change exactly once (mergeMap may reorder changes inside a batch, never batches).
         const lsns = [...(reached.get(p.id) ?? [])].sort((a, b) => a - b);

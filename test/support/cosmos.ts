@@ -1,4 +1,4 @@
-import { CosmosClient } from '@azure/cosmos';
+import { CosmosClient, type Container, type PartitionKeyDefinition } from '@azure/cosmos';
 import { CosmosEmulator } from '../../src/emulator/index.js';
 
 /** A Cosmos DB endpoint for integration tests: the real service / official emulator, or ours. */
@@ -64,4 +64,16 @@ export async function startTestCosmos(options: { initialRangeCount?: number } = 
 export function needsEmulator(cosmos: TestCosmos, what: string, ctx: { skip(note?: string): never }): CosmosEmulator {
   if (cosmos.emulator) return cosmos.emulator;
   return ctx.skip(`skipped against ${cosmos.endpoint}: ${what} needs the rxfeed emulator's admin operations`);
+}
+
+let containers = 0;
+
+/**
+ * A new container in database `db` (created when missing), named `<prefix>-<n>` with `n` unique in this
+ * process, partitioned as `partitionKey` (default `/pk`, the emulator's default hash version).
+ */
+export async function freshContainer(client: CosmosClient, prefix = 'c', partitionKey: PartitionKeyDefinition = { paths: ['/pk'] }): Promise<Container> {
+  const { database } = await client.databases.createIfNotExists({ id: 'db' });
+  const { container } = await database.containers.createIfNotExists({ id: `${prefix}-${++containers}`, partitionKey });
+  return container;
 }
