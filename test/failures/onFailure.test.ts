@@ -7,16 +7,20 @@ import { concatMap } from 'rxjs';
 import { describe, expect, it, vi } from 'vitest';
 import type { Change } from '../../src/core/Change.js';
 import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
+import type { FeedEvent } from '../../src/core/events.js';
 import { callbackDeadLetterSink } from '../../src/deadletter/callbackDeadLetterSink.js';
 import type { DeadLetter } from '../../src/deadletter/DeadLetter.js';
 import type { OnFailure } from '../../src/failures/failurePolicy.js';
 import { MemoryDeadLetterStore } from '../../src/deadletter/MemoryDeadLetterStore.js';
 import { DeadLetterFencedError, HandlerError, InvalidOptionsError } from '../../src/errors/index.js';
+import { createChangeFeed } from '../../src/feed/index.js';
+import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
 import { eachBatch } from '../../src/operators/eachBatch.js';
 import { eachChange } from '../../src/operators/eachChange.js';
 import { MemoryViewStore } from '../../src/sinks/MemoryViewStore.js';
 import { materializeToView } from '../../src/sinks/materializeToView.js';
+import { MemorySource } from '../../src/sources/MemorySource.js';
 import { batch as testBatch, recordingTracker } from '../operators/batches.js';
 import { withFakeTimers } from '../support/fakeTimers.js';
 import { FAST_TIMINGS, memoryFeed } from '../support/memory.js';
@@ -37,6 +41,11 @@ function setup(docs = 20) {
   /** The LSN stored for `token`'s lease (-1 while it has none). */
   const checkpointOf = async (token: string) => (await checkpoints()).get(token) ?? -1;
   return { source, leases, events, feed, checkpointOf };
+}
+
+/** The LSN a memory position ends with (-1: no checkpoint yet). */
+function lsnOf(position: string | null): number {
+  return position === null ? -1 : Number(/(\d+)$/.exec(position)?.[1]);
 }
 
 /** A chain that fails for `poison` `failures` times (Infinity: always), recording what it processed. */
