@@ -8,7 +8,8 @@
  * Pages of 100 and of 1000 by default (BENCH_PAGES=100,1000). rxfeed is the built package (bench/built.ts).
  *
  * Run: npx tsx bench/telemetry.ts   (BENCH_CHANGES, BENCH_ROUNDS, BENCH_PAGES to change the sizes;
- * BENCH_PROFILE=path writes CPU profiles of 5 more runs of each side: path.telemetry-<page>.{off,on}.cpuprofile)
+ * BENCH_PROFILE=path writes CPU profiles of the measured part of 5 more runs of each side:
+ * path.telemetry-<page>.{off,on}.cpuprofile)
  */
 import { context } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
@@ -17,7 +18,9 @@ import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { filter, firstValueFrom, scan } from 'rxjs';
 import type { MemorySource as Source, TelemetryOptions } from '../src/index.js';
 import { checkpointEvery, createChangeFeed, eachBatch, MemoryLeaseStore, MemorySource } from './built.js';
-import { paired, profiled, ratioLine } from './stats.js';
+import { paired, ratioLine } from './stats.js';
+import { Session } from 'node:inspector/promises';
+import { writeFileSync } from 'node:fs';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 
@@ -54,10 +57,64 @@ function source(): Source<Doc> {
   return s;
 }
 
+/** Where a profiled run says its measured part starts and stops. */
+interface Measured {
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+interface CpuProfile {
+  nodes: { id: number; callFrame: { url: string }; children?: number[] }[];
+  startTime: number;
+  endTime: number;
+  samples: number[];
+  timeDeltas: number[];
+}
+
+/**
+ * Profiles the measured part of 5 runs (not the writing of their sources, nor the forced GC before each) and
+ * writes them as one profile to `file` (the runs' nodes side by side, for bench/profileTop.ts).
+ */
+async function profile(file: string, fn: (measured: Measured) => Promise<unknown>): Promise<void> {
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.setSamplingInterval', { interval: 100 });
+  const merged: CpuProfile = { nodes: [], startTime: 0, endTime: 0, samples: [], timeDeltas: [] };
+  for (let i = 0; i < 5; i++) {
+    await fn({
+      start: async () => void (await session.post('Profiler.start')),
+      stop: async () => {
+        const { profile } = (await session.post('Profiler.stop')) as unknown as { profile: CpuProfile };
+        const offset = merged.nodes.reduce((max, n) => Math.max(max, n.id), 0);
+        // Samples taken while the inspector itself answers Profiler.stop are not the run's: left out.
+        const inspector = new Set<number>();
+        const mark = (n: CpuProfile['nodes'][number], under: boolean) => {
+          const inside = under || n.callFrame.url === 'node:inspector';
+          if (inside) inspector.add(n.id);
+          for (const c of n.children ?? []) mark(byId.get(c)!, inside);
+        };
+        const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+        mark(profile.nodes[0]!, false);
+        merged.nodes.push(...profile.nodes.map((n) => ({ ...n, id: n.id + offset, ...(n.children ? { children: n.children.map((c) => c + offset) } : {}) })));
+        profile.samples.forEach((sample, i) => {
+          if (inspector.has(sample)) return;
+          merged.samples.push(sample + offset);
+          merged.timeDeltas.push(profile.timeDeltas[i]!);
+        });
+        merged.endTime += profile.endTime - profile.startTime;
+      },
+    });
+  }
+  session.disconnect();
+  writeFileSync(file, JSON.stringify(merged));
+}
+
 /** One run: wall ms and this process's CPU ms (CPU is the steadier figure on a shared machine). */
-async function run(telemetry: TelemetryOptions | false, PAGE: number): Promise<{ wall: number; cpu: number }> {
+async function run(telemetry: TelemetryOptions | false, PAGE: number, measured?: Measured): Promise<{ wall: number; cpu: number }> {
+  const written = source();
   const feed = createChangeFeed<Doc>({
-    source: source(),
+    source: written,
     leases: new MemoryLeaseStore(),
     instanceName: 'bench',
     leasePrefix: 'bench.',
@@ -67,6 +124,7 @@ async function run(telemetry: TelemetryOptions | false, PAGE: number): Promise<{
   });
   let sink = 0;
   gc();
+  await measured?.start();
   const started = performance.now();
   const cpuBefore = process.cpuUsage();
   await firstValueFrom(
@@ -80,6 +138,7 @@ async function run(telemetry: TelemetryOptions | false, PAGE: number): Promise<{
     ),
   );
   const wall = performance.now() - started;
+  await measured?.stop();
   const cpu = process.cpuUsage(cpuBefore);
   await feed.stop();
   if (sink < 0) throw new Error('unreachable');
@@ -103,8 +162,8 @@ for (const page of PAGES) {
     `telemetry overhead, pages of ${page}: off ${median(offs.map((r) => r.wall)).toFixed(0)} ms, on ${median(ons.map((r) => r.wall)).toFixed(0)} ms; ` +
       `throughput on/off ${ratioLine(offs.map((off, i) => off.wall / ons[i]!.wall), 3)}; CPU per change on/off ${ratioLine(offs.map((off, i) => ons[i]!.cpu / off.cpu), 3)}`,
   );
-  await profiled(`telemetry-${page}.off`, () => run(false, page));
-  await profiled(`telemetry-${page}.on`, () => run(on, page));
+  const path = process.env['BENCH_PROFILE'];
+  if (path) for (const [side, telemetry] of [['off', false], ['on', on]] as const) await profile(`${path}.telemetry-${page}.${side}.cpuprofile`, (measured) => run(telemetry, page, measured));
 }
 await reader.collect();
 await tracerProvider.forceFlush();

@@ -1,4 +1,4 @@
-import type { Attributes, Counter, Histogram, Meter, Span, SpanOptions, Tracer } from '@opentelemetry/api';
+import type { Attributes, Context, Counter, Histogram, Meter, Span, SpanOptions, Tracer } from '@opentelemetry/api';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import type { FeedEvent } from '../core/events.js';
 import type { Page } from '../sources/Source.js';
@@ -205,6 +205,13 @@ const LEASE_EVENT_NAMES: Partial<Record<FeedEvent['type'], string>> = {
 interface OpenBatch {
   readonly span: Span;
   /**
+   * The context the span was last made active in (`undefined` until then), and the context it was built
+   * on: a batch's work is activated at least twice (its emission, then the operator running the user's
+   * work, usually nested in the first), and builds its context once.
+   */
+  context: Context | undefined;
+  parent: Context | undefined;
+  /**
    * Whether the span is worth making active around the batch's work: it records, or an SDK sampled it out
    * (its context still propagates, so that what the work calls is not sampled as a trace of its own). A
    * no-op tracer's span (no SDK registered) has an invalid context: nothing to activate.
@@ -272,7 +279,7 @@ export class PartitionTelemetry {
     const at = this.#feed.now();
     const span = this.#feed.startBatchSpan(batch, this.#processAttributes, at);
     const active = span.isRecording() || this.#feed.api.trace.isSpanContextValid(span.spanContext());
-    this.#open.set(sequence, { span, active, emittedAt: at, lsn: batch.readLsn });
+    this.#open.set(sequence, { span, context: undefined, parent: undefined, active, emittedAt: at, lsn: batch.readLsn });
     this.consumed += batch.size;
   }
 
@@ -281,8 +288,15 @@ export class PartitionTelemetry {
     const open = this.#open.get(sequence);
     // No context to switch to for a no-op tracer's span (no SDK): nothing would nest under it or propagate.
     if (!open || !open.active) return fn();
-    const { api } = this.#feed;
-    return api.context.with(api.trace.setSpan(api.context.active(), open.span), fn);
+    const { context, trace } = this.#feed.api;
+    const current = context.active();
+    // Nested in its own activation (the operator running the user's work, inside the batch's emission).
+    if (current === open.context) return fn();
+    if (current !== open.parent || open.context === undefined) {
+      open.parent = current;
+      open.context = trace.setSpan(current, open.span);
+    }
+    return context.with(open.context, fn);
   }
 
   /** Batch `sequence` reached the checkpoint (with every batch before it): their spans end. */

@@ -4,7 +4,7 @@
  * user work nested under it, links to the documents' trace contexts, lease life-cycle spans, and the metrics.
  */
 import { createRequire } from 'node:module';
-import { context, trace, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { context, createContextKey, ROOT_CONTEXT, trace, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { AlwaysOffSampler, AlwaysOnSampler, BasicTracerProvider, InMemorySpanExporter, ParentBasedSampler, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { MeterProvider, MetricReader, type MetricData } from '@opentelemetry/sdk-metrics';
@@ -155,6 +155,44 @@ describe('OpenTelemetry', () => {
     const later = spans.filter((s) => s.name === 'later');
     expect(later.length).toBeGreaterThanOrEqual(2);
     for (const span of later) expect(processIds.has(span.parentSpanContext?.spanId ?? '')).toBe(true);
+  });
+
+  it('activates the batch span on top of the caller\'s context, wherever and however often it is activated', async () => {
+    const { clock, source, options } = world();
+    for (let n = 0; n < 4; n++) source.write({ id: `d${n}`, n });
+    const feed = createChangeFeed<Doc>(options);
+    const key = createContextKey('an app value');
+    const activeSpanId = () => trace.getSpan(context.active())?.spanContext().spanId;
+    const seen: { batch: string | undefined; from: unknown[] }[] = [];
+    const subscription = feed.changes$
+      .pipe(
+        eachBatch(async (batch) => {
+          const batchSpan = activeSpanId();
+          const from: unknown[] = [];
+          // From contexts of the app's own (one after another, then none): the app's value stays, the batch
+          // span is active on top of it, and a nested activation changes nothing.
+          for (const value of [1, 2, 1, undefined]) {
+            const parent = value === undefined ? ROOT_CONTEXT : ROOT_CONTEXT.setValue(key, value);
+            from.push(context.with(parent, () => inBatchContext(batch, () => [context.active().getValue(key), activeSpanId(), inBatchContext(batch, activeSpanId)])));
+          }
+          seen.push({ batch: batchSpan, from });
+        }),
+        checkpointEvery(1),
+      )
+      .subscribe();
+    await clock.advance(2_000);
+    await feed.stop();
+    subscription.unsubscribe();
+    expect(seen.length).toBeGreaterThanOrEqual(2);
+    for (const { batch, from } of seen) {
+      expect(batch).toBeDefined();
+      expect(from).toEqual([
+        [1, batch, batch],
+        [2, batch, batch],
+        [1, batch, batch],
+        [undefined, batch, batch],
+      ]);
+    }
   });
 
   it('ends the span of a batch that left the pipeline unacknowledged with error.type', async () => {
