@@ -46,6 +46,10 @@ export class FeedTelemetry {
   readonly #tracer: Tracer;
   readonly #instruments: Instruments;
   readonly #common: Attributes;
+  /** @internal Attributes of `messaging.process.duration` (and of `messaging.client.operation.duration`). */
+  readonly processMetricAttributes: Attributes;
+  /** @internal */
+  readonly readMetricAttributes: Attributes;
   readonly #now: () => number;
   readonly #linkField: string | null;
   readonly #spanName: string;
@@ -77,6 +81,16 @@ export class FeedTelemetry {
       'messaging.consumer.group.name': identity.consumerGroup,
       'messaging.client.id': identity.owner,
     };
+    // The duration histograms carry the conventions' metric attributes only: no lease (a series per lease and
+    // bucket would multiply by the leases) and no client id (the host is the resource's service.instance.id).
+    // Fewer attributes also cost less on every record (the SDK hashes them each time).
+    const durations = {
+      'messaging.system': identity.system,
+      'messaging.destination.name': identity.destination,
+      'messaging.consumer.group.name': identity.consumerGroup,
+    };
+    this.processMetricAttributes = { ...durations, 'messaging.operation.type': 'process', 'messaging.operation.name': 'process' };
+    this.readMetricAttributes = { ...durations, 'messaging.operation.type': 'receive', 'messaging.operation.name': 'read_feed' };
     const seconds = { unit: 's', advice: { explicitBucketBoundaries: DURATION_BUCKETS } };
     this.#instruments = {
       processDuration: meter.createHistogram('messaging.process.duration', { ...seconds, description: 'Time from a batch being emitted to its acknowledgement at checkpointEvery' }),
@@ -238,8 +252,8 @@ export class PartitionTelemetry {
   consumed = 0;
   readCharge = 0;
   readonly #feed: FeedTelemetry;
+  /** The batch span's attributes (with the lease and the client id, which the duration histograms leave out). */
   readonly #processAttributes: Attributes;
-  readonly #readAttributes: Attributes;
   /** Open spans by batch sequence, oldest first (sequences only grow). */
   readonly #open = new Map<number, OpenBatch>();
   #latestLsn: number | undefined;
@@ -253,7 +267,6 @@ export class PartitionTelemetry {
     this.readCharge = totals?.readCharge ?? 0;
     this.readChargeAttributes = { ...attributes, 'rxfeed.operation': 'read_feed' };
     this.#processAttributes = { ...attributes, 'messaging.operation.type': 'process', 'messaging.operation.name': 'process' };
-    this.#readAttributes = { ...attributes, 'messaging.operation.type': 'receive', 'messaging.operation.name': 'read_feed' };
   }
 
   /** Changes after the last acknowledged one as of the last read; `undefined` until a read said. */
@@ -264,7 +277,8 @@ export class PartitionTelemetry {
 
   /** A read finished (`page`) or failed (`error`) after `durationMs`. */
   read(durationMs: number, outcome: { readonly page?: Page<unknown>; readonly error?: Error }): void {
-    const attributes = outcome.error ? { ...this.#readAttributes, 'error.type': outcome.error.name } : this.#readAttributes;
+    const base = this.#feed.readMetricAttributes;
+    const attributes = outcome.error ? { ...base, 'error.type': outcome.error.name } : base;
     this.#feed.instruments.operationDuration.record(durationMs / 1000, attributes);
     const page = outcome.page;
     if (!page) return;
@@ -324,7 +338,7 @@ export class PartitionTelemetry {
     this.#open.delete(sequence);
     const at = this.#feed.now();
     const { span } = open;
-    let attributes = this.#processAttributes;
+    let attributes = this.#feed.processMetricAttributes;
     if (errorType !== undefined) {
       attributes = { ...attributes, 'error.type': errorType };
       span.setAttribute('error.type', errorType);

@@ -254,6 +254,15 @@ describe('OpenTelemetry', () => {
     expect(sum(metrics.get('messaging.process.duration'))).toBeGreaterThanOrEqual(2);
     expect(metrics.get('messaging.process.duration')?.descriptor.unit).toBe('s');
     expect(sum(metrics.get('messaging.client.operation.duration'))).toBeGreaterThanOrEqual(2);
+    // The duration histograms carry the conventions' metric attributes, not the lease nor the client id (a series
+    // per lease and bucket would multiply by the leases; the host is the resource's service.instance.id).
+    for (const name of ['messaging.process.duration', 'messaging.client.operation.duration']) {
+      for (const point of metrics.get(name)!.dataPoints) {
+        expect(point.attributes).toMatchObject({ 'messaging.system': 'rxfeed', 'messaging.destination.name': 'orders', 'messaging.consumer.group.name': 'orders.' });
+        expect(point.attributes).not.toHaveProperty('messaging.destination.partition.id');
+        expect(point.attributes).not.toHaveProperty('messaging.client.id');
+      }
+    }
     expect(sum(metrics.get('rxfeed.leases.owned'))).toBe(2);
     expect(sum(metrics.get('rxfeed.checkpoints'))).toBeGreaterThanOrEqual(2);
     expect(sum(metrics.get('rxfeed.checkpointed.changes'))).toBe(25);
