@@ -426,6 +426,9 @@ class Hub<T, R> implements SseHub<T, R> {
     const project = own ?? this.#project;
     try {
       if (filter && !filter(change)) return null;
+      // Until the stream has passed the rows its snapshot read ahead of the positions, no id can say what the
+      // client holds: events go without one, so a reconnect gets a fresh snapshot, not those changes again.
+      if (client.ahead) return this.#changeFrame(entry, project, undefined);
       const id = client.after ? formatEventId(this.streamId, this.#merged(entry.eventId, client.after)) : entry.eventId;
       client.lastEventId = id;
       if (!cache || client.after) return this.#changeFrame(entry, project, id);
@@ -439,7 +442,7 @@ class Hub<T, R> implements SseHub<T, R> {
     }
   }
 
-  #changeFrame(entry: SseEntry<T>, project: Projection<Change<T>>, id: string): string {
+  #changeFrame(entry: SseEntry<T>, project: Projection<Change<T>>, id: string | undefined): string {
     const { change } = entry;
     const event: SseChangeEvent = {
       id: change.id,
@@ -449,7 +452,7 @@ class Hub<T, R> implements SseHub<T, R> {
       timestampMs: change.timestampMs,
       ...(project ? { data: project(change) } : {}),
     };
-    return formatSseMessage({ id, data: JSON.stringify(event) });
+    return formatSseMessage({ ...(id === undefined ? {} : { id }), data: JSON.stringify(event) });
   }
 
   /** The hub's positions in `eventId` with a client's own marks where they are further. */
@@ -520,8 +523,11 @@ class Hub<T, R> implements SseHub<T, R> {
     const { after } = read;
     const id = formatEventId(this.streamId, after);
     const positions = Object.fromEntries(after);
-    client.write(formatSseMessage({ event: 'up-to-date', id, data: JSON.stringify({ positions, rows: read.rows.length }) }));
-    client.lastEventId = id;
+    // Rows past the positions are in no id: until the stream has passed them, the client's id stays the empty one
+    // `snapshot-begin` gave it (a reconnect gets a fresh snapshot rather than those changes again).
+    const resumable = read.ahead.size === 0;
+    client.write(formatSseMessage({ event: 'up-to-date', ...(resumable ? { id } : {}), data: JSON.stringify({ positions, rows: read.rows.length }) }));
+    client.lastEventId = resumable ? id : '';
     client.after = new Map(after);
     client.ahead = read.ahead.size > 0 ? new Map(read.ahead) : undefined;
     client.state = 'live';
@@ -591,7 +597,7 @@ class Hub<T, R> implements SseHub<T, R> {
       for (const client of this.#clients) {
         if (client.waiting || !client.fits(beat.length + 1)) continue;
         // A client whose filter skipped the latest changes learns the position here, so it resumes from there.
-        const current = client.state === 'live' && client.cursor === this.#head && client.lastEventId !== this.#eventId && !client.after;
+        const current = client.state === 'live' && client.cursor === this.#head && client.lastEventId !== this.#eventId && !client.after && !client.ahead;
         client.write(beat + (current ? '' : '\n'));
         if (current) this.#positionFrame(client);
       }
