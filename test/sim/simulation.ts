@@ -78,7 +78,7 @@ async function run(sim: Sim, sdk: SdkWorld | undefined): Promise<SimResult> {
 
   const admin = sim.faults.has('admin') ? new AdminOps(sim, world, stores) : undefined;
   await runChaos(sim, world, hosts, advance, () => admin?.tick());
-  await checkQuiescence(sim, world, stores, hosts, advance);
+  await checkQuiescence(sim, world, stores, hosts, advance, sse && (() => sse.settle(advance)));
   relay?.finish();
   sse?.finish();
 

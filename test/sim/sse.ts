@@ -6,6 +6,7 @@ import { parseEventId } from '../../src/sse/eventId.js';
 import { createSseHub, type SseHub, type SseResponse } from '../../src/sse/index.js';
 import { markOf } from '../../src/sse/lineage.js';
 import type { HostClock } from '../support/faults/index.js';
+import { EPOCH_MS } from './config.js';
 import type { Sim } from './context.js';
 import type { SimHost } from './hosts.js';
 import type { Doc, World } from './world.js';
@@ -21,6 +22,11 @@ interface SimHub {
   readonly read: Map<string, Set<number>>;
   /** Lowest LSN read per token. */
   readonly first: Map<string, number>;
+  /** Every change handed to the hub, in order, and whether the hub passes over it (a re-read: at or below its mark). */
+  readonly inputs: { readonly token: string; readonly id: string; readonly lsn: number; readonly reread: boolean }[];
+  /** Highest LSN handed to the hub per token, and the changes handed (`id@lsn`): what makes an input a re-read. */
+  readonly marks: Map<string, number>;
+  readonly seen: Set<string>;
   closed: boolean;
   dead: boolean;
 }
@@ -40,6 +46,9 @@ interface Chain {
 }
 
 type Kind = 'fast' | 'slow' | 'stalling' | 'flaky';
+
+/** Virtual ms browsers get at quiescence to come back and catch up (reconnect 1–1.5 s, a snapshot, heartbeats). */
+const SETTLE_MS = 8_000;
 
 /** Unsent bytes a response may hold past `maxBufferedBytes` (or one larger event): id-only position frames, heartbeats, `dropped`. */
 const SLACK_BYTES = 4_096;
@@ -126,13 +135,16 @@ class SimResponse implements SseResponse {
  * The `--sse on` variant: each host incarnation's Rx pipeline passes its batches through its own hub's
  * `broadcast()` (after the views: in snapshot mode the hub serves the host's view), and simulated browsers
  * connect, read fast or slowly, stall, go away and come back with their `Last-Event-ID`, to the same hub or,
- * when its host crashed, stopped or froze, to another host's. Draws only from its own PRNG (`sse`).
+ * when its host crashed, stopped or froze, to another host's. Draws only from its own PRNG (`sse.run`).
  *
  * A chain is what one browser sees from a connection with no position, a `reset` or a `snapshot-begin` on,
  * through every resume the hubs served from their buffers. Invariants, per chain:
  * - `sse-duplicate`: one change (`id@lsn`), or a change and the snapshot row at its LSN, received twice;
  * - `sse-order`: a document's changes (and rows) out of LSN order (a parent's change from one hub after its
  *   child's newer change from another is counted as `sse.lineageFills`: see {@link SimClient});
+ * - `sse-snapshot-behind` (at each `up-to-date`): a row older than its document's newest change at or below
+ *   the positions `up-to-date` carries;
+ * - `sse-client-behind` (at quiescence, browsers calm, see {@link SimSse.settle});
  * - `sse-unbounded` (per connection): more unsent bytes than `maxBufferedBytes` (or one larger event) plus 4 KiB
  *   of control frames, as the hub promises a client never holds more of the server's memory;
  * - `sse-gap`: a change of partition P at LSN L received after the chain's last event id had P (along the
@@ -161,7 +173,8 @@ export class SimSse {
     private readonly sim: Sim,
     private readonly world: World,
   ) {
-    this.#random = sim.randomFor('sse');
+    // Not `sse`: its first draw decides whether `--faults all` runs this variant at all (`drawVariant`).
+    this.#random = sim.randomFor('sse.run');
     const r = this.#random;
     this.#settings = {
       snapshot: r() < 0.5,
@@ -212,16 +225,21 @@ export class SimSse {
       snapshotChunkRows: 20,
       ...(snapshot ? { view: this.#slowReads(view, hostClock) } : {}),
     });
-    const entry: SimHub = { hub, host, read: new Map(), first: new Map(), closed: false, dead: false };
+    const entry: SimHub = { hub, host, read: new Map(), first: new Map(), inputs: [], marks: new Map(), seen: new Set(), closed: false, dead: false };
     this.#hubs.push(entry);
     return pipe(
       tap((batch: ChangeBatch<Doc>) => {
         if (batch.range) this.#ranges.set(batch.partition, batch.range);
         let read = entry.read.get(batch.partition);
         if (!read) entry.read.set(batch.partition, (read = new Set()));
+        const floor = batch.isEmpty ? -1 : (markOf(batch.partition, entry.marks, this.#ranges) ?? -1);
         for (const c of batch.changes) {
           read.add(c.lsn);
           entry.first.set(batch.partition, Math.min(entry.first.get(batch.partition) ?? Infinity, c.lsn));
+          const key = `${c.id}@${c.lsn}`;
+          entry.inputs.push({ token: batch.partition, id: c.id, lsn: c.lsn, reread: c.lsn <= floor || entry.seen.has(key) });
+          entry.seen.add(key);
+          entry.marks.set(batch.partition, Math.max(entry.marks.get(batch.partition) ?? -1, c.lsn));
         }
       }),
       hub.broadcast(),
@@ -272,6 +290,25 @@ export class SimSse {
     for (const c of this.#clients) c.tick();
   }
 
+  /**
+   * At quiescence, before the hosts stop: browsers turn calm (they read everything, stay connected) and come
+   * back; after a while every browser connected to a running host's hub must hold every change that hub was
+   * handed since it connected, past the position it started from (`sse-client-behind`).
+   */
+  async settle(advance: (ms: number) => Promise<void>): Promise<void> {
+    this.calm = true;
+    await advance(SETTLE_MS);
+    const live = new Set(this.liveHubs());
+    for (const c of this.#clients) c.checkCaughtUp(live);
+  }
+
+  /** Set at quiescence: no disconnects, stalls or slow reads any more. */
+  calm = false;
+
+  get ranges(): ReadonlyMap<string, FeedRange> {
+    return this.#ranges;
+  }
+
   /** The gap check of one change event (see the class's doc). */
   checkGap(client: SimClient, chain: Chain, hub: SimHub, token: string, lsn: number, before: string): void {
     const positions = parseEventId(before)?.positions;
@@ -304,6 +341,31 @@ export class SimSse {
         this.count('sse.unread');
       }
       return;
+    }
+  }
+
+  /**
+   * `sse-snapshot-behind`: a row of the snapshot a chain just got is older than its document's newest change at
+   * or below the `up-to-date` positions (in the partition the change was written to): the rows must reflect at
+   * least the positions, or the changes between are never sent. A newest change that is poison (never in the
+   * view) or behind a halted partition is passed over.
+   */
+  checkSnapshot(client: SimClient, chain: Chain, hub: SimHub, positions: ReadonlyMap<string, number>): void {
+    this.#index();
+    for (const [token, upTo] of positions) {
+      const newest = new Map<string, number>();
+      for (const [lsn, key] of this.#written.get(token) ?? []) {
+        if (lsn > upTo) continue;
+        const id = key.slice(0, key.lastIndexOf('@'));
+        if (lsn > (newest.get(id) ?? -1)) newest.set(id, lsn);
+      }
+      for (const [id, lsn] of newest) {
+        const row = chain.rows.get(id);
+        const key = `${id}@${lsn}`;
+        if (row === undefined || row >= lsn || this.world.leftOut(key) || this.world.excused(key)) continue;
+        this.sim.violations.report('sse-snapshot-behind', `client ${client.name} (chain ${chain.id}): the snapshot of ${hub.hub.streamId} has ${id}@${row} under up-to-date ${token}:${upTo}, which holds ${key}`, `snapbehind:${client.name}:${chain.id}`);
+        return;
+      }
     }
   }
 
@@ -350,6 +412,9 @@ class SimClient {
   #stalledUntil = 0;
   readonly #budget: number;
   readonly name: string;
+  /** The hub's input count when this connection began, the position the browser started from, and when. */
+  #since = { input: 0, atMs: 0 };
+  #baseline: ReadonlyMap<string, number> = new Map();
 
   constructor(
     private readonly sse: SimSse,
@@ -370,6 +435,10 @@ class SimClient {
       if (sse.now >= this.#reconnectAt) this.#connect();
       return;
     }
+    if (sse.calm) {
+      this.#res.read(Infinity);
+      return;
+    }
     const host = this.hub?.host();
     // A frozen server: the browser gives up on the connection after a while and tries another server.
     if (host?.clock.state === 'paused' && r() < 0.05) {
@@ -388,6 +457,21 @@ class SimClient {
     }
     if (sse.now < this.#stalledUntil) return;
     this.#res.read(this.#budget);
+  }
+
+  /** `sse-client-behind` (see {@link SimSse.settle}): only for a connection to one of `live`. */
+  checkCaughtUp(live: ReadonlySet<SimHub>): void {
+    const hub = this.hub;
+    if (!this.#res || !hub || !live.has(hub)) return;
+    const chain = this.#chain;
+    const ranges = this.sse.ranges;
+    const behind = hub.inputs.slice(this.#since.input).filter(
+      (c) => !c.reread && !chain.received.has(`${c.id}@${c.lsn}`) && (chain.newest.get(c.id) ?? -1) < c.lsn && c.lsn > (markOf(c.token, this.#baseline, ranges) ?? -1),
+    );
+    if (behind.length > 0) {
+      const e = behind.slice(0, 3).map((c) => `${c.id}@${c.lsn} (${c.token})`).join(', ');
+      this.sse.report('sse-client-behind', `client ${this.name} connected to ${hub.hub.streamId} since ${this.#since.atMs - EPOCH_MS} ms lacks ${behind.length} changes the hub was handed since, e.g. ${e}`, `behind:${this.name}`);
+    }
   }
 
   /** The connection ends from the client's side (or the server's process is gone): unread bytes are lost. */
@@ -419,6 +503,9 @@ class SimClient {
       this.#reconnectAt = sse.now + 1_000 + Math.floor(sse.random() * 500);
     });
     const lastEventId = this.#lastEventId;
+    this.#since = { input: target.inputs.length, atMs: sse.now };
+    // Where it starts: its own id, or (a first connection without a view) the hub's position now.
+    this.#baseline = parseEventId(lastEventId === '' ? target.hub.lastEventId : lastEventId)?.positions ?? new Map();
     if (lastEventId === '') {
       sse.count('sse.connects');
       this.#chain = sse.newChain();
@@ -465,6 +552,8 @@ class SimClient {
     const { sse } = this;
     if (type === 'snapshot-begin' || type === 'reset') {
       this.#chain = sse.newChain();
+      // A reset starts the browser at the hub's position (its id); a snapshot at its up-to-date's positions.
+      this.#baseline = parseEventId(type === 'reset' ? this.#lastEventId : '')?.positions ?? new Map();
       sse.count(type === 'reset' ? 'sse.resets' : 'sse.snapshots');
       return;
     }
@@ -475,6 +564,12 @@ class SimClient {
     }
     if (type === 'snapshot') {
       for (const row of JSON.parse(data) as { id: string; lsn: number }[]) this.#receive(`row ${row.id}`, row.id, row.lsn, undefined, hub.hub.streamId);
+      return;
+    }
+    if (type === 'up-to-date') {
+      const { positions } = JSON.parse(data) as { positions: Record<string, number> };
+      this.#baseline = new Map(Object.entries(positions));
+      sse.checkSnapshot(this, this.#chain, hub, this.#baseline);
       return;
     }
     if (type !== 'message') return;
