@@ -22,11 +22,8 @@ interface SimHub {
   readonly read: Map<string, Set<number>>;
   /** Lowest LSN read per token. */
   readonly first: Map<string, number>;
-  /** Every change handed to the hub, in order, and whether the hub passes over it (a re-read: at or below its mark). */
-  readonly inputs: { readonly token: string; readonly id: string; readonly lsn: number; readonly reread: boolean }[];
-  /** Highest LSN handed to the hub per token, and the changes handed (`id@lsn`): what makes an input a re-read. */
-  readonly marks: Map<string, number>;
-  readonly seen: Set<string>;
+  /** Every change handed to the hub, in order. */
+  readonly inputs: { readonly token: string; readonly id: string; readonly lsn: number }[];
   closed: boolean;
   dead: boolean;
 }
@@ -225,21 +222,17 @@ export class SimSse {
       snapshotChunkRows: 20,
       ...(snapshot ? { view: this.#slowReads(view, hostClock) } : {}),
     });
-    const entry: SimHub = { hub, host, read: new Map(), first: new Map(), inputs: [], marks: new Map(), seen: new Set(), closed: false, dead: false };
+    const entry: SimHub = { hub, host, read: new Map(), first: new Map(), inputs: [], closed: false, dead: false };
     this.#hubs.push(entry);
     return pipe(
       tap((batch: ChangeBatch<Doc>) => {
         if (batch.range) this.#ranges.set(batch.partition, batch.range);
         let read = entry.read.get(batch.partition);
         if (!read) entry.read.set(batch.partition, (read = new Set()));
-        const floor = batch.isEmpty ? -1 : (markOf(batch.partition, entry.marks, this.#ranges) ?? -1);
         for (const c of batch.changes) {
           read.add(c.lsn);
           entry.first.set(batch.partition, Math.min(entry.first.get(batch.partition) ?? Infinity, c.lsn));
-          const key = `${c.id}@${c.lsn}`;
-          entry.inputs.push({ token: batch.partition, id: c.id, lsn: c.lsn, reread: c.lsn <= floor || entry.seen.has(key) });
-          entry.seen.add(key);
-          entry.marks.set(batch.partition, Math.max(entry.marks.get(batch.partition) ?? -1, c.lsn));
+          entry.inputs.push({ token: batch.partition, id: c.id, lsn: c.lsn });
         }
       }),
       hub.broadcast(),
@@ -465,9 +458,13 @@ class SimClient {
     if (!this.#res || !hub || !live.has(hub)) return;
     const chain = this.#chain;
     const ranges = this.sse.ranges;
-    const behind = hub.inputs.slice(this.#since.input).filter(
-      (c) => !c.reread && !chain.received.has(`${c.id}@${c.lsn}`) && (chain.newest.get(c.id) ?? -1) < c.lsn && c.lsn > (markOf(c.token, this.#baseline, ranges) ?? -1),
-    );
+    // Where the browser stands: the position it started from, and the id it holds now (the hub owes it what it
+    // was handed past that; a re-read below it, or a change under a lineage mark the browser reached, is not owed).
+    const at = new Map(this.#baseline);
+    for (const [token, lsn] of parseEventId(this.#lastEventId)?.positions ?? []) at.set(token, Math.max(lsn, at.get(token) ?? -1));
+    const behind = hub.inputs
+      .slice(this.#since.input)
+      .filter((c) => !chain.received.has(`${c.id}@${c.lsn}`) && (chain.newest.get(c.id) ?? -1) < c.lsn && c.lsn > (markOf(c.token, at, ranges) ?? -1));
     if (behind.length > 0) {
       const e = behind.slice(0, 3).map((c) => `${c.id}@${c.lsn} (${c.token})`).join(', ');
       this.sse.report('sse-client-behind', `client ${this.name} connected to ${hub.hub.streamId} since ${this.#since.atMs - EPOCH_MS} ms lacks ${behind.length} changes the hub was handed since, e.g. ${e}`, `behind:${this.name}`);
