@@ -36,6 +36,8 @@ interface Chain {
   readonly newest: Map<string, number>;
   /** Where each document's newest LSN came from (for the reports). */
   readonly newestFrom: Map<string, { readonly what: string; readonly token: string | undefined; readonly stream: string }>;
+  /** Highest LSN received per partition (lease token). */
+  readonly reached: Map<string, number>;
   /** Snapshot rows: document → LSN of the row (a row stands for every change of its document up to it). */
   readonly rows: Map<string, number>;
   /** A resume from another hub's id that the hub served from its buffer: it vouched for these positions. */
@@ -203,7 +205,7 @@ export class SimSse {
   }
 
   newChain(): Chain {
-    return { id: ++this.#chains, received: new Set(), newest: new Map(), newestFrom: new Map(), rows: new Map(), vouched: undefined };
+    return { id: ++this.#chains, received: new Set(), newest: new Map(), newestFrom: new Map(), reached: new Map(), rows: new Map(), vouched: undefined };
   }
 
   /**
@@ -458,10 +460,11 @@ class SimClient {
     if (!this.#res || !hub || !live.has(hub)) return;
     const chain = this.#chain;
     const ranges = this.sse.ranges;
-    // Where the browser stands: the position it started from, and the id it holds now (the hub owes it what it
-    // was handed past that; a re-read below it, or a change under a lineage mark the browser reached, is not owed).
+    // Where the browser stands: the position it started from, the id it holds now and the changes it received
+    // (ids are withheld while rows read ahead of a snapshot's positions are pending). The hub owes it what it was
+    // handed past that; a re-read below it (a rewind re-reading a hole in the hub's own reading too) is not owed.
     const at = new Map(this.#baseline);
-    for (const [token, lsn] of parseEventId(this.#lastEventId)?.positions ?? []) at.set(token, Math.max(lsn, at.get(token) ?? -1));
+    for (const [token, lsn] of [...(parseEventId(this.#lastEventId)?.positions ?? []), ...chain.reached]) at.set(token, Math.max(lsn, at.get(token) ?? -1));
     const behind = hub.inputs
       .slice(this.#since.input)
       .filter((c) => !chain.received.has(`${c.id}@${c.lsn}`) && (chain.newest.get(c.id) ?? -1) < c.lsn && c.lsn > (markOf(c.token, at, ranges) ?? -1));
@@ -598,6 +601,7 @@ class SimClient {
       chain.newestFrom.set(id, { what, token, stream });
     }
     if (token === undefined) chain.rows.set(id, lsn);
+    else chain.reached.set(token, Math.max(lsn, chain.reached.get(token) ?? -1));
   }
 
 }
