@@ -142,7 +142,8 @@ class SimResponse implements SseResponse {
  * - `sse-order`: a document's changes (and rows) out of LSN order (a parent's change from one hub after its
  *   child's newer change from another is counted as `sse.lineageFills`: see {@link SimClient});
  * - `sse-snapshot-behind` (at each `up-to-date`): a row older than its document's newest change at or below
- *   the positions `up-to-date` carries;
+ *   the positions `up-to-date` carries (in `latestVersion` mode, a version with a newer one written is passed
+ *   over here and in `sse-gap`: the feed skips it);
  * - `sse-client-behind` (at quiescence, browsers calm, see {@link SimSse.settle});
  * - `sse-unbounded` (per connection): more unsent bytes than `maxBufferedBytes` (or one larger event) plus 4 KiB
  *   of control frames, as the hub promises a client never holds more of the server's memory;
@@ -321,7 +322,7 @@ export class SimSse {
       if (key === undefined || chain.received.has(key)) continue;
       const id = key.slice(0, key.lastIndexOf('@'));
       if ((chain.rows.get(id) ?? -1) >= l) continue;
-      if (this.world.leftOut(key) || this.world.excused(key) || this.world.isBeforeStart(key)) continue;
+      if (this.world.leftOut(key) || this.world.excused(key) || this.world.isBeforeStart(key) || this.#superseded(key)) continue;
       const read = hub.read.get(token)?.has(l) ?? false;
       // The hub read this partition, or one of its lineage (a range over it), below the change: a hole in its reading.
       const range = this.#ranges.get(token);
@@ -357,11 +358,16 @@ export class SimSse {
       for (const [id, lsn] of newest) {
         const row = chain.rows.get(id);
         const key = `${id}@${lsn}`;
-        if (row === undefined || row >= lsn || this.world.leftOut(key) || this.world.excused(key)) continue;
+        if (row === undefined || row >= lsn || this.world.leftOut(key) || this.world.excused(key) || this.#superseded(key)) continue;
         this.sim.violations.report('sse-snapshot-behind', `client ${client.name} (chain ${chain.id}): the snapshot of ${hub.hub.streamId} has ${id}@${row} under up-to-date ${token}:${upTo}, which holds ${key}`, `snapbehind:${client.name}:${chain.id}`);
         return;
       }
     }
+  }
+
+  /** In `latestVersion` mode, a version with a newer one written may never be read: the feed skips it. */
+  #superseded(key: string): boolean {
+    return this.world.mode === 'latestVersion' && this.world.latestKey.get(key.slice(0, key.lastIndexOf('@'))) !== key;
   }
 
   #index(): void {
