@@ -66,6 +66,11 @@ export interface SimConfig {
    */
   readonly relay?: 'jetstream' | 'amqp' | 'off';
   /**
+   * Pass every batch through a hub of `rxfeed/sse` per host incarnation (Rx form only; after the views), with
+   * simulated browsers that connect, lag and resume, or not (`'off'`, default). See `sse.ts`.
+   */
+  readonly sse?: 'on' | 'off';
+  /**
    * What the hosts read and keep leases in: `MemorySource` and `MemoryLeaseStore` (`'memory'`, default), or
    * `CosmosSource` and `CosmosLeaseStore` through the real `@azure/cosmos` client against the emulator in this
    * process (`'sdk'`, see `sdkWorld.ts`), faults striking at the emulator's fault layer.
@@ -74,7 +79,7 @@ export interface SimConfig {
 }
 
 /** What a product variant sets: the options of {@link SimConfig} that `--faults all` draws per seed. */
-export type Variant = Pick<SimConfig, 'view' | 'groups' | 'balanceBy' | 'form' | 'policy' | 'start' | 'leaseScheme' | 'positions' | 'relay' | 'source'>;
+export type Variant = Pick<SimConfig, 'view' | 'groups' | 'balanceBy' | 'form' | 'policy' | 'start' | 'leaseScheme' | 'positions' | 'relay' | 'source' | 'sse'>;
 
 const STARTS = ['beginning', 'now', 'time', 'function'] as const;
 
@@ -99,11 +104,14 @@ export function drawVariant(seed: number): Required<Variant> {
   } as const;
   // Drawn from a PRNG of its own (the one `sim.randomFor('relay')` gives), so the draws above stay as they were.
   const relay = seededRandom((seed ^ hashString('relay')) >>> 0)();
+  // The same for the SSE hub (`sim.randomFor('sse')` gives this PRNG; its first draw decides).
+  const sse = seededRandom((seed ^ hashString('sse')) >>> 0)();
   return {
     ...variant,
     // The SDK mode reads Cosmos DB's own continuations: no opaque positions (see {@link sdkLimits}).
     positions: variant.source === 'sdk' ? 'lsn' : variant.positions,
     relay: variant.form === 'handler' ? 'off' : relay < 1 / 3 ? 'jetstream' : relay < 2 / 3 ? 'amqp' : 'off',
+    sse: variant.form === 'handler' ? 'off' : sse < 0.5 ? 'on' : 'off',
   };
 }
 
@@ -195,5 +203,6 @@ export function replayLine(config: SimConfig): string {
   const positions = config.positions !== undefined ? ` --positions ${config.positions}` : '';
   const source = config.source !== undefined ? ` --source ${config.source}` : '';
   const relay = config.relay !== undefined ? ` --relay ${config.relay}` : '';
-  return `npm run sim -- --seed ${config.seed} --faults ${config.faults.join(',') || 'none'} --hosts ${config.hosts.min}-${config.hosts.max}${chaos}${onError}${balance}${view}${groups}${form}${policy}${start}${scheme}${positions}${relay}${source}`;
+  const sse = config.sse !== undefined ? ` --sse ${config.sse}` : '';
+  return `npm run sim -- --seed ${config.seed} --faults ${config.faults.join(',') || 'none'} --hosts ${config.hosts.min}-${config.hosts.max}${chaos}${onError}${balance}${view}${groups}${form}${policy}${start}${scheme}${positions}${relay}${source}${sse}`;
 }

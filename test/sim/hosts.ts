@@ -17,6 +17,7 @@ import type { FaultPlans } from './faultPlans.js';
 import { HostClocks } from './hostClocks.js';
 import type { ObservedStores, Row } from './observedStores.js';
 import type { SimRelay } from './relay.js';
+import type { SimSse } from './sse.js';
 import type { Doc, World } from './world.js';
 
 /** The group key of a document: ids `d0`, `d1`, ... fall in three groups, whatever partition holds them. */
@@ -151,6 +152,8 @@ export class Hosts {
     readonly settings: HostSettings,
     /** The `--relay` variant: the broker step of the Rx pipeline and its checkpoint watch. */
     private readonly relay?: SimRelay,
+    /** The `--sse on` variant: each incarnation's hub step (after the views) and its clients. */
+    private readonly sse?: SimSse,
   ) {
     this.clocks = new HostClocks(sim);
   }
@@ -258,6 +261,7 @@ export class Hosts {
           materializeToView(view, { project, concurrency: 2, mode: config.view ?? 'guarded', ...failure }),
           config.groups ? materializeToView(groupView, { key: (c) => groupOf(c.id), project, concurrency: 2, mode: 'exactlyOnce', ...failure }) : identity,
           this.relay ? this.relay.operator(name, hostClock) : identity,
+          this.sse ? this.sse.operator(name, hostClock, view, () => ref.host) : identity,
           tap((batch) => {
             for (const c of batch.changes) world.deliver(c.id, c.lsn);
           }),

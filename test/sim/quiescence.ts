@@ -9,7 +9,15 @@ import type { World } from './world.js';
  * (`change-never-delivered`, `view-differs-from-source`, `credit-not-returned`), leases settle
  * (`lease-churn`), and a graceful stop of every live host finishes (`stop-never-finished`).
  */
-export async function checkQuiescence(sim: Sim, world: World, stores: ObservedStores, hosts: Hosts, advance: (ms: number) => Promise<void>): Promise<void> {
+export async function checkQuiescence(
+  sim: Sim,
+  world: World,
+  stores: ObservedStores,
+  hosts: Hosts,
+  advance: (ms: number) => Promise<void>,
+  /** Runs once everything converged and settled, before the hosts stop (the SSE browsers' last check). */
+  beforeStop?: () => Promise<void>,
+): Promise<void> {
   const { clock, env, violations } = sim;
   env.enabled = false;
   env.turnOff('storm');
@@ -48,6 +56,7 @@ export async function checkQuiescence(sim: Sim, world: World, stores: ObservedSt
     }
   }
 
+  await beforeStop?.();
   const stopping = hosts.running();
   for (const h of stopping) hosts.stop(h);
   const stopStart = clock.now();

@@ -46,7 +46,7 @@ describe('simulation: relays to brokers', () => {
     expect(new Set(drawn.map((v) => v.relay))).toEqual(new Set(['jetstream', 'amqp', 'off']));
     for (const v of drawn) if (v.form === 'handler') expect(v.relay).toBe('off');
     // Seeds 1 and 3 as drawn before the relay existed (positions and source drawn after the others), plus the relay.
-    expect(drawVariant(1)).toEqual({ view: 'exactlyOnce', groups: false, balanceBy: 'count', form: 'rx', policy: 'deadLetter', start: 'beginning', leaseScheme: 'rxfeed', positions: 'opaque', source: 'memory', relay: 'jetstream' });
-    expect(drawVariant(3)).toEqual({ view: 'guarded', groups: false, balanceBy: 'count', form: 'rx', policy: 'deadLetter', start: 'now', leaseScheme: 'dotnet', positions: 'opaque', source: 'memory', relay: 'amqp' });
+    expect(drawVariant(1)).toEqual({ view: 'exactlyOnce', groups: false, balanceBy: 'count', form: 'rx', policy: 'deadLetter', start: 'beginning', leaseScheme: 'rxfeed', positions: 'opaque', source: 'memory', relay: 'jetstream', sse: 'off' });
+    expect(drawVariant(3)).toEqual({ view: 'guarded', groups: false, balanceBy: 'count', form: 'rx', policy: 'deadLetter', start: 'now', leaseScheme: 'dotnet', positions: 'opaque', source: 'memory', relay: 'amqp', sse: 'off' });
   });
 });

@@ -6,7 +6,7 @@
  * (default count), `--view guarded|exactlyOnce` (default guarded), `--groups on|off` (default off),
  * `--form rx|handler` (default rx), `--policy deadLetter|halt` (default deadLetter), `--start beginning|now|time|function`
  * (default beginning), `--lease-scheme rxfeed|dotnet` (default rxfeed), `--positions lsn|opaque` (default lsn),
- * `--relay jetstream|amqp|off` (default off; Rx form only), `--source memory|sdk`
+ * `--relay jetstream|amqp|off` (default off; Rx form only), `--sse on|off` (default off; Rx form only), `--source memory|sdk`
  * (default memory), `--verbose`.
  * With `--faults all`, options not given are drawn per seed (the whole product; see test/sim/README.md).
  * Prints one line per failing seed that replays it; exits 1 when any seed failed.
@@ -51,6 +51,9 @@ function parse(argv: readonly string[]): { configs: SimConfig[]; verbose: boolea
   const relay = args.get('relay');
   if (relay !== undefined && relay !== 'jetstream' && relay !== 'amqp' && relay !== 'off') throw new Error('--relay: give jetstream, amqp or off');
   if (relay !== undefined && relay !== 'off' && form === 'handler') throw new Error('--relay: the relay runs in the Rx form only (--form rx)');
+  const sse = args.get('sse');
+  if (sse !== undefined && sse !== 'on' && sse !== 'off') throw new Error('--sse: give on or off');
+  if (sse === 'on' && form === 'handler') throw new Error('--sse: the hub runs in the Rx form only (--form rx)');
   const source = args.get('source');
   if (source !== undefined && source !== 'memory' && source !== 'sdk') throw new Error('--source: give memory or sdk');
   if (source === 'sdk' && positions === 'opaque') throw new Error('--positions opaque: not in the SDK mode (--source sdk), which reads Cosmos DB continuations');
@@ -64,13 +67,15 @@ function parse(argv: readonly string[]): { configs: SimConfig[]; verbose: boolea
     ...(form ? { form } : {}),
     ...(policy ? { policy } : {}),
     ...(relay ? { relay } : {}),
+    ...(sse ? { sse } : {}),
     ...(source ? { source: source as NonNullable<Variant['source']> } : {}),
   };
   // `--faults all` is the whole product: each seed draws a variant (view mode, group keys, balancing, ...);
   // options given explicitly win. A list of fault sets runs the classic variant (old replay lines stay exact).
   const variant = (seed: number): Variant => {
     if (faultsArg !== 'all') return explicit;
-    const drawn: Variant = { ...drawVariant(seed), ...explicit };
+    // `--sse on` runs in the Rx form: a seed that drew the handler form runs the Rx form instead.
+    const drawn: Variant = { ...drawVariant(seed), ...(sse === 'on' ? { form: 'rx' as const } : {}), ...explicit };
     // `--source sdk` with `--faults all`: positions drawn as opaque do not apply (see sdkLimits).
     return drawn.source === 'sdk' && positions === undefined ? { ...drawn, positions: 'lsn' } : drawn;
   };

@@ -11,6 +11,7 @@ import { ObservedStores } from './observedStores.js';
 import { SimRelay } from './relay.js';
 import { checkQuiescence } from './quiescence.js';
 import { SdkWorld } from './sdkWorld.js';
+import { SimSse } from './sse.js';
 import { World } from './world.js';
 
 export * from './config.js';
@@ -62,21 +63,25 @@ async function run(sim: Sim, sdk: SdkWorld | undefined): Promise<SimResult> {
   sdk?.injectFaults(plans);
   const everPaused = (name: string): boolean => hosts.all.some((h) => h.name === name && h.everPaused);
   const relay = config.relay === 'jetstream' || config.relay === 'amqp' ? new SimRelay(sim, world, config.relay, everPaused) : undefined;
-  const hosts: Hosts = new Hosts(sim, world, stores, plans, settings, relay);
+  // Constructed after everything else draws: it draws only from its own PRNG (`sse`).
+  const sse = config.sse === 'on' ? new SimSse(sim, world) : undefined;
+  const hosts: Hosts = new Hosts(sim, world, stores, plans, settings, relay, sse);
   const throughout = new Throughout(sim, world, stores, hosts);
   const advance = async (ms: number) => {
     for (let t = 0; t < ms; t += TICK_MS) {
       await clock.advance(TICK_MS);
       throughout.check();
       relay?.check();
+      sse?.tick();
     }
   };
 
   const admin = sim.faults.has('admin') ? new AdminOps(sim, world, stores) : undefined;
   await runChaos(sim, world, hosts, advance, () => admin?.tick());
   await admin?.finish(advance);
-  await checkQuiescence(sim, world, stores, hosts, advance);
+  await checkQuiescence(sim, world, stores, hosts, advance, sse && (() => sse.settle(advance)));
   relay?.finish();
+  sse?.finish();
 
   return {
     config,

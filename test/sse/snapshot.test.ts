@@ -1,5 +1,6 @@
 import { VirtualTimeScheduler } from 'rxjs';
 import { describe, expect, it } from 'vitest';
+import { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import type { ViewStore } from '../../src/sinks/ViewStore.js';
 import { createSseHub, type SseHubOptions } from '../../src/sse/index.js';
 import { parseEventId } from '../../src/sse/eventId.js';
@@ -61,6 +62,44 @@ describe('snapshot mode: a first connection gets the view, then the changes afte
     // The rows already carried k2@20 and `new`; the delete of k3 (gone from the rows) is sent; nothing twice.
     expect(res.changes().map((c) => `${c.id}@${c.lsn}`)).toEqual(['k3@9', 'k2@10']);
     expect(live.stats.stale).toBe(0);
+  });
+
+  it('a client that reconnects before the stream passed the rows read ahead of its positions gets none of them twice', async () => {
+    // Found by the simulation (`--sse on`): up-to-date carried the positions as its id, so a browser that
+    // reconnected then resumed from them and got again, as changes, what its rows already held.
+    const feed = new MiniFeed();
+    for (let i = 0; i < 3; i++) await feed.write(`k${i}`, { v: i });
+    // The pipeline's view write lands while the rows are read; its broadcast comes after the snapshot.
+    const view = withWritesDuringRead(feed.view, async () => {
+      feed.hub = undefined;
+      await feed.write('k1', { v: 11 });
+    });
+    const hub = hubOf(feed, {}, view);
+    const first = new FakeResponse();
+    hub.connect(first);
+    await settle();
+    expect(types(first)).toEqual(['snapshot-begin', 'snapshot', 'up-to-date']);
+    first.disconnect();
+    // The browser comes back with the last event id it holds (its parser survives the connection).
+    const again = new FakeResponse(first.parser);
+    const lastEventId = first.parser.lastEventId;
+    hub.connect(again, lastEventId ? { lastEventId } : {});
+    await settle();
+    const p = feed.partitionOf('k1');
+    const late = p.log.at(-1)!;
+    hub.publish(new ChangeBatch({ partition: p.token, changes: [late], position: `p${late.lsn}`, range: p.range, epoch: p.epoch }));
+    feed.hub = hub;
+    await feed.write('k2', { v: 12 });
+    // What the browser holds since its last snapshot began: k1@4 once (a row or a change), k2@5 after it.
+    const events = first.parser.events;
+    const since = events.slice(events.map((e) => e.type).lastIndexOf('snapshot-begin'));
+    const got = since.flatMap((e) =>
+      e.type === 'snapshot' ? (JSON.parse(e.data) as { id: string; lsn: number }[]).map((r) => `${r.id}@${r.lsn}`) : e.type === 'message' ? [`${(JSON.parse(e.data) as { id: string }).id}@${(JSON.parse(e.data) as { lsn: number }).lsn}`] : [],
+    );
+    expect(got.filter((k) => k === 'k1@4')).toHaveLength(1);
+    expect(got.at(-1)).toBe('k2@5');
+    // Once the stream passed those rows, ids are resumable again.
+    expect(parseEventId(first.parser.lastEventId)?.positions.get('0')).toBe(5);
   });
 
   it('applies a client its own row filter and projection, and its change filter and projection afterwards', async () => {

@@ -68,7 +68,7 @@ export class ClientRegistry<T, R> {
       for (const client of this.#clients) {
         if (client.waiting || !client.fits(beat.length + 1)) continue;
         // A client whose filter skipped the latest changes learns the position here, so it resumes from there.
-        const current = client.state === 'live' && client.cursor === changes.head && client.lastEventId !== changes.eventId && !client.after;
+        const current = client.state === 'live' && client.cursor === changes.head && client.lastEventId !== changes.eventId && !client.after && !client.ahead;
         client.write(beat + (current ? '' : '\n'));
         if (current) delivery.positionFrame(client);
       }

@@ -81,6 +81,9 @@ export class Delivery<T, R> {
     const project = own ?? this.project;
     try {
       if (filter && !filter(change)) return null;
+      // Until the stream has passed the rows its snapshot read ahead of the positions, no id can say what the
+      // client holds: events go without one, so a reconnect gets a fresh snapshot, not those changes again.
+      if (client.ahead) return changeFrame(entry, project, undefined);
       const id = clientEventId(this.changes.streamId, entry.eventId, client.after);
       client.lastEventId = id;
       if (!cache || client.after) return changeFrame(entry, project, id);

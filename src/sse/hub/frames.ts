@@ -6,7 +6,7 @@ import type { Projection } from './options.js';
 import type { SseChangeEvent } from './types.js';
 
 /** @internal The event of one change: its id, operation, partition, LSN and time, and the projection's output. */
-export function changeFrame<T>(entry: SseEntry<T>, project: Projection<Change<T>>, id: string): string {
+export function changeFrame<T>(entry: SseEntry<T>, project: Projection<Change<T>>, id: string | undefined): string {
   const { change } = entry;
   const event: SseChangeEvent = {
     id: change.id,
@@ -16,7 +16,7 @@ export function changeFrame<T>(entry: SseEntry<T>, project: Projection<Change<T>
     timestampMs: change.timestampMs,
     ...(project ? { data: project(change) } : {}),
   };
-  return formatSseMessage({ id, data: JSON.stringify(event) });
+  return formatSseMessage({ ...(id === undefined ? {} : { id }), data: JSON.stringify(event) });
 }
 
 /**

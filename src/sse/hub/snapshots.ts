@@ -79,8 +79,11 @@ export class Snapshots<T, R> {
     const { after } = read;
     const id = formatEventId(changes.streamId, after);
     const positions = Object.fromEntries(after);
-    client.write(formatSseMessage({ event: 'up-to-date', id, data: JSON.stringify({ positions, rows: read.rows.length }) }));
-    client.lastEventId = id;
+    // Rows past the positions are in no id: until the stream has passed them, the client's id stays the empty one
+    // `snapshot-begin` gave it (a reconnect gets a fresh snapshot rather than those changes again).
+    const resumable = read.ahead.size === 0;
+    client.write(formatSseMessage({ event: 'up-to-date', ...(resumable ? { id } : {}), data: JSON.stringify({ positions, rows: read.rows.length }) }));
+    client.lastEventId = resumable ? id : '';
     client.after = new Map(after);
     client.ahead = read.ahead.size > 0 ? new Map(read.ahead) : undefined;
     client.state = 'live';

@@ -1,0 +1,613 @@
+import { firstValueFrom, type MonoTypeOperatorFunction, pipe, tap, timer } from 'rxjs';
+import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
+import type { FeedRange } from '../../src/core/Partition.js';
+import type { ViewStore } from '../../src/sinks/ViewStore.js';
+import { parseEventId } from '../../src/sse/eventId.js';
+import { createSseHub, type SseHub, type SseResponse } from '../../src/sse/index.js';
+import { markOf } from '../../src/sse/lineage.js';
+import type { HostClock } from '../support/faults/index.js';
+import { EPOCH_MS } from './config.js';
+import type { Sim } from './context.js';
+import type { SimHost } from './hosts.js';
+import type { Doc, World } from './world.js';
+
+function overlaps(a: FeedRange, b: FeedRange | undefined): boolean {
+  return b !== undefined && a.minInclusive < b.maxExclusive && b.minInclusive < a.maxExclusive;
+}
+
+/** One host incarnation's hub, and what its pipeline handed to it (`broadcast()`'s input), by token and LSN. */
+interface SimHub {
+  readonly hub: SseHub<Doc, unknown>;
+  readonly host: () => SimHost | undefined;
+  readonly read: Map<string, Set<number>>;
+  /** Lowest LSN read per token. */
+  readonly first: Map<string, number>;
+  /** Every change handed to the hub, in order. */
+  readonly inputs: { readonly token: string; readonly id: string; readonly lsn: number }[];
+  closed: boolean;
+  dead: boolean;
+}
+
+/** A browser's view of one connection: what it read, in order, and the last event id it holds. */
+interface Chain {
+  readonly id: number;
+  readonly received: Set<string>;
+  /** Newest LSN per document (changes and snapshot rows). */
+  readonly newest: Map<string, number>;
+  /** Where each document's newest LSN came from (for the reports). */
+  readonly newestFrom: Map<string, { readonly what: string; readonly token: string | undefined; readonly stream: string }>;
+  /** Highest LSN received per partition (lease token). */
+  readonly reached: Map<string, number>;
+  /** Snapshot rows: document → LSN of the row (a row stands for every change of its document up to it). */
+  readonly rows: Map<string, number>;
+  /** A resume from another hub's id that the hub served from its buffer: it vouched for these positions. */
+  vouched: { readonly hub: SimHub; readonly positions: ReadonlyMap<string, number>; readonly first: ReadonlyMap<string, number> } | undefined;
+}
+
+type Kind = 'fast' | 'slow' | 'stalling' | 'flaky';
+
+/** Virtual ms browsers get at quiescence to come back and catch up (reconnect 1–1.5 s, a snapshot, heartbeats). */
+const SETTLE_MS = 8_000;
+
+/** Unsent bytes a response may hold past `maxBufferedBytes` (or one larger event): id-only position frames, heartbeats, `dropped`. */
+const SLACK_BYTES = 4_096;
+
+/**
+ * A response on the virtual clock whose reader the simulation drives: bytes written wait unsent
+ * (`writableLength`) until the client reads them, a budget per tick; a chunk's `flushed` callback runs once it
+ * is read whole. `end()` closes it once drained; `destroy()` and a client going away close it at once (the
+ * unread bytes are lost, the pending callbacks get an error, as Node's do).
+ */
+class SimResponse implements SseResponse {
+  #pending: { chunk: string; read: number; flushed: ((error?: Error | null) => void) | undefined }[] = [];
+  #unsent = 0;
+  #listeners: (() => void)[] = [];
+  ended = false;
+  closed = false;
+
+  /** Largest chunk written. */
+  #largest = 0;
+
+  constructor(
+    private readonly onText: (text: string) => void,
+    /** `maxBufferedBytes` of the hub, and what to call when unsent bytes pass it by more than one chunk and slack. */
+    private readonly bound: { readonly bytes: number; readonly exceeded: (unsent: number, largest: number) => void },
+  ) {}
+
+  write(chunk: string, flushed?: (error?: Error | null) => void): boolean {
+    if (this.closed || this.ended) return false;
+    this.#pending.push({ chunk, read: 0, flushed });
+    this.#unsent += chunk.length;
+    this.#largest = Math.max(this.#largest, chunk.length);
+    // The bound, or one event larger than it, plus control frames (positions, heartbeats, a farewell).
+    if (this.#unsent > Math.max(this.bound.bytes, this.#largest) + SLACK_BYTES) this.bound.exceeded(this.#unsent, this.#largest);
+    return this.#unsent < 16_384;
+  }
+
+  get writableLength(): number {
+    return this.#unsent;
+  }
+
+  end(): void {
+    this.ended = true;
+    if (this.#unsent === 0) this.close();
+  }
+
+  destroy(): void {
+    this.close();
+  }
+
+  once(_event: 'close', listener: () => void): void {
+    this.#listeners.push(listener);
+  }
+
+  /** The client reads up to `budget` bytes (callbacks run as chunks are read whole, and may write more). */
+  read(budget: number): void {
+    while (!this.closed && budget > 0 && this.#pending.length > 0) {
+      const head = this.#pending[0]!;
+      const take = Math.min(budget, head.chunk.length - head.read);
+      const text = head.chunk.slice(head.read, head.read + take);
+      head.read += take;
+      this.#unsent -= take;
+      budget -= take;
+      if (head.read === head.chunk.length) this.#pending.shift();
+      this.onText(text);
+      if (head.read === head.chunk.length) head.flushed?.();
+    }
+    if (this.ended && this.#unsent === 0) this.close();
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    const pending = this.#pending;
+    this.#pending = [];
+    this.#unsent = 0;
+    for (const p of pending) p.flushed?.(new Error('connection closed'));
+    const listeners = this.#listeners;
+    this.#listeners = [];
+    for (const l of listeners) l();
+  }
+}
+
+/**
+ * The `--sse on` variant: each host incarnation's Rx pipeline passes its batches through its own hub's
+ * `broadcast()` (after the views: in snapshot mode the hub serves the host's view), and simulated browsers
+ * connect, read fast or slowly, stall, go away and come back with their `Last-Event-ID`, to the same hub or,
+ * when its host crashed, stopped or froze, to another host's. Draws only from its own PRNG (`sse.run`).
+ *
+ * A chain is what one browser sees from a connection with no position, a `reset` or a `snapshot-begin` on,
+ * through every resume the hubs served from their buffers. Invariants, per chain:
+ * - `sse-duplicate`: one change (`id@lsn`), or a change and the snapshot row at its LSN, received twice;
+ * - `sse-order`: a document's changes (and rows) out of LSN order (a parent's change from one hub after its
+ *   child's newer change from another is counted as `sse.lineageFills`: see {@link SimClient});
+ * - `sse-snapshot-behind` (at each `up-to-date`): a row older than its document's newest change at or below
+ *   the positions `up-to-date` carries (in `latestVersion` mode, a version with a newer one written is passed
+ *   over here and in `sse-gap`: the feed skips it);
+ * - `sse-client-behind` (at quiescence, browsers calm, see {@link SimSse.settle});
+ * - `sse-unbounded` (per connection): more unsent bytes than `maxBufferedBytes` (or one larger event) plus 4 KiB
+ *   of control frames, as the hub promises a client never holds more of the server's memory;
+ * - `sse-gap`: a change of partition P at LSN L received after the chain's last event id had P (along the
+ *   lineage) at a position below L, while a change written to P between the two was not received, and the
+ *   serving hub read it (it had it and did not send it), or the hub served a resume from another hub's id for
+ *   P although it read P only from after that change (it vouched for a position it could not serve).
+ *   A hub promises what it read: a change its host never read, between two it did (the lease moved to another
+ *   host and came back), is a hole in its own reading, counted as `sse.hostHoles`; one its host never read
+ *   at all, under a position that came from its own view (snapshot mode: other hosts wrote it), is counted as
+ *   `sse.unread`. A zombie's hub (a host paused past its lease, then resumed) may send old changes, late: they
+ *   still arrive in order and once per chain, and are checked as any other.
+ */
+export class SimSse {
+  readonly #random: () => number;
+  readonly #hubs: SimHub[] = [];
+  readonly #clients: SimClient[] = [];
+  readonly #ranges = new Map<string, FeedRange>();
+  readonly #written = new Map<string, Map<number, string>>();
+  #indexed = 0;
+  readonly #settings: { readonly snapshot: boolean; readonly replayLimit: number; readonly maxBufferedBytes: number };
+  #incarnation = 0;
+  #chains = 0;
+  readonly counts = new Map<string, number>();
+
+  constructor(
+    private readonly sim: Sim,
+    private readonly world: World,
+  ) {
+    // Not `sse`: its first draw decides whether `--faults all` runs this variant at all (`drawVariant`).
+    this.#random = sim.randomFor('sse.run');
+    const r = this.#random;
+    this.#settings = {
+      snapshot: r() < 0.5,
+      replayLimit: [20, 100, 1000][Math.floor(r() * 3)]!,
+      maxBufferedBytes: [1_024, 4_096, 65_536][Math.floor(r() * 3)]!,
+    };
+    const n = 3 + Math.floor(r() * 4);
+    const kinds: Kind[] = ['fast', 'slow', 'stalling', 'flaky'];
+    for (let i = 0; i < n; i++) {
+      const kind = kinds[i < kinds.length ? i : Math.floor(r() * kinds.length)]!;
+      this.#clients.push(new SimClient(this, i, kind, sim.clock.now() + Math.floor(r() * 3_000)));
+    }
+  }
+
+  count(name: string, n = 1): void {
+    this.counts.set(name, (this.counts.get(name) ?? 0) + n);
+  }
+
+  get random(): () => number {
+    return this.#random;
+  }
+
+  get maxBufferedBytes(): number {
+    return this.#settings.maxBufferedBytes;
+  }
+
+  get now(): number {
+    return this.sim.clock.now();
+  }
+
+  newChain(): Chain {
+    return { id: ++this.#chains, received: new Set(), newest: new Map(), newestFrom: new Map(), reached: new Map(), rows: new Map(), vouched: undefined };
+  }
+
+  /**
+   * The hub step of one host incarnation's Rx pipeline (after the views, before `checkpointEvery`): records what
+   * the host hands to the hub, then `broadcast()`.
+   */
+  operator(name: string, hostClock: HostClock, view: ViewStore<unknown>, host: () => SimHost | undefined): MonoTypeOperatorFunction<ChangeBatch<Doc>> {
+    const { snapshot, replayLimit, maxBufferedBytes } = this.#settings;
+    const hub = createSseHub<Doc, unknown>({
+      streamId: `${name}-${++this.#incarnation}`,
+      scheduler: hostClock,
+      replayLimit,
+      maxBufferedBytes,
+      heartbeatMs: 1_000,
+      closeGraceMs: 500,
+      snapshotChunkRows: 20,
+      ...(snapshot ? { view: this.#slowReads(view, hostClock) } : {}),
+    });
+    const entry: SimHub = { hub, host, read: new Map(), first: new Map(), inputs: [], closed: false, dead: false };
+    this.#hubs.push(entry);
+    return pipe(
+      tap((batch: ChangeBatch<Doc>) => {
+        if (batch.range) this.#ranges.set(batch.partition, batch.range);
+        let read = entry.read.get(batch.partition);
+        if (!read) entry.read.set(batch.partition, (read = new Set()));
+        for (const c of batch.changes) {
+          read.add(c.lsn);
+          entry.first.set(batch.partition, Math.min(entry.first.get(batch.partition) ?? Infinity, c.lsn));
+          entry.inputs.push({ token: batch.partition, id: c.id, lsn: c.lsn });
+        }
+      }),
+      hub.broadcast(),
+    );
+  }
+
+  /**
+   * The view as the hub reads it for snapshots: positions and rows take a while (0–100 ms, 0–400 ms: a large
+   * view), so that writes land between the two reads and the rows run ahead of the positions.
+   */
+  #slowReads(view: ViewStore<unknown>, hostClock: HostClock): ViewStore<unknown> {
+    const wait = (ms: number) => firstValueFrom(timer(Math.floor(this.#random() * ms), hostClock));
+    return {
+      ...view,
+      description: view.description,
+      positions: async () => {
+        await wait(100);
+        return view.positions();
+      },
+      rows: async () => {
+        await wait(400);
+        return view.rows();
+      },
+    };
+  }
+
+  /** Hubs whose host runs (not paused, crashed or stopping). */
+  liveHubs(): SimHub[] {
+    return this.#hubs.filter((h) => {
+      const host = h.host();
+      return !h.closed && !h.dead && host !== undefined && host.clock.state === 'running' && host.stopCalledAt === undefined;
+    });
+  }
+
+  /** One tick: hubs of crashed hosts lose their connections, stopped hosts close theirs; clients act. */
+  tick(): void {
+    for (const h of this.#hubs) {
+      const host = h.host();
+      if (!h.dead && host?.clock.state === 'dead') {
+        h.dead = true;
+        this.count('sse.hostCrashes');
+        for (const c of this.#clients) if (c.hub === h) c.cut();
+      } else if (!h.closed && !h.dead && host?.stopped) {
+        h.closed = true;
+        h.hub.close();
+      }
+    }
+    for (const c of this.#clients) c.tick();
+  }
+
+  /**
+   * At quiescence, before the hosts stop: browsers turn calm (they read everything, stay connected) and come
+   * back; after a while every browser connected to a running host's hub must hold every change that hub was
+   * handed since it connected, past the position it started from (`sse-client-behind`).
+   */
+  async settle(advance: (ms: number) => Promise<void>): Promise<void> {
+    this.calm = true;
+    await advance(SETTLE_MS);
+    const live = new Set(this.liveHubs());
+    for (const c of this.#clients) c.checkCaughtUp(live);
+  }
+
+  /** Set at quiescence: no disconnects, stalls or slow reads any more. */
+  calm = false;
+
+  get ranges(): ReadonlyMap<string, FeedRange> {
+    return this.#ranges;
+  }
+
+  /** The gap check of one change event (see the class's doc). */
+  checkGap(client: SimClient, chain: Chain, hub: SimHub, token: string, lsn: number, before: string): void {
+    const positions = parseEventId(before)?.positions;
+    if (!positions) return;
+    const from = markOf(token, positions, this.#ranges);
+    if (from === undefined || lsn - from <= 1) return;
+    this.#index();
+    const written = this.#written.get(token);
+    if (!written) return;
+    const vouched = chain.vouched?.hub === hub ? markOf(token, chain.vouched.positions, this.#ranges) : undefined;
+    // What the hub had read of the partition when it took the resume: it started after the position, it must reset.
+    const readAtResume = chain.vouched?.hub === hub ? chain.vouched.first.get(token) : undefined;
+    for (let l = from + 1; l < lsn; l++) {
+      const key = written.get(l);
+      if (key === undefined || chain.received.has(key)) continue;
+      const id = key.slice(0, key.lastIndexOf('@'));
+      if ((chain.rows.get(id) ?? -1) >= l) continue;
+      if (this.world.leftOut(key) || this.world.excused(key) || this.world.isBeforeStart(key) || this.#superseded(key)) continue;
+      const read = hub.read.get(token)?.has(l) ?? false;
+      // The hub read this partition, or one of its lineage (a range over it), below the change: a hole in its reading.
+      const range = this.#ranges.get(token);
+      const readBelow = [...hub.first].some(([u, first]) => first < l && (u === token || (range !== undefined && overlaps(range, this.#ranges.get(u)))));
+      if (read) {
+        this.sim.violations.report('sse-gap', `client ${client.name} (chain ${chain.id}) got ${token}@${lsn} from ${hub.hub.streamId} after position ${from} without ${key}, which that hub read`, `gap:${client.name}:${chain.id}:${token}`);
+      } else if (readBelow) {
+        this.count('sse.hostHoles');
+      } else if (!this.#settings.snapshot && vouched !== undefined && vouched < l && readAtResume !== undefined && readAtResume > l) {
+        this.sim.violations.report('sse-gap', `client ${client.name} (chain ${chain.id}) resumed at ${hub.hub.streamId} from another hub's position ${token}:${vouched} and got ${token}@${lsn} without ${key}: that hub had read ${token} only from ${readAtResume}`, `gap:${client.name}:${chain.id}:${token}`);
+      } else {
+        this.count('sse.unread');
+      }
+      return;
+    }
+  }
+
+  /**
+   * `sse-snapshot-behind`: a row of the snapshot a chain just got is older than its document's newest change at
+   * or below the `up-to-date` positions (in the partition the change was written to): the rows must reflect at
+   * least the positions, or the changes between are never sent. A newest change that is poison (never in the
+   * view) or behind a halted partition is passed over.
+   */
+  checkSnapshot(client: SimClient, chain: Chain, hub: SimHub, positions: ReadonlyMap<string, number>): void {
+    this.#index();
+    for (const [token, upTo] of positions) {
+      const newest = new Map<string, number>();
+      for (const [lsn, key] of this.#written.get(token) ?? []) {
+        if (lsn > upTo) continue;
+        const id = key.slice(0, key.lastIndexOf('@'));
+        if (lsn > (newest.get(id) ?? -1)) newest.set(id, lsn);
+      }
+      for (const [id, lsn] of newest) {
+        const row = chain.rows.get(id);
+        const key = `${id}@${lsn}`;
+        if (row === undefined || row >= lsn || this.world.leftOut(key) || this.world.excused(key) || this.#superseded(key)) continue;
+        this.sim.violations.report('sse-snapshot-behind', `client ${client.name} (chain ${chain.id}): the snapshot of ${hub.hub.streamId} has ${id}@${row} under up-to-date ${token}:${upTo}, which holds ${key}`, `snapbehind:${client.name}:${chain.id}`);
+        return;
+      }
+    }
+  }
+
+  /** In `latestVersion` mode, a version with a newer one written may never be read: the feed skips it. */
+  #superseded(key: string): boolean {
+    return this.world.mode === 'latestVersion' && this.world.latestKey.get(key.slice(0, key.lastIndexOf('@'))) !== key;
+  }
+
+  #index(): void {
+    if (this.world.writtenTo.size === this.#indexed) return;
+    let i = 0;
+    for (const [key, partition] of this.world.writtenTo) {
+      if (i++ < this.#indexed) continue;
+      let m = this.#written.get(partition);
+      if (!m) this.#written.set(partition, (m = new Map()));
+      m.set(Number(key.slice(key.lastIndexOf('@') + 1)), key);
+    }
+    this.#indexed = this.world.writtenTo.size;
+  }
+
+  report(invariant: string, detail: string, once: string): void {
+    this.sim.violations.report(invariant, detail, once);
+  }
+
+  /** At the end: the hubs' and the clients' counters into the run's stats. */
+  finish(): void {
+    for (const h of this.#hubs) {
+      const s = h.hub.stats();
+      this.count('sse.hub.slowDrops', s.dropped['slow-client']);
+      this.count('sse.hub.viewErrors', s.dropped['view-error']);
+      this.count('sse.hub.resets', s.resets);
+      this.count('sse.hub.resumed', s.resumed);
+      this.count('sse.hub.snapshots', s.snapshots);
+    }
+    if (this.#settings.snapshot) this.count('sse.snapshotMode');
+    for (const [name, n] of this.counts) for (let i = 0; i < n; i++) this.sim.tally(name);
+  }
+}
+
+/** One simulated browser (an `EventSource`): its behaviour, connection, parser and chain. */
+class SimClient {
+  hub: SimHub | undefined;
+  #res: SimResponse | undefined;
+  #chain: Chain;
+  /** The browser's last event id (kept across connections, as `EventSource` keeps it). */
+  #lastEventId = '';
+  #buffer = '';
+  #reconnectAt: number;
+  #stalledUntil = 0;
+  readonly #budget: number;
+  readonly name: string;
+  /** The hub's input count when this connection began, the position the browser started from, and when. */
+  #since = { input: 0, atMs: 0 };
+  #baseline: ReadonlyMap<string, number> = new Map();
+
+  constructor(
+    private readonly sse: SimSse,
+    index: number,
+    private readonly kind: Kind,
+    firstAt: number,
+  ) {
+    this.name = `c${index}:${kind}`;
+    this.#reconnectAt = firstAt;
+    this.#chain = sse.newChain();
+    this.#budget = kind === 'slow' ? 200 + Math.floor(sse.random() * 1_500) : Infinity;
+  }
+
+  tick(): void {
+    const { sse } = this;
+    const r = sse.random;
+    if (!this.#res) {
+      if (sse.now >= this.#reconnectAt) this.#connect();
+      return;
+    }
+    if (sse.calm) {
+      this.#res.read(Infinity);
+      return;
+    }
+    const host = this.hub?.host();
+    // A frozen server: the browser gives up on the connection after a while and tries another server.
+    if (host?.clock.state === 'paused' && r() < 0.05) {
+      sse.count('sse.abandoned');
+      this.cut();
+      return;
+    }
+    if (this.kind === 'flaky' && r() < 0.02) {
+      sse.count('sse.disconnects');
+      this.cut();
+      return;
+    }
+    if (this.kind === 'stalling' && sse.now >= this.#stalledUntil && r() < 0.02) {
+      this.#stalledUntil = sse.now + 1_000 + Math.floor(r() * 4_000);
+      sse.count('sse.stalls');
+    }
+    if (sse.now < this.#stalledUntil) return;
+    this.#res.read(this.#budget);
+  }
+
+  /** `sse-client-behind` (see {@link SimSse.settle}): only for a connection to one of `live`. */
+  checkCaughtUp(live: ReadonlySet<SimHub>): void {
+    const hub = this.hub;
+    if (!this.#res || !hub || !live.has(hub)) return;
+    const chain = this.#chain;
+    const ranges = this.sse.ranges;
+    // Where the browser stands: the position it started from, the id it holds now and the changes it received
+    // (ids are withheld while rows read ahead of a snapshot's positions are pending). The hub owes it what it was
+    // handed past that; a re-read below it (a rewind re-reading a hole in the hub's own reading too) is not owed.
+    const at = new Map(this.#baseline);
+    for (const [token, lsn] of [...(parseEventId(this.#lastEventId)?.positions ?? []), ...chain.reached]) at.set(token, Math.max(lsn, at.get(token) ?? -1));
+    const behind = hub.inputs
+      .slice(this.#since.input)
+      .filter((c) => !chain.received.has(`${c.id}@${c.lsn}`) && (chain.newest.get(c.id) ?? -1) < c.lsn && c.lsn > (markOf(c.token, at, ranges) ?? -1));
+    if (behind.length > 0) {
+      const e = behind.slice(0, 3).map((c) => `${c.id}@${c.lsn} (${c.token})`).join(', ');
+      this.sse.report('sse-client-behind', `client ${this.name} connected to ${hub.hub.streamId} since ${this.#since.atMs - EPOCH_MS} ms lacks ${behind.length} changes the hub was handed since, e.g. ${e}`, `behind:${this.name}`);
+    }
+  }
+
+  /** The connection ends from the client's side (or the server's process is gone): unread bytes are lost. */
+  cut(): void {
+    this.#res?.close();
+  }
+
+  #connect(): void {
+    const { sse } = this;
+    const live = sse.liveHubs();
+    if (live.length === 0) {
+      this.#reconnectAt = sse.now + 500;
+      return;
+    }
+    const target = this.hub && live.includes(this.hub) ? this.hub : live[Math.floor(sse.random() * live.length)]!;
+    if (this.hub && target !== this.hub) sse.count('sse.failovers');
+    const res = new SimResponse((text) => this.#onText(target, text), {
+      bytes: sse.maxBufferedBytes,
+      exceeded: (unsent, largest) =>
+        sse.report('sse-unbounded', `client ${this.name} at ${target.hub.streamId}: ${unsent} bytes unsent, bound ${sse.maxBufferedBytes} (largest event ${largest})`, `unbounded:${this.name}:${target.hub.streamId}`),
+    });
+    this.#res = res;
+    this.hub = target;
+    this.#buffer = '';
+    res.once('close', () => {
+      if (this.#res !== res) return;
+      this.#res = undefined;
+      // `retry:` 1000 ms, as the hub tells browsers, plus some jitter of the network.
+      this.#reconnectAt = sse.now + 1_000 + Math.floor(sse.random() * 500);
+    });
+    const lastEventId = this.#lastEventId;
+    this.#since = { input: target.inputs.length, atMs: sse.now };
+    // Where it starts: its own id, or (a first connection without a view) the hub's position now.
+    this.#baseline = parseEventId(lastEventId === '' ? target.hub.lastEventId : lastEventId)?.positions ?? new Map();
+    if (lastEventId === '') {
+      sse.count('sse.connects');
+      this.#chain = sse.newChain();
+    } else {
+      sse.count('sse.resumes');
+      const position = parseEventId(lastEventId);
+      if (position && position.stream !== target.hub.streamId) this.#chain.vouched = { hub: target, positions: position.positions, first: new Map(target.first) };
+    }
+    try {
+      target.hub.connect(res, lastEventId === '' ? {} : { lastEventId });
+    } catch {
+      // A hub closed meanwhile refuses: try again later.
+      this.#res = undefined;
+      this.#reconnectAt = sse.now + 500;
+    }
+  }
+
+  /** Parses what was read, frame by frame, as `EventSource` does. */
+  #onText(hub: SimHub, text: string): void {
+    this.#buffer += text;
+    let end: number;
+    while ((end = this.#buffer.indexOf('\n\n')) >= 0) {
+      const frame = this.#buffer.slice(0, end);
+      this.#buffer = this.#buffer.slice(end + 2);
+      let type = 'message';
+      let id: string | undefined;
+      const data: string[] = [];
+      for (const line of frame.split('\n')) {
+        if (line.startsWith(':')) continue;
+        const colon = line.indexOf(':');
+        const field = colon < 0 ? line : line.slice(0, colon);
+        const value = colon < 0 ? '' : line.slice(colon + 1).replace(/^ /, '');
+        if (field === 'event') type = value;
+        else if (field === 'id') id = value;
+        else if (field === 'data') data.push(value);
+      }
+      const before = this.#lastEventId;
+      if (id !== undefined) this.#lastEventId = id;
+      if (data.length > 0) this.#event(hub, type, data.join('\n'), before);
+    }
+  }
+
+  #event(hub: SimHub, type: string, data: string, before: string): void {
+    const { sse } = this;
+    if (type === 'snapshot-begin' || type === 'reset') {
+      this.#chain = sse.newChain();
+      // A reset starts the browser at the hub's position (its id); a snapshot at its up-to-date's positions.
+      this.#baseline = parseEventId(type === 'reset' ? this.#lastEventId : '')?.positions ?? new Map();
+      sse.count(type === 'reset' ? 'sse.resets' : 'sse.snapshots');
+      return;
+    }
+    if (type === 'dropped') {
+      const { reason } = JSON.parse(data) as { reason: string };
+      sse.count(reason === 'slow-client' ? 'sse.slowDrops' : `sse.dropped.${reason}`);
+      return;
+    }
+    if (type === 'snapshot') {
+      for (const row of JSON.parse(data) as { id: string; lsn: number }[]) this.#receive(`row ${row.id}`, row.id, row.lsn, undefined, hub.hub.streamId);
+      return;
+    }
+    if (type === 'up-to-date') {
+      const { positions } = JSON.parse(data) as { positions: Record<string, number> };
+      this.#baseline = new Map(Object.entries(positions));
+      sse.checkSnapshot(this, this.#chain, hub, this.#baseline);
+      return;
+    }
+    if (type !== 'message') return;
+    const change = JSON.parse(data) as { id: string; lsn: number; partition: string };
+    sse.count('sse.changes');
+    sse.checkGap(this, this.#chain, hub, change.partition, change.lsn, before);
+    this.#receive(`${change.partition}@${change.lsn} from ${hub.hub.streamId}${hub.host()?.everPaused ? ', a zombie' : ''}`, change.id, change.lsn, change.partition, hub.hub.streamId);
+  }
+
+  /** Records a change (`token`) or a snapshot row (no token) of document `id` at `lsn`, from hub `stream`. */
+  #receive(what: string, id: string, lsn: number, token: string | undefined, stream: string): void {
+    const chain = this.#chain;
+    const key = `${id}@${lsn}`;
+    const newest = chain.newest.get(id);
+    const from = chain.newestFrom.get(id);
+    if (chain.received.has(key) || newest === lsn) {
+      this.sse.report('sse-duplicate', `client ${this.name} (chain ${chain.id}) received ${key} twice (${what}; newest before: ${from?.what})`, `dup:${this.name}:${key}`);
+    } else if (newest !== undefined && lsn < newest) {
+      // A parent's change from one hub after its child's newer change from another: the first hub's reading
+      // jumped over part of the parent (its host read the child from a checkpoint another host moved), and the
+      // second hub fills that in from the client's parent position. Counted; disorder within one partition, or
+      // from one hub, is not.
+      if (token !== undefined && from?.token !== undefined && from.token !== token && from.stream !== stream) this.sse.count('sse.lineageFills');
+      else this.sse.report('sse-order', `client ${this.name} (chain ${chain.id}) received ${key} (${what}) after ${id}@${newest} (${from?.what})`, `order:${this.name}:${id}`);
+    }
+    chain.received.add(key);
+    if (lsn > (newest ?? -1)) {
+      chain.newest.set(id, lsn);
+      chain.newestFrom.set(id, { what, token, stream });
+    }
+    if (token === undefined) chain.rows.set(id, lsn);
+    else chain.reached.set(token, Math.max(lsn, chain.reached.get(token) ?? -1));
+  }
+
+}
