@@ -33,6 +33,7 @@ interface Instruments {
   readonly checkpointedChanges: Counter;
   readonly errors: Counter;
   readonly leaseEvents: Counter;
+  readonly deadLetters: Counter;
 }
 
 /**
@@ -100,6 +101,7 @@ export class FeedTelemetry {
       checkpointedChanges: meter.createCounter('rxfeed.checkpointed.changes', { unit: '{change}', description: 'Changes covered by written checkpoints' }),
       errors: meter.createCounter('rxfeed.errors', { unit: '{error}', description: 'Errors reported on the events stream, by type and kind' }),
       leaseEvents: meter.createCounter('rxfeed.lease.events', { unit: '{event}', description: 'Lease ownership events (acquired, released, lost, taken_over, split)' }),
+      deadLetters: meter.createCounter('rxfeed.dead_letters', { unit: '{change}', description: 'Changes written to the dead-letter sink (onFailure: { deadLetter })' }),
     };
     // Counted in plain numbers on the hot path, reported when the reader collects (no attribute hashing per batch).
     meter.createObservableCounter('messaging.client.consumed.messages', { unit: '{message}', description: 'Changes delivered to the pipeline' }).addCallback((result) => {
@@ -157,9 +159,28 @@ export class FeedTelemetry {
       case 'readRetry':
         i.readRetries.add(1, { ...this.#common, 'messaging.destination.partition.id': event.lease, 'rxfeed.read.failure': event.failure });
         break;
+      case 'deadLettered':
+        this.#deadLettered(event);
+        break;
       case 'stall':
         break;
     }
+  }
+
+  /**
+   * Dead-lettered changes: counted, and a short INTERNAL span `dead letter` (under the batch's span when the
+   * operator that gave up runs in it, as rxfeed's operators and handlers do).
+   */
+  #deadLettered(event: Extract<FeedEvent, { type: 'deadLettered' }>): void {
+    const attributes: Attributes = { ...this.#common, 'messaging.destination.partition.id': event.lease };
+    this.#instruments.deadLetters.add(event.lsns.length, attributes);
+    const at = this.#now();
+    const span = this.#tracer.startSpan('dead letter', {
+      kind: this.#api.SpanKind.INTERNAL,
+      attributes: { ...attributes, 'messaging.batch.message_count': event.lsns.length, 'rxfeed.dead_letter.sink': event.sink, 'rxfeed.operator': event.operator, 'rxfeed.dead_letter.lsns': [...event.lsns] },
+      startTime: at,
+    });
+    span.end(at);
   }
 
   #leaseEvent(event: Extract<FeedEvent, { lease: string }>): void {

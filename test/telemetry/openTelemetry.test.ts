@@ -17,9 +17,12 @@ import {
   checkpointEvery,
   createChangeFeed,
   eachBatch,
+  eachChange,
+  MemoryDeadLetterStore,
   inBatchContext,
   MemoryLeaseStore,
   MemorySource,
+  type Change,
   type ChangeFeedOptions,
 } from '../../src/index.js';
 import { VirtualClock } from '../support/faults/clock.js';
@@ -210,6 +213,37 @@ describe('OpenTelemetry', () => {
     expect(unacked).toHaveLength(1);
     expect(unacked[0]!.status.code).toBe(SpanStatusCode.ERROR);
     expect(unacked[0]!.attributes['error.type']).toBe('ownership_ended');
+  });
+
+  it('makes dead-lettering visible: a dead letter span under the batch span, and rxfeed.dead_letters', async () => {
+    const { exporter, reader, clock, source, options } = world();
+    for (let n = 0; n < 6; n++) source.write({ id: `d${n}`, n });
+    const feed = createChangeFeed<Doc>(options);
+    const deadLetter = new MemoryDeadLetterStore<Doc>();
+    const subscription = feed.changes$
+      .pipe(
+        eachChange(
+          concatMap(async (c: Change<Doc>) => {
+            if (c.document?.n === 4) throw new Error('poison');
+            return c;
+          }),
+          { onFailure: { retry: { attempts: 1 }, deadLetter } },
+        ),
+        checkpointEvery(1),
+      )
+      .subscribe();
+    await clock.advance(2_000);
+    await feed.stop();
+    subscription.unsubscribe();
+    expect(deadLetter.size).toBe(1);
+    const spans = exporter.getFinishedSpans();
+    const letters = spans.filter((s) => s.name === 'dead letter');
+    expect(letters).toHaveLength(1);
+    expect(letters[0]!.attributes).toMatchObject({ 'messaging.batch.message_count': 1, 'rxfeed.dead_letter.sink': deadLetter.description, 'rxfeed.operator': 'eachChange' });
+    // Under the process span of the batch the change came in.
+    const parent = processSpans(spans).find((s) => s.spanContext().spanId === letters[0]!.parentSpanContext?.spanId);
+    expect(parent?.attributes['messaging.destination.partition.id']).toBe(letters[0]!.attributes['messaging.destination.partition.id']);
+    expect(sum((await reader.metrics()).get('rxfeed.dead_letters'))).toBe(1);
   });
 
   it('keeps a sampled-out batch span active around the work, so what the work calls stays in its trace', async () => {
