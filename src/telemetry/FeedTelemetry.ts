@@ -1,4 +1,4 @@
-import type { Attributes, Context, Counter, Histogram, Meter, Span, SpanOptions, Tracer } from '@opentelemetry/api';
+import type { Attributes, Context, Counter, Histogram, Meter, Observable, ObservableResult, Span, SpanOptions, Tracer } from '@opentelemetry/api';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import type { FeedEvent } from '../core/events.js';
 import type { Page } from '../sources/Source.js';
@@ -104,23 +104,34 @@ export class FeedTelemetry {
       deadLetters: meter.createCounter('rxfeed.dead_letters', { unit: '{change}', description: 'Changes written to the dead-letter sink (onFailure: { deadLetter })' }),
     };
     // Counted in plain numbers on the hot path, reported when the reader collects (no attribute hashing per batch).
-    meter.createObservableCounter('messaging.client.consumed.messages', { unit: '{message}', description: 'Changes delivered to the pipeline' }).addCallback((result) => {
-      for (const p of this.#partitions.values()) result.observe(p.consumed, p.attributes);
-      for (const [attributes, total] of this.#retired) result.observe(total.consumed, attributes);
+    // The meter holds the callbacks for as long as it lives: they reach this processor through a weak reference,
+    // and remove themselves once it was collected, so a processor dropped by the app is not kept (nor observed).
+    const self = new WeakRef(this);
+    const observe = (instrument: Observable, report: (telemetry: FeedTelemetry, result: ObservableResult) => void): void => {
+      const callback = (result: ObservableResult): void => {
+        const telemetry = self.deref();
+        if (telemetry) report(telemetry, result);
+        else instrument.removeCallback(callback);
+      };
+      instrument.addCallback(callback);
+    };
+    observe(meter.createObservableCounter('messaging.client.consumed.messages', { unit: '{message}', description: 'Changes delivered to the pipeline' }), (t, result) => {
+      for (const p of t.#partitions.values()) result.observe(p.consumed, p.attributes);
+      for (const [attributes, total] of t.#retired) result.observe(total.consumed, attributes);
     });
-    meter.createObservableCounter('rxfeed.request_charge', { unit: '{request_unit}', description: 'Request units charged, by operation' }).addCallback((result) => {
-      for (const p of this.#partitions.values()) result.observe(p.readCharge, p.readChargeAttributes);
-      for (const [attributes, total] of this.#retired) result.observe(total.readCharge, { ...attributes, 'rxfeed.operation': 'read_feed' });
-      for (const [operation, charge] of this.#leaseCharges) result.observe(charge, { ...this.#common, 'rxfeed.operation': operation });
+    observe(meter.createObservableCounter('rxfeed.request_charge', { unit: '{request_unit}', description: 'Request units charged, by operation' }), (t, result) => {
+      for (const p of t.#partitions.values()) result.observe(p.readCharge, p.readChargeAttributes);
+      for (const [attributes, total] of t.#retired) result.observe(total.readCharge, { ...attributes, 'rxfeed.operation': 'read_feed' });
+      for (const [operation, charge] of t.#leaseCharges) result.observe(charge, { ...t.#common, 'rxfeed.operation': operation });
     });
-    meter.createObservableGauge('rxfeed.lease.lag', { unit: '{change}', description: 'Changes after the last acknowledged one, per owned lease, as of its last read' }).addCallback((result) => {
-      for (const p of this.#partitions.values()) {
+    observe(meter.createObservableGauge('rxfeed.lease.lag', { unit: '{change}', description: 'Changes after the last acknowledged one, per owned lease, as of its last read' }), (t, result) => {
+      for (const p of t.#partitions.values()) {
         const lag = p.lag;
         if (lag !== undefined) result.observe(lag, p.attributes);
       }
     });
-    meter.createObservableGauge('rxfeed.leases.owned', { unit: '{lease}', description: 'Leases this host owns' }).addCallback((result) => {
-      result.observe(this.#partitions.size, this.#common);
+    observe(meter.createObservableGauge('rxfeed.leases.owned', { unit: '{lease}', description: 'Leases this host owns' }), (t, result) => {
+      result.observe(t.#partitions.size, t.#common);
     });
   }
 

@@ -4,6 +4,8 @@
  * user work nested under it, links to the documents' trace contexts, lease life-cycle spans, and the metrics.
  */
 import { createRequire } from 'node:module';
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { context, createContextKey, ROOT_CONTEXT, trace, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { AlwaysOffSampler, AlwaysOnSampler, BasicTracerProvider, InMemorySpanExporter, ParentBasedSampler, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
@@ -213,6 +215,13 @@ describe('OpenTelemetry', () => {
     expect(unacked).toHaveLength(1);
     expect(unacked[0]!.status.code).toBe(SpanStatusCode.ERROR);
     expect(unacked[0]!.attributes['error.type']).toBe('ownership_ended');
+  });
+
+  it('lets the telemetry of a processor the app dropped be collected: its metric callbacks do not keep it', () => {
+    // In a process of its own, with a garbage collection it can ask for; it counts the telemetry objects left.
+    const script = fileURLToPath(new URL('./fixtures/droppedProcessor.ts', import.meta.url));
+    const out = execFileSync(process.execPath, ['--import', 'tsx', script], { encoding: 'utf8', timeout: 60_000 });
+    expect(JSON.parse(out.trim().split('\n').at(-1)!)).toEqual({ before: 2, after: 1, kept: 'kept' });
   });
 
   it('makes dead-lettering visible: a dead letter span under the batch span, and rxfeed.dead_letters', async () => {
