@@ -6,7 +6,7 @@
  * ```ts
  * import { MemoryLeaseStore } from 'rxfeed';
  * import { createLeaseCoordinator } from 'rxfeed/leases';
- * const coordinator = createLeaseCoordinator({ store: new MemoryLeaseStore(), owner: 'host-1', listPartitions: async () => [] });
+ * const coordinator = createLeaseCoordinator({ store: new MemoryLeaseStore(), owner: 'host-1', listPartitions: async () => [{ id: '0', range: { minInclusive: '', maxExclusive: 'FF' } }] });
  * ```
  *
  * @packageDocumentation

@@ -7,7 +7,8 @@ import type { World } from './world.js';
 /**
  * The `admin` fault set: an operator runs the lease administration functions against the shared lease store
  * while the hosts run (always with `force`: the owners are live): `rewindLeases` (to the beginning or a past
- * time: the changes since are delivered again), `releaseLeases` (owners deposed, leases free) and, rarely,
+ * time: the changes since are delivered again; a lease whose checkpoint lags that time moves forward, and the
+ * changes it skips need not arrive: `World.skippedByOperator`), `releaseLeases` (owners deposed, leases free) and, rarely,
  * `resetLeases` (every lease deleted: the processor bootstraps again from its `startFrom`). Draws come from
  * a PRNG of their own; one operation at a time; an operation that fails (e.g. a rewind meeting a partition
  * that just split) is counted, not a violation. A reset that fails has deleted some leases and left the

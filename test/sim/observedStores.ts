@@ -161,6 +161,9 @@ export class ObservedStores {
         if (this.#adminWrites.has(lease)) {
           // A rewind moves the checkpoint where it was told to (back, to re-deliver); a release keeps it.
           if (before) this.#fenced(before.leaseToken, before.epoch, sim.clock.now());
+          // A rewind to a time past a lagging lease's checkpoint moves it forward, as `rewindLeases` documents
+          // (the lease's new checkpoint is that time's position): the operator skipped what lay in between.
+          if (before) world.skippedByOperator(before.leaseToken, lsnOf(before.continuation), lsnOf(after.continuation));
           lastContinuation.set(after.leaseToken, lsnOf(after.continuation));
           return after;
         }

@@ -210,6 +210,28 @@ export class World {
     return false;
   }
 
+  /**
+   * An operator moved lease `token`'s checkpoint forward, from LSN `from` to `to` (a rewind to a time after
+   * it): the changes in between of its partition, its ancestors and its descendants that had not reached the
+   * sink are skipped on request and need not arrive (counted with those before the start). LSNs only grow,
+   * so every change the move skips is written already.
+   */
+  skippedByOperator(token: string, from: number, to: number): void {
+    if (to <= from) return;
+    let skipped = 0;
+    for (const key of this.written) {
+      if (this.delivered.has(key) || this.beforeStart.has(key)) continue;
+      const lsn = Number(key.slice(key.lastIndexOf('@') + 1));
+      const partition = this.writtenTo.get(key);
+      if (lsn <= from || lsn > to || partition === undefined) continue;
+      if (partition === token || this.isAncestor(partition, token) || this.isAncestor(token, partition)) {
+        this.beforeStart.add(key);
+        skipped++;
+      }
+    }
+    if (skipped > 0) this.sim.tally('admin.rewind.skipped', skipped);
+  }
+
   /** Whether a lease of `partition` or of an ancestor exists (the SDK mode's "now" is pinned by then). */
   #pinned(partition: string): boolean {
     return this.sdk!.leaseSnapshot().some((l) => l.leaseToken === partition || this.isAncestor(l.leaseToken, partition));

@@ -6,6 +6,10 @@ import type { Logger } from '../../internal/log.js';
 import type { Lease } from '../Lease.js';
 import type { LeaseStore } from '../LeaseStore.js';
 import { floorId, infoId, isLeaseOf, leaseDocument, lockId, markerDocument, type LeaseNaming } from '../protocol/documents.js';
+import { coversRange } from './splitMerge.js';
+
+/** The whole key space: what the partitions a bootstrap creates leases for must cover between them. */
+const KEY_SPACE = { minInclusive: '', maxExclusive: 'FF' } as const;
 
 /** A marker document that exists but is not in our format (e.g. the .NET processor's `{ id }`). */
 const FOREIGN = Symbol('foreign marker');
@@ -165,6 +169,12 @@ async function epochFloor(ctx: BootstrapContext): Promise<number> {
  */
 async function createLeases(ctx: BootstrapContext, floor: number, existing: Listing): Promise<Creates> {
   const all = await ctx.listPartitions();
+  // A listing that misses a partition (a routing map that lags a split: one new child not listed yet) would
+  // leave its range without a lease for good: no lease's owner ever sees it gone, and `.info` says the
+  // bootstrap is done. Thrown: the lock is removed and the bootstrap retried on a fresh listing.
+  if (!coversRange(all.map((p) => ({ token: p.id, range: p.range })), KEY_SPACE)) {
+    throw new Error(`the partitions listed (${all.length}) do not cover the key space (the listing lags a split?); retrying the bootstrap`);
+  }
   // A bootstrap that never marked itself done (its host died, or its `.info` write failed) may have left leases
   // of partitions that split or merged since. Their children are not created here, from `startFrom`: the gone
   // lease's owner creates them from its checkpoint (else the changes in between would be skipped).

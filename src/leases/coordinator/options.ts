@@ -92,11 +92,15 @@ export interface LeaseCoordinatorOptions extends LeaseOptions {
   readonly store: LeaseStore;
   /** The feed whose partitions get one lease each; only `listPartitions` (and `mode`) are used. */
   readonly source?: {
-    /** Lists the live partitions. */
+    /**
+     * Lists the live partitions. Between them their ranges cover the whole key space (`''` to `'FF'`): the
+     * bootstrap creates no lease from a listing that does not (one that lags a split and misses a child), and
+     * lists again after `leaseAcquireIntervalMs`.
+     */
     listPartitions(signal?: AbortSignal): Promise<readonly Partition[]>;
     readonly mode?: FeedMode;
   };
-  /** Alternative to `source`: how to list the live partitions. */
+  /** Alternative to `source`: how to list the live partitions (covering the whole key space, as `source.listPartitions`). */
   readonly listPartitions?: (signal?: AbortSignal) => Promise<readonly Partition[]>;
   /**
    * The position a lease created by the bootstrap starts at (its first `ContinuationToken`), asked once per
