@@ -130,7 +130,7 @@ export interface TokenShape {
 
 const ETAG_KEY = '"continuationToken":"';
 
-/** The {@link TokenShape} of a token with exactly one range entry; `undefined` for any other text. */
+/** The {@link TokenShape} of a token with exactly one range entry; `undefined` for any other text. @internal */
 export function tokenShape(text: string): TokenShape | undefined {
   const at = text.indexOf(ETAG_KEY);
   if (at < 0 || text.indexOf(ETAG_KEY, at + 1) >= 0) return undefined;
@@ -146,6 +146,8 @@ export function tokenShape(text: string): TokenShape | undefined {
 /**
  * The etag of `text` when it is the token `shape` was cut from with only the etag changed (same container,
  * same one range, same fields), else `undefined` (parse it in full then).
+ *
+ * @internal
  */
 export function etagOfShape(text: string, shape: TokenShape): string | undefined {
   const { prefix, suffix } = shape;
