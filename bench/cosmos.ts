@@ -12,8 +12,9 @@
  *
  * Run: npx tsx bench/cosmos.ts   (env: BENCH_CHANGES=200000 BENCH_PAGE=1000 BENCH_RUNS=3 BENCH_RANGES=4 BENCH_CHECKPOINT=1000;
  * BENCH_GROUP_MS=n sets the lease store's groupWritesMs (default: the store's own; 0 sends every write alone);
- * BENCH_PROFILE=path writes CPU profiles of the last run's windows: path.loops.cpuprofile, path.rxfeed.cpuprofile,
- * path.sparse.cpuprofile;
+ * BENCH_PROFILE=path writes CPU profiles of the last run's windows: path.fair.cpuprofile, path.loops.cpuprofile,
+ * path.rxfeed.cpuprofile, path.sparse.cpuprofile (BENCH_PROFILE_US=n samples every n µs instead of V8's 1,000);
+ * BENCH_IN_FLIGHT=n sets rxfeed's maxInFlightChanges (default max(10000, 2 pages per range));
  * BENCH_LEASES=memory gives the pipeline rows an in-memory lease store (no lease requests);
  * BENCH_PIN=1 runs this process on the first CPU and the emulator on the second, which makes runs steadier)
  *
@@ -52,6 +53,8 @@ const CHECKPOINT = Number(process.env.BENCH_CHECKPOINT ?? 1_000);
 /** rxfeed's lease store in the pipeline rows: `cosmos` (default), or `memory` (what the pipeline costs without lease requests). */
 const LEASES = process.env.BENCH_LEASES ?? 'cosmos';
 if (LEASES !== 'cosmos' && LEASES !== 'memory') throw new Error(`BENCH_LEASES: expected cosmos or memory, got ${LEASES}`);
+/** rxfeed's read-ahead budget (`maxInFlightChanges`, BENCH_IN_FLIGHT); default max(10,000, 2 pages per range). */
+const IN_FLIGHT = Number(process.env.BENCH_IN_FLIGHT ?? Math.max(10_000, PAGE * RANGES * 2));
 const GROUP_MS = process.env.BENCH_GROUP_MS === undefined ? {} : { groupWritesMs: Number(process.env.BENCH_GROUP_MS) };
 
 interface Doc {
@@ -229,7 +232,7 @@ async function pipeline(
     leasePrefix: prefix,
     startFrom: 'beginning',
     maxItemCount: PAGE,
-    maxInFlightChanges: Math.max(10_000, PAGE * RANGES * 2),
+    maxInFlightChanges: IN_FLIGHT,
     leaseAcquireIntervalMs: 200,
     events: (e) => {
       if (e.type === 'checkpoint') checkpoints++;
@@ -297,6 +300,8 @@ async function timed<R>(
   const profiler = profileAs ? new Session() : undefined;
   profiler?.connect();
   await profiler?.post('Profiler.enable');
+  // BENCH_PROFILE_US: the sampling interval (µs; V8's default is 1,000): finer samples for rxfeed's small frames.
+  if (process.env.BENCH_PROFILE_US) await profiler?.post('Profiler.setSamplingInterval', { interval: Number(process.env.BENCH_PROFILE_US) });
   await profiler?.post('Profiler.start');
   const started = performance.now();
   const cpu = process.cpuUsage();
@@ -395,6 +400,9 @@ try {
   await perRange(container);
   await checkpointingLoops(container, leaseContainer, CHECKPOINT);
   await sourceLoop(container);
+  // And one of the pipeline: what rxfeed loads on its first feed (the OpenTelemetry API, when installed) is
+  // start-up, paid once per process, not part of any window.
+  await (await pipeline(container, leaseContainer)).stop();
   for (let run = 0; run < RUNS; run++) {
     const profileAs = (name: string): string | undefined => (PROFILE && run === RUNS - 1 ? name : undefined);
     /** Times one of the loops, checks it read every change, and records its wall time and CPU under `key`. */

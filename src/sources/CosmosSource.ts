@@ -12,7 +12,7 @@ import type { FeedMode, Partition, Position, StartFrom } from '../core/Partition
 import { InvalidOptionsError, PartitionGoneError, ResourceGoneError, TransientError } from '../errors/index.js';
 import { abortError, isAbortError, onAbort } from '../internal/abortWatch.js';
 import { logger } from '../internal/log.js';
-import { lsnOfPosition, lsnOfSessionToken, parseToken, rangeIdOfSessionToken, rangeToken } from './cosmos/continuation.js';
+import { etagOfShape, lsnOfPosition, lsnOfSessionToken, parseToken, rangeIdOfSessionToken, rangeToken, tokenShape, type TokenShape } from './cosmos/continuation.js';
 import { networkCode, routingMapError, toSourceError } from './cosmos/errors.js';
 import { endpointOf, HostCheck } from './cosmos/reachability.js';
 import { sdkOfContainer } from './cosmos/sdkOfContainer.js';
@@ -63,9 +63,10 @@ interface CachedIterator {
   busy: boolean;
   /**
    * The last reply found to belong to this partition: its continuation token and the range that answered.
-   * An idle partition answers the same again and again, so a reply equal to it needs no parsing or checks.
+   * An idle partition answers the same again and again, so a reply equal to it needs no parsing or checks;
+   * a busy one answers the same token with the next etag, read through `shape` (no parse, same checks).
    */
-  checked?: { readonly token: string; readonly answeredBy: string | undefined; readonly etag: string };
+  checked?: { readonly token: string; readonly answeredBy: string | undefined; readonly etag: string; readonly shape: TokenShape | undefined };
   /** The last session token seen and the LSN read from it. */
   session?: { readonly token: string; readonly lsn: number | undefined };
 }
@@ -493,8 +494,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
     const sessionToken = headerText(headers, 'x-ms-session-token');
     const answeredBy = rangeIdOfSessionToken(sessionToken);
     const tokenText = response.continuationToken;
-    const checked = entry.checked;
-    const etag = checked && checked.token === tokenText && checked.answeredBy === answeredBy ? checked.etag : this.#checkReply(partition, tokenText, answeredBy, status, entry);
+    const etag = this.#knownEtag(entry, tokenText, answeredBy) ?? this.#checkReply(partition, tokenText, answeredBy, status, entry);
     let latestLsn: number | undefined;
     if (sessionToken !== undefined && entry.session?.token === sessionToken) latestLsn = entry.session.lsn;
     else {
@@ -503,15 +503,36 @@ export class CosmosSource<T = unknown> implements Source<T> {
     }
     latestLsn ??= lsnOfPosition(headerText(headers, 'lsn'));
     const charge = response.requestCharge;
-    const extra = { ...(latestLsn !== undefined ? { latestLsn } : {}), ...(Number.isFinite(charge) ? { requestCharge: charge } : {}) };
     const docs = status === 200 && Array.isArray(response.result) ? (response.result as unknown[]) : [];
-    if (docs.length === 0) return { changes: [], position: etag, ...extra };
-    const fallbackLsn = lsnOfPosition(etag) ?? 0;
-    const changes: Change<T>[] =
-      this.mode === 'allVersionsAndDeletes'
-        ? docs.map((d) => allVersionsChange<T>(d, info.keyPaths, fallbackLsn))
-        : docs.map((d) => latestVersionChange<T>(d, info.keyPaths, fallbackLsn));
-    return { changes, position: etag, ...extra };
+    let changes: Change<T>[] = [];
+    if (docs.length > 0) {
+      const fallbackLsn = lsnOfPosition(etag) ?? 0;
+      const keyPaths = info.keyPaths;
+      changes =
+        this.mode === 'allVersionsAndDeletes'
+          ? docs.map((d) => allVersionsChange<T>(d, keyPaths, fallbackLsn))
+          : docs.map((d) => latestVersionChange<T>(d, keyPaths, fallbackLsn));
+    }
+    // Built in place (no spread of optional parts): one object per page.
+    const page: { -readonly [K in keyof Page<T>]: Page<T>[K] } = { changes, position: etag };
+    if (latestLsn !== undefined) page.latestLsn = latestLsn;
+    if (Number.isFinite(charge)) page.requestCharge = charge;
+    return page;
+  }
+
+  /**
+   * The etag of a reply that the last checked one vouches for: the same token from the same range (an idle
+   * partition's poll), or the same token with another etag (a busy partition's next page: same container,
+   * same one range, so the same checks would pass). `undefined`: check it in full.
+   */
+  #knownEtag(entry: CachedIterator, tokenText: string | undefined, answeredBy: string | undefined): string | undefined {
+    const checked = entry.checked;
+    if (!checked || tokenText === undefined || checked.answeredBy !== answeredBy) return undefined;
+    if (checked.token === tokenText) return checked.etag;
+    const etag = checked.shape && etagOfShape(tokenText, checked.shape);
+    if (!etag || etag === '*') return undefined;
+    entry.checked = { token: tokenText, answeredBy, etag, shape: checked.shape };
+    return etag;
   }
 
   /**
@@ -533,7 +554,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
       // No etag: the SDK lost the position (a reply without one). Keep the caller's and rebuild next time.
       throw new TransientError(`${this.description}: reply without an etag for partition ${partition.id}`, { statusCode: status });
     }
-    entry.checked = { token: tokenText!, answeredBy, etag };
+    entry.checked = { token: tokenText!, answeredBy, etag, shape: tokenShape(tokenText!) };
     return etag;
   }
 }

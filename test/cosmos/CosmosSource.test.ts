@@ -235,9 +235,15 @@ describe('CosmosSource: splits', () => {
     const target = partitions[1]!;
     const seen: Change<Doc>[] = [];
     const positions = new Map<string, StartFrom>();
-    // Read part of the target partition, then split it under the running iterator.
+    // Read part of the target partition, then split it under the running iterator. Two pages: the second
+    // reply's token is read without a parse (the first one's with another etag), the split's must not be.
     let page = await source.read({ partition: target, from: 'beginning', maxItemCount: 30 });
     seen.push(...page.changes);
+    const firstPosition = page.position;
+    page = await source.read({ partition: target, from: { position: page.position }, maxItemCount: 30 });
+    seen.push(...page.changes);
+    expect(page.changes).toHaveLength(30);
+    expect(Number(page.position.replace(/"/g, ''))).toBeGreaterThan(Number(firstPosition.replace(/"/g, '')));
     positions.set(target.id, { position: page.position });
     const [left, right] = cosmos.emulator!.split('db', container.id, target.id);
     const second = await writeDocs(container, 200, 'b');

@@ -1,11 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { CredentialsError, PartitionGoneError, ResourceGoneError, TransientError } from '../../src/errors/index.js';
 import {
+  etagOfShape,
   lsnOfPosition,
   lsnOfSessionToken,
   parseToken,
   rangeIdOfSessionToken,
   rangeToken,
+  tokenShape,
 } from '../../src/sources/cosmos/continuation.js';
 import { toSourceError } from '../../src/sources/cosmos/errors.js';
 import { allVersionsChange, latestVersionChange, partitionKeyPaths } from '../../src/sources/cosmos/mapChange.js';
@@ -36,6 +38,54 @@ describe('continuation tokens', () => {
     expect(lsnOfSessionToken('')).toBeUndefined();
     expect(rangeIdOfSessionToken('3:-1#12')).toBe('3');
     expect(rangeIdOfSessionToken('0:-1#12,1:-1#30')).toBeUndefined();
+  });
+
+  it('reads the LSN of unusual etags and session tokens as before (scanned in place, not split)', () => {
+    expect(lsnOfPosition('""')).toBeUndefined();
+    expect(lsnOfPosition('"4 2"')).toBeUndefined();
+    expect(lsnOfPosition('"007"')).toBe(7);
+    expect(lsnOfPosition('W/"12"')).toBe(12);
+    expect(lsnOfSessionToken('0:-1#')).toBeUndefined();
+    expect(lsnOfSessionToken('0:')).toBeUndefined();
+    expect(lsnOfSessionToken('0:-1#+5')).toBeUndefined();
+    expect(lsnOfSessionToken('17')).toBe(17);
+    expect(lsnOfSessionToken('0:-1#x,1:-1#30,2:5')).toBe(30);
+    expect(lsnOfSessionToken('0:-1#40,1:-1#30')).toBe(40);
+    // A colon of a later part is not this part's.
+    expect(lsnOfSessionToken('8,1:-1#3')).toBe(8);
+    expect(lsnOfSessionToken(',')).toBeUndefined();
+  });
+
+  it('reads the next etag of a checked token without parsing it, and only when nothing else changed', () => {
+    const range = { minInclusive: '', maxExclusive: '20' };
+    const shape = tokenShape(rangeToken('AAAAAYAAAAE=', range, '"42"'))!;
+    expect(shape).toBeDefined();
+    expect(etagOfShape(rangeToken('AAAAAYAAAAE=', range, '"43"'), shape)).toBe('"43"');
+    expect(etagOfShape(rangeToken('AAAAAYAAAAE=', range, 'W/"1000"'), shape)).toBe('W/"1000"');
+    expect(etagOfShape(rangeToken('AAAAAYAAAAE=', range, 'a\\b'), shape)).toBe('a\\b');
+    expect(etagOfShape(rangeToken('AAAAAYAAAAE=', range, ''), shape)).toBeUndefined();
+    // Another range (a split's child), another container, or a second entry: parsed and checked in full.
+    expect(etagOfShape(rangeToken('AAAAAYAAAAE=', { minInclusive: '', maxExclusive: '10' }, '"43"'), shape)).toBeUndefined();
+    expect(etagOfShape(rangeToken('BBBBBYAAAAE=', range, '"43"'), shape)).toBeUndefined();
+    const two = JSON.stringify({
+      rid: 'AAAAAYAAAAE=',
+      Continuation: [
+        { minInclusive: '', maxExclusive: '20', continuationToken: '"43"' },
+        { minInclusive: '10', maxExclusive: '20', continuationToken: '"44"' },
+      ],
+    });
+    expect(etagOfShape(two, shape)).toBeUndefined();
+    expect(tokenShape(two)).toBeUndefined();
+    // An etag whose text would close the string and add fields is not taken for an etag.
+    const sneaky = rangeToken('AAAAAYAAAAE=', range, '"43"').replace('\\"43\\"', '\\"43\\","x":"');
+    expect(etagOfShape(sneaky, shape)).toBeUndefined();
+    // Fields after the etag (as other SDK versions may add) are part of the shape.
+    const withMore = (etag: string, epk: string) =>
+      JSON.stringify({ rid: 'r', Continuation: [{ minInclusive: '', maxExclusive: 'FF', continuationToken: etag, epkMinHeader: epk }] });
+    const moreShape = tokenShape(withMore('"1"', 'a'))!;
+    expect(etagOfShape(withMore('"2"', 'a'), moreShape)).toBe('"2"');
+    expect(etagOfShape(withMore('"2"', 'b'), moreShape)).toBeUndefined();
+    expect(tokenShape('not a token')).toBeUndefined();
   });
 });
 

@@ -55,9 +55,23 @@ export function parseToken(text: string | undefined): CompositeToken | undefined
  */
 export function lsnOfPosition(position: Position | null | undefined): number | undefined {
   if (!position) return undefined;
+  // Read on every page: the usual `"42"` without a regular expression or a copy.
+  const quoted = position.length > 2 && position.charCodeAt(0) === 34 && position.charCodeAt(position.length - 1) === 34;
+  const digits = quoted ? digitsValue(position, 1, position.length - 1) : undefined;
+  if (digits !== undefined) return digits;
   const text = position.replace(/^W\//, '').replace(/"/g, '');
   if (!/^\d+$/.test(text)) return undefined;
   return Number(text);
+}
+
+/** The number written in `text` from `start` to `end` (exclusive) when that is decimal digits only, else `undefined`. */
+function digitsValue(text: string, start: number, end: number): number | undefined {
+  if (end <= start) return undefined;
+  for (let i = start; i < end; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 48 || c > 57) return undefined;
+  }
+  return Number(text.slice(start, end));
 }
 
 /**
@@ -69,14 +83,23 @@ export function lsnOfPosition(position: Position | null | undefined): number | u
  */
 export function lsnOfSessionToken(sessionToken: string | undefined): number | undefined {
   if (!sessionToken) return undefined;
+  // Read on every page (the token changes with every write): scanned in place, no splitting.
   let best: number | undefined;
-  for (const part of sessionToken.split(',')) {
-    const afterColon = part.slice(part.indexOf(':') + 1);
-    const segments = afterColon.split('#');
-    const text = segments.length >= 2 ? segments[1]! : segments[0]!;
-    if (!/^\d+$/.test(text)) continue;
-    const lsn = Number(text);
-    if (best === undefined || lsn > best) best = lsn;
+  for (let start = 0; start <= sessionToken.length; ) {
+    let end = sessionToken.indexOf(',', start);
+    if (end < 0) end = sessionToken.length;
+    // `<rangeId>:<version>#<globalLsn>[#…]`: the global LSN is the second `#` segment after the colon, or the
+    // whole text after the colon when there is no `#`.
+    const afterColon = sessionToken.indexOf(':', start);
+    const from = afterColon >= 0 && afterColon < end ? afterColon + 1 : start;
+    const hash = sessionToken.indexOf('#', from);
+    let lsn: number | undefined;
+    if (hash >= 0 && hash < end) {
+      const next = sessionToken.indexOf('#', hash + 1);
+      lsn = digitsValue(sessionToken, hash + 1, next >= 0 && next < end ? next : end);
+    } else lsn = digitsValue(sessionToken, from, end);
+    if (lsn !== undefined && (best === undefined || lsn > best)) best = lsn;
+    start = end + 1;
   }
   return best;
 }
@@ -91,4 +114,54 @@ export function rangeIdOfSessionToken(sessionToken: string | undefined): string 
   if (!sessionToken || sessionToken.includes(',')) return undefined;
   const colon = sessionToken.indexOf(':');
   return colon > 0 ? sessionToken.slice(0, colon) : undefined;
+}
+
+/**
+ * A checked continuation token cut around its one etag: the text before the etag's JSON string and the text
+ * after it. A later reply of the same iterator whose token is the same text with another etag needs no JSON
+ * parse (the token is parsed in full on every page otherwise): see {@link etagOfShape}.
+ *
+ * @internal
+ */
+export interface TokenShape {
+  readonly prefix: string;
+  readonly suffix: string;
+}
+
+const ETAG_KEY = '"continuationToken":"';
+
+/** The {@link TokenShape} of a token with exactly one range entry; `undefined` for any other text. @internal */
+export function tokenShape(text: string): TokenShape | undefined {
+  const at = text.indexOf(ETAG_KEY);
+  if (at < 0 || text.indexOf(ETAG_KEY, at + 1) >= 0) return undefined;
+  const start = at + ETAG_KEY.length;
+  for (let i = start; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 92) i++; // an escape: skip the escaped character
+    else if (c === 34) return { prefix: text.slice(0, start), suffix: text.slice(i) };
+  }
+  return undefined;
+}
+
+/**
+ * The etag of `text` when it is the token `shape` was cut from with only the etag changed (same container,
+ * same one range, same fields), else `undefined` (parse it in full then).
+ *
+ * @internal
+ */
+export function etagOfShape(text: string, shape: TokenShape): string | undefined {
+  const { prefix, suffix } = shape;
+  if (text.length <= prefix.length + suffix.length || !text.startsWith(prefix) || !text.endsWith(suffix)) return undefined;
+  const body = text.slice(prefix.length, text.length - suffix.length);
+  // The usual etag, `\"42\"`: read without a parse. Anything else must be one JSON string's content (a quote
+  // that is not escaped ends the string early, and the parse fails).
+  if (body.length > 4 && body.startsWith('\\"') && body.endsWith('\\"') && digitsValue(body, 2, body.length - 2) !== undefined) {
+    return `"${body.slice(2, -2)}"`;
+  }
+  try {
+    const value: unknown = JSON.parse(`"${body}"`);
+    return typeof value === 'string' ? value : undefined;
+  } catch {
+    return undefined;
+  }
 }
