@@ -174,7 +174,7 @@ describe('split children and fencing by key range (decided design 5)', () => {
     const { store, lease, ctx, ownership } = await splitParent('pos-5');
     await replaceGoneLease(ctx('a'), ownership(lease), 'pos-5');
     const child = (await store.read('p.1'))!;
-    expect(child).toMatchObject({ owner: null, epoch: lease.epoch }); // created untaken at the parent's epoch…
+    expect(child).toMatchObject({ owner: null, epoch: lease.epoch + 1 }); // created untaken one above the parent's epoch…
     const taken = child.epoch + 1; // …and every take raises it: the first owner writes above the parent
     let fences = raiseFence([], { leaseToken: '0', range: lease.feedRange, epoch: lease.epoch });
     fences = raiseFence(fences, { leaseToken: '1', range: child.feedRange, epoch: taken });
