@@ -1,5 +1,8 @@
 import type { SimConfig } from './config.js';
 
+/** The fault sets of `--faults all` (every set but `twin`), as the seeds of the retaken-parent bug ran them. */
+const LINEAGE_FAULTS = ['lease', 'source', 'hang', 'view', 'host', 'sink', 'clock', 'late', 'bootstrap', 'poison', 'topology', 'admin', 'broker'] as const;
+
 /** A seed that found a bug of issue 25, and the invariant it broke before the fix. */
 export interface Found {
   readonly bug: string;
@@ -23,4 +26,9 @@ export const FOUND_BEING_FIXED: readonly Found[] = [
   { bug: 'a lease write looping on conflicts without a delay when reads lag (issue 25 suspicion 7, leases)', invariant: 'lease-request-spin', config: { seed: 4, faults: ['late'], hosts: { min: 2, max: 4 }, chaosMs: 8_000 } },
   { bug: "a failed bootstrap's lock and lease creates landing after stop() (leases; seeds 10, 138, 212, 319 of --faults all)", invariant: 'write-after-stop', config: { seed: 3, faults: ['lease', 'bootstrap'], hosts: { min: 2, max: 2 }, chaosMs: 3_000 } },
   { bug: "the simulated handler writing on after its ownership ended (the simulation's handler; seeds 63, 85, 254, 348 of --faults all)", invariant: 'write-after-takeover-accepted', config: { seed: 71, faults: ['lease', 'view'], hosts: { min: 2, max: 2 }, chaosMs: 10_000, groups: true, form: 'handler' } },
+  { bug: "a gone parent's lease taken again after its children were created, read above their epoch (issue 25, leases; seed 83 of --faults all)", invariant: 'deposed-view-write-accepted', config: { seed: 83, faults: LINEAGE_FAULTS, hosts: { min: 2, max: 6 }, balanceBy: 'count', view: 'guarded', groups: true, form: 'handler', policy: 'deadLetter', start: 'time', leaseScheme: 'dotnet', positions: 'lsn', relay: 'off', source: 'memory' } },
+  { bug: "a gone parent's lease taken again after its children were created, read above their epoch (issue 25, leases; seed 96 of --faults all)", invariant: 'deposed-view-write-accepted', config: { seed: 96, faults: LINEAGE_FAULTS, hosts: { min: 2, max: 6 }, balanceBy: 'count', view: 'guarded', groups: false, form: 'rx', policy: 'deadLetter', start: 'now', leaseScheme: 'dotnet', positions: 'opaque', relay: 'amqp', source: 'memory' } },
+  { bug: "a gone parent's lease taken again after its children were created, read above their epoch (issue 25, leases; seed 121 of --faults all)", invariant: 'deposed-view-write-accepted', config: { seed: 121, faults: LINEAGE_FAULTS, hosts: { min: 2, max: 6 }, balanceBy: 'count', view: 'exactlyOnce', groups: true, form: 'handler', policy: 'deadLetter', start: 'function', leaseScheme: 'dotnet', positions: 'opaque', relay: 'off', source: 'memory' } },
+  { bug: "a gone parent's lease taken again after its children were created, read above their epoch (issue 25, leases; seed 151 of --faults all)", invariant: 'deposed-view-write-accepted', config: { seed: 151, faults: LINEAGE_FAULTS, hosts: { min: 2, max: 6 }, balanceBy: 'load', view: 'exactlyOnce', groups: true, form: 'handler', policy: 'deadLetter', start: 'time', leaseScheme: 'rxfeed', positions: 'lsn', relay: 'off', source: 'memory' } },
+  { bug: "a gone parent's lease taken again after its children were created, read above their epoch (issue 25, leases; seed 227 of --faults all)", invariant: 'deposed-view-write-accepted', config: { seed: 227, faults: LINEAGE_FAULTS, hosts: { min: 2, max: 6 }, balanceBy: 'count', view: 'guarded', groups: true, form: 'handler', policy: 'deadLetter', start: 'beginning', leaseScheme: 'dotnet', positions: 'opaque', relay: 'off', source: 'memory' } },
 ];
