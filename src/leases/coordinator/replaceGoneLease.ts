@@ -2,7 +2,7 @@
 // children one epoch above it at its checkpoint, untaken, then the parent deleted; fenced when another host
 // owns the parent now. GonePartitions retries it, and finishes a marked lease whose owner is gone.
 import type { FeedRange, Partition, Position } from '../../core/Partition.js';
-import { inheritedProperties, isReplaced, REPLACED_AT_EPOCH, UNTAKEN_AT_EPOCH } from '../protocol/signals.js';
+import { inheritedProperties, isReplaced, REPLACED_AT_EPOCH, UNTAKEN_AT_EPOCH, withoutRequest } from '../protocol/signals.js';
 import type { Lease } from '../Lease.js';
 import { LeaseConflictError } from '../../errors/LeaseConflictError.js';
 import type { LeaseStore } from '../LeaseStore.js';
@@ -105,7 +105,8 @@ async function listedChildren(ctx: ReplaceContext, token: string, range: FeedRan
 
 /**
  * Marks `lease` (this ownership's, see `ours`) replaced at its epoch, with its range and a checkpoint (the
- * reader's `position` when it stored none yet) so that any host can finish the replacement from it. A conflict
+ * reader's `position` when it stored none yet) so that any host can finish the replacement from it, and
+ * without a handoff request (a marked lease is never handed over nor taken by force). A conflict
  * is re-read: a signal another host left while the lease is still ours is retried over. Returns the marked
  * version, or `undefined` when the lease is not ours any more.
  */
@@ -117,7 +118,8 @@ async function markReplaced(ctx: ReplaceContext, lease: Lease, range: FeedRange,
         feedRange: lease.feedRange ?? range,
         continuation: lease.continuation ?? position,
         timestampMs: ctx.naming.now(),
-        properties: { ...lease.properties, [REPLACED_AT_EPOCH]: String(lease.epoch) },
+        // A handoff request left before the mark is void: nobody takes a marked lease.
+        properties: { ...withoutRequest(lease.properties), [REPLACED_AT_EPOCH]: String(lease.epoch) },
       });
     } catch (error) {
       if (!(error instanceof LeaseConflictError) || attempt >= 5) throw error;
