@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { Position } from '../../src/core/Partition.js';
 import type { LeaseNaming } from '../../src/leases/protocol/index.js';
-import { replaceGoneLease } from '../../src/leases/coordinator/replaceGoneLease.js';
+import { finishReplacement, replaceGoneLease } from '../../src/leases/coordinator/replaceGoneLease.js';
 import type { Lease } from '../../src/leases/Lease.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
-import { RELEASED_AT, RELEASED_BY, UNTAKEN_AT_EPOCH, withoutSignals } from '../../src/leases/protocol/index.js';
+import { HANDOFF_AT, HANDOFF_TO, isReplaced, RELEASED_AT, RELEASED_BY, REPLACED_AT_EPOCH, UNTAKEN_AT_EPOCH, withoutSignals } from '../../src/leases/protocol/index.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import { raiseFence } from '../../src/deadletter/fence.js';
 import { DeadLetterFencedError } from '../../src/errors/DeadLetterFencedError.js';
@@ -169,6 +169,56 @@ describe('a retry after its children split again (the simulation, seed 44 of --f
   });
 });
 
+describe('the replacement mark (issue 25: a gone parent taken again after its children were created)', () => {
+  it('marks the parent at its epoch before any child exists, dropping a handoff request; a mark whose reply was lost is found on the retry', async () => {
+    const { store, lease, ctx, ownership } = await splitParent('pos-5');
+    const asked = await store.replace({ ...lease, properties: { [HANDOFF_TO]: 'b', [HANDOFF_AT]: '1' } });
+    const creates: string[] = [];
+    const watching: LeaseStore = {
+      ...methodsOf(store),
+      createIfAbsent: async (l) => {
+        const parent = (await store.read('p.0'))!;
+        creates.push(`${l.id} after parent marked ${String(isReplaced(parent))}`);
+        throw new Error('create failed'); // the first attempt stops after its first create
+      },
+    };
+    const owned = ownership(asked);
+    await expect(replaceGoneLease({ ...ctx('a'), store: watching }, owned, 'pos-5')).rejects.toThrow('create failed');
+    expect(creates).toEqual(['p.1 after parent marked true']);
+    const marked = (await store.read('p.0'))!;
+    expect(marked.properties).toEqual({ [REPLACED_AT_EPOCH]: '3' }); // the request is void: nobody takes a marked lease
+    expect(owned.current.etag).toBe(marked.etag); // this ownership's renewals write the marked version on
+    // The retry finds the mark in place (as after a lost reply), creates the children one above, deletes the parent.
+    expect(await replaceGoneLease(ctx('a'), ownership(marked), 'pos-5')).toMatchObject({ kind: 'replaced', children: ['1', '2'] });
+    expect((await store.list('p.')).leases.map((l) => [l.id, l.epoch, l.properties])).toEqual([
+      ['p.1', 4, { [UNTAKEN_AT_EPOCH]: '4' }],
+      ['p.2', 4, { [UNTAKEN_AT_EPOCH]: '4' }],
+    ]);
+  });
+
+  it('a host that took the parent before the mark fences the mark: no child is created from the older ownership', async () => {
+    const { store, lease, ctx, ownership } = await splitParent('pos-5');
+    const deposed = ownership(lease);
+    await store.replace({ ...lease, owner: 'b', epoch: 4 });
+    expect(await replaceGoneLease(ctx('a'), deposed, 'pos-5')).toEqual({ kind: 'fenced', owner: 'b' });
+    expect((await store.list('p.')).leases.map((l) => l.id)).toEqual(['p.0']);
+    expect(isReplaced((await store.read('p.0'))!)).toBe(false);
+  });
+
+  it('finishing leaves alone a marked lease its owner wrote since it was listed (alive after all), and one not marked', async () => {
+    const { store, lease, ctx, ownership } = await splitParent('pos-5');
+    const failing: LeaseStore = { ...methodsOf(store), createIfAbsent: async () => Promise.reject(new Error('create failed')) };
+    await expect(replaceGoneLease({ ...ctx('a'), store: failing }, ownership(lease), 'pos-5')).rejects.toThrow('create failed');
+    const listed = (await store.read('p.0'))!;
+    const renewed = await store.replace({ ...listed, timestampMs: 2_000 }); // a's renewal, after b listed it
+    expect(await finishReplacement(ctx('b'), listed)).toBeUndefined();
+    expect(await store.read('p.0')).toEqual(renewed);
+    const unmarked = await splitParent('pos-5');
+    expect(await finishReplacement(unmarked.ctx('b'), unmarked.lease)).toBeUndefined();
+    expect((await unmarked.store.list('p.')).leases.map((l) => l.id)).toEqual(['p.0']);
+  });
+});
+
 describe('split children and fencing by key range (decided design 5)', () => {
   it("a child's first epoch is above its parent's: a store fencing by key range refuses the deposed parent's late write", async () => {
     const { store, lease, ctx, ownership } = await splitParent('pos-5');
@@ -181,6 +231,11 @@ describe('split children and fencing by key range (decided design 5)', () => {
     expect(() => raiseFence(fences, { leaseToken: '0', range: lease.feedRange, epoch: lease.epoch })).toThrow(DeadLetterFencedError);
   });
 });
+
+/** `store`'s methods, bound (to override one of them). */
+function methodsOf(store: LeaseStore): LeaseStore {
+  return { list: (p) => store.list(p), read: (id) => store.read(id), createIfAbsent: (l) => store.createIfAbsent(l), replace: (l) => store.replace(l), delete: (l) => store.delete(l) };
+}
 
 /** `store` whose `delete` first runs `before` (another writer racing it). */
 function withDelete(store: MemoryLeaseStore, before: (lease: Lease) => Promise<void>): LeaseStore {
