@@ -4,7 +4,7 @@ import type { LeaseNaming } from '../../src/leases/protocol/index.js';
 import { finishReplacement, replaceGoneLease } from '../../src/leases/coordinator/replaceGoneLease.js';
 import type { Lease } from '../../src/leases/Lease.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
-import { HANDOFF_AT, HANDOFF_TO, isReplaced, RELEASED_AT, RELEASED_BY, REPLACED_AT_EPOCH, UNTAKEN_AT_EPOCH, withoutSignals } from '../../src/leases/protocol/index.js';
+import { HANDOFF_AT, HANDOFF_TO, isReplaced, RELEASED_AT, RELEASED_BY, REPLACED_AT_EPOCH, REPLACED_BY, UNTAKEN_AT_EPOCH, withoutSignals } from '../../src/leases/protocol/index.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import { raiseFence } from '../../src/deadletter/fence.js';
 import { DeadLetterFencedError } from '../../src/errors/DeadLetterFencedError.js';
@@ -203,6 +203,46 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
     expect(await replaceGoneLease(ctx('a'), deposed, 'pos-5')).toEqual({ kind: 'fenced', owner: 'b' });
     expect((await store.list('p.')).leases.map((l) => l.id)).toEqual(['p.0']);
     expect(isReplaced((await store.read('p.0'))!)).toBe(false);
+  });
+
+  it("a child over its parent's whole range replaces itself while the marked parent is still listed (seed 209 of --faults all)", async () => {
+    const store = new MemoryLeaseStore();
+    const parts = new FakePartitions(1);
+    const range = parts.list[0]!.range;
+    // Parent p.0 marked at epoch 17, its delete still pending; its one child p.11, over the same range, taken
+    // (epoch 19) and gone in turn: the source lists 11's halves now.
+    await store.createIfAbsent({ id: 'p.0', leaseToken: '0', feedRange: range, owner: 'a', continuation: 'pos-5', timestampMs: 0, epoch: 17, mode: 'latestVersion', properties: { [REPLACED_AT_EPOCH]: '17' } });
+    const child = (await store.createIfAbsent({ id: 'p.11', leaseToken: '11', feedRange: range, owner: 'b', continuation: 'pos-9', timestampMs: 0, epoch: 19, mode: 'latestVersion', properties: {} }))!;
+    parts.list = [{ id: '11', range }];
+    const [left, right] = parts.split('11');
+    const owned = { current: child, epoch: 19, leaseToken: '11', partition: { id: '11', range }, parentDeleteSent: false };
+    // The parent is an ancestor, not a descendant that would have replaced 11's range already: both halves are created.
+    expect(await replaceGoneLease({ store, naming: naming('b'), listPartitions: parts.listPartitions }, owned, 'pos-9')).toMatchObject({ kind: 'replaced', children: [left, right] });
+    expect((await store.list('p.')).leases.map((l) => [l.id, l.epoch, l.continuation])).toEqual([
+      ['p.0', 17, 'pos-5'],
+      [`p.${left}`, 20, 'pos-9'],
+      [`p.${right}`, 20, 'pos-9'],
+    ]);
+  });
+
+  it('notes the children on the parent once all exist: a retry or a finisher never creates again a child replaced since (seed 209 of --faults all)', async () => {
+    const { store, lease, ctx, ownership } = await splitParent('pos-5');
+    const failing: LeaseStore = { ...methodsOf(store), delete: async () => Promise.reject(new Error('delete failed')) };
+    const owned = ownership(lease);
+    await expect(replaceGoneLease({ ...ctx('a'), store: failing }, owned, 'pos-5')).rejects.toThrow('delete failed');
+    const noted = (await store.read('p.0'))!;
+    expect(noted.properties).toEqual({ [REPLACED_AT_EPOCH]: '3', [REPLACED_BY]: '1,2' });
+    // Child 1 is taken, read, gone in turn and replaced by its own children (deleted); its listing lags.
+    await store.delete((await store.read('p.1'))!);
+    expect(await replaceGoneLease(ctx('a'), owned, 'pos-5')).toMatchObject({ kind: 'replaced' }); // the retry
+    expect((await store.list('p.')).leases.map((l) => l.id)).toEqual(['p.2']);
+    // The same for a host finishing it after the owner crashed (a fresh ownership object knows nothing).
+    const second = await splitParent('pos-5');
+    await expect(replaceGoneLease({ ...second.ctx('a'), store: { ...methodsOf(second.store), delete: async () => Promise.reject(new Error('crashed')) } }, second.ownership(second.lease), 'pos-5')).rejects.toThrow('crashed');
+    await second.store.delete((await second.store.read('p.1'))!);
+    const released = await second.store.replace({ ...(await second.store.read('p.0'))!, owner: null, epoch: 4 });
+    expect(await finishReplacement(second.ctx('b'), released)).toEqual(['1', '2']);
+    expect((await second.store.list('p.')).leases.map((l) => l.id)).toEqual(['p.2']);
   });
 
   it('finishing leaves alone a marked lease its owner wrote since it was listed (alive after all), and one not marked', async () => {

@@ -2,7 +2,7 @@
 // children one epoch above it at its checkpoint, untaken, then the parent deleted; fenced when another host
 // owns the parent now. GonePartitions retries it, and finishes a marked lease whose owner is gone.
 import type { FeedRange, Partition, Position } from '../../core/Partition.js';
-import { inheritedProperties, isReplaced, REPLACED_AT_EPOCH, UNTAKEN_AT_EPOCH, withoutRequest } from '../protocol/signals.js';
+import { inheritedProperties, isReplaced, REPLACED_AT_EPOCH, REPLACED_BY, UNTAKEN_AT_EPOCH, withoutRequest } from '../protocol/signals.js';
 import type { Lease } from '../Lease.js';
 import { LeaseConflictError } from '../../errors/LeaseConflictError.js';
 import type { LeaseStore } from '../LeaseStore.js';
@@ -38,7 +38,7 @@ export type Replacement =
  */
 export async function replaceGoneLease(
   ctx: ReplaceContext,
-  owned: { current: Lease; readonly epoch: number; readonly leaseToken: string; readonly partition: Partition; parentDeleteSent: boolean },
+  owned: { current: Lease; readonly epoch: number; readonly leaseToken: string; readonly partition: Partition; parentDeleteSent: boolean; childrenCreated?: boolean },
   position: Position | null,
 ): Promise<Replacement> {
   const fresh = await ctx.store.read(owned.current.id);
@@ -65,7 +65,20 @@ export async function replaceGoneLease(
   // The parent's stored checkpoint wins: batches acknowledged after the reader's drain gave up may have
   // checkpointed past `position` since, and a child must never start behind its parent's checkpoint.
   const from = fresh ? (parent.continuation ?? position) : (position ?? parent.continuation);
-  await createChildren(ctx, parent, range, children, from);
+  // Created once: a child missing on a retry was taken, replaced and deleted in turn (see REPLACED_BY); a
+  // retry only moves the children no host took yet forward to the parent's checkpoint.
+  const created = owned.childrenCreated === true || parent.properties[REPLACED_BY] !== undefined;
+  await createChildren(ctx, parent, range, children, from, !created);
+  if (!created) {
+    owned.childrenCreated = true;
+    if (fresh) {
+      const by = (l: Lease): Lease => ({ ...l, properties: { ...l.properties, [REPLACED_BY]: children.map((c) => c.token).join(',') } });
+      const noted = await markParent(ctx, parent, by(parent), ours, by, (l) => l.properties[REPLACED_BY] !== undefined);
+      if (!noted) return { kind: 'fenced', owner: (await ctx.store.read(parent.id).catch(() => undefined))?.owner };
+      parent = noted;
+      owned.current = noted;
+    }
+  }
   if (fresh) {
     const gone = await deleteParent(ctx, parent, ours, owned);
     if (!gone) return { kind: 'fenced', owner: (await ctx.store.read(parent.id).catch(() => undefined))?.owner };
@@ -88,7 +101,7 @@ export async function finishReplacement(ctx: ReplaceContext, listed: Lease): Pro
   if (parent.owner !== null && parent.etag !== listed.etag) return undefined;
   if (!parent.feedRange) throw new Error(`lease ${parent.leaseToken} is marked replaced but stores no feed range`);
   const children = await listedChildren(ctx, parent.leaseToken, parent.feedRange);
-  await createChildren(ctx, parent, parent.feedRange, children, parent.continuation);
+  await createChildren(ctx, parent, parent.feedRange, children, parent.continuation, parent.properties[REPLACED_BY] === undefined);
   if (!(await deleteParent(ctx, parent, isReplaced, { parentDeleteSent: false }))) return undefined;
   return children.map((c) => c.token);
 }
@@ -110,40 +123,58 @@ async function listedChildren(ctx: ReplaceContext, token: string, range: FeedRan
  * is re-read: a signal another host left while the lease is still ours is retried over. Returns the marked
  * version, or `undefined` when the lease is not ours any more.
  */
-async function markReplaced(ctx: ReplaceContext, lease: Lease, range: FeedRange, position: Position | null, ours: (l: Lease) => boolean): Promise<Lease | undefined> {
+function markReplaced(ctx: ReplaceContext, lease: Lease, range: FeedRange, position: Position | null, ours: (l: Lease) => boolean): Promise<Lease | undefined> {
+  const marked = (l: Lease): Lease => ({
+    ...l,
+    feedRange: l.feedRange ?? range,
+    continuation: l.continuation ?? position,
+    timestampMs: ctx.naming.now(),
+    // A handoff request left before the mark is void: nobody takes a marked lease.
+    properties: { ...withoutRequest(l.properties), [REPLACED_AT_EPOCH]: String(l.epoch) },
+  });
+  return markParent(ctx, lease, marked(lease), ours, marked, isReplaced);
+}
+
+/**
+ * Writes `next` over `lease` (this ownership's, see `ours`), conditional on its version. A conflict is re-read:
+ * a version that is still ours (another host left a signal in it) gets `again(fresh)`; one where `done` holds
+ * already (an earlier write of ours landed, its reply lost) is returned as it is. `undefined`: not ours any more.
+ */
+async function markParent(
+  ctx: ReplaceContext,
+  lease: Lease,
+  next: Lease,
+  ours: (l: Lease) => boolean,
+  again: (fresh: Lease) => Lease,
+  done: (fresh: Lease) => boolean,
+): Promise<Lease | undefined> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await ctx.store.replace({
-        ...lease,
-        feedRange: lease.feedRange ?? range,
-        continuation: lease.continuation ?? position,
-        timestampMs: ctx.naming.now(),
-        // A handoff request left before the mark is void: nobody takes a marked lease.
-        properties: { ...withoutRequest(lease.properties), [REPLACED_AT_EPOCH]: String(lease.epoch) },
-      });
+      return await ctx.store.replace(next);
     } catch (error) {
       if (!(error instanceof LeaseConflictError) || attempt >= 5) throw error;
       const fresh = error.kind === 'missing' ? undefined : await ctx.store.read(lease.id);
       if (!fresh || !ours(fresh)) return undefined;
-      if (isReplaced(fresh)) return fresh; // an earlier write of ours landed (its reply was lost)
+      if (done(fresh)) return fresh;
       lease = fresh;
+      next = again(fresh);
     }
   }
 }
 
 /**
- * Creates the children of the marked `parent` that are missing, one epoch above the parent's, free and
- * untaken, starting at `from`. A child that exists and that no host took yet (an earlier attempt's) is moved
- * forward to `from`.
+ * Creates the children of the marked `parent` that are missing (unless `create` is false: they were all
+ * created once), one epoch above the parent's, free and untaken, starting at `from`. A child that exists and
+ * that no host took yet (an earlier attempt's) is moved forward to `from`.
  */
-async function createChildren(ctx: ReplaceContext, parent: Lease, range: FeedRange, children: readonly ChildLease[], from: Position | null): Promise<void> {
+async function createChildren(ctx: ReplaceContext, parent: Lease, range: FeedRange, children: readonly ChildLease[], from: Position | null, create: boolean): Promise<void> {
   // Above every epoch the parent was read under (it is never acquired again once marked), so stores fencing
   // by key range refuse the parent's late writes once a child wrote, whatever the order they land in.
   const epoch = parent.epoch + 1;
   const untaken = { ...inheritedProperties(parent.properties), [UNTAKEN_AT_EPOCH]: String(epoch) };
   for (const c of await notYetReplaced(ctx, parent, range, children)) {
     const child = leaseDocument(ctx.naming, c.token, c.range, from, untaken, epoch);
-    if (await ctx.store.createIfAbsent(child)) continue;
+    if (create && (await ctx.store.createIfAbsent(child))) continue;
     // It exists: an earlier attempt (this host's, or another's finishing it) created it from an older
     // checkpoint of the parent. While no host has taken it (it still carries the mark, at its epoch), it starts
     // where the parent stands now, so a lineage's checkpoint never moves backwards. A child taken since (and
@@ -158,7 +189,8 @@ async function createChildren(ctx: ReplaceContext, parent: Lease, range: FeedRan
 
 /**
  * The children this replacement creates: those of `children` (the partitions listed now) that no other
- * lease under the parent's range covers yet. Such a lease (a descendant: its range lies inside the parent's)
+ * lease under the parent's range covers yet. Such a lease (a descendant: its range lies inside the parent's, its
+ * epoch is at or above the parent's)
  * that is not one of `children` was created by an earlier attempt of this replacement (this host's, whose
  * parent delete failed, or a deposed owner's) and is gone itself by now, split or merged again: the
  * partitions under its range are its to replace, from its own checkpoint, which is past the parent's.
@@ -170,8 +202,11 @@ async function notYetReplaced(ctx: ReplaceContext, parent: Lease, range: FeedRan
   const tokens = new Set(children.map((c) => c.token));
   const inside = (r: FeedRange) => r.minInclusive >= range.minInclusive && r.maxExclusive <= range.maxExclusive;
   const listing = await ctx.store.list(ctx.naming.prefix);
+  // A lease under the range at an epoch below the parent's is no descendant but an ancestor whose replacement
+  // is not finished yet (its delete failed or is slow): one over the same range (a partition replaced by one
+  // partition, a merge's EPK child), still marked. Descendants are created above the parent's epoch.
   const descendants = listing.leases
-    .filter((l) => isLeaseOf(ctx.naming, l) && l.id !== parent.id && !tokens.has(l.leaseToken) && l.feedRange !== undefined && inside(l.feedRange))
+    .filter((l) => isLeaseOf(ctx.naming, l) && l.id !== parent.id && !tokens.has(l.leaseToken) && l.feedRange !== undefined && inside(l.feedRange) && l.epoch >= parent.epoch)
     .map((l) => l.feedRange!);
   if (descendants.length === 0) return children;
   return children.flatMap((c) => {

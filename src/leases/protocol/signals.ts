@@ -30,6 +30,14 @@ export const UNTAKEN_AT_EPOCH = 'rxfeed.untakenAtEpoch';
 export const REPLACED_AT_EPOCH = 'rxfeed.replacedAtEpoch';
 
 /**
+ * Lease property of a lease marked replaced ({@link REPLACED_AT_EPOCH}) once all its children were created:
+ * their tokens, comma-separated. A host retrying or finishing the replacement then only deletes the lease:
+ * a child missing by then was taken, replaced and deleted in turn, and creating it again would bring back a
+ * partition its descendants already read past. @internal
+ */
+export const REPLACED_BY = 'rxfeed.replacedBy';
+
+/**
  * Lease property where an owner publishes the lease's load (a non-negative decimal string, e.g. changes per
  * second or backlog in changes) when it renews or checkpoints, so that every host sees every lease's load in
  * the listing it reads anyway, without extra requests.
@@ -131,7 +139,7 @@ export function withoutSignals(properties: Readonly<Record<string, string>>): Re
 
 /**
  * What a split or merge child inherits of its parent's `properties`: all but the signals
- * ({@link withoutSignals}) and the parent's replacement mark ({@link REPLACED_AT_EPOCH}).
+ * ({@link withoutSignals}) and the parent's replacement marks ({@link REPLACED_AT_EPOCH}, {@link REPLACED_BY}).
  *
  * @example
  * ```ts
@@ -140,7 +148,7 @@ export function withoutSignals(properties: Readonly<Record<string, string>>): Re
  * @internal
  */
 export function inheritedProperties(properties: Readonly<Record<string, string>>): Record<string, string> {
-  const { [REPLACED_AT_EPOCH]: _replaced, ...rest } = withoutSignals(properties);
+  const { [REPLACED_AT_EPOCH]: _replaced, [REPLACED_BY]: _by, ...rest } = withoutSignals(properties);
   return rest;
 }
 
