@@ -245,6 +245,26 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
     expect((await second.store.list('p.')).leases.map((l) => l.id)).toEqual(['p.2']);
   });
 
+  it('removes the children it created when a reset deleted the parent meanwhile (raising the epoch floor): hosts then bootstrap again', async () => {
+    const { store, lease, ctx, ownership } = await splitParent('pos-5');
+    let reset: (() => Promise<void>) | undefined = async () => {
+      await store.delete((await store.read('p.0'))!);
+      await store.createIfAbsent({ id: 'p..floor', leaseToken: '.floor', feedRange: undefined, owner: null, continuation: null, timestampMs: 0, epoch: 3, mode: undefined, properties: {} });
+    };
+    const resetting: LeaseStore = {
+      ...methodsOf(store),
+      createIfAbsent: async (l) => {
+        const created = await store.createIfAbsent(l);
+        const r = reset;
+        reset = undefined;
+        await r?.(); // the reset lands right after the first child
+        return created;
+      },
+    };
+    expect(await replaceGoneLease({ ...ctx('a'), store: resetting }, ownership(lease), 'pos-5')).toEqual({ kind: 'fenced', owner: undefined });
+    expect((await store.list('p.')).leases.map((l) => l.id)).toEqual(['p..floor']);
+  });
+
   it('finishing leaves alone a marked lease its owner wrote since it was listed (alive after all), and one not marked', async () => {
     const { store, lease, ctx, ownership } = await splitParent('pos-5');
     const failing: LeaseStore = { ...methodsOf(store), createIfAbsent: async () => Promise.reject(new Error('create failed')) };

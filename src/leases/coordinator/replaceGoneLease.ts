@@ -6,7 +6,7 @@ import { inheritedProperties, isReplaced, REPLACED_AT_EPOCH, REPLACED_BY, UNTAKE
 import type { Lease } from '../Lease.js';
 import { LeaseConflictError } from '../../errors/LeaseConflictError.js';
 import type { LeaseStore } from '../LeaseStore.js';
-import { isLeaseOf, leaseDocument, type LeaseNaming } from '../protocol/documents.js';
+import { floorId, isLeaseOf, leaseDocument, type LeaseNaming } from '../protocol/documents.js';
 import { childLeases, type ChildLease, coversRange, uncoveredParts } from './splitMerge.js';
 
 /** @internal What {@link replaceGoneLease} needs. */
@@ -68,13 +68,22 @@ export async function replaceGoneLease(
   // Created once: a child missing on a retry was taken, replaced and deleted in turn (see REPLACED_BY); a
   // retry only moves the children no host took yet forward to the parent's checkpoint.
   const created = owned.childrenCreated === true || parent.properties[REPLACED_BY] !== undefined;
-  await createChildren(ctx, parent, range, children, from, !created);
+  const made = await createChildren(ctx, parent, range, children, from, !created);
   if (!created) {
     owned.childrenCreated = true;
     if (fresh) {
       const by = (l: Lease): Lease => ({ ...l, properties: { ...l.properties, [REPLACED_BY]: children.map((c) => c.token).join(',') } });
       const noted = await markParent(ctx, parent, by(parent), ours, by, (l) => l.properties[REPLACED_BY] !== undefined);
-      if (!noted) return { kind: 'fenced', owner: (await ctx.store.read(parent.id).catch(() => undefined))?.owner };
+      if (!noted) {
+        const [now, floor] = await Promise.all([ctx.store.read(parent.id), ctx.store.read(floorId(ctx.naming.markerPrefix))]);
+        // Deleted, not by this host, with the epoch floor raised to it: a reset removed the leases after the
+        // mark, before these children landed. Left in place they would keep the hosts from bootstrapping again
+        // (leases exist) while the rest of the key space has none. Each is removed as created (a conflict
+        // leaves it to a host that took it since). A host finishing the replacement deletes the parent too,
+        // but only once every child exists, and raises no floor: those children stay.
+        if (!now && floor !== undefined && floor.epoch >= parent.epoch) await Promise.all(made.map((c) => ctx.store.delete(c).catch(() => undefined)));
+        return { kind: 'fenced', owner: now?.owner };
+      }
       parent = noted;
       owned.current = noted;
     }
@@ -167,14 +176,19 @@ async function markParent(
  * created once), one epoch above the parent's, free and untaken, starting at `from`. A child that exists and
  * that no host took yet (an earlier attempt's) is moved forward to `from`.
  */
-async function createChildren(ctx: ReplaceContext, parent: Lease, range: FeedRange, children: readonly ChildLease[], from: Position | null, create: boolean): Promise<void> {
+async function createChildren(ctx: ReplaceContext, parent: Lease, range: FeedRange, children: readonly ChildLease[], from: Position | null, create: boolean): Promise<Lease[]> {
+  const made: Lease[] = [];
   // Above every epoch the parent was read under (it is never acquired again once marked), so stores fencing
   // by key range refuse the parent's late writes once a child wrote, whatever the order they land in.
   const epoch = parent.epoch + 1;
   const untaken = { ...inheritedProperties(parent.properties), [UNTAKEN_AT_EPOCH]: String(epoch) };
   for (const c of await notYetReplaced(ctx, parent, range, children)) {
     const child = leaseDocument(ctx.naming, c.token, c.range, from, untaken, epoch);
-    if (create && (await ctx.store.createIfAbsent(child))) continue;
+    const created = create ? await ctx.store.createIfAbsent(child) : undefined;
+    if (created) {
+      made.push(created);
+      continue;
+    }
     // It exists: an earlier attempt (this host's, or another's finishing it) created it from an older
     // checkpoint of the parent. While no host has taken it (it still carries the mark, at its epoch), it starts
     // where the parent stands now, so a lineage's checkpoint never moves backwards. A child taken since (and
@@ -185,12 +199,13 @@ async function createChildren(ctx: ReplaceContext, parent: Lease, range: FeedRan
       await ctx.store.replace({ ...existing, continuation: from, epoch, properties: { ...existing.properties, ...untaken }, timestampMs: ctx.naming.now() });
     }
   }
+  return made;
 }
 
 /**
  * The children this replacement creates: those of `children` (the partitions listed now) that no other
- * lease under the parent's range covers yet. Such a lease (a descendant: its range lies inside the parent's, its
- * epoch is at or above the parent's)
+ * lease under the parent's range covers yet. Such a lease (a descendant: its range lies inside the parent's, and
+ * it is no ancestor still marked)
  * that is not one of `children` was created by an earlier attempt of this replacement (this host's, whose
  * parent delete failed, or a deposed owner's) and is gone itself by now, split or merged again: the
  * partitions under its range are its to replace, from its own checkpoint, which is past the parent's.
@@ -202,11 +217,14 @@ async function notYetReplaced(ctx: ReplaceContext, parent: Lease, range: FeedRan
   const tokens = new Set(children.map((c) => c.token));
   const inside = (r: FeedRange) => r.minInclusive >= range.minInclusive && r.maxExclusive <= range.maxExclusive;
   const listing = await ctx.store.list(ctx.naming.prefix);
-  // A lease under the range at an epoch below the parent's is no descendant but an ancestor whose replacement
-  // is not finished yet (its delete failed or is slow): one over the same range (a partition replaced by one
-  // partition, a merge's EPK child), still marked. Descendants are created above the parent's epoch.
+  // A lease under the range marked replaced at an epoch below the parent's mark is no descendant but an
+  // ancestor whose replacement is not finished yet (its delete failed or is slow): one over the same range (a
+  // partition replaced by one partition, a merge's EPK child). Descendants are created above the parent's mark
+  // (an admin release may raise an ancestor's epoch since, never its mark).
+  const markOf = (l: Lease) => Number(l.properties[REPLACED_AT_EPOCH] ?? l.epoch);
+  const ancestor = (l: Lease) => isReplaced(l) && markOf(l) < markOf(parent);
   const descendants = listing.leases
-    .filter((l) => isLeaseOf(ctx.naming, l) && l.id !== parent.id && !tokens.has(l.leaseToken) && l.feedRange !== undefined && inside(l.feedRange) && l.epoch >= parent.epoch)
+    .filter((l) => isLeaseOf(ctx.naming, l) && l.id !== parent.id && !tokens.has(l.leaseToken) && l.feedRange !== undefined && inside(l.feedRange) && !ancestor(l))
     .map((l) => l.feedRange!);
   if (descendants.length === 0) return children;
   return children.flatMap((c) => {
