@@ -236,6 +236,27 @@ describe("a parent whose delete never landed, beside its child (the simulation, 
       ['p.4', 'pos-9'],
     ]);
   });
+
+  it('the same with a parent replaced before replacement marks existed: unmarked, it is told by the child\'s PARENT_LEASE alone (seed 9)', async () => {
+    const store = new MemoryLeaseStore();
+    const parts = new FakePartitions(1);
+    parts.split('0'); // into 1 ('' to 8000) and 2
+    const one = parts.list.find((p) => p.id === '1')!;
+    // Left by an earlier version: the EPK parent, never marked, its delete never landed; child 1 (created at the
+    // parent's epoch, recording it) taken by b at epoch 4 and read on to pos-9.
+    await store.createIfAbsent({ id: 'p.-8000', leaseToken: '-8000', feedRange: one.range, owner: null, continuation: 'pos-5', timestampMs: 0, epoch: 3, mode: 'latestVersion', properties: {} });
+    const taken = (await store.createIfAbsent({
+      id: 'p.1', leaseToken: '1', feedRange: one.range, owner: 'b', continuation: 'pos-9', timestampMs: 0, epoch: 4, mode: 'latestVersion', properties: { [PARENT_LEASE]: '-8000' },
+    }))!;
+    parts.split('1');
+    const ownedChild = { current: taken, epoch: 4, leaseToken: '1', partition: one, parentDeleteSent: false };
+    expect(await replaceGoneLease({ store, naming: naming('b'), listPartitions: parts.listPartitions }, ownedChild, 'pos-9')).toMatchObject({ kind: 'replaced', children: ['3', '4'] });
+    expect((await store.list('p.')).leases.map((l) => [l.id, l.continuation, l.properties[PARENT_LEASE]])).toEqual([
+      ['p.-8000', 'pos-5', undefined],
+      ['p.3', 'pos-9', '1'],
+      ['p.4', 'pos-9', '1'],
+    ]);
+  });
 });
 
 describe('the replacement mark (issue 25: a gone parent taken again after its children were created)', () => {
