@@ -3,7 +3,7 @@ import type { Lease, NewLease } from '../../src/leases/Lease.js';
 import { LeaseConflictError } from '../../src/errors/LeaseConflictError.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import { finishReplacement, replaceGoneLease } from '../../src/leases/coordinator/replaceGoneLease.js';
-import { isReplaced, REPLACED_AT_EPOCH, UNTAKEN_AT_EPOCH, type LeaseNaming } from '../../src/leases/protocol/index.js';
+import { isReplaced, PARENT_LEASE, REPLACED_AT_EPOCH, UNTAKEN_AT_EPOCH, type LeaseNaming } from '../../src/leases/protocol/index.js';
 
 /** `store`'s methods, bound (to spread into a wrapper). */
 function bound(store: LeaseStore): LeaseStore {
@@ -164,12 +164,13 @@ export function leaseStoreConformance(name: string, factory: () => Promise<Lease
       // Released by an admin (fenced: epoch raised, no owner): still marked, never taken again.
       const released = await store.replace({ ...marked, owner: null, epoch: 4 });
       expect(isReplaced(released)).toBe(true);
-      // Any host finishes it: children one above the parent's epoch, untaken, from its checkpoint, without the mark.
+      // Any host finishes it: children one above the parent's epoch, untaken, from its checkpoint, without the mark,
+      // recording the parent as their creator.
       expect(await finishReplacement({ store, naming: naming('b'), listPartitions }, released)).toEqual(['L', 'R']);
       expect(await store.read(p + '0')).toBeUndefined();
       const created = (await store.list(p)).leases;
       expect(created.map((l) => [l.id, l.owner, l.epoch, l.continuation, l.properties])).toEqual(
-        ['L', 'R'].map((t) => [p + t, null, 5, 'pos-5', { origin: 'test', [UNTAKEN_AT_EPOCH]: '5' }]),
+        ['L', 'R'].map((t) => [p + t, null, 5, 'pos-5', { origin: 'test', [UNTAKEN_AT_EPOCH]: '5', [PARENT_LEASE]: '0' }]),
       );
       // Finishing again (another host, a retry) finds nothing to do.
       expect(await finishReplacement({ store, naming: naming('c'), listPartitions }, released)).toBeUndefined();
