@@ -23,8 +23,9 @@ export function raiseFence(entries: readonly FenceEntry[], writer: DeadLetterWri
   const overlapping = entries.filter((e) => rangesOverlap(e, range));
   const highest = Math.max(-Infinity, ...overlapping.map((e) => e.epoch));
   const same = (e: FenceEntry) => e.minInclusive === range.minInclusive && e.maxExclusive === range.maxExclusive;
-  // Another range at the writer's epoch: a split parent taken again after its children were created (children
-  // start at the parent's epoch and are taken one above it). A writer without a range fences by epoch alone.
+  // Another range at the writer's epoch: a lineage gone wrong, a split parent taken again after its children
+  // were created (the lease protocol never does: a gone parent's lease is marked replaced and never taken
+  // again, its children start one above it). A writer without a range fences by epoch alone.
   const tie = writer.range !== undefined && overlapping.some((e) => e.epoch === writer.epoch && !same(e));
   if (highest > writer.epoch || tie) throw new DeadLetterFencedError(writer.leaseToken, writer.epoch, highest);
   return [...entries.filter((e) => !same(e)), { minInclusive: range.minInclusive, maxExclusive: range.maxExclusive, epoch: writer.epoch }];

@@ -148,8 +148,9 @@ export interface ViewStore<R> {
    *    `LeaseLostError`), writing nothing, when `commit.epoch` is below `highest`: the greater of the epoch
    *    stored for its partition and the epochs stored for every other partition whose range overlaps its
    *    range. The partition's own epoch passes when equal; another partition's epoch over part of the range
-   *    does not (children start at their parent's epoch and are taken one above it, so a tie is a parent taken
-   *    again after its children were created). Every write is checked, in both modes, whether it has changes or not.
+   *    does not (a gone parent's lease is never taken again once its children are created, one epoch above
+   *    it, so a tie is a lineage gone wrong, e.g. leases written without that rule). Every write is checked, in
+   *    both modes, whether it has changes or not.
    * 2. Apply the changes by {@link ViewMode}: guarded rows by LSN per key (with tombstones); exactly-once
    *    rows skipping changes at or below the partition's LSN mark. A partition without a mark of its own
    *    takes the one it inherits over `commit.range` from the other partitions' ranges and marks.

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { CorruptLeaseError, LeaseLostError, TransientError } from '../../src/errors/index.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
+import type { Lease } from '../../src/leases/Lease.js';
 import type { SimHost } from './hosts.js';
 import { countByOwner, FakePartitions, spreadOf, startHost } from './hosts.js';
 import { VirtualScheduler } from './virtualScheduler.js';
@@ -274,6 +275,41 @@ describe('balancing across hosts (virtual time)', () => {
     await w.clock.advance(3 * ACQUIRE);
     expect([...w.counts().values()]).toEqual([1, 1]);
     expect(w.leases().filter((l) => l.owner === null)).toHaveLength(1);
+  });
+
+  it("a gone parent whose delete keeps failing is never acquired again: its children stay above every epoch it was read at (issue 25, seeds 83, 96, 121, 151, 227)", async () => {
+    const w = world(2);
+    // a's deletes of lease p.0 fail, however often it retries (a store refusing them, replies lost, …).
+    const failingDelete = { ...w.store, list: w.store.list.bind(w.store), read: w.store.read.bind(w.store), createIfAbsent: w.store.createIfAbsent.bind(w.store), replace: w.store.replace.bind(w.store),
+      delete: async (lease: Lease) => {
+        if (lease.id === 'p.0') throw new TransientError('injected: delete refused');
+        return w.store.delete(lease);
+      },
+    };
+    const a = startHost('a', failingDelete, w.clock, w.parts.listPartitions, timings);
+    await w.clock.advance(1_000);
+    const b = w.start('b');
+    await w.clock.advance(3 * ACQUIRE);
+    // a bootstrapped both leases; b, joining later, was handed lease 1.
+    const parent = a.coordinator.owned().find((o) => o.leaseToken === '0')!;
+    expect(parent).toBeDefined();
+    await parent.checkpoint('parent-pos');
+    const [c1, c2] = w.parts.split('0');
+    const gone = parent.partitionGone('parent-pos');
+    // a created the children (its delete of the parent failing) and gives the parent up after an expiration of
+    // retries; the children are taken. Then host c joins, below its share: the parent is free to take.
+    await w.clock.advance(EXPIRY + 5 * ACQUIRE);
+    await gone;
+    const c = w.start('c');
+    await w.clock.advance(3 * ACQUIRE);
+    const parentEpochs = [a, b, c].flatMap((h) => h.events).filter((e) => e.type === 'leaseAcquired' && e.lease === '0').map((e) => (e as { epoch: number }).epoch);
+    expect(parentEpochs).toEqual([parent.epoch]); // acquired once, before the split; never again
+    const children = await Promise.all([c1, c2].map((c) => w.store.read(`p.${c}`)));
+    for (const child of children) expect(child!.epoch).toBeGreaterThan(parent.epoch + 1); // created at parent + 1, then taken
+    // Nobody took the parent: another host (a's deletes fail) finished its replacement and deleted it.
+    expect(await w.store.read('p.0')).toBeUndefined();
+    expect([b, c].flatMap((h) => h.events).some((e) => e.type === 'partitionSplit' && e.lease === '0')).toBe(true);
+    await Promise.all([a, b, c].map((h) => h.coordinator.stop()));
   });
 
   it('a busy owner honours a handoff request at its next checkpoint, and the asker takes the lease seconds later', async () => {

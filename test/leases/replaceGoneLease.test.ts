@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { Position } from '../../src/core/Partition.js';
 import type { LeaseNaming } from '../../src/leases/protocol/index.js';
-import { replaceGoneLease } from '../../src/leases/coordinator/replaceGoneLease.js';
+import { finishReplacement, replaceGoneLease } from '../../src/leases/coordinator/replaceGoneLease.js';
 import type { Lease } from '../../src/leases/Lease.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
-import { PARENT_LEASE, RELEASED_AT, RELEASED_BY, UNTAKEN_AT_EPOCH, withoutSignals } from '../../src/leases/protocol/index.js';
+import { HANDOFF_AT, HANDOFF_TO, isReplaced, PARENT_LEASE, RELEASED_AT, RELEASED_BY, REPLACED_AT_EPOCH, REPLACED_BY, UNTAKEN_AT_EPOCH, withoutSignals } from '../../src/leases/protocol/index.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import { raiseFence } from '../../src/deadletter/fence.js';
 import { DeadLetterFencedError } from '../../src/errors/DeadLetterFencedError.js';
@@ -184,23 +184,24 @@ describe("a parent whose delete never landed, beside its child (the simulation, 
     const owned = { current: lease, epoch: 3, leaseToken: '0', partition: grandparent, parentDeleteSent: false };
     await expect(replaceGoneLease({ store: failingDelete, naming: naming('a'), listPartitions: parts.listPartitions }, owned, 'pos-5')).rejects.toThrow(/injected/);
     expect((await store.read('p.1'))!.properties[PARENT_LEASE]).toBe('0');
-    return { store, parts, lease, grandparent };
+    return { store, parts };
   }
 
   it("the parent's replacement leaves a grandchild its child created untaken where the child stood (seed 226)", async () => {
-    const { store, parts, lease, grandparent } = await staleParent();
-    // b takes child 1 and reads it on to pos-9; partition 1 splits (into 3 and 4), and b replaces lease 1 by
-    // 3 and 4 at pos-9 (at epoch 4, untaken), then deletes it.
+    const { store, parts } = await staleParent();
+    // b takes child 1 (created at epoch 4, taken at 5) and reads it on to pos-9; partition 1 splits (into 3
+    // and 4), and b replaces lease 1 by 3 and 4 at pos-9 (at epoch 6, untaken), then deletes it.
     const child = (await store.read('p.1'))!;
-    const taken = await store.replace({ ...child, owner: 'b', epoch: 4, continuation: 'pos-9', properties: withoutSignals(child.properties) });
+    const taken = await store.replace({ ...child, owner: 'b', epoch: 5, continuation: 'pos-9', properties: withoutSignals(child.properties) });
     parts.split('1');
-    const ownedChild = { current: taken, epoch: 4, leaseToken: '1', partition: { id: '1', range: child.feedRange! }, parentDeleteSent: false };
+    const ownedChild = { current: taken, epoch: 5, leaseToken: '1', partition: { id: '1', range: child.feedRange! }, parentDeleteSent: false };
     expect(await replaceGoneLease({ store, naming: naming('b'), listPartitions: parts.listPartitions }, ownedChild, 'pos-9')).toMatchObject({ kind: 'replaced', children: ['3', '4'] });
-    // c takes the parent (its delete never landed), at epoch 4: the grandchildren's epoch. Its replacement
-    // must not move them back to the parent's pos-5: they are lease 1's children, not its own.
-    const parent = await store.replace({ ...lease, owner: 'c', epoch: 4 });
-    const ownedParent = { current: parent, epoch: 4, leaseToken: '0', partition: grandparent, parentDeleteSent: false };
-    expect(await replaceGoneLease({ store, naming: naming('c'), listPartitions: parts.listPartitions }, ownedParent, 'pos-5')).toMatchObject({ kind: 'replaced', from: 'pos-5' });
+    expect((await store.read('p.3'))!.properties).toEqual({ [UNTAKEN_AT_EPOCH]: '6', [PARENT_LEASE]: '1' }); // its own creator, no mark of 1's
+    // The parent (marked at 3, its delete never landed) was released twice by an admin meanwhile: free at
+    // epoch 5, still marked. c finishes its replacement, creating children at 6: the grandchildren's epoch.
+    // It must not move them back to the parent's pos-5: they are lease 1's children, not its own.
+    const parent = await store.replace({ ...(await store.read('p.0'))!, owner: null, epoch: 5 });
+    expect(await finishReplacement({ store, naming: naming('c'), listPartitions: parts.listPartitions }, parent)).toEqual(expect.arrayContaining(['2', '3', '4']));
     expect((await store.list('p.')).leases.map((l) => [l.id, l.continuation])).toEqual([
       ['p.2', 'pos-5'],
       ['p.3', 'pos-9'],
@@ -224,9 +225,9 @@ describe("a parent whose delete never landed, beside its child (the simulation, 
     await expect(replaceGoneLease({ store: failingDelete, naming: naming('a'), listPartitions: parts.listPartitions }, ownedEpk, 'pos-5')).rejects.toThrow(/injected/);
     // b takes lease 1, reads on to pos-9; partition 1 splits into 3 and 4.
     const child = (await store.read('p.1'))!;
-    const taken = await store.replace({ ...child, owner: 'b', epoch: 4, continuation: 'pos-9', properties: withoutSignals(child.properties) });
+    const taken = await store.replace({ ...child, owner: 'b', epoch: 5, continuation: 'pos-9', properties: withoutSignals(child.properties) });
     parts.split('1');
-    const ownedChild = { current: taken, epoch: 4, leaseToken: '1', partition: one, parentDeleteSent: false };
+    const ownedChild = { current: taken, epoch: 5, leaseToken: '1', partition: one, parentDeleteSent: false };
     expect(await replaceGoneLease({ store, naming: naming('b'), listPartitions: parts.listPartitions }, ownedChild, 'pos-9')).toMatchObject({ kind: 'replaced', children: ['3', '4'] });
     // 3 and 4 start at lease 1's pos-9; the EPK lease (left at pos-5) is no descendant of lease 1 covering them.
     expect((await store.list('p.')).leases.map((l) => [l.id, l.continuation])).toEqual([
@@ -235,6 +236,137 @@ describe("a parent whose delete never landed, beside its child (the simulation, 
       ['p.4', 'pos-9'],
     ]);
   });
+
+  it('the same with a parent replaced before replacement marks existed: unmarked, it is told by the child\'s PARENT_LEASE alone (seed 9)', async () => {
+    const store = new MemoryLeaseStore();
+    const parts = new FakePartitions(1);
+    parts.split('0'); // into 1 ('' to 8000) and 2
+    const one = parts.list.find((p) => p.id === '1')!;
+    // Left by an earlier version: the EPK parent, never marked, its delete never landed; child 1 (created at the
+    // parent's epoch, recording it) taken by b at epoch 4 and read on to pos-9.
+    await store.createIfAbsent({ id: 'p.-8000', leaseToken: '-8000', feedRange: one.range, owner: null, continuation: 'pos-5', timestampMs: 0, epoch: 3, mode: 'latestVersion', properties: {} });
+    const taken = (await store.createIfAbsent({
+      id: 'p.1', leaseToken: '1', feedRange: one.range, owner: 'b', continuation: 'pos-9', timestampMs: 0, epoch: 4, mode: 'latestVersion', properties: { [PARENT_LEASE]: '-8000' },
+    }))!;
+    parts.split('1');
+    const ownedChild = { current: taken, epoch: 4, leaseToken: '1', partition: one, parentDeleteSent: false };
+    expect(await replaceGoneLease({ store, naming: naming('b'), listPartitions: parts.listPartitions }, ownedChild, 'pos-9')).toMatchObject({ kind: 'replaced', children: ['3', '4'] });
+    expect((await store.list('p.')).leases.map((l) => [l.id, l.continuation, l.properties[PARENT_LEASE]])).toEqual([
+      ['p.-8000', 'pos-5', undefined],
+      ['p.3', 'pos-9', '1'],
+      ['p.4', 'pos-9', '1'],
+    ]);
+  });
+});
+
+describe('the replacement mark (issue 25: a gone parent taken again after its children were created)', () => {
+  it('marks the parent at its epoch before any child exists, dropping a handoff request; a mark whose reply was lost is found on the retry', async () => {
+    const { store, lease, ctx, ownership } = await splitParent('pos-5');
+    const asked = await store.replace({ ...lease, properties: { [HANDOFF_TO]: 'b', [HANDOFF_AT]: '1' } });
+    const creates: string[] = [];
+    const watching: LeaseStore = {
+      ...methodsOf(store),
+      createIfAbsent: async (l) => {
+        const parent = (await store.read('p.0'))!;
+        creates.push(`${l.id} after parent marked ${String(isReplaced(parent))}`);
+        throw new Error('create failed'); // the first attempt stops after its first create
+      },
+    };
+    const owned = ownership(asked);
+    await expect(replaceGoneLease({ ...ctx('a'), store: watching }, owned, 'pos-5')).rejects.toThrow('create failed');
+    expect(creates).toEqual(['p.1 after parent marked true']);
+    const marked = (await store.read('p.0'))!;
+    expect(marked.properties).toEqual({ [REPLACED_AT_EPOCH]: '3' }); // the request is void: nobody takes a marked lease
+    expect(owned.current.etag).toBe(marked.etag); // this ownership's renewals write the marked version on
+    // The retry finds the mark in place (as after a lost reply), creates the children one above, deletes the parent.
+    expect(await replaceGoneLease(ctx('a'), ownership(marked), 'pos-5')).toMatchObject({ kind: 'replaced', children: ['1', '2'] });
+    expect((await store.list('p.')).leases.map((l) => [l.id, l.epoch, l.properties])).toEqual([
+      ['p.1', 4, { [UNTAKEN_AT_EPOCH]: '4', [PARENT_LEASE]: '0' }],
+      ['p.2', 4, { [UNTAKEN_AT_EPOCH]: '4', [PARENT_LEASE]: '0' }],
+    ]);
+  });
+
+  it('a host that took the parent before the mark fences the mark: no child is created from the older ownership', async () => {
+    const { store, lease, ctx, ownership } = await splitParent('pos-5');
+    const deposed = ownership(lease);
+    await store.replace({ ...lease, owner: 'b', epoch: 4 });
+    expect(await replaceGoneLease(ctx('a'), deposed, 'pos-5')).toEqual({ kind: 'fenced', owner: 'b' });
+    expect((await store.list('p.')).leases.map((l) => l.id)).toEqual(['p.0']);
+    expect(isReplaced((await store.read('p.0'))!)).toBe(false);
+  });
+
+  it("a child over its parent's whole range replaces itself while the marked parent is still listed (seed 209 of --faults all)", async () => {
+    const store = new MemoryLeaseStore();
+    const parts = new FakePartitions(1);
+    const range = parts.list[0]!.range;
+    // Parent p.0 marked at epoch 17, its delete still pending; its one child p.11, over the same range, taken
+    // (epoch 19) and gone in turn: the source lists 11's halves now.
+    await store.createIfAbsent({ id: 'p.0', leaseToken: '0', feedRange: range, owner: 'a', continuation: 'pos-5', timestampMs: 0, epoch: 17, mode: 'latestVersion', properties: { [REPLACED_AT_EPOCH]: '17' } });
+    const child = (await store.createIfAbsent({ id: 'p.11', leaseToken: '11', feedRange: range, owner: 'b', continuation: 'pos-9', timestampMs: 0, epoch: 19, mode: 'latestVersion', properties: {} }))!;
+    parts.list = [{ id: '11', range }];
+    const [left, right] = parts.split('11');
+    const owned = { current: child, epoch: 19, leaseToken: '11', partition: { id: '11', range }, parentDeleteSent: false };
+    // The parent is an ancestor, not a descendant that would have replaced 11's range already: both halves are created.
+    expect(await replaceGoneLease({ store, naming: naming('b'), listPartitions: parts.listPartitions }, owned, 'pos-9')).toMatchObject({ kind: 'replaced', children: [left, right] });
+    expect((await store.list('p.')).leases.map((l) => [l.id, l.epoch, l.continuation])).toEqual([
+      ['p.0', 17, 'pos-5'],
+      [`p.${left}`, 20, 'pos-9'],
+      [`p.${right}`, 20, 'pos-9'],
+    ]);
+  });
+
+  it('notes the children on the parent once all exist: a retry or a finisher never creates again a child replaced since (seed 209 of --faults all)', async () => {
+    const { store, lease, ctx, ownership } = await splitParent('pos-5');
+    const failing: LeaseStore = { ...methodsOf(store), delete: async () => Promise.reject(new Error('delete failed')) };
+    const owned = ownership(lease);
+    await expect(replaceGoneLease({ ...ctx('a'), store: failing }, owned, 'pos-5')).rejects.toThrow('delete failed');
+    const noted = (await store.read('p.0'))!;
+    expect(noted.properties).toEqual({ [REPLACED_AT_EPOCH]: '3', [REPLACED_BY]: '1,2' });
+    // Child 1 is taken, read, gone in turn and replaced by its own children (deleted); its listing lags.
+    await store.delete((await store.read('p.1'))!);
+    expect(await replaceGoneLease(ctx('a'), owned, 'pos-5')).toMatchObject({ kind: 'replaced' }); // the retry
+    expect((await store.list('p.')).leases.map((l) => l.id)).toEqual(['p.2']);
+    // The same for a host finishing it after the owner crashed (a fresh ownership object knows nothing).
+    const second = await splitParent('pos-5');
+    await expect(replaceGoneLease({ ...second.ctx('a'), store: { ...methodsOf(second.store), delete: async () => Promise.reject(new Error('crashed')) } }, second.ownership(second.lease), 'pos-5')).rejects.toThrow('crashed');
+    await second.store.delete((await second.store.read('p.1'))!);
+    const released = await second.store.replace({ ...(await second.store.read('p.0'))!, owner: null, epoch: 4 });
+    expect(await finishReplacement(second.ctx('b'), released)).toEqual(['1', '2']);
+    expect((await second.store.list('p.')).leases.map((l) => l.id)).toEqual(['p.2']);
+  });
+
+  it('removes the children it created when a reset deleted the parent meanwhile (raising the epoch floor): hosts then bootstrap again', async () => {
+    const { store, lease, ctx, ownership } = await splitParent('pos-5');
+    let reset: (() => Promise<void>) | undefined = async () => {
+      await store.delete((await store.read('p.0'))!);
+      await store.createIfAbsent({ id: 'p..floor', leaseToken: '.floor', feedRange: undefined, owner: null, continuation: null, timestampMs: 0, epoch: 3, mode: undefined, properties: {} });
+    };
+    const resetting: LeaseStore = {
+      ...methodsOf(store),
+      createIfAbsent: async (l) => {
+        const created = await store.createIfAbsent(l);
+        const r = reset;
+        reset = undefined;
+        await r?.(); // the reset lands right after the first child
+        return created;
+      },
+    };
+    expect(await replaceGoneLease({ ...ctx('a'), store: resetting }, ownership(lease), 'pos-5')).toEqual({ kind: 'fenced', owner: undefined });
+    expect((await store.list('p.')).leases.map((l) => l.id)).toEqual(['p..floor']);
+  });
+
+  it('finishing leaves alone a marked lease its owner wrote since it was listed (alive after all), and one not marked', async () => {
+    const { store, lease, ctx, ownership } = await splitParent('pos-5');
+    const failing: LeaseStore = { ...methodsOf(store), createIfAbsent: async () => Promise.reject(new Error('create failed')) };
+    await expect(replaceGoneLease({ ...ctx('a'), store: failing }, ownership(lease), 'pos-5')).rejects.toThrow('create failed');
+    const listed = (await store.read('p.0'))!;
+    const renewed = await store.replace({ ...listed, timestampMs: 2_000 }); // a's renewal, after b listed it
+    expect(await finishReplacement(ctx('b'), listed)).toBeUndefined();
+    expect(await store.read('p.0')).toEqual(renewed);
+    const unmarked = await splitParent('pos-5');
+    expect(await finishReplacement(unmarked.ctx('b'), unmarked.lease)).toBeUndefined();
+    expect((await unmarked.store.list('p.')).leases.map((l) => l.id)).toEqual(['p.0']);
+  });
 });
 
 describe('split children and fencing by key range (decided design 5)', () => {
@@ -242,13 +374,18 @@ describe('split children and fencing by key range (decided design 5)', () => {
     const { store, lease, ctx, ownership } = await splitParent('pos-5');
     await replaceGoneLease(ctx('a'), ownership(lease), 'pos-5');
     const child = (await store.read('p.1'))!;
-    expect(child).toMatchObject({ owner: null, epoch: lease.epoch }); // created untaken at the parent's epoch…
+    expect(child).toMatchObject({ owner: null, epoch: lease.epoch + 1 }); // created untaken one above the parent's epoch…
     const taken = child.epoch + 1; // …and every take raises it: the first owner writes above the parent
     let fences = raiseFence([], { leaseToken: '0', range: lease.feedRange, epoch: lease.epoch });
     fences = raiseFence(fences, { leaseToken: '1', range: child.feedRange, epoch: taken });
     expect(() => raiseFence(fences, { leaseToken: '0', range: lease.feedRange, epoch: lease.epoch })).toThrow(DeadLetterFencedError);
   });
 });
+
+/** `store`'s methods, bound (to override one of them). */
+function methodsOf(store: LeaseStore): LeaseStore {
+  return { list: (p) => store.list(p), read: (id) => store.read(id), createIfAbsent: (l) => store.createIfAbsent(l), replace: (l) => store.replace(l), delete: (l) => store.delete(l) };
+}
 
 /** `store` whose `delete` first runs `before` (another writer racing it). */
 function withDelete(store: MemoryLeaseStore, before: (lease: Lease) => Promise<void>): LeaseStore {

@@ -2,6 +2,19 @@ import { describe, expect, it } from 'vitest';
 import type { Lease, NewLease } from '../../src/leases/Lease.js';
 import { LeaseConflictError } from '../../src/errors/LeaseConflictError.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
+import { finishReplacement, replaceGoneLease } from '../../src/leases/coordinator/replaceGoneLease.js';
+import { isReplaced, PARENT_LEASE, REPLACED_AT_EPOCH, UNTAKEN_AT_EPOCH, type LeaseNaming } from '../../src/leases/protocol/index.js';
+
+/** `store`'s methods, bound (to spread into a wrapper). */
+function bound(store: LeaseStore): LeaseStore {
+  return {
+    list: (prefix) => store.list(prefix),
+    read: (id) => store.read(id),
+    createIfAbsent: (lease) => store.createIfAbsent(lease),
+    replace: (lease) => store.replace(lease),
+    delete: (lease) => store.delete(lease),
+  };
+}
 
 /** What a conformance run needs from the store under test. */
 export interface LeaseStoreHarness {
@@ -126,6 +139,41 @@ export function leaseStoreConformance(name: string, factory: () => Promise<Lease
       ))!;
       expect(merged.feedRange).toEqual({ minInclusive: '00', maxExclusive: '7F' });
       expect(merged.mode).toBe('allVersionsAndDeletes');
+    });
+
+    it("marks a gone partition's lease replaced before any child exists; the mark fences an acquire, survives a release, and any host finishes it", async () => {
+      const { store } = await factory();
+      const p = freshPrefix();
+      const naming = (owner: string): LeaseNaming => ({ prefix: p, markerPrefix: p, scheme: 'rxfeed', owner, mode: 'latestVersion', now: () => 1_700_000_000_123 });
+      const children = [
+        { id: 'L', range: { minInclusive: '', maxExclusive: '80' } },
+        { id: 'R', range: { minInclusive: '80', maxExclusive: 'FF' } },
+      ];
+      const listPartitions = async () => children;
+      const parent = (await store.createIfAbsent(newLease(p, '0', { owner: 'a', epoch: 3, continuation: 'pos-5' })))!;
+      // a marks the parent, then crashes before creating a child (its creates never reach the store).
+      const crashing: LeaseStore = { ...bound(store), createIfAbsent: async () => Promise.reject(new Error('crashed')) };
+      const owned = { current: parent, epoch: 3, leaseToken: '0', partition: { id: '0', range: parent.feedRange! }, parentDeleteSent: false };
+      await expect(replaceGoneLease({ store: crashing, naming: naming('a'), listPartitions }, owned, 'pos-5')).rejects.toThrow('crashed');
+      const marked = (await store.read(p + '0'))!;
+      expect(isReplaced(marked)).toBe(true);
+      expect(marked).toMatchObject({ owner: 'a', epoch: 3, continuation: 'pos-5', properties: { origin: 'test', [REPLACED_AT_EPOCH]: '3' } });
+      expect((await store.list(p)).leases.map((l) => l.id)).toEqual([p + '0']);
+      // A host that listed the lease before the mark cannot take it: the mark moved its etag.
+      await expect(store.replace({ ...parent, owner: 'b', epoch: 4 })).rejects.toBeInstanceOf(LeaseConflictError);
+      // Released by an admin (fenced: epoch raised, no owner): still marked, never taken again.
+      const released = await store.replace({ ...marked, owner: null, epoch: 4 });
+      expect(isReplaced(released)).toBe(true);
+      // Any host finishes it: children one above the parent's epoch, untaken, from its checkpoint, without the mark,
+      // recording the parent as their creator.
+      expect(await finishReplacement({ store, naming: naming('b'), listPartitions }, released)).toEqual(['L', 'R']);
+      expect(await store.read(p + '0')).toBeUndefined();
+      const created = (await store.list(p)).leases;
+      expect(created.map((l) => [l.id, l.owner, l.epoch, l.continuation, l.properties])).toEqual(
+        ['L', 'R'].map((t) => [p + t, null, 5, 'pos-5', { origin: 'test', [UNTAKEN_AT_EPOCH]: '5', [PARENT_LEASE]: '0' }]),
+      );
+      // Finishing again (another host, a retry) finds nothing to do.
+      expect(await finishReplacement({ store, naming: naming('c'), listPartitions }, released)).toBeUndefined();
     });
 
     it('reports unreadable documents under the prefix as corrupt without failing the listing', async (ctx) => {

@@ -7,7 +7,7 @@ import type { Logger } from '../../internal/log.js';
 import type { OwnedLease } from '../LeaseCoordinator.js';
 import type { Lease } from '../Lease.js';
 import { askForLease, handBack } from '../protocol/handover.js';
-import { HANDOFF_TO, onlyNoticeChanged, withoutSignals } from '../protocol/signals.js';
+import { HANDOFF_TO, isReplaced, onlyNoticeChanged, withoutSignals } from '../protocol/signals.js';
 import type { CoordinatorContext } from './context.js';
 import { Ownership, type OwnershipRoles } from './Ownership.js';
 import type { Renewer } from './Renewer.js';
@@ -42,7 +42,8 @@ export class Acquirer {
   async acquire(lease: Lease, takeOver: boolean): Promise<void> {
     const { ctx } = this;
     for (let attempt = 1; ; attempt++) {
-      if (ctx.stopped()) return;
+      // A lease marked replaced is never taken again (its children may be read above its epoch already).
+      if (ctx.stopped() || isReplaced(lease)) return;
       const sentAt = ctx.scheduler.now();
       let stored: Lease;
       // Noted before it is sent: a write of an older ownership of this lease may meet this epoch first.
@@ -80,7 +81,7 @@ export class Acquirer {
    */
   async askFor(lease: Lease): Promise<void> {
     const { ctx } = this;
-    if (ctx.stopped()) return;
+    if (ctx.stopped() || isReplaced(lease)) return;
     if (lease.properties[HANDOFF_TO] === ctx.owner) {
       await this.acquire(lease, true);
       return;

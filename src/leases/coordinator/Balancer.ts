@@ -9,6 +9,8 @@ import { planBalance, type BalancePlan } from '../balancing.js';
 import type { Lease } from '../Lease.js';
 import { planLoadBalance } from '../loadBalancing.js';
 import { listProcessorLeases } from '../protocol/listing.js';
+import { isReplaced } from '../protocol/signals.js';
+import { isLeaseExpired } from '../protocol/timings.js';
 import type { Acquirer } from './Acquirer.js';
 import type { CoordinatorContext } from './context.js';
 import type { Endings } from './Endings.js';
@@ -22,6 +24,8 @@ export interface BalancerLinks {
   readonly endings: Endings;
   readonly writer: LeaseWriter;
   readonly cooldown: Cooldown;
+  /** Finishes the replacement of a lease marked replaced whose owner is gone (GonePartitions.finish). */
+  readonly finish: (lease: Lease) => void;
   /** No lease of this processor is left: bootstrap again; returns the delay until the next round. */
   readonly leasesGone: () => Promise<number>;
 }
@@ -111,7 +115,13 @@ export class Balancer {
 
     const shared = ctx.names.review(seen, ctx.owned, now);
     if (shared) this.#reportSharedName(shared);
-    const plan = this.#plan(ctx.names.balanced(seen, ctx.owned, now), leases, now);
+    // A lease marked replaced (its partition gone, its children being created) is never taken again: it is
+    // left out of the plan, and finished by any host once its owner released it or is silent for an expiration.
+    for (const l of seen) {
+      if (isReplaced(l) && !ctx.owned.has(l.id) && isLeaseExpired(l, now, ctx.t.expirationMs)) links.finish(leases.find((s) => s.id === l.id)!);
+    }
+    const live = seen.filter((l) => !isReplaced(l));
+    const plan = this.#plan(ctx.names.balanced(live, ctx.owned, now), leases, now);
     const take = plan.take.filter((l) => !links.cooldown.holds(l.id, ctx.scheduler.now()));
     if (take.length || plan.steal.length || plan.release.length || plan.handoff.length) {
       this.#log(

@@ -77,7 +77,7 @@ export class Coordinator implements LeaseCoordinator {
     });
     this.#balancer = new Balancer(
       ctx,
-      { acquirer: this.#acquirer, endings: this.#endings, writer, cooldown, leasesGone: () => this.#leasesGone() },
+      { acquirer: this.#acquirer, endings: this.#endings, writer, cooldown, finish: (lease) => gone.finish(lease), leasesGone: () => this.#leasesGone() },
       balanceBy,
       { minLeases: o.minLeases, maxLeases: o.maxLeases },
     );

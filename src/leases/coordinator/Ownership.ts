@@ -45,6 +45,8 @@ export class Ownership implements OwnedLease {
   closing: Promise<void> | undefined;
   /** The lease of its gone partition was deleted by this ownership (its reply may have been lost): a retry finds it gone. */
   parentDeleteSent = false;
+  /** Every child of its gone partition was created by this ownership: a retry only deletes the parent. */
+  childrenCreated = false;
   readonly #controller = new AbortController();
   /** Writes to one lease run one after the other, so renewals never race our own checkpoints. */
   #queue: Promise<unknown> = Promise.resolve();

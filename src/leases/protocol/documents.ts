@@ -106,8 +106,9 @@ export function markerDocument(naming: LeaseNaming, id: string): NewLease {
 
 /**
  * A new, free lease for one partition (or key range), starting at `continuation`. A split or merge child
- * starts at its parent's `epoch`, so epochs only rise along a lineage and stores fencing by key range
- * (views, dead letters) accept the child's writes and refuse the deposed parent's.
+ * starts one above its parent's `epoch` (the parent, marked replaced first, is never taken again), so epochs
+ * only rise along a lineage and stores fencing by key range (views, dead letters) accept the child's writes
+ * and refuse the deposed parent's.
  *
  * @internal
  */

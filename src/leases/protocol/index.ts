@@ -15,7 +15,7 @@ export { type LeaseNamingOptions } from './listing.js';
 export { listProcessorLeases, resolveLeaseIds } from './listing.js';
 export { LOAD_PROPERTY, publishedLoad } from './signals.js';
 /** @internal */
-export { formatLoad, HANDOFF_AT, HANDOFF_TO, handoffRequest, isUntaken, onlyNoticeChanged, PARENT_LEASE, RELEASED_AT, RELEASED_BY, releaseNotice, UNTAKEN_AT_EPOCH, withoutNotice, withoutRequest, withoutSignals } from './signals.js';
+export { formatLoad, HANDOFF_AT, HANDOFF_TO, handoffRequest, inheritedProperties, isReplaced, isUntaken, onlyNoticeChanged, PARENT_LEASE, RELEASED_AT, RELEASED_BY, releaseNotice, REPLACED_AT_EPOCH, REPLACED_BY, UNTAKEN_AT_EPOCH, withoutNotice, withoutRequest, withoutSignals } from './signals.js';
 /** @internal */
 export { announceRelease, askForLease, handBack, type HandBackContext } from './handover.js';
 export { isLeaseExpired } from './timings.js';

@@ -1,5 +1,5 @@
 // Protocol: the signals hosts leave each other in a lease's `properties` (handoff request, release notice,
-// untaken mark, published load): their names, how to read them and how to drop them. Other hosts, .NET,
+// untaken mark, replacement mark, published load): their names, how to read them and how to drop them. Other hosts, .NET,
 // Functions and KEDA read these documents: see docs/lease-protocol.md, "Signals".
 import type { Lease } from '../Lease.js';
 
@@ -29,6 +29,23 @@ export const UNTAKEN_AT_EPOCH = 'rxfeed.untakenAtEpoch';
  * @internal
  */
 export const PARENT_LEASE = 'rxfeed.parentLease';
+
+/**
+ * Lease property of a gone partition's lease (split or merged) that is being replaced by its children: the
+ * epoch its owner marked it at, with a conditional write under that epoch, before it created any child. A
+ * lease so marked (`isReplaced`) is never acquired, asked for or taken by force again; any host only finishes
+ * its replacement (creates the children missing, above its epoch, then deletes it). So a gone parent is never
+ * read under an epoch above its children's. Children do not inherit it (`inheritedProperties`). @internal
+ */
+export const REPLACED_AT_EPOCH = 'rxfeed.replacedAtEpoch';
+
+/**
+ * Lease property of a lease marked replaced ({@link REPLACED_AT_EPOCH}) once all its children were created:
+ * their tokens, comma-separated. A host retrying or finishing the replacement then only deletes the lease:
+ * a child missing by then was taken, replaced and deleted in turn, and creating it again would bring back a
+ * partition its descendants already read past. @internal
+ */
+export const REPLACED_BY = 'rxfeed.replacedBy';
 
 /**
  * Lease property where an owner publishes the lease's load (a non-negative decimal string, e.g. changes per
@@ -69,6 +86,25 @@ export function isUntaken(lease: Lease): boolean {
 }
 
 /**
+ * Whether `lease` is a gone partition's lease marked as being replaced by its children (see
+ * {@link REPLACED_AT_EPOCH}): never acquired again, only finished. The mark holds at its epoch and above (an
+ * admin release or rewind raises the epoch of a lease without reading it); a document whose epoch fell
+ * below the mark (written by a .NET host, which keeps no epoch) is not marked any more.
+ *
+ * @example
+ * ```ts
+ * const toBalance = leases.filter((l) => !isReplaced(l));
+ * ```
+ * @internal
+ */
+export function isReplaced(lease: Lease): boolean {
+  const mark = lease.properties[REPLACED_AT_EPOCH];
+  if (mark === undefined || mark === '') return false;
+  const epoch = Number(mark);
+  return Number.isInteger(epoch) && epoch <= lease.epoch;
+}
+
+/**
  * The host that left a release notice in this lease, if there is one.
  *
  * @internal
@@ -97,16 +133,32 @@ export function formatLoad(load: number): string {
 
 /**
  * `properties` without the signals hosts leave each other in a lease (a handoff request, a release
- * notice, the mark of a child not taken yet): what a lease keeps when it changes hands or is copied to a child.
+ * notice, the mark of a child not taken yet): what a lease keeps when it changes hands. The replacement mark
+ * ({@link REPLACED_AT_EPOCH}) stays: a marked lease released or handed back is still being replaced.
  *
  * @example
  * ```ts
- * const childProperties = withoutSignals(parent.properties);
+ * const released = { ...lease, owner: null, properties: withoutSignals(lease.properties) };
  * ```
  * @internal
  */
 export function withoutSignals(properties: Readonly<Record<string, string>>): Record<string, string> {
   const { [HANDOFF_TO]: _to, [HANDOFF_AT]: _at, [RELEASED_BY]: _by, [RELEASED_AT]: _when, [UNTAKEN_AT_EPOCH]: _untaken, ...rest } = properties;
+  return rest;
+}
+
+/**
+ * What a split or merge child inherits of its parent's `properties`: all but the signals
+ * ({@link withoutSignals}) and the parent's replacement marks ({@link REPLACED_AT_EPOCH}, {@link REPLACED_BY}).
+ *
+ * @example
+ * ```ts
+ * const childProperties = { ...inheritedProperties(parent.properties), [UNTAKEN_AT_EPOCH]: String(childEpoch) };
+ * ```
+ * @internal
+ */
+export function inheritedProperties(properties: Readonly<Record<string, string>>): Record<string, string> {
+  const { [REPLACED_AT_EPOCH]: _replaced, [REPLACED_BY]: _by, ...rest } = withoutSignals(properties);
   return rest;
 }
 

@@ -48,10 +48,11 @@ export function storedPartition(
 /**
  * The fencing rule of a commit at `epoch`, given what the store holds for its partition: refused below its
  * partition's own epoch (equal passes: the same ownership writes again), and at or below the epoch another
- * partition wrote over part of its range. A tie with another partition is a lineage gone wrong: children
- * are created at their parent's epoch and taken one above it, so a parent and a child at one epoch means
- * the parent was taken again after its children were created. Its position was handed to them; its write
- * must not land after theirs, and a child refused this way is taken again one epoch higher.
+ * partition wrote over part of its range. A tie with another partition is a lineage gone wrong: a gone
+ * parent's lease is marked replaced before its children are created, one epoch above it, and never taken
+ * again, so a parent and a child at one epoch means leases written without that rule (the parent taken again
+ * after its children were created). Its position was handed to them; its write must not land after theirs,
+ * and a child refused this way is taken again one epoch higher.
  */
 export function isFenced(epoch: number, current: StoredPartition | undefined): boolean {
   if (current === undefined) return false;
