@@ -355,6 +355,21 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
     expect((await store.list('p.')).leases.map((l) => l.id)).toEqual(['p..floor']);
   });
 
+  it('finishing a lease another host finished already, read through a lagging read, reports nothing: the caller does not balance again at once (lease-request-spin, seed 142 of --faults all)', async () => {
+    const { store, lease, ctx, ownership } = await splitParent('pos-5');
+    const failing: LeaseStore = { ...methodsOf(store), delete: async () => Promise.reject(new Error('crashed')) };
+    await expect(replaceGoneLease({ ...ctx('a'), store: failing }, ownership(lease), 'pos-5')).rejects.toThrow('crashed');
+    const released = await store.replace({ ...(await store.read('p.0'))!, owner: null, epoch: 4 });
+    expect(await finishReplacement(ctx('c'), released)).toEqual(['1', '2']); // c finished it: the parent is deleted
+    // b's reads lag c's delete (session consistency: another host's writes show later): it still reads the parent.
+    const lagging: LeaseStore = { ...methodsOf(store), read: async (id) => (id === 'p.0' ? released : store.read(id)) };
+    const deletes: string[] = [];
+    const counted: LeaseStore = { ...lagging, delete: async (l) => (deletes.push(l.id), store.delete(l)) };
+    expect(await finishReplacement({ ...ctx('b'), store: counted }, released)).toBeUndefined();
+    expect(deletes).toEqual(['p.0']); // its delete found the parent gone
+    expect((await store.list('p.')).leases.map((l) => l.id)).toEqual(['p.1', 'p.2']);
+  });
+
   it('finishing leaves alone a marked lease its owner wrote since it was listed (alive after all), and one not marked', async () => {
     const { store, lease, ctx, ownership } = await splitParent('pos-5');
     const failing: LeaseStore = { ...methodsOf(store), createIfAbsent: async () => Promise.reject(new Error('create failed')) };

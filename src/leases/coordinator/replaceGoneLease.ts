@@ -111,7 +111,11 @@ export async function finishReplacement(ctx: ReplaceContext, listed: Lease): Pro
   if (!parent.feedRange) throw new Error(`lease ${parent.leaseToken} is marked replaced but stores no feed range`);
   const children = await listedChildren(ctx, parent.leaseToken, parent.feedRange);
   await createChildren(ctx, parent, parent.feedRange, children, parent.continuation, parent.properties[REPLACED_BY] === undefined);
-  if (!(await deleteParent(ctx, parent, isReplaced, { parentDeleteSent: false }))) return undefined;
+  // Already gone when the delete came: another host finished it, and the read above lagged its delete. Nothing
+  // of this host's to report: reported as finished, the caller would balance at once and, listing the same
+  // lagging view, find the lease again and finish it again, in a loop that never waits (the simulation,
+  // seed 142 of `lease-request-spin`).
+  if ((await deleteParent(ctx, parent, isReplaced, { parentDeleteSent: false })) !== 'deleted') return undefined;
   return children.map((c) => c.token);
 }
 
@@ -247,18 +251,20 @@ async function notYetReplaced(ctx: ReplaceContext, parent: Lease, range: FeedRan
  * Deletes the parent lease, conditional on the version read. A conflict is re-read: a version that is still
  * `ours` (this ownership's, with a signal another host left in it; or, finishing, still marked) is retried;
  * a lease that is not (taken by another host before the mark) is not this host's to delete: `false`.
+ * `'deleted'`: this call's delete landed; `'gone'`: the parent was gone already (an earlier delete of this
+ * ownership whose reply was lost, or another host finished the replacement).
  */
-async function deleteParent(ctx: ReplaceContext, parent: Lease, ours: (l: Lease) => boolean, sent: { parentDeleteSent: boolean }): Promise<boolean> {
+async function deleteParent(ctx: ReplaceContext, parent: Lease, ours: (l: Lease) => boolean, sent: { parentDeleteSent: boolean }): Promise<'deleted' | 'gone' | false> {
   for (let attempt = 1; ; attempt++) {
     sent.parentDeleteSent = true;
     try {
       await ctx.store.delete(parent);
-      return true;
+      return 'deleted';
     } catch (error) {
       if (!(error instanceof LeaseConflictError) || attempt >= 5) throw error;
-      if (error.kind === 'missing') return true; // an earlier delete landed (its reply was lost), or another host finished it
+      if (error.kind === 'missing') return 'gone'; // an earlier delete landed (its reply was lost), or another host finished it
       const fresh = await ctx.store.read(parent.id);
-      if (!fresh) return true;
+      if (!fresh) return 'gone';
       if (!ours(fresh)) return false;
       parent = fresh;
     }
