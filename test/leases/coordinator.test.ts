@@ -5,7 +5,8 @@ import { MemorySource } from '../../src/sources/MemorySource.js';
 import { createLeaseCoordinator } from '../../src/leases/createLeaseCoordinator.js';
 import type { LeaseListing, LeaseStore } from '../../src/leases/LeaseStore.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
-import { RELEASED_AT, RELEASED_BY, UNTAKEN_AT_EPOCH } from '../../src/leases/protocol/index.js';
+import { infoId, markerDocument, RELEASED_AT, RELEASED_BY, REPLACED_AT_EPOCH, UNTAKEN_AT_EPOCH } from '../../src/leases/protocol/index.js';
+import { finishReplacement } from '../../src/leases/coordinator/replaceGoneLease.js';
 import { FakePartitions, startHost } from './hosts.js';
 import { VirtualScheduler } from './virtualScheduler.js';
 import { withReplace } from '../support/replacing.js';
@@ -453,6 +454,55 @@ describe('bootstrap', () => {
     await clock.advance(31_000); // the lock is an expiration old: its holder died
     expect(host.coordinator.owned()).toHaveLength(2);
     expect(await inner.read('p..info')).toBeDefined();
+    await host.coordinator.stop();
+  });
+});
+
+describe('finishing a split parent through a lagging view (lease-request-spin, seed 142 of --faults all)', () => {
+  it('a marked parent another host finished, still listed and read by this host, is not finished again in a loop', async () => {
+    const clock = new VirtualScheduler();
+    const inner = new MemoryLeaseStore();
+    const parts = new FakePartitions(1);
+    const parent = parts.list[0]!;
+    parts.split('0');
+    const naming = { prefix: 'p.', markerPrefix: 'p.', scheme: 'rxfeed', owner: 'c', mode: 'latestVersion', now: () => clock.now() } as const;
+    await inner.createIfAbsent(markerDocument(naming, infoId('p.')));
+    // Partition 0 is gone; its lease was marked replaced by an owner that released it since.
+    const marked = (await inner.createIfAbsent({
+      id: 'p.0',
+      leaseToken: '0',
+      feedRange: parent.range,
+      owner: null,
+      continuation: 'pos-5',
+      timestampMs: 0,
+      epoch: 4,
+      mode: 'latestVersion',
+      properties: { [REPLACED_AT_EPOCH]: '3' },
+    }))!;
+    // Host c finished it: the children exist, the parent is deleted.
+    expect(await finishReplacement({ store: inner, naming, listPartitions: parts.listPartitions }, marked)).toHaveLength(2);
+    // Host b's listings and reads lag c's writes: they still show the marked parent (and the children already).
+    const calls = new Map<number, number>();
+    let spun = false;
+    const paced = <R>(call: () => Promise<R>): Promise<R> => {
+      const n = (calls.get(clock.now()) ?? 0) + 1;
+      calls.set(clock.now(), n);
+      if (n > 200) spun = true;
+      return spun ? new Promise<R>(() => undefined) : call(); // a spinning host is stopped here, not run forever
+    };
+    const lagging: LeaseStore = {
+      list: (p) => paced(async () => ({ ...(await inner.list(p)), leases: [marked, ...(await inner.list(p)).leases] })),
+      read: (id) => paced(async () => (id === 'p.0' ? marked : inner.read(id))),
+      createIfAbsent: (l) => paced(() => inner.createIfAbsent(l)),
+      replace: (l) => paced(() => inner.replace(l)),
+      delete: (l) => paced(() => inner.delete(l)),
+    };
+    const host = startHost('b', lagging, clock, parts.listPartitions, timings);
+    await clock.advance(3 * 13_000);
+    expect(spun).toBe(false);
+    expect(Math.max(...calls.values())).toBeLessThan(50);
+    expect(host.coordinator.owned().map((o) => o.leaseToken).sort()).toEqual(parts.list.map((p) => p.id).sort());
+    expect(host.events.filter((e) => e.type === 'partitionSplit')).toEqual([]);
     await host.coordinator.stop();
   });
 });
