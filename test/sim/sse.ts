@@ -154,8 +154,11 @@ class SimResponse implements SseResponse {
  *   A hub promises what it read: a change its host never read, between two it did (the lease moved to another
  *   host and came back), is a hole in its own reading, counted as `sse.hostHoles`; one its host never read
  *   at all, under a position that came from its own view (snapshot mode: other hosts wrote it), is counted as
- *   `sse.unread`. A zombie's hub (a host paused past its lease, then resumed) may send old changes, late: they
- *   still arrive in order and once per chain, and are checked as any other.
+ *   `sse.unread`. A change the hub was handed under another lease token too, which the id holds at or past it
+ *   (an EPK-range lease over part of a merged partition, then the partition's own lease re-reading it), is not
+ *   owed: the hub published it once, where the browser stands past it (`sse.readUnderOther`). A zombie's hub (a
+ *   host paused past its lease, then resumed) may send old changes, late: they still arrive in order and once
+ *   per chain, and are checked as any other.
  */
 export class SimSse {
   readonly #random: () => number;
@@ -323,6 +326,14 @@ export class SimSse {
       const id = key.slice(0, key.lastIndexOf('@'));
       if ((chain.rows.get(id) ?? -1) >= l) continue;
       if (this.world.leftOut(key) || this.world.excused(key) || this.world.isBeforeStart(key) || this.#superseded(key)) continue;
+      // The hub was handed this change under another lease token too (an EPK-range lease over part of a merged
+      // partition, then the partition's own lease re-reading it), and the id holds that token at or past it: the
+      // browser stands past the change where the hub published it (it received it there, or started after it at
+      // the hub's position); the hub does not send it again for the re-read (it still holds it).
+      if (this.#publishedUnderOther(hub, token, key, l, positions)) {
+        this.count('sse.readUnderOther');
+        continue;
+      }
       const read = hub.read.get(token)?.has(l) ?? false;
       // The hub read this partition, or one of its lineage (a range over it), below the change: a hole in its reading.
       const range = this.#ranges.get(token);
@@ -338,6 +349,11 @@ export class SimSse {
       }
       return;
     }
+  }
+
+  /** Whether `hub` was handed `key` (at `lsn`) under a token other than `token` that `positions` hold at or past `lsn`. */
+  #publishedUnderOther(hub: SimHub, token: string, key: string, lsn: number, positions: ReadonlyMap<string, number>): boolean {
+    return hub.inputs.some((c) => c.lsn === lsn && c.token !== token && `${c.id}@${c.lsn}` === key && (markOf(c.token, positions, this.#ranges) ?? -1) >= lsn);
   }
 
   /**

@@ -53,6 +53,32 @@ describe('SseHub: de-duplication along lineage', () => {
   });
 });
 
+describe('SseHub: a client\'s own marks with the hub\'s positions', () => {
+  it('a merged range re-read sends nothing the client\'s id says it has, once the hub passed part of its marks', () => {
+    const old = hubOf('old');
+    const before = new FakeResponse();
+    old.connect(before);
+    old.publish(batch('1', LOW, change('a', 1), change('c', 3), change('d', 4), change('e', 5)));
+    old.publish(batch('2', HIGH, change('b', 2)));
+    old.close();
+    expect(before.parser.lastEventId).toBe('old.1:5,2:2');
+    // A new process reads on from its checkpoints (partition 1's is behind what the old one sent).
+    const hub = hubOf('new');
+    hub.publish(batch('2', HIGH, change('b', 2)));
+    hub.publish(batch('1', LOW, change('c', 3)));
+    const res = new FakeResponse(before.parser);
+    const had = sent(res).length;
+    hub.connect(res, { lastEventId: before.parser.lastEventId });
+    // Past the client's mark of partition 2: the hub's position holds it now, the client's own mark of 1 still counts.
+    hub.publish(batch('2', HIGH, change('g', 6)));
+    expect(res.parser.lastEventId).toBe('new.2:6,1:5');
+    // The partitions merge; the merged range reads on from the lower parent's checkpoint (after c@3).
+    hub.publish(batch('3', ALL, change('d', 4), change('e', 5), change('h', 7)));
+    expect(sent(res).slice(had)).toEqual(['g@6', 'h@7']);
+    expect(res.parser.lastEventId).toBe('new.2:6,1:5,3:7');
+  });
+});
+
 describe('SseHub: ids from a previous server process (changes only)', () => {
   it('a new hub replays to an old client once it republished from at or before the client\'s position, and resets it otherwise', () => {
     const before = hubOf('old');

@@ -74,7 +74,7 @@ export class Delivery<T, R> {
   /** The frame of `entry` for `client`, or `null` when it has it already or its filter leaves it out. */
   #frame(client: SseClient<T, R>, entry: SseEntry<T>, cache: FrameCache<T> | undefined, index: number): string | null {
     const { change } = entry;
-    if (client.after && change.lsn <= (this.changes.reached(entry.partition, client.after) ?? -1)) return null;
+    if (client.after && change.lsn <= (this.changes.reachedBefore(entry, client.after) ?? -1)) return null;
     const ahead = client.ahead?.get(change.id);
     if (ahead && change.lsn <= ahead.lsn) return null;
     const { filter, project: own } = client.options;

@@ -137,6 +137,21 @@ export class ResumeLog<T> {
     return markOf(token, marks, this.#ranges);
   }
 
+  /**
+   * Where a client with its own marks `after` stands in `entry`'s partition just before it, along lineage: its
+   * marks with the hub's positions before the entry (every other token's, as the entry's id holds them), as the
+   * ids it is sent say. The marks alone are not enough once the hub has passed some of them (they are forgotten)
+   * while a range over several tokens (a merge) inherits from both.
+   */
+  reachedBefore(entry: SseEntry<T>, after: ReadonlyMap<string, number>): number | undefined {
+    const own = after.get(entry.partition);
+    if (own !== undefined) return own;
+    const marks = new Map(parseEventId(entry.eventId)?.positions);
+    marks.delete(entry.partition);
+    for (const [token, lsn] of after) if (lsn > (marks.get(token) ?? -1)) marks.set(token, lsn);
+    return markOf(entry.partition, marks, this.#ranges);
+  }
+
   /** Whether the hub has published up to `lsn` of `token` (along lineage). */
   published(token: string, lsn: number): boolean {
     return (markOf(token, this.#marks, this.#ranges) ?? -1) >= lsn;
