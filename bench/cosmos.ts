@@ -16,6 +16,7 @@
  * path.rxfeed.cpuprofile, path.sparse.cpuprofile (BENCH_PROFILE_US=n samples every n µs instead of V8's 1,000);
  * BENCH_IN_FLIGHT=n sets rxfeed's maxInFlightChanges (default max(10000, 2 pages per range));
  * BENCH_LEASES=memory gives the pipeline rows an in-memory lease store (no lease requests);
+ * BENCH_ACQUIRE_MS=n sets rxfeed's leaseAcquireIntervalMs (default: the processor's own, 13 s);
  * BENCH_PIN=1 runs this process on the first CPU and the emulator on the second, which makes runs steadier)
  *
  * Each window starts with a full GC, so none pays for the garbage of the one before, and each run takes the
@@ -34,13 +35,15 @@ import { CosmosLeaseStore, CosmosSource, MemoryLeaseStore, checkpointEvery, crea
 import type { Lease, NewLease } from '../src/leases/Lease.js';
 import type { LeaseStore } from '../src/leases/LeaseStore.js';
 import type { Source } from '../src/sources/Source.js';
-import { requests } from './requests.js';
+import { requestKinds, requests } from './requests.js';
 import { processCpuMs, spawnEmulator } from './spawnEmulator.js';
 
 setFlagsFromString('--expose-gc');
 /** A full GC: each window starts with none of the previous window's garbage left to collect. */
 const gc = runInNewContext('gc') as () => void;
 
+/** The lease store's `items.bulk` calls and the operations they carried, so far. */
+const bulkCalls = { calls: 0, operations: 0 };
 const CHANGES = Number(process.env.BENCH_CHANGES ?? 200_000);
 const PAGE = Number(process.env.BENCH_PAGE ?? 1_000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
@@ -55,6 +58,12 @@ const LEASES = process.env.BENCH_LEASES ?? 'cosmos';
 if (LEASES !== 'cosmos' && LEASES !== 'memory') throw new Error(`BENCH_LEASES: expected cosmos or memory, got ${LEASES}`);
 /** rxfeed's read-ahead budget (`maxInFlightChanges`, BENCH_IN_FLIGHT); default max(10,000, 2 pages per range). */
 const IN_FLIGHT = Number(process.env.BENCH_IN_FLIGHT ?? Math.max(10_000, PAGE * RANGES * 2));
+/**
+ * rxfeed's `leaseAcquireIntervalMs` (BENCH_ACQUIRE_MS): by default the processor's own (13 s), as in production.
+ * Start-up does not wait for it (the bootstrap owns the leases it creates, and the first balance round runs at
+ * once on existing leases); a shorter one adds a listing of every lease per interval to the measured window.
+ */
+const ACQUIRE = process.env.BENCH_ACQUIRE_MS === undefined ? {} : { leaseAcquireIntervalMs: Number(process.env.BENCH_ACQUIRE_MS) };
 const GROUP_MS = process.env.BENCH_GROUP_MS === undefined ? {} : { groupWritesMs: Number(process.env.BENCH_GROUP_MS) };
 
 interface Doc {
@@ -233,7 +242,7 @@ async function pipeline(
     startFrom: 'beginning',
     maxItemCount: PAGE,
     maxInFlightChanges: IN_FLIGHT,
-    leaseAcquireIntervalMs: 200,
+    ...ACQUIRE,
     events: (e) => {
       if (e.type === 'checkpoint') checkpoints++;
     },
@@ -278,7 +287,7 @@ async function restart(container: Container, leaseContainer: Container, prefix: 
     instanceName: 'bench',
     leasePrefix: prefix,
     maxItemCount: PAGE,
-    leaseAcquireIntervalMs: 200,
+    ...ACQUIRE,
   });
   const subscription = feed.changes$.pipe(checkpointEvery(1000)).subscribe();
   await done;
@@ -310,8 +319,10 @@ async function timed<R>(
   gcProfiler.start();
   const emulatorBefore = emulatorCpuMs();
   const sentBefore = { ...requests };
+  const kindsBefore = { ...requestKinds };
+  const bulkBefore = { ...bulkCalls };
   const result = await fn();
-  const sent = { changeFeed: requests.changeFeed - sentBefore.changeFeed, other: requests.other - sentBefore.other, bytes: requests.bytes - sentBefore.bytes, connections: requests.connections - sentBefore.connections };
+  const sent = { changeFeed: requests.changeFeed - sentBefore.changeFeed, other: requests.other - sentBefore.other, bytes: requests.bytes - sentBefore.bytes, connections: requests.connections - sentBefore.connections, kinds: kindsDelta(kindsBefore), bulkCalls: bulkCalls.calls - bulkBefore.calls, bulkOperations: bulkCalls.operations - bulkBefore.operations };
   const used = process.cpuUsage(cpu);
   const usageAfter = process.resourceUsage();
   const gcs = gcCost(gcProfiler.stop());
@@ -357,8 +368,15 @@ interface Overheads {
   readonly switches: number;
 }
 
-/** The requests a window sent: change feed reads, the rest, and the bytes of their replies. */
-type Sent = Pick<typeof requests, 'changeFeed' | 'other' | 'bytes' | 'connections'>;
+/** The requests a window sent: change feed reads, the rest (and those by kind), and the bytes of their replies. */
+type Sent = Pick<typeof requests, 'changeFeed' | 'other' | 'bytes' | 'connections'> & { kinds: typeof requestKinds; bulkCalls: number; bulkOperations: number };
+
+/** The requests of each kind sent since `before`. */
+function kindsDelta(before: typeof requestKinds): typeof requestKinds {
+  const delta = { ...requestKinds };
+  for (const key of Object.keys(delta) as (keyof typeof requestKinds)[]) delta[key] -= before[key];
+  return delta;
+}
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
@@ -377,6 +395,13 @@ try {
   const { database } = await client.databases.createIfNotExists({ id: 'bench' });
   const { container } = await database.containers.createIfNotExists({ id: 'orders', partitionKey: { paths: ['/pk'], version: 2 }, throughput: RANGES * RU_PER_RANGE });
   const { container: leaseContainer } = await database.containers.createIfNotExists({ id: 'leases', partitionKey: { paths: ['/id'] } });
+  // The lease store groups writes into `items.bulk` calls (the loops never call it): counted, with the operations they carry.
+  const bulk = leaseContainer.items.bulk.bind(leaseContainer.items);
+  leaseContainer.items.bulk = (operations, ...rest) => {
+    bulkCalls.calls++;
+    bulkCalls.operations += operations.length;
+    return bulk(operations, ...rest);
+  };
   console.log(`node ${process.version}, ${process.platform}/${process.arch}; emulator (own process) with ${RANGES} ranges; page ${PAGE}; ${RUNS} runs each, interleaved; ${LEASES === 'memory' ? 'leases in memory' : `lease store groupWritesMs ${GROUP_MS.groupWritesMs ?? 'default'}`}`);
   const { resources: [existing] } = await container.items.query<number>('SELECT VALUE COUNT(1) FROM c').fetchAll();
   if (existing === CHANGES) console.log(`the container already holds ${CHANGES} changes`);
@@ -389,7 +414,7 @@ try {
   const server = { ranges: [] as number[], pipeline: [] as number[], sparse: [] as number[] };
   const serverOf = (list: number[], t: { emulatorMs: number | undefined }) => t.emulatorMs !== undefined && list.push(t.emulatorMs);
   /** The requests each window sent (change feed reads, everything else) and the bytes their replies brought. */
-  const sent = { ranges: [] as Sent[], pipeline: [] as Sent[], sparse: [] as Sent[] };
+  const sent = { fair: [] as Sent[], ranges: [] as Sent[], pipeline: [] as Sent[], sparse: [] as Sent[] };
   /** What each window's CPU went to besides its code (GC, kernel). */
   const overheads = { bare: [] as Overheads[], ranges: [] as Overheads[], source: [] as Overheads[], pipeline: [] as Overheads[], sparse: [] as Overheads[] };
   const leaseWrites: number[] = [];
@@ -421,6 +446,7 @@ try {
         times.fair.push(f.ms);
         cpu.fair.push(f.cpuMs);
         fairWrites.push(f.result.writes);
+        sent.fair.push(f.sent);
       },
       async () => void (await loop('bare', 'bare loop', () => bare(container))),
       async () => {
@@ -519,10 +545,14 @@ try {
       `${median(times.stop).toFixed(0)} ms, client CPU ${median(cpu.stop).toFixed(0)} ms (medians)`,
   );
   const requestsOf = (name: keyof typeof sent): string => {
-    const of = (key: keyof Sent) => median(sent[name].map((r) => r[key]));
+    const of = (key: Exclude<keyof Sent, 'kinds' | 'bulkCalls' | 'bulkOperations'>) => median(sent[name].map((r) => r[key]));
     return `${of('changeFeed')} change feed + ${of('other')} other, ${(of('bytes') / 1e6).toFixed(1)} MB, ${of('connections')} new connections`;
   };
   console.log(`requests per window (medians): loops ${requestsOf('ranges')}; rxfeed ${requestsOf('pipeline')}; rxfeed checkpointing every 10 pages ${requestsOf('sparse')}`);
+  const kindsOf = (name: keyof typeof sent): string =>
+    (Object.keys(requestKinds) as (keyof typeof requestKinds)[]).map((kind) => `${kind} ${median(sent[name].map((r) => r.kinds[kind]))}`).join(', ') +
+    ` (items.bulk calls ${median(sent[name].map((r) => r.bulkCalls))}, carrying ${median(sent[name].map((r) => r.bulkOperations))} writes)`;
+  console.log(`other requests by kind per window (medians): fair loops ${kindsOf('fair')}; rxfeed ${kindsOf('pipeline')}; rxfeed checkpointing every 10 pages ${kindsOf('sparse')}`);
   const overheadsOf = (name: keyof typeof overheads): string => {
     const of = (key: keyof Overheads) => median(overheads[name].map((k) => k[key])).toFixed(0);
     return `GC ${of('minorGcMs')} ms young + ${of('majorGcs')} full (${of('majorGcMs')} ms), ${of('systemMs')} ms system CPU, ${of('pageFaults')} page faults, ${of('switches')} preemptions`;
