@@ -191,6 +191,10 @@ describe('simulation: seeds the halt policy found', () => {
     // again; seed 5 showed it amid the chaos too).
     { bug: 'a reset that failed part way, run again (simulation)', config: halt(54) },
     { bug: 'a reset run again after a failure kept the epochs it deleted (admin; epoch-went-back)', config: halt(21) },
+    // lease-churn: a halted partition's lease, given back, was taken by another host within milliseconds, which
+    // halted on the same poison change and gave it back: it bounced around the fleet (4 takes in 2 s), moving a
+    // healthy lease along with it. A halted lease now carries the halt signal and waits out a fleet-wide backoff.
+    { bug: 'a halted lease bounced around the fleet (leases; lease-churn)', config: { seed: 16, faults: ['topology', 'poison', 'host'], hosts: { min: 2, max: 3 }, chaosMs: 10_000, form: 'rx', policy: 'halt' } },
   ];
   for (const { bug, config } of found) {
     it(`${bug}: ${replayLine(config)}`, () => expectNoViolations(config));
