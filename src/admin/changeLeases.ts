@@ -1,6 +1,7 @@
 import { LeaseInUseError } from '../errors/index.js';
 import type { Lease } from '../leases/Lease.js';
 import { LeaseConflictError } from '../errors/LeaseConflictError.js';
+import { withoutHalt } from '../leases/protocol/index.js';
 import { isOwnedAndLive, type ResolvedAdminOptions } from './options.js';
 
 /** What a lease administration command did to one lease. */
@@ -68,7 +69,10 @@ function refuseLive(o: ResolvedAdminOptions, leases: readonly Lease[]): void {
   if (live.length > 0) throw new LeaseInUseError(live.map((l) => ({ leaseToken: l.leaseToken, owner: l.owner as string })));
 }
 
-/** The lease with no owner and a raised epoch, so a deposed owner's next write is refused. @internal */
+/**
+ * The lease with no owner and a raised epoch, so a deposed owner's next write is refused; without the halt
+ * signal (an operator acts on purpose: the hosts take it at their next scan, no halt backoff). @internal
+ */
 export function fence(lease: Lease, now: number, continuation: string | null = lease.continuation): Lease {
-  return { ...lease, owner: null, epoch: lease.epoch + 1, timestampMs: now, continuation };
+  return { ...lease, owner: null, epoch: lease.epoch + 1, timestampMs: now, continuation, properties: withoutHalt(lease.properties) };
 }

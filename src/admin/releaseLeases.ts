@@ -1,3 +1,5 @@
+import { HALTED_AT_EPOCH, HALTS } from '../leases/protocol/index.js';
+import type { Lease } from '../leases/Lease.js';
 import { changeLeases, fence, type LeaseChange } from './changeLeases.js';
 import { type LeaseAdminOptions, resolveAdminOptions, selectLeases } from './options.js';
 
@@ -12,7 +14,9 @@ export interface ReleaseLeasesOptions extends LeaseAdminOptions {
 
 /**
  * Frees owned leases (owner cleared, epoch raised) so that any host can take them at its next scan: the fix
- * for a lease whose owner died and that should move before it expires.
+ * for a lease whose owner died and that should move before it expires. An unowned lease is left alone, unless
+ * it carries the halt signal of a partition its failure policy halted: the signal is cleared (and the epoch
+ * raised), so the hosts take the lease at their next scan instead of after the halt backoff.
  *
  * @example
  * ```ts
@@ -23,5 +27,9 @@ export interface ReleaseLeasesOptions extends LeaseAdminOptions {
 export async function releaseLeases(options: ReleaseLeasesOptions): Promise<LeaseChange[]> {
   const o = resolveAdminOptions(options);
   const { leases } = await selectLeases(o);
-  return changeLeases(o, leases, options.force ?? false, async (lease) => (lease.owner === null ? 'skip' : fence(lease, o.now())));
+  return changeLeases(o, leases, options.force ?? false, async (lease) => (lease.owner === null && !halted(lease) ? 'skip' : fence(lease, o.now())));
+}
+
+function halted(lease: Lease): boolean {
+  return lease.properties[HALTED_AT_EPOCH] !== undefined || lease.properties[HALTS] !== undefined;
 }

@@ -83,6 +83,20 @@ describe('lease administration on a lease store', () => {
     await expect(store.replace({ ...held, continuation: 'old' })).rejects.toThrow(/changed by someone else/);
   });
 
+  it('release and rewind clear the halt signal of a halted partition\'s lease, unowned as it is (an operator acts on purpose)', async () => {
+    const signal = { 'rxfeed.haltedAtEpoch': '3', 'rxfeed.halts': '2', other: 'kept' };
+    const store = await storeWith(lease('0', { epoch: 3, properties: signal }), lease('1', { epoch: 3, properties: signal }), lease('2', { epoch: 2 }));
+    const released = await releaseLeases({ leases: store, leasePrefix: PREFIX, now });
+    expect(released.map((c) => c.leaseToken)).toEqual(['0', '1']);
+    expect((await store.read(`${PREFIX}0`))!).toMatchObject({ owner: null, epoch: 4, properties: { other: 'kept' } });
+    expect((await store.read(`${PREFIX}0`))!.properties).not.toHaveProperty('rxfeed.halts');
+    // A plain unowned lease is still left alone.
+    expect((await store.read(`${PREFIX}2`))!.epoch).toBe(2);
+    await store.replace({ ...(await store.read(`${PREFIX}1`))!, properties: signal });
+    await rewindLeases({ leases: store, leasePrefix: PREFIX, now, to: { position: 'p' }, leaseTokens: ['1'] });
+    expect((await store.read(`${PREFIX}1`))!.properties).toEqual({ other: 'kept' });
+  });
+
   it('re-checks a lease whose etag changed under it and refuses when a host acquired it meanwhile', async () => {
     const store = await storeWith(lease('0', { timestampMs: T0 - 600_000 }));
     let raced = false;

@@ -329,3 +329,74 @@ describe('onFailure, unit', () => {
     expect(errors[0]).toBeInstanceOf(HandlerError);
   });
 });
+
+describe("'halt' across hosts: the fleet-wide backoff of a halted lease", () => {
+  /** Two hosts over two partitions, sharing a source and a lease store; the chain fails on `poison` while `failing()`. */
+  function twoHosts(failing: () => boolean) {
+    const source = new MemorySource<Doc>({ partitions: 2 });
+    const leases = new MemoryLeaseStore();
+    const events: FeedEvent[] = [];
+    const done: string[] = [];
+    const calls = { poison: 0 };
+    for (const name of ['a', 'b']) {
+      const feed = createChangeFeed<Doc>({ source, leases, instanceName: name, ...FAST, maxItemCount: 5, events: (e) => events.push(e) });
+      const chain = concatMap(async (c: Change<Doc>) => {
+        if (c.id === 'poison') {
+          calls.poison++;
+          if (failing()) throw new Error('cannot process poison (injected)');
+        }
+        done.push(c.id);
+        return c;
+      });
+      subscriptions.push(feed.changes$.pipe(eachChange(chain, { onFailure: { retry: RETRY, halt: true } }), checkpointEvery({ count: 1, ms: 10 })).subscribe());
+    }
+    /** Virtual times (ms) of the acquisitions of lease `token`, by any host, in order. */
+    const acquisitions = (token: string) => events.filter((e) => e.type === 'leaseAcquired' && e.lease === token).length;
+    const lease = async (token: string) => (await leases.list(FAST.leasePrefix)).leases.find((l) => l.leaseToken === token)!;
+    return { source, leases, events, done, calls, acquisitions, lease };
+  }
+
+  it('a poison change does not bounce its lease around the fleet: it is retried after growing pauses, and the healthy lease stays put', async () => {
+    const w = twoHosts(() => true);
+    await vi.advanceTimersByTimeAsync(2_000);
+    const poisoned = w.source.write({ id: 'poison', n: 1 }, { partitionKey: 'k' }).partition;
+    const healthy = w.source.partitions().find((p) => p.id !== poisoned)!.id;
+    const healthyBefore = w.acquisitions(healthy);
+    const before = w.acquisitions(poisoned);
+    const haltTimes: number[] = [];
+    for (let t = 0; t < 30_000; t += 50) {
+      const halts = w.events.filter((e) => e.type === 'leaseReleased' && e.lease === poisoned && e.reason === 'Halted').length;
+      while (haltTimes.length < halts) haltTimes.push(t);
+      await vi.advanceTimersByTimeAsync(50);
+    }
+    const taken = w.acquisitions(poisoned) - before;
+    // Backoffs of 2, 4, 8, … acquire intervals (100 ms here): 0.2 + 0.4 + … + 12.8 s is about 25 s, so at most
+    // 8 or 9 tries in 30 s, where without the backoff the two hosts took it hundreds of times.
+    expect(taken).toBeGreaterThanOrEqual(3);
+    expect(taken).toBeLessThanOrEqual(10);
+    // The pauses between halts grow.
+    const gaps = haltTimes.slice(1).map((t, i) => t - haltTimes[i]!);
+    expect(gaps.at(-1)!).toBeGreaterThanOrEqual(4 * gaps[0]!);
+    // The halted lease says so, with the count of consecutive halts, and the healthy lease never moved.
+    const stored = await w.lease(poisoned);
+    expect(Number(stored.properties['rxfeed.halts'])).toBe(haltTimes.length);
+    expect(w.acquisitions(healthy)).toBe(healthyBefore);
+    expect(w.done).not.toContain('poison');
+  });
+
+  it('the host that takes a halted lease next and gets past the change clears the signal', async () => {
+    let failing = true;
+    const w = twoHosts(() => failing);
+    await vi.advanceTimersByTimeAsync(2_000);
+    const poisoned = w.source.write({ id: 'poison', n: 1 }, { partitionKey: 'k' }).partition;
+    await vi.advanceTimersByTimeAsync(3_000);
+    expect((await w.lease(poisoned)).properties['rxfeed.haltedAtEpoch']).toBeDefined();
+    failing = false;
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(w.done).toContain('poison');
+    const stored = await w.lease(poisoned);
+    expect(stored.owner).not.toBeNull();
+    expect(stored.properties['rxfeed.haltedAtEpoch']).toBeUndefined();
+    expect(stored.properties['rxfeed.halts']).toBeUndefined();
+  });
+});

@@ -371,7 +371,7 @@ describe('bootstrap', () => {
     expect(hosts.reduce((n, h) => n + h.coordinator.owned().length, 0)).toBe(16);
   });
 
-  it('starts on a fresh container in three round trips: marker read with the partitions, lock with the listing, leases created as its own', async () => {
+  it('starts on a fresh container in four round trips: marker read with the partitions, lock, listing, leases created as its own', async () => {
     const clock = new VirtualScheduler();
     const inner = new MemoryLeaseStore();
     // Every request takes 10 ms of virtual time: its round trip is the 10 ms slot it was sent in.
@@ -394,13 +394,14 @@ describe('bootstrap', () => {
     const rounds = (what: RegExp) => calls.filter((c) => what.test(c)).map((c) => Number(c.split(':')[0]));
     expect(rounds(/read p\.\.info|partitions/)).toEqual([1, 1]);
     expect(rounds(/create p\.\.lock/)).toEqual([2]);
-    // The leases an unfinished bootstrap may have left are listed beside the lock, not in a round of their own.
-    expect(rounds(/:list$/)).toEqual([2]);
-    expect(rounds(/create p\.[01]$/)).toEqual([3, 3]);
+    // The leases already there are listed once the lock is ours, not beside it: a listing sent with the lock
+    // may be answered before the creates of a bootstrap that finished in between land (test/leases/bootstrapRace).
+    expect(rounds(/:list$/)).toEqual([3]);
+    expect(rounds(/create p\.[01]$/)).toEqual([4, 4]);
     // Created as its own (epoch 1): no acquisition before the readers start.
     expect(calls.some((c) => /:replace p\.[01]$/.test(c))).toBe(false);
     expect(host.acquired.map((o) => o.epoch)).toEqual([1, 1]);
-    expect(calls).toContain('4:create p..info'); // marked done and unlocked beside the first reads
+    expect(calls).toContain('5:create p..info'); // marked done and unlocked beside the first reads
     expect(await inner.read('p..lock')).toBeUndefined();
     const stopped = host.coordinator.stop();
     await clock.advance(1_000);

@@ -196,6 +196,15 @@ describe('simulation: seeds the halt policy found', () => {
     // finished, so it balanced at once, listed the same lagging view, found the marked parent again and finished
     // it again, in a loop within one virtual ms. A parent found gone by the delete is reported as nothing to do.
     { bug: 'a finisher looping on a marked parent another host deleted (leases; lease-request-spin)', config: halt(142) },
+    // lease-churn: a halted partition's lease, given back, was taken by another host within milliseconds, which
+    // halted on the same poison change and gave it back: it bounced around the fleet (4 takes in 2 s), moving a
+    // healthy lease along with it. A halted lease now carries the halt signal and waits out a fleet-wide backoff.
+    { bug: 'a halted lease bounced around the fleet (leases; lease-churn)', config: { seed: 16, faults: ['topology', 'poison', 'host'], hosts: { min: 2, max: 3 }, chaosMs: 10_000, form: 'rx', policy: 'halt' } },
+    // deposed-view-write-accepted, found with the halt backoff (its timing): two hosts bootstrapped again after
+    // a reset, one on a listing lagging a split (the parent), the other a moment later (the children); the
+    // second listed the leases beside its lock, before the first's creates landed, and created the children
+    // beside their parent. The listing is now read once the lock is taken.
+    { bug: 'a bootstrap listed the leases before its lock (leases; bootstrap)', config: halt(43) },
   ];
   for (const { bug, config } of found) {
     it(`${bug}: ${replayLine(config)}`, () => expectNoViolations(config));

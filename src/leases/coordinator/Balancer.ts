@@ -9,6 +9,7 @@ import { planBalance, type BalancePlan } from '../balancing.js';
 import type { Lease } from '../Lease.js';
 import { planLoadBalance } from '../loadBalancing.js';
 import { listProcessorLeases } from '../protocol/listing.js';
+import { haltsHeldBack } from '../protocol/haltBackoff.js';
 import { isReplaced } from '../protocol/signals.js';
 import { isLeaseExpired } from '../protocol/timings.js';
 import type { Acquirer } from './Acquirer.js';
@@ -120,7 +121,10 @@ export class Balancer {
     for (const l of seen) {
       if (isReplaced(l) && !ctx.owned.has(l.id) && isLeaseExpired(l, now, ctx.t.expirationMs)) links.finish(leases.find((s) => s.id === l.id)!);
     }
-    const live = seen.filter((l) => !isReplaced(l));
+    // A lease its halting owner released is left alone by every host for a backoff (haltBackoff.ts): not
+    // taken, nor counted as free. The round after it ends is scheduled no later than then.
+    const held = haltsHeldBack(seen, now, ctx.t.acquireMs);
+    const live = seen.filter((l) => !isReplaced(l) && !held.ids.has(l.id));
     const plan = this.#plan(ctx.names.balanced(live, ctx.owned, now), leases, now);
     const take = plan.take.filter((l) => !links.cooldown.holds(l.id, ctx.scheduler.now()));
     if (take.length || plan.steal.length || plan.release.length || plan.handoff.length) {
@@ -147,7 +151,7 @@ export class Balancer {
     await Promise.all([...take.map((l) => links.acquirer.acquire(l, false)), ...steal.map((l) => links.acquirer.askFor(l))]);
 
     const next = nextScanDelay(
-      { nextExpiryMs: plan.nextExpiryMs, awaiting: plan.awaiting + steal.length, settled: plan.settled, justCreated: known !== undefined },
+      { nextExpiryMs: earliest(plan.nextExpiryMs, held.untilMs), awaiting: plan.awaiting + steal.length, settled: plan.settled, justCreated: known !== undefined },
       now,
       this.#lookMs,
       ctx.t,
@@ -198,4 +202,8 @@ export class Balancer {
     ctx.log('%s', problem);
     ctx.emit(errorEvent(ctx.owner, new InvalidOptionsError('instanceName', problem), { lease: shared.leaseToken }));
   }
+}
+
+function earliest(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined ? b : b === undefined ? a : Math.min(a, b);
 }

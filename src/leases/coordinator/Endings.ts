@@ -3,6 +3,7 @@
 //   lose     → LeaseLost              nothing written (but a write in flight that lands after is released)
 //   handOver → Rebalanced | Shutdown  drain (bounded), then release to the host that asked for it, or to nobody
 //   giveUp   → Error | Halted         no drain: release to nobody at once, and leave the lease to others a while
+//                                     (Halted: the release carries the halt signal, a fleet-wide backoff)
 //   retire   → PartitionGone          children replaced the lease of a gone partition, and it was deleted
 //   abortAll → (fatal reason)         the coordinator failed: every ownership ends, nothing written
 import type { CloseReason } from '../../core/events.js';
@@ -58,7 +59,9 @@ export class Endings {
     this.#end(owned, reason);
     this.cooldown.leave(owned.lease.id, ctx.scheduler.now() + ctx.t.expirationMs);
     const release = owned
-      .enqueue(() => handBack({ store: ctx.store, owner: ctx.owner, epoch: owned.epoch, now: ctx.now, requester: () => undefined }, owned.current))
+      .enqueue(() =>
+        handBack({ store: ctx.store, owner: ctx.owner, epoch: owned.epoch, now: ctx.now, requester: () => undefined, halted: reason === 'Halted' }, owned.current),
+      )
       .then(
         () => undefined,
         (error: unknown) => {

@@ -6,6 +6,7 @@ import { LeaseConflictError } from '../../errors/LeaseConflictError.js';
 import { sleep } from '../../internal/wait.js';
 import type { Position } from '../../core/Partition.js';
 import type { Lease } from '../Lease.js';
+import { clearHaltOnProgress } from '../protocol/haltBackoff.js';
 import { formatLoad, HANDOFF_TO, LOAD_PROPERTY, releaseNotice, withoutNotice } from '../protocol/signals.js';
 import type { CoordinatorContext } from './context.js';
 import type { Endings } from './Endings.js';
@@ -79,7 +80,8 @@ export class LeaseWriter {
   }
 
   async checkpoint(owned: Ownership, position: Position): Promise<void> {
-    await this.write(owned, (l) => this.withLoad(owned, { ...l, continuation: position, timestampMs: this.ctx.now() }));
+    // Past the position a halted owner left, the partition moved on: the halt signal goes (haltBackoff.ts).
+    await this.write(owned, (l) => this.withLoad(owned, { ...clearHaltOnProgress(l, position), continuation: position, timestampMs: this.ctx.now() }));
     owned.log('checkpoint %s', position);
   }
 

@@ -102,22 +102,25 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
   let foreignLockSince: number | undefined;
   while (!ctx.stopped()) {
     if (await readMarker(store, info)) return NOTHING_CREATED;
-    // The epoch floor and the leases left by an unfinished bootstrap are read beside the lock (no extra round
-    // trip), and used only if the lock is ours. All settle before any failure is thrown: a lock created while
-    // a read failed is removed, not left behind (nor landing after a stop() that did not wait for it).
-    const [lockCreate, floorRead, listing] = await Promise.allSettled([store.createIfAbsent(markerDocument(naming, lock)), epochFloor(ctx), store.list(naming.prefix)]);
+    // The epoch floor is read beside the lock (no extra round trip), and used only if the lock is ours. The
+    // leases already there are listed only once the lock is ours: a listing sent beside the lock may be
+    // answered before the creates of a bootstrap that held the lock a moment ago land (it finished, or failed
+    // part way, between our `.info` read and our lock), and this one would then create leases for the
+    // partitions of its own listing beside that one's (say a gone parent beside its children: the parent then
+    // read above their epoch). All settle before any failure is thrown: a lock created while a read failed is
+    // removed, not left behind (nor landing after a stop() that did not wait for it).
+    const [lockCreate, floorRead] = await Promise.allSettled([store.createIfAbsent(markerDocument(naming, lock)), epochFloor(ctx)]);
     if (lockCreate.status === 'rejected') throw lockCreate.reason;
     const ours = lockCreate.value;
-    const readFailed = floorRead.status === 'rejected' ? floorRead : listing.status === 'rejected' ? listing : undefined;
-    if (readFailed) {
+    if (floorRead.status === 'rejected') {
       if (ours) await store.delete(ours).catch(() => undefined);
-      throw readFailed.reason;
+      throw floorRead.reason;
     }
     const floor = (floorRead as PromiseFulfilledResult<number>).value;
     if (ours) {
       let creates: Creates;
       try {
-        creates = await createLeases(ctx, floor, (listing as PromiseFulfilledResult<Listing>).value);
+        creates = await createLeases(ctx, floor, await store.list(naming.prefix));
       } catch (error) {
         await store.delete(ours).catch(() => undefined);
         throw error;

@@ -2,6 +2,7 @@
 // (to its asker, marked untaken, or to nobody), and leaving release notices when a host stops. See
 // docs/lease-protocol.md, "Signals" and "Ownership".
 import { LeaseConflictError } from '../../errors/LeaseConflictError.js';
+import { withHalt } from './haltBackoff.js';
 import { HANDOFF_AT, HANDOFF_TO, RELEASED_AT, RELEASED_BY, UNTAKEN_AT_EPOCH, withoutSignals } from './signals.js';
 import { isLeaseExpired } from './timings.js';
 import type { Lease } from '../Lease.js';
@@ -34,6 +35,11 @@ export interface HandBackContext {
    * it to nobody, for whichever live host scans first (e.g. for an old request: its host may have died since).
    */
   readonly requester: (lease: Lease) => string | undefined;
+  /**
+   * The ownership ends because its partition halted (close reason `Halted`): the release to nobody carries
+   * the halt signal (haltBackoff.ts), which every host honours with a backoff. Default false.
+   */
+  readonly halted?: boolean;
 }
 
 /**
@@ -50,7 +56,8 @@ export async function handBack(ctx: HandBackContext, current: Lease): Promise<st
     const to = ctx.requester(current) ?? null;
     try {
       // Handed over, the lease says so until its new owner takes it: nobody reads it meanwhile.
-      const properties = to === null ? withoutSignals(current.properties) : { ...withoutSignals(current.properties), [UNTAKEN_AT_EPOCH]: String(current.epoch) };
+      const kept = withoutSignals(current.properties);
+      const properties = to !== null ? { ...kept, [UNTAKEN_AT_EPOCH]: String(current.epoch) } : ctx.halted ? withHalt(kept, current.epoch) : kept;
       await ctx.store.replace({ ...current, owner: to, properties, timestampMs: now });
       return to;
     } catch (error) {

@@ -17,6 +17,8 @@ export { LOAD_PROPERTY, publishedLoad } from './signals.js';
 /** @internal */
 export { formatLoad, HANDOFF_AT, HANDOFF_TO, handoffRequest, inheritedProperties, isReplaced, isUntaken, onlyNoticeChanged, PARENT_LEASE, RELEASED_AT, RELEASED_BY, releaseNotice, REPLACED_AT_EPOCH, REPLACED_BY, UNTAKEN_AT_EPOCH, withoutNotice, withoutRequest, withoutSignals } from './signals.js';
 /** @internal */
+export { clearHaltOnProgress, HALT_BACKOFF_CAP_MS, haltBackoffMs, haltBackoffUntil, haltCount, HALTED_AT_EPOCH, HALTS, haltsHeldBack, isHaltRelease, withHalt, withoutHalt } from './haltBackoff.js';
+/** @internal */
 export { announceRelease, askForLease, handBack, type HandBackContext } from './handover.js';
 export { isLeaseExpired } from './timings.js';
 /** @internal */

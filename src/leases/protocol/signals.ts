@@ -2,6 +2,7 @@
 // untaken mark, replacement mark, published load): their names, how to read them and how to drop them. Other hosts, .NET,
 // Functions and KEDA read these documents: see docs/lease-protocol.md, "Signals".
 import type { Lease } from '../Lease.js';
+import { withoutHalt } from './haltBackoff.js';
 
 /** Lease property naming the host a lease was asked for (a pending handoff). @internal */
 export const HANDOFF_TO = 'rxfeed.handoffTo';
@@ -134,7 +135,9 @@ export function formatLoad(load: number): string {
 /**
  * `properties` without the signals hosts leave each other in a lease (a handoff request, a release
  * notice, the mark of a child not taken yet): what a lease keeps when it changes hands. The replacement mark
- * ({@link REPLACED_AT_EPOCH}) stays: a marked lease released or handed back is still being replaced.
+ * ({@link REPLACED_AT_EPOCH}) stays: a marked lease released or handed back is still being replaced. The halt
+ * signal (haltBackoff.ts) stays too: the host that takes a halted lease keeps the count of consecutive halts
+ * until it checkpoints past the halt.
  *
  * @example
  * ```ts
@@ -149,7 +152,8 @@ export function withoutSignals(properties: Readonly<Record<string, string>>): Re
 
 /**
  * What a split or merge child inherits of its parent's `properties`: all but the signals
- * ({@link withoutSignals}) and the parent's replacement marks ({@link REPLACED_AT_EPOCH}, {@link REPLACED_BY}).
+ * ({@link withoutSignals}), the parent's halt signal (haltBackoff.ts: a child holds part of the range, and
+ * starts without a backoff) and the parent's replacement marks ({@link REPLACED_AT_EPOCH}, {@link REPLACED_BY}).
  *
  * @example
  * ```ts
@@ -158,7 +162,7 @@ export function withoutSignals(properties: Readonly<Record<string, string>>): Re
  * @internal
  */
 export function inheritedProperties(properties: Readonly<Record<string, string>>): Record<string, string> {
-  const { [REPLACED_AT_EPOCH]: _replaced, [REPLACED_BY]: _by, ...rest } = withoutSignals(properties);
+  const { [REPLACED_AT_EPOCH]: _replaced, [REPLACED_BY]: _by, ...rest } = withoutHalt(withoutSignals(properties));
   return rest;
 }
 
