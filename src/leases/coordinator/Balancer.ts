@@ -24,6 +24,8 @@ export interface BalancerLinks {
   readonly cooldown: Cooldown;
   /** No lease of this processor is left: bootstrap again; returns the delay until the next round. */
   readonly leasesGone: () => Promise<number>;
+  /** Reviews a listing for key ranges no lease covers and repairs them (Coverage); true when leases were created. */
+  readonly coverage: (leases: readonly Lease[]) => Promise<boolean>;
 }
 
 /** @internal Runs the balance loop; see the role above. */
@@ -108,6 +110,7 @@ export class Balancer {
     const seen = leases.map((l) => ctx.observed.observe(l, now));
     ctx.observed.keepOnly(new Set(leases.map((l) => l.id)));
     this.#reconcile(leases);
+    if (!known && (await links.coverage(leases))) this.soon(0); // the leases created are taken next round
 
     const shared = ctx.names.review(seen, ctx.owned, now);
     if (shared) this.#reportSharedName(shared);

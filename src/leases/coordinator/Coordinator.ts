@@ -27,6 +27,7 @@ import { validateOptions, type LeaseCoordinatorOptions, type ResolvedCoordinator
 import type { Ownership } from './Ownership.js';
 import { Renewer } from './Renewer.js';
 import { Cooldown } from './schedule.js';
+import { Coverage } from './Coverage.js';
 
 /** @internal One host's lease coordinator: see {@link createLeaseCoordinator}. */
 export class Coordinator implements LeaseCoordinator {
@@ -75,9 +76,28 @@ export class Coordinator implements LeaseCoordinator {
       acquired: (owned) => this.#acquired.next(owned),
       asked: (id) => this.#departure.asked(id),
     });
+    const coverage = new Coverage(ctx, { startPosition: options.startPosition });
     this.#balancer = new Balancer(
       ctx,
-      { acquirer: this.#acquirer, endings: this.#endings, writer, cooldown, leasesGone: () => this.#leasesGone() },
+      {
+        acquirer: this.#acquirer,
+        endings: this.#endings,
+        writer,
+        cooldown,
+        leasesGone: () => this.#leasesGone(),
+        // A failed review or repair is counted and retried next round; it does not fail the round.
+        coverage: (leases) =>
+          coverage.review(leases).then(
+            (created) => {
+              ctx.failures.succeeded('coverage');
+              return created;
+            },
+            (error: unknown) => {
+              if (!this.#fatal(error)) ctx.failures.failed('coverage', error);
+              return false;
+            },
+          ),
+      },
       balanceBy,
       { minLeases: o.minLeases, maxLeases: o.maxLeases },
     );
