@@ -101,16 +101,16 @@ async function seeded(n: number): Promise<{ store: MemoryLeaseStore; parts: Fake
 const leasesIn = async (store: LeaseStore) => (await store.list('p.')).leases.filter((l) => isLease(l.id));
 
 describe('Coverage (the repair step)', () => {
-  it('repairs a gap seen in rounds a scan interval apart, at the epoch floor, from the pinned start, and says so', async () => {
+  it('repairs a gap seen in every round for an expiration, at the epoch floor, from the pinned start, and says so', async () => {
     const { store, parts } = await seeded(3);
     await store.delete((await store.read('p.1'))!);
     await store.createIfAbsent(floorDocument({ prefix: 'p.', markerPrefix: 'p.', scheme: 'rxfeed' }, 7, 0));
     const { coverage, clock, events } = coverageOn(store, parts, { startPosition: async (p) => `now-of-${p.id}` });
     expect(await coverage.review(await leasesIn(store))).toBe(false); // seen once
-    await clock.advance(1_000);
+    await clock.advance(13_000);
     expect(await coverage.review(await leasesIn(store))).toBe(false); // seen again, too soon
     expect(await store.read('p.1')).toBeUndefined();
-    await clock.advance(12_000);
+    await clock.advance(47_000);
     expect(await coverage.review(await leasesIn(store))).toBe(true);
     expect(await store.read('p.1')).toMatchObject({ owner: null, epoch: 7, continuation: 'now-of-1', feedRange: parts.list[1]!.range });
     expect(await store.read('p..lock')).toBeUndefined();
@@ -127,6 +127,8 @@ describe('Coverage (the repair step)', () => {
     const { store, parts } = await seeded(2);
     await store.delete((await store.read('p.0'))!);
     const { coverage, clock, naming } = coverageOn(store, parts);
+    expect(await coverage.review(await leasesIn(store))).toBe(false);
+    await clock.advance(60_000); // the gap has lasted an expiration: repaired, but for the lock
     await store.createIfAbsent(markerDocument({ ...naming, owner: 'b' }, 'p..lock'));
     for (let i = 0; i < 4; i++) {
       expect(await coverage.review(await leasesIn(store))).toBe(false);
@@ -134,7 +136,7 @@ describe('Coverage (the repair step)', () => {
     }
     expect(await store.read('p.0')).toBeUndefined();
     // The lock's host died an expiration ago: removed; the next round repairs.
-    await clock.advance(10_000);
+    await clock.advance(8_000);
     expect(await coverage.review(await leasesIn(store))).toBe(false);
     expect(await store.read('p..lock')).toBeUndefined();
     expect(await coverage.review(await leasesIn(store))).toBe(true);
@@ -148,7 +150,7 @@ describe('Coverage (the repair step)', () => {
     const { coverage, clock, events } = coverageOn(watched, parts);
     const lagging = (await leasesIn(store)).filter((l) => l.leaseToken !== '2'); // another host's lease, not seen yet
     expect(await coverage.review(lagging)).toBe(false);
-    await clock.advance(13_000);
+    await clock.advance(60_000);
     expect(await coverage.review(lagging)).toBe(false);
     expect(creates).toEqual(['p..lock']);
     expect(await store.read('p..lock')).toBeUndefined();
@@ -165,7 +167,7 @@ describe('a processor whose lease is deleted behind its back', () => {
     await clock.advance(1_000);
     expect(a.coordinator.owned()).toHaveLength(3);
     await store.delete((await store.read('p.1'))!);
-    for (let i = 0; i < 4; i++) await clock.advance(timings.leaseAcquireIntervalMs);
+    for (let i = 0; i < 7; i++) await clock.advance(timings.leaseAcquireIntervalMs);
     expect(a.events.filter((e) => e.type === 'leaseLost').map((e) => e.lease)).toEqual(['1']);
     expect(a.coordinator.owned().map((o) => o.leaseToken).sort()).toEqual(['0', '1', '2']);
     const gaps = a.events.filter((e) => e.type === 'error' && e.error instanceof LeaseGapError);
@@ -183,7 +185,12 @@ describe('a processor whose lease is deleted behind its back', () => {
     // Another host bootstraps (after a reset, say): it holds the lock, and its lease 2 is not created yet.
     await store.createIfAbsent(markerDocument(namingOf('p.', 'rxfeed', 'b', 'latestVersion', () => clock.now()), 'p..lock'));
     await store.delete((await store.read('p.2'))!);
-    for (let i = 0; i < 3; i++) await clock.advance(timings.leaseAcquireIntervalMs);
+    // Longer than the gap must last to be repaired; the bootstrap's host is alive (its lock stays fresh).
+    for (let i = 0; i < 6; i++) {
+      await clock.advance(timings.leaseAcquireIntervalMs);
+      const lock = (await store.read('p..lock'))!;
+      await store.replace({ ...lock, timestampMs: clock.now() });
+    }
     expect(await store.read('p.2')).toBeUndefined();
     expect(a.events.filter((e) => e.type === 'error' && e.error instanceof LeaseGapError)).toEqual([]);
     // The bootstrap ends: it created lease 2 and removed its lock.

@@ -71,8 +71,8 @@ export interface CoverageOptions {
 
 /**
  * The balance loop's coverage step. A round's listing that leaves part of the key space without a lease is
- * checked against a fresh partition listing; a gap is repaired only once it has been seen in consecutive
- * rounds for at least a scan interval (a host's lease listing may lag other hosts' writes), and again under
+ * checked against a fresh partition listing; a gap is repaired only once it has been seen in every round for
+ * at least a lease expiration (a host's lease listing may lag other hosts' writes), and again under
  * the bootstrap lock on a fresh lease listing: a bootstrap in progress (lock held) is never mistaken for a
  * gap, and two hosts never repair together. The leases created are free, at the epoch floor, starting where a
  * bootstrap starts them; the balance loop takes them as any free lease.
@@ -107,10 +107,12 @@ export class Coverage {
     const now = ctx.scheduler.now();
     if (this.#suspected?.key !== key) {
       this.#suspected = { key, sinceMs: now };
-      ctx.log('key range %s has no lease; repaired if it still has none in %d ms', key, ctx.t.acquireMs);
+      ctx.log('key range %s has no lease; repaired if it still has none in %d ms', key, ctx.t.expirationMs);
       return false;
     }
-    if (now - this.#suspected.sinceMs < ctx.t.acquireMs) return false;
+    // A lease expiration: the protocol already assumes no listing lags that long (a live lease would look
+    // expired, and be taken), so a lease another host created is seen by then.
+    if (now - this.#suspected.sinceMs < ctx.t.expirationMs) return false;
     return this.#repair(key);
   }
 
