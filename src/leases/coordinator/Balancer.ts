@@ -25,7 +25,7 @@ export interface BalancerLinks {
   /** No lease of this processor is left: bootstrap again; returns the delay until the next round. */
   readonly leasesGone: () => Promise<number>;
   /** Reviews a listing for key ranges no lease covers and repairs them (Coverage); true when leases were created. */
-  readonly coverage: (leases: readonly Lease[]) => Promise<boolean>;
+  readonly coverage: (leases: readonly Lease[]) => false | Promise<boolean>;
 }
 
 /** @internal Runs the balance loop; see the role above. */
@@ -110,7 +110,8 @@ export class Balancer {
     const seen = leases.map((l) => ctx.observed.observe(l, now));
     ctx.observed.keepOnly(new Set(leases.map((l) => l.id)));
     this.#reconcile(leases);
-    if (!known && (await links.coverage(leases))) this.soon(0); // the leases created are taken next round
+    const repair = known ? false : links.coverage(leases); // `false` at once while the leases cover the key space
+    if (repair && (await repair)) this.soon(0); // the leases created are taken next round
 
     const shared = ctx.names.review(seen, ctx.owned, now);
     if (shared) this.#reportSharedName(shared);

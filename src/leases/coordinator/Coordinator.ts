@@ -86,8 +86,10 @@ export class Coordinator implements LeaseCoordinator {
         cooldown,
         leasesGone: () => this.#leasesGone(),
         // A failed review or repair is counted and retried next round; it does not fail the round.
-        coverage: (leases) =>
-          coverage.review(leases).then(
+        coverage: (leases) => {
+          const review = coverage.review(leases);
+          if (!review) return false;
+          return review.then(
             (created) => {
               ctx.failures.succeeded('coverage');
               return created;
@@ -96,7 +98,8 @@ export class Coordinator implements LeaseCoordinator {
               if (!this.#fatal(error)) ctx.failures.failed('coverage', error);
               return false;
             },
-          ),
+          );
+        },
       },
       balanceBy,
       { minLeases: o.minLeases, maxLeases: o.maxLeases },

@@ -88,16 +88,26 @@ export class Coverage {
     private readonly options: CoverageOptions,
   ) {}
 
-  /** Reviews a round's listing; returns whether leases were created (the next round should come at once). */
-  async review(leases: readonly Lease[]): Promise<boolean> {
+  /**
+   * Reviews a round's listing; answers whether leases were created (the next round should come at once):
+   * `false` at once, without a request, when the leases cover the key space (nearly every round), else a
+   * promise.
+   */
+  review(leases: readonly Lease[]): false | Promise<boolean> {
     const { ctx } = this;
-    // Cheap first: the ranges the leases name (or their partitions had when last listed; an unknown one
-    // counts as the whole key space). Nearly every round ends here, without a request.
+    // The ranges the leases name, or their partitions had when last listed (an unknown one counts as the
+    // whole key space).
     const known = leases.map((l) => l.feedRange ?? ctx.partitions.of(l.leaseToken, undefined).range);
     if (uncoveredParts(KEY_SPACE, known).length === 0) {
       this.#suspected = undefined;
       return false;
     }
+    return this.#reviewGaps(leases);
+  }
+
+  /** The leases leave part of the key space uncovered: checked against the partitions listed now. */
+  async #reviewGaps(leases: readonly Lease[]): Promise<boolean> {
+    const { ctx } = this;
     const plan = uncoveredRanges(leases, await ctx.partitions.refresh());
     if (!plan || plan.gaps.length === 0) {
       this.#suspected = undefined;
