@@ -13,9 +13,10 @@ const MAX_INTERVAL_MS = 3_600_000;
 /**
  * Turns the important events of a processor nobody listens to into `process.emitWarning(message,
  * { type: 'RxfeedWarning', code: 'RXFEED_<KIND>' })`, Node's convention for a library to be heard: a failure
- * that repeats (an `error` event at its 3rd attempt or later), a stall, a halted partition, a fatal stop.
- * A key range found without a lease (and given leases) is warned about too. Each kind is warned about at once, then at a falling rate: at most once a minute, then every 2, 4, … minutes
- * (up to an hour), each warning counting the events of its kind it stood for.
+ * that repeats (an `error` event at its 3rd attempt or later), a stall, a halted partition, a key range found
+ * without a lease (and given leases: `LeaseGapError`), a fatal stop. Each kind is warned about at once, then at
+ * a falling rate: at most once a minute, then every 2, 4, … minutes (up to an hour), each warning counting the
+ * events of its kind it stood for.
  *
  * @example
  * ```ts
