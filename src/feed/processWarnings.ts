@@ -1,8 +1,9 @@
 import type { FeedEvent } from '../core/events.js';
 import { classifyFailure } from '../errors/classify.js';
+import { LeaseGapError } from '../leases/coordinator/Coverage.js';
 
 /** What a process warning is about; its `code` is `RXFEED_<KIND>`. */
-export type WarningKind = 'REPEATED_FAILURE' | 'STALL' | 'HALTED' | 'FATAL';
+export type WarningKind = 'REPEATED_FAILURE' | 'STALL' | 'HALTED' | 'FATAL' | 'LEASE_GAP';
 
 /** First wait before a kind is warned about again, in ms; it doubles after each warning, up to {@link MAX_INTERVAL_MS}. */
 const FIRST_INTERVAL_MS = 60_000;
@@ -12,9 +13,10 @@ const MAX_INTERVAL_MS = 3_600_000;
 /**
  * Turns the important events of a processor nobody listens to into `process.emitWarning(message,
  * { type: 'RxfeedWarning', code: 'RXFEED_<KIND>' })`, Node's convention for a library to be heard: a failure
- * that repeats (an `error` event at its 3rd attempt or later), a stall, a halted partition, a fatal stop.
- * Each kind is warned about at once, then at a falling rate: at most once a minute, then every 2, 4, … minutes
- * (up to an hour), each warning counting the events of its kind it stood for.
+ * that repeats (an `error` event at its 3rd attempt or later), a stall, a halted partition, a key range found
+ * without a lease (and given leases: `LeaseGapError`), a fatal stop. Each kind is warned about at once, then at
+ * a falling rate: at most once a minute, then every 2, 4, … minutes (up to an hour), each warning counting the
+ * events of its kind it stood for.
  *
  * @example
  * ```ts
@@ -65,6 +67,8 @@ export function warningKind(event: FeedEvent): WarningKind | undefined {
       return event.reason === 'Halted' ? 'HALTED' : undefined;
     case 'error':
       if (event.kind === 'fencing' || event.kind === 'corrupt') return undefined;
+      // A key range that had no lease (its changes were read by nobody) and was repaired.
+      if (event.error instanceof LeaseGapError) return 'LEASE_GAP';
       // Configuration mistakes and sinks that refuse for good stop the processor.
       if (event.kind === 'infrastructure' && event.attempts === undefined && classifyFailure(event.error) === 'permanent') return 'FATAL';
       return (event.attempts ?? 1) >= 3 ? 'REPEATED_FAILURE' : undefined;
@@ -79,6 +83,8 @@ function describe(kind: WarningKind, event: FeedEvent): string {
       return `stall: ${(event as Extract<FeedEvent, { type: 'stall' }>).message}`;
     case 'HALTED':
       return `partition halted by its failure policy (onFailure): nothing past the failing change is checkpointed and the lease was given back (close reason Halted)`;
+    case 'LEASE_GAP':
+      return (event as Extract<FeedEvent, { type: 'error' }>).error.message;
     case 'FATAL':
       return `stopping: ${(event as Extract<FeedEvent, { type: 'error' }>).error.message}`;
     case 'REPEATED_FAILURE': {

@@ -316,6 +316,8 @@ export class Hosts {
       this.world.halted.add(event.lease);
       this.sim.tally('poison.halted');
     }
+    // A key range found without a lease and given leases (Coverage): counted, to show a seed exercises it.
+    if (event.type === 'error' && event.error.name === 'LeaseGapError') this.sim.tally('lease.gapRepaired');
     if (event.type !== 'leaseLost' || host.everPaused) return;
     const { faults } = this.sim;
     if (faults.has('lease') || faults.has('clock') || faults.has('twin')) return;

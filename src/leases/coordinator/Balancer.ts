@@ -46,6 +46,8 @@ export class Balancer {
     private readonly links: BalancerLinks,
     private readonly balanceBy: 'count' | 'load',
     private readonly limits: { readonly minLeases: number; readonly maxLeases: number },
+    /** Reviews a listing for key ranges no lease covers and repairs them (Coverage); true when leases were created. */
+    private readonly coverage: (leases: readonly Lease[]) => false | Promise<boolean>,
   ) {
     this.#log = logger('balancer', { owner: ctx.owner });
   }
@@ -113,6 +115,8 @@ export class Balancer {
     const seen = leases.map((l) => ctx.observed.observe(l, now));
     ctx.observed.keepOnly(new Set(leases.map((l) => l.id)));
     this.#reconcile(leases);
+    const repair = known ? false : this.coverage(leases); // `false` at once while the leases cover the key space
+    if (repair && (await repair)) this.soon(0); // the leases created are taken next round
 
     const shared = ctx.names.review(seen, ctx.owned, now);
     if (shared) this.#reportSharedName(shared);

@@ -10,6 +10,7 @@ import { fatalCloseReason } from '../../errors/classify.js';
 import type { FeedEvent } from '../../core/events.js';
 import { monotonicOf, wallClockOf } from '../../internal/clocks.js';
 import { logger } from '../../internal/log.js';
+import type { Lease } from '../Lease.js';
 import type { LeaseCoordinator, OwnedLease } from '../LeaseCoordinator.js';
 import { namingOf } from '../protocol/documents.js';
 import { Acquirer } from './Acquirer.js';
@@ -27,6 +28,7 @@ import { validateOptions, type LeaseCoordinatorOptions, type ResolvedCoordinator
 import type { Ownership } from './Ownership.js';
 import { Renewer } from './Renewer.js';
 import { Cooldown } from './schedule.js';
+import { Coverage } from './Coverage.js';
 
 /** @internal One host's lease coordinator: see {@link createLeaseCoordinator}. */
 export class Coordinator implements LeaseCoordinator {
@@ -75,11 +77,13 @@ export class Coordinator implements LeaseCoordinator {
       acquired: (owned) => this.#acquired.next(owned),
       asked: (id) => this.#departure.asked(id),
     });
+    const coverage = new Coverage(ctx, { startPosition: options.startPosition });
     this.#balancer = new Balancer(
       ctx,
       { acquirer: this.#acquirer, endings: this.#endings, writer, cooldown, finish: (lease) => gone.finish(lease), leasesGone: () => this.#leasesGone() },
       balanceBy,
       { minLeases: o.minLeases, maxLeases: o.maxLeases },
+      (leases) => this.#reviewCoverage(coverage, leases),
     );
 
     this.events$ = this.#events.asObservable();
@@ -230,6 +234,29 @@ export class Coordinator implements LeaseCoordinator {
       });
     }
     return ctx.t.acquireMs;
+  }
+
+  /**
+   * The balance loop's coverage step (Coverage): `false` at once while the leases cover the key space. A
+   * failed review or repair is counted and retried next round; it does not fail the round.
+   */
+  #reviewCoverage(coverage: Coverage, leases: readonly Lease[]): false | Promise<boolean> {
+    const ctx = this.#ctx;
+    const review = coverage.review(leases);
+    if (!review) {
+      ctx.failures.succeeded('coverage');
+      return false;
+    }
+    return review.then(
+      (created) => {
+        ctx.failures.succeeded('coverage');
+        return created;
+      },
+      (error: unknown) => {
+        if (!this.#fatal(error)) ctx.failures.failed('coverage', error);
+        return false;
+      },
+    );
   }
 
   /** Errors no retry can fix end the coordinator: `acquired$` errors, leases are dropped. */

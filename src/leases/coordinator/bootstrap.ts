@@ -8,8 +8,8 @@ import type { LeaseStore } from '../LeaseStore.js';
 import { floorId, infoId, isLeaseOf, leaseDocument, lockId, markerDocument, type LeaseNaming } from '../protocol/documents.js';
 import { coversRange } from './splitMerge.js';
 
-/** The whole key space: what the partitions a bootstrap creates leases for must cover between them. */
-const KEY_SPACE = { minInclusive: '', maxExclusive: 'FF' } as const;
+/** @internal The whole key space: what the partitions a bootstrap creates leases for must cover between them. */
+export const KEY_SPACE = { minInclusive: '', maxExclusive: 'FF' } as const;
 
 /** A marker document that exists but is not in our format (e.g. the .NET processor's `{ id }`). */
 const FOREIGN = Symbol('foreign marker');

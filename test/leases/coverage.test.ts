@@ -1,0 +1,205 @@
+/**
+ * Key ranges no lease covers (issue 25: a reset racing a bootstrap, a forced reset that failed part way, a
+ * lease deleted by hand): the planner, the repair step, and a processor that heals itself.
+ */
+import { describe, expect, it } from 'vitest';
+import type { FeedEvent } from '../../src/core/events.js';
+import type { Partition } from '../../src/core/Partition.js';
+import type { CoordinatorContext } from '../../src/leases/coordinator/context.js';
+import { PartitionList } from '../../src/leases/coordinator/context.js';
+import { Coverage, LeaseGapError, uncoveredRanges } from '../../src/leases/coordinator/Coverage.js';
+import type { Lease } from '../../src/leases/Lease.js';
+import type { LeaseStore } from '../../src/leases/LeaseStore.js';
+import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
+import { floorDocument, leaseDocument, markerDocument, namingOf, type LeaseNaming } from '../../src/leases/protocol/index.js';
+import { warningKind } from '../../src/feed/processWarnings.js';
+import { FakePartitions, partitions, startHost } from './hosts.js';
+import { VirtualScheduler } from './virtualScheduler.js';
+
+const timings = { leaseAcquireIntervalMs: 13_000, leaseRenewIntervalMs: 40_000, leaseExpirationMs: 60_000 };
+const isLease = (id: string) => /^p\.\d+$/.test(id);
+
+function lease(token: string, range?: { minInclusive: string; maxExclusive: string }, properties: Record<string, string> = {}): Lease {
+  return { id: `p.${token}`, leaseToken: token, feedRange: range, owner: null, continuation: null, timestampMs: 0, epoch: 1, mode: 'latestVersion', properties, etag: '1' } as Lease;
+}
+const leasesOf = (parts: readonly Partition[]) => parts.map((p) => lease(p.id, p.range));
+
+describe('uncoveredRanges (the planner)', () => {
+  const three = partitions(3);
+
+  it('finds nothing when every partition has its lease, with or without a feedRange', () => {
+    expect(uncoveredRanges(leasesOf(three), three)).toEqual({ gaps: [], create: [] });
+    expect(uncoveredRanges(three.map((p) => lease(p.id)), three)).toEqual({ gaps: [], create: [] });
+  });
+
+  it("finds a missing partition's range and plans its lease", () => {
+    const plan = uncoveredRanges(leasesOf(three).filter((l) => l.leaseToken !== '1'), three);
+    expect(plan).toEqual({ gaps: [three[1]!.range], create: [{ token: '1', range: three[1]!.range }] });
+    const none = uncoveredRanges([], three);
+    expect(none!.gaps).toEqual([{ minInclusive: '', maxExclusive: 'FF' }]);
+    expect(none!.create.map((c) => c.token)).toEqual(['0', '1', '2']);
+  });
+
+  it('plans an EPK lease for the part of a partition a gap covers', () => {
+    const one = partitions(1); // ['', 'FF')
+    const plan = uncoveredRanges([lease('-8000', { minInclusive: '', maxExclusive: '8000' })], one);
+    expect(plan).toEqual({ gaps: [{ minInclusive: '8000', maxExclusive: 'FF' }], create: [{ token: '8000-FF', range: { minInclusive: '8000', maxExclusive: 'FF' } }] });
+  });
+
+  it("counts a gone partition's lease as covering its children (its replacement creates them), and abstains when it cannot tell", () => {
+    const parts = new FakePartitions(2);
+    const before = parts.list;
+    const [c1, c2] = parts.split('0');
+    // The parent lease, without a feedRange, and not listed any more: its listed children name it.
+    expect(uncoveredRanges([lease('0'), lease('1', before[1]!.range)], parts.list)).toEqual({ gaps: [], create: [] });
+    // The children created before the parent is deleted (a split's replacement): still no gap, at any moment.
+    expect(uncoveredRanges([lease('0', before[0]!.range), ...parts.list.map((p) => lease(p.id, p.range))], parts.list)).toEqual({ gaps: [], create: [] });
+    expect([c1, c2]).toEqual(['2', '3']);
+    // A lease whose range nothing tells: no repair.
+    const withoutParents = parts.list.map(({ id, range }) => ({ id, range }));
+    expect(uncoveredRanges([lease('0'), lease('1', before[1]!.range)], withoutParents)).toBeUndefined();
+  });
+
+  it('abstains when the partitions listed do not cover the key space (the listing lags a split)', () => {
+    expect(uncoveredRanges([lease('0', three[0]!.range)], three.slice(0, 2))).toBeUndefined();
+  });
+
+  it('counts a lease marked replaced (rxfeed.replacedAtEpoch) as covering its range', () => {
+    const marked = leasesOf(three).map((l) => (l.leaseToken === '1' ? { ...l, properties: { 'rxfeed.replacedAtEpoch': '4' } } : l));
+    expect(uncoveredRanges(marked, three)).toEqual({ gaps: [], create: [] });
+  });
+});
+
+/** A Coverage on `store` with its own virtual clock; `list` is what the balance loop's listing shows. */
+function coverageOn(store: LeaseStore, parts: FakePartitions, options: { startPosition?: (p: Partition) => Promise<string | null> } = {}) {
+  const clock = new VirtualScheduler(1_000_000);
+  const naming: LeaseNaming = namingOf('p.', 'rxfeed', 'a', 'latestVersion', () => clock.now());
+  const events: FeedEvent[] = [];
+  const ctx = {
+    owner: 'a',
+    store,
+    naming,
+    t: { acquireMs: 13_000, renewMs: 40_000, expirationMs: 60_000 },
+    scheduler: clock,
+    now: () => clock.now(),
+    log: () => undefined,
+    partitions: new PartitionList(parts.listPartitions, new AbortController().signal),
+    emit: (e: FeedEvent) => events.push(e),
+  } as unknown as CoordinatorContext;
+  return { coverage: new Coverage(ctx, options), clock, naming, events };
+}
+
+async function seeded(n: number): Promise<{ store: MemoryLeaseStore; parts: FakePartitions; naming: LeaseNaming }> {
+  const store = new MemoryLeaseStore();
+  const parts = new FakePartitions(n);
+  const naming = namingOf('p.', 'rxfeed', 'seed', 'latestVersion', () => 0);
+  for (const p of parts.list) await store.createIfAbsent(leaseDocument(naming, p.id, p.range, null, {}, 2));
+  await store.createIfAbsent(markerDocument(naming, 'p..info'));
+  return { store, parts, naming };
+}
+
+const leasesIn = async (store: LeaseStore) => (await store.list('p.')).leases.filter((l) => isLease(l.id));
+
+describe('Coverage (the repair step)', () => {
+  it('repairs a gap seen in every round for an expiration, at the epoch floor, from the pinned start, and says so', async () => {
+    const { store, parts } = await seeded(3);
+    await store.delete((await store.read('p.1'))!);
+    await store.createIfAbsent(floorDocument({ prefix: 'p.', markerPrefix: 'p.', scheme: 'rxfeed' }, 7, 0));
+    const { coverage, clock, events } = coverageOn(store, parts, { startPosition: async (p) => `now-of-${p.id}` });
+    expect(await coverage.review(await leasesIn(store))).toBe(false); // seen once
+    await clock.advance(13_000);
+    expect(await coverage.review(await leasesIn(store))).toBe(false); // seen again, too soon
+    expect(await store.read('p.1')).toBeUndefined();
+    await clock.advance(47_000);
+    expect(await coverage.review(await leasesIn(store))).toBe(true);
+    expect(await store.read('p.1')).toMatchObject({ owner: null, epoch: 7, continuation: 'now-of-1', feedRange: parts.list[1]!.range });
+    expect(await store.read('p..lock')).toBeUndefined();
+    expect(events).toHaveLength(1);
+    const event = events[0]!;
+    expect(event).toMatchObject({ type: 'error', kind: 'infrastructure' });
+    expect((event as Extract<FeedEvent, { type: 'error' }>).error).toBeInstanceOf(LeaseGapError);
+    expect((event as Extract<FeedEvent, { type: 'error' }>).error.message).toMatch(/key range \[5555, AAAA\) had no lease under prefix 'p\.'.*created leases 1 at epoch 7/);
+    expect(warningKind(event)).toBe('LEASE_GAP'); // a process warning when nobody listens
+    expect(await coverage.review(await leasesIn(store))).toBe(false);
+  });
+
+  it('leaves a gap alone while the bootstrap lock is held (a bootstrap in progress), and removes a stale one', async () => {
+    const { store, parts } = await seeded(2);
+    await store.delete((await store.read('p.0'))!);
+    const { coverage, clock, naming } = coverageOn(store, parts);
+    expect(await coverage.review(await leasesIn(store))).toBe(false);
+    await clock.advance(60_000); // the gap has lasted an expiration: repaired, but for the lock
+    await store.createIfAbsent(markerDocument({ ...naming, owner: 'b' }, 'p..lock'));
+    for (let i = 0; i < 4; i++) {
+      expect(await coverage.review(await leasesIn(store))).toBe(false);
+      await clock.advance(13_000);
+    }
+    expect(await store.read('p.0')).toBeUndefined();
+    // The lock's host died an expiration ago: removed; the next round repairs.
+    await clock.advance(8_000);
+    expect(await coverage.review(await leasesIn(store))).toBe(false);
+    expect(await store.read('p..lock')).toBeUndefined();
+    expect(await coverage.review(await leasesIn(store))).toBe(true);
+    expect(await store.read('p.0')).toMatchObject({ epoch: 0, owner: null });
+  });
+
+  it('does not repair what only a lagging listing misses: the fresh listing under the lock shows it', async () => {
+    const { store, parts } = await seeded(3);
+    const creates: string[] = [];
+    const watched: LeaseStore = { ...store, list: (p) => store.list(p), read: (id) => store.read(id), replace: (l) => store.replace(l), delete: (l) => store.delete(l), createIfAbsent: (l) => (creates.push(l.id), store.createIfAbsent(l)) };
+    const { coverage, clock, events } = coverageOn(watched, parts);
+    const lagging = (await leasesIn(store)).filter((l) => l.leaseToken !== '2'); // another host's lease, not seen yet
+    expect(await coverage.review(lagging)).toBe(false);
+    await clock.advance(60_000);
+    expect(await coverage.review(lagging)).toBe(false);
+    expect(creates).toEqual(['p..lock']);
+    expect(await store.read('p..lock')).toBeUndefined();
+    expect(events).toEqual([]);
+  });
+});
+
+describe('a processor whose lease is deleted behind its back', () => {
+  it('creates it again (the key range would otherwise be read by nobody) and takes it', async () => {
+    const clock = new VirtualScheduler(1_000_000);
+    const store = new MemoryLeaseStore();
+    const parts = new FakePartitions(3);
+    const a = startHost('a', store, clock, parts.listPartitions, timings);
+    await clock.advance(1_000);
+    expect(a.coordinator.owned()).toHaveLength(3);
+    await store.delete((await store.read('p.1'))!);
+    for (let i = 0; i < 7; i++) await clock.advance(timings.leaseAcquireIntervalMs);
+    expect(a.events.filter((e) => e.type === 'leaseLost').map((e) => e.lease)).toEqual(['1']);
+    expect(a.coordinator.owned().map((o) => o.leaseToken).sort()).toEqual(['0', '1', '2']);
+    const gaps = a.events.filter((e) => e.type === 'error' && e.error instanceof LeaseGapError);
+    expect(gaps).toHaveLength(1);
+    expect(a.events.filter((e) => e.type === 'stall')).toEqual([]);
+    await a.coordinator.stop();
+  });
+
+  it('leaves the leases of a bootstrap in progress (its lock held) alone', async () => {
+    const clock = new VirtualScheduler(1_000_000);
+    const store = new MemoryLeaseStore();
+    const parts = new FakePartitions(3);
+    const a = startHost('a', store, clock, parts.listPartitions, timings);
+    await clock.advance(1_000);
+    // Another host bootstraps (after a reset, say): it holds the lock, and its lease 2 is not created yet.
+    await store.createIfAbsent(markerDocument(namingOf('p.', 'rxfeed', 'b', 'latestVersion', () => clock.now()), 'p..lock'));
+    await store.delete((await store.read('p.2'))!);
+    // Longer than the gap must last to be repaired; the bootstrap's host is alive (its lock stays fresh).
+    for (let i = 0; i < 6; i++) {
+      await clock.advance(timings.leaseAcquireIntervalMs);
+      const lock = (await store.read('p..lock'))!;
+      await store.replace({ ...lock, timestampMs: clock.now() });
+    }
+    expect(await store.read('p.2')).toBeUndefined();
+    expect(a.events.filter((e) => e.type === 'error' && e.error instanceof LeaseGapError)).toEqual([]);
+    // The bootstrap ends: it created lease 2 and removed its lock.
+    const naming = namingOf('p.', 'rxfeed', 'b', 'latestVersion', () => clock.now());
+    await store.createIfAbsent(leaseDocument(naming, '2', parts.list[2]!.range, null, {}, 0));
+    await store.delete((await store.read('p..lock'))!);
+    for (let i = 0; i < 3; i++) await clock.advance(timings.leaseAcquireIntervalMs);
+    expect(a.events.filter((e) => e.type === 'error' && e.error instanceof LeaseGapError)).toEqual([]);
+    expect(a.coordinator.owned().map((o) => o.leaseToken).sort()).toEqual(['0', '1', '2']);
+    await a.coordinator.stop();
+  });
+});
