@@ -73,21 +73,70 @@ export async function prometheusMetrics(
   options: PrometheusMetricsOptions = {},
 ): Promise<PrometheusMetrics> {
   const lagOptions = options.lag;
-  if (lagOptions !== undefined) {
-    checkEstimateOptions(lagOptions);
-    const interval = lagOptions.intervalMs;
-    if (interval !== undefined && (!Number.isFinite(interval) || interval < 0)) {
-      throw new InvalidOptionsError('lag.intervalMs', `must be a non-negative number of milliseconds, got ${String(interval)}`);
-    }
-  }
+  if (lagOptions !== undefined) checkLagOptions(lagOptions);
   const prom = await loadPromClient();
   const registry = options.registry ?? prom.register;
-  const prefix = options.prefix ?? 'rxfeed_';
-  const owner = processor.owner;
+  const metric: MetricScope = { prom, common: { registers: [registry] }, prefix: options.prefix ?? 'rxfeed_', owner: processor.owner };
   const owned = new Set<string>();
-  const common = { registers: [registry] };
 
-  const leasesOwned = new prom.Gauge({
+  registerFeedGauges(metric, processor, owned);
+  const counters = registerFeedCounters(metric);
+  const lagGauges = lagOptions ? registerLagGauges(metric, () => owned, lagOptions) : [];
+  const subscription = processor.events$.subscribe(countEvents(counters, owned, metric.owner));
+  const names = [...FEED_METRICS, ...lagGauges];
+  return {
+    registry,
+    stop() {
+      subscription.unsubscribe();
+      for (const name of names) registry.removeSingleMetric(metric.prefix + name);
+    },
+  };
+}
+
+/** Where and how {@link prometheusMetrics} registers its metrics: prom-client, the registry, the name prefix, the host. */
+interface MetricScope {
+  readonly prom: typeof PromClient;
+  readonly common: { registers: Registry[] };
+  readonly prefix: string;
+  readonly owner: string;
+}
+
+/** The names (without prefix) of the metrics every {@link prometheusMetrics} registers, in registration order. */
+const FEED_METRICS = [
+  'leases_owned',
+  'in_flight_changes',
+  'lease_events_total',
+  'checkpoints_total',
+  'checkpointed_changes_total',
+  'errors_total',
+  'read_failures_total',
+  'stalls_total',
+  'dead_letters_total',
+] as const;
+
+/** The counters the feed's events drive. */
+interface FeedCounters {
+  readonly leaseEvents: PromClient.Counter;
+  readonly checkpoints: PromClient.Counter;
+  readonly checkpointed: PromClient.Counter;
+  readonly errors: PromClient.Counter;
+  readonly readFailures: PromClient.Counter;
+  readonly stalls: PromClient.Counter;
+  readonly deadLetters: PromClient.Counter;
+}
+
+/** Validates the `lag` option: the estimator's options, and `intervalMs` a non-negative number. */
+function checkLagOptions(lagOptions: PrometheusLagOptions): void {
+  checkEstimateOptions(lagOptions);
+  const interval = lagOptions.intervalMs;
+  if (interval !== undefined && (!Number.isFinite(interval) || interval < 0)) {
+    throw new InvalidOptionsError('lag.intervalMs', `must be a non-negative number of milliseconds, got ${String(interval)}`);
+  }
+}
+
+/** Registers the gauges read at scrape time: leases owned (from the events counted) and read credit in use. */
+function registerFeedGauges({ prom, common, prefix, owner }: MetricScope, processor: ChangeFeedProcessor<unknown>, owned: ReadonlySet<string>): void {
+  new prom.Gauge({
     ...common,
     name: `${prefix}leases_owned`,
     help: 'Leases this host owns',
@@ -96,7 +145,7 @@ export async function prometheusMetrics(
       this.set({ owner }, owned.size);
     },
   });
-  const inFlight = new prom.Gauge({
+  new prom.Gauge({
     ...common,
     name: `${prefix}in_flight_changes`,
     help: 'Changes read but not yet acknowledged by checkpointEvery (read credit in use)',
@@ -105,42 +154,31 @@ export async function prometheusMetrics(
       this.set({ owner }, processor.inFlightChanges);
     },
   });
-  const leaseEvents = new prom.Counter({
-    ...common,
-    name: `${prefix}lease_events_total`,
-    help: 'Lease ownership events (acquired, released, lost, takenOver, split)',
-    labelNames: ['owner', 'event'],
-  });
-  const checkpoints = new prom.Counter({ ...common, name: `${prefix}checkpoints_total`, help: 'Checkpoints written', labelNames: ['owner'] });
-  const checkpointed = new prom.Counter({
-    ...common,
-    name: `${prefix}checkpointed_changes_total`,
-    help: 'Changes covered by written checkpoints',
-    labelNames: ['owner'],
-  });
-  const errors = new prom.Counter({
-    ...common,
-    name: `${prefix}errors_total`,
-    help: 'Errors reported on the events stream, by error name and kind (item, infrastructure, fencing, corrupt)',
-    labelNames: ['owner', 'error', 'kind'],
-  });
-  const readFailures = new prom.Counter({
-    ...common,
-    name: `${prefix}read_failures_total`,
-    help: 'Failed partition reads that were retried, by cause (throttled, unavailable, timeout, network, other); every one, not only those reported as error events',
-    labelNames: ['owner', 'failure'],
-  });
-  const stalls = new prom.Counter({ ...common, name: `${prefix}stalls_total`, help: 'Stall warnings (dropped batches, exhausted credit)', labelNames: ['owner'] });
-  const deadLetters = new prom.Counter({
-    ...common,
-    name: `${prefix}dead_letters_total`,
-    help: 'Changes written to the dead-letter sink (onFailure: { deadLetter })',
-    labelNames: ['owner'],
-  });
+}
 
-  const lagGauges = lagOptions ? registerLagGauges(prom, common, prefix, owner, () => owned, lagOptions) : [];
+/** Registers the counters of lease events, checkpoints, errors, read failures, stalls and dead letters. */
+function registerFeedCounters({ prom, common, prefix }: MetricScope): FeedCounters {
+  const counter = (name: string, help: string, labels: string[] = []): PromClient.Counter =>
+    new prom.Counter({ ...common, name: `${prefix}${name}`, help, labelNames: ['owner', ...labels] });
+  return {
+    leaseEvents: counter('lease_events_total', 'Lease ownership events (acquired, released, lost, takenOver, split)', ['event']),
+    checkpoints: counter('checkpoints_total', 'Checkpoints written'),
+    checkpointed: counter('checkpointed_changes_total', 'Changes covered by written checkpoints'),
+    errors: counter('errors_total', 'Errors reported on the events stream, by error name and kind (item, infrastructure, fencing, corrupt)', ['error', 'kind']),
+    readFailures: counter(
+      'read_failures_total',
+      'Failed partition reads that were retried, by cause (throttled, unavailable, timeout, network, other); every one, not only those reported as error events',
+      ['failure'],
+    ),
+    stalls: counter('stalls_total', 'Stall warnings (dropped batches, exhausted credit)'),
+    deadLetters: counter('dead_letters_total', 'Changes written to the dead-letter sink (onFailure: { deadLetter })'),
+  };
+}
 
-  const onEvent = (event: FeedEvent): void => {
+/** The handler of the feed's events: counts each in its counter, and keeps the set of owned leases. */
+function countEvents(counters: FeedCounters, owned: Set<string>, owner: string): (event: FeedEvent) => void {
+  const { leaseEvents, checkpoints, checkpointed, errors, readFailures, stalls, deadLetters } = counters;
+  return (event) => {
     switch (event.type) {
       case 'leaseAcquired':
         owned.add(event.lease);
@@ -175,41 +213,13 @@ export async function prometheusMetrics(
         break;
     }
   };
-  const subscription = processor.events$.subscribe(onEvent);
-  void [leasesOwned, inFlight]; // registered; they report through collect()
-  const names = [
-    'leases_owned',
-    'in_flight_changes',
-    'lease_events_total',
-    'checkpoints_total',
-    'checkpointed_changes_total',
-    'errors_total',
-    'read_failures_total',
-    'stalls_total',
-    'dead_letters_total',
-    ...lagGauges,
-  ];
-  return {
-    registry,
-    stop() {
-      subscription.unsubscribe();
-      for (const name of names) registry.removeSingleMetric(prefix + name);
-    },
-  };
 }
 
 /**
  * Registers the lag gauges: both are filled from one cached estimate, taken when a scrape finds the cache older
  * than `intervalMs`. Returns the metric names (without prefix).
  */
-function registerLagGauges(
-  prom: typeof PromClient,
-  common: { registers: Registry[] },
-  prefix: string,
-  owner: string,
-  owned: () => ReadonlySet<string>,
-  options: PrometheusLagOptions,
-): string[] {
+function registerLagGauges({ prom, common, prefix, owner }: MetricScope, owned: () => ReadonlySet<string>, options: PrometheusLagOptions): string[] {
   const intervalMs = options.intervalMs ?? 10_000;
   const now = options.now ?? Date.now;
   let cached: { at: number; lags: Promise<LeaseLag[]> } | undefined;
