@@ -170,14 +170,17 @@ describe('simulation: seeds the admin, topology and broker fault sets found', ()
     policy: 'deadLetter',
   };
   const resetFailedPartWay: SimConfig = { seed: 45, faults: FAULT_SETS.filter((f) => f !== 'twin'), hosts: { min: 2, max: 6 }, ...drawVariant(45), policy: 'deadLetter' };
-  for (const [what, config] of [
-    ['a reset that raced a bootstrap', resetRacedBootstrap],
-    ['a forced reset that failed part way', resetFailedPartWay],
+  // Seed 54's run no longer reaches the race since the operator's reads are current once faults stop (seed 186)
+  // and the halt backoff changed its timing: it stays as a guard of the scenario; seed 45 still needs a repair.
+  // The race itself is tested in test/leases/coverage.test.ts.
+  for (const [what, config, repairs] of [
+    ['a reset that raced a bootstrap', resetRacedBootstrap, false],
+    ['a forced reset that failed part way', resetFailedPartWay, true],
   ] as const) {
     it(`change-never-delivered: key ranges left without a lease by ${what}: ${replayLine(config)}`, async () => {
       const { stats, violations } = await runSimulation(config);
       expect(violations).toEqual([]);
-      expect(stats.faults['lease.gapRepaired']).toBeGreaterThan(0);
+      if (repairs) expect(stats.faults['lease.gapRepaired']).toBeGreaterThan(0);
     });
   }
   // change-never-delivered, view-differs-from-source (seed 186, found with --sse on; the same without the hub):
@@ -339,7 +342,8 @@ describe('simulation: the SSE hub as an observer', () => {
     const { stats, violations } = await runSimulation(whole);
     expect(violations).toEqual([]);
     expect(stats.faults['lease.epkCreated']).toBeGreaterThan(0);
-    expect(stats.faults['sse.readUnderOther']).toBeGreaterThan(0);
+    // Since the halt backoff and the current reads after the chaos, this run no longer re-reads the change under
+    // the merged partition's lease (no seed of 1–80 with --sse on does): it guards the scenario, not the rule.
   });
   it('--faults all draws it from a PRNG of its own, in the Rx form only', () => {
     const drawn = seeds(1, 40).map(drawVariant);
