@@ -4,7 +4,7 @@ import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { InvalidOptionsError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import { changeEnvelope } from '../nats/publishToJetStream.js';
-import { type BrokerPublisher, messageId, type PublishResult, relay, type RelayOptions } from '../relay/relay.js';
+import { type BrokerPublisher, messageId, notSent, type PublishResult, relay, type RelayOptions } from '../relay/relay.js';
 import type { AnyBatches, DocumentOf } from '../operators/types.js';
 import { importOptional } from '../internal/importOptional.js';
 import { LazyConnection } from '../internal/lazyConnection.js';
@@ -159,13 +159,14 @@ class AmqpPublisher implements BrokerPublisher<AmqpMessage> {
     return channel;
   }
 
-  async publish(messages: readonly AmqpMessage[]): Promise<PublishResult[]> {
+  async publish(messages: readonly AmqpMessage[], stop?: () => boolean): Promise<PublishResult[]> {
     let channel: AmqpConfirmChannelLike;
     try {
       channel = await this.#channel.get();
     } catch (error) {
       return messages.map(() => ({ ok: false, error }));
     }
+    if (stop?.()) return messages.map(() => notSent());
     const results: PublishResult[] = new Array<PublishResult>(messages.length);
     let outstanding = messages.length;
     let confirmed = 0;
@@ -195,6 +196,11 @@ class AmqpPublisher implements BrokerPublisher<AmqpMessage> {
     }, timeoutMs);
     for (const [i, m] of messages.entries()) {
       if (results[i] !== undefined) continue; // the round failed already (the channel closed, no confirms)
+      if (i > 0 && stop?.()) {
+        // Ownership ended while flow control held the round: what was sent lands, the rest is not sent.
+        for (let j = i; j < messages.length; j++) settle(j, notSent());
+        break;
+      }
       let ready = true;
       try {
         ready = channel.publish(this.#exchange, m.routingKey, m.content, m.options, (error) =>
