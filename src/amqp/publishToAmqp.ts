@@ -256,7 +256,10 @@ class AmqpPublisher implements BrokerPublisher<AmqpMessage> {
  * round holds at most one change of a document, so a message refused while the next one is stored cannot
  * put a document's changes out of order);
  * after a failure the round resumes at the first unconfirmed message (later ones are sent again, counted in
- * `stats.resent`), so one document's changes reach the exchange in LSN order.
+ * `stats.resent`), so one document's changes reach the exchange in LSN order. Nothing more of a round is
+ * sent once its lease is let go (a drain that timed out while the broker blocked publishers); what was sent
+ * before lands when the broker reads again, possibly after the next owner's messages: a `drainTimeoutMs`
+ * longer than the broker holds publishers keeps those in order too.
  *
  * Failures: a dropped connection (reconnected), a nack (a queue full with `reject-publish`), no confirm within
  * `confirmTimeoutMs`, and the broker restarting are retried with capped backoff while the partition is
