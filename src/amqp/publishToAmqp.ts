@@ -4,7 +4,7 @@ import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { InvalidOptionsError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import { changeEnvelope } from '../nats/publishToJetStream.js';
-import { type BrokerPublisher, messageId, type PublishResult, relay, type RelayOptions } from '../relay/relay.js';
+import { type BrokerPublisher, messageId, notSent, type PublishResult, relay, type RelayOptions } from '../relay/relay.js';
 import type { AnyBatches, DocumentOf } from '../operators/types.js';
 import { importOptional } from '../internal/importOptional.js';
 import { LazyConnection } from '../internal/lazyConnection.js';
@@ -159,13 +159,14 @@ class AmqpPublisher implements BrokerPublisher<AmqpMessage> {
     return channel;
   }
 
-  async publish(messages: readonly AmqpMessage[]): Promise<PublishResult[]> {
+  async publish(messages: readonly AmqpMessage[], stop?: () => boolean): Promise<PublishResult[]> {
     let channel: AmqpConfirmChannelLike;
     try {
       channel = await this.#channel.get();
     } catch (error) {
       return messages.map(() => ({ ok: false, error }));
     }
+    if (stop?.()) return messages.map(() => notSent());
     const results: PublishResult[] = new Array<PublishResult>(messages.length);
     let outstanding = messages.length;
     let confirmed = 0;
@@ -195,6 +196,11 @@ class AmqpPublisher implements BrokerPublisher<AmqpMessage> {
     }, timeoutMs);
     for (const [i, m] of messages.entries()) {
       if (results[i] !== undefined) continue; // the round failed already (the channel closed, no confirms)
+      if (i > 0 && stop?.()) {
+        // Ownership ended while flow control held the round: what was sent lands, the rest is not sent.
+        for (let j = i; j < messages.length; j++) settle(j, notSent());
+        break;
+      }
       let ready = true;
       try {
         ready = channel.publish(this.#exchange, m.routingKey, m.content, m.options, (error) =>
@@ -250,7 +256,10 @@ class AmqpPublisher implements BrokerPublisher<AmqpMessage> {
  * round holds at most one change of a document, so a message refused while the next one is stored cannot
  * put a document's changes out of order);
  * after a failure the round resumes at the first unconfirmed message (later ones are sent again, counted in
- * `stats.resent`), so one document's changes reach the exchange in LSN order.
+ * `stats.resent`), so one document's changes reach the exchange in LSN order. Nothing more of a round is
+ * sent once its lease is let go (a drain that timed out while the broker blocked publishers); what was sent
+ * before lands when the broker reads again, possibly after the next owner's messages: a `drainTimeoutMs`
+ * longer than the broker holds publishers keeps those in order too.
  *
  * Failures: a dropped connection (reconnected), a nack (a queue full with `reject-publish`), no confirm within
  * `confirmTimeoutMs`, and the broker restarting are retried with capped backoff while the partition is

@@ -5,7 +5,7 @@ import { InvalidOptionsError } from '../errors/index.js';
 import { importOptional } from '../internal/importOptional.js';
 import { LazyConnection } from '../internal/lazyConnection.js';
 import type { AnyBatches, DocumentOf } from '../operators/types.js';
-import { type BrokerPublisher, messageId, type PublishResult, relay, type RelayOptions } from '../relay/relay.js';
+import { type BrokerPublisher, messageId, notSent, type PublishResult, relay, type RelayOptions } from '../relay/relay.js';
 import type { FailureClass } from '../errors/classify.js';
 
 /** What a JetStream publish resolves to (the fields rxfeed reads of `PubAck`). */
@@ -102,13 +102,14 @@ class JetStreamPublisher implements BrokerPublisher<NatsMessage> {
     });
   }
 
-  async publish(messages: readonly NatsMessage[]): Promise<PublishResult[]> {
+  async publish(messages: readonly NatsMessage[], stop?: () => boolean): Promise<PublishResult[]> {
     let js: JetStreamClientLike;
     try {
       ({ js } = await this.#client.get());
     } catch (error) {
       return messages.map(() => ({ ok: false, error }));
     }
+    if (stop?.()) return messages.map(() => notSent());
     // All sent at once, in order, over one connection; each resolves on its own acknowledgement.
     return Promise.all(
       messages.map((m) =>

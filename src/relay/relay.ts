@@ -12,16 +12,27 @@ import type { AnyBatches, DocumentOf } from '../operators/types.js';
 import { writeInPartitionOrder } from '../sinks/internal/writeInPartitionOrder.js';
 
 /** What became of one message handed to a broker. @internal */
-export type PublishResult = { readonly ok: true; readonly duplicate: boolean } | { readonly ok: false; readonly error: unknown };
+export type PublishResult =
+  | { readonly ok: true; readonly duplicate: boolean }
+  /** `notSent`: the publisher did not send it, because `stop` answered true (see {@link BrokerPublisher.publish}). */
+  | { readonly ok: false; readonly error: unknown; readonly notSent?: true };
+
+/** The result of a message a publisher did not send because `stop` answered true. @internal */
+export function notSent(): PublishResult {
+  return { ok: false, error: new Error('not sent: the ownership of its batch ended'), notSent: true };
+}
 
 /**
  * A broker connection as a relay sees it. `publish` sends the messages in order without waiting between
  * them (pipelined) and resolves, never rejects, with one result per message once each was confirmed or
- * failed. @internal
+ * failed. It asks `stop` before sending each message: once it answers true (the ownership of a batch in the
+ * round ended while the publisher waited, for a connection or for flow control), that message and the rest
+ * are not sent and fail with `notSent`; a message sent after its lease went to the next owner could reach
+ * the broker after the next owner published its document's later changes. @internal
  */
 export interface BrokerPublisher<M> {
   readonly description: string;
-  publish(messages: readonly M[]): Promise<PublishResult[]>;
+  publish(messages: readonly M[], stop?: () => boolean): Promise<PublishResult[]>;
   /** What a failure is: `transient` when waiting can cure it (connection lost, timeout, broker refusing for now). */
   classify(error: unknown): FailureClass;
   /** Closes what the publisher opened itself. */
@@ -171,7 +182,11 @@ export function relay<B extends AnyBatches, M>(
           // One document at most once per round: a broker may refuse a message (a full stream, a nack) and
           // store the next; were that the same document's next change, it would arrive before the one resent.
           const round = distinctDocuments(pending);
-          const results = await publisher.publish(round.map((item) => item.message));
+          // Nothing is sent once a batch of the round lost its ownership (flow control can hold a round a while).
+          const results = await publisher.publish(
+            round.map((item) => item.message),
+            () => round.some((item) => ended(item.batch)),
+          );
           const failed = results.findIndex((r) => !r.ok);
           for (const [i, r] of results.entries()) {
             if (!r.ok) continue;
@@ -189,9 +204,16 @@ export function relay<B extends AnyBatches, M>(
             attempts = 0;
             continue;
           }
+          pending = pending.slice(failed);
+          if ((results[failed] as { notSent?: true }).notSent) {
+            // Not a broker failure: the batches whose ownership ended go back to their readers (the next owner
+            // publishes them again); the rest are sent in the next round.
+            batches = handBack(batches, ended);
+            pending = pending.filter((item) => batches.includes(item.batch));
+            continue;
+          }
           attempts++;
           const error = (results[failed] as { error: unknown }).error;
-          pending = pending.slice(failed);
           const first = pending[0]!.batch;
           const log = logger('relay', { lease: first.partition });
           if (publisher.classify(error) !== 'transient') {

@@ -12,6 +12,22 @@ import { type BrokerFaultPlan, FaultEnv, faultyAmqp, faultyJetStream, VirtualClo
 /** `id@lsn` of each message, in arrival order. */
 const arrivals = (messages: readonly HeldMessage[]) => messages.map((m) => JSON.parse(m.body) as { id: string; lsn: number }).map((b) => `${b.id}@${b.lsn}`);
 
+/** A reader stand-in whose ownership the test ends; records what the relay hands back. */
+function owned(source: ChangeBatch<RelayDoc>) {
+  const ownership = new AbortController();
+  const calls: string[] = [];
+  const tracker = {
+    leaseToken: source.partition,
+    signal: ownership.signal,
+    acknowledge: () => undefined,
+    checkpoint: async () => undefined,
+    reportError: () => undefined,
+    drop: (sequence: number) => void calls.push(`drop ${sequence}`),
+    halt: (sequence: number) => void calls.push(`halt ${sequence}`),
+  };
+  return { batch: new ChangeBatch<RelayDoc>({ ...source, origin: { tracker, sequence: 7, readCount: source.size } }), ownership, calls };
+}
+
 /** Runs `work` to its end on virtual time. */
 async function run<T>(clock: VirtualClock, work: Promise<T>): Promise<T> {
   let done = false;
@@ -89,6 +105,21 @@ describe('relays over the broker models (virtual time, fault wrappers)', () => {
       expect(error).toBeInstanceOf(RelayError);
     });
   }
+
+  it("amqp: a round held by flow control sends nothing more once its batch's ownership ended (the sim's broker-key-order, seed 53)", async () => {
+    // b is held by flow control for 400 ms (the relay waits for 'drain' before sending c); the lease
+    // is handed over meanwhile (a drain that timed out). a and b were sent and land; c, sent after the
+    // handover, would land after the next owner published the document's later change.
+    const r = relays({ publish: [{ kind: 'blocked', after: 1, count: 1, ms: 400 }] });
+    const { broker, operator } = r.amqp;
+    const { batch: b, ownership, calls } = owned(batch('0', ['a', 'b', 'c']));
+    r.clock.schedule(() => ownership.abort(), 200);
+    const emitted = await run(r.clock, lastValueFrom(of(b).pipe(operator, toArray())));
+    expect(emitted).toEqual([]);
+    expect(calls).toEqual(['drop 7']);
+    expect(arrivals(broker.messages)).toEqual(['a@1', 'b@2']);
+    expect(r.stats.retries).toBe(0);
+  });
 
   it('a change toMessage throws for takes its LSN group with it: dead-lettered together, never published in part', async () => {
     const clock = new VirtualClock(1_000_000);

@@ -74,8 +74,10 @@ function parse(argv: readonly string[]): { configs: SimConfig[]; verbose: boolea
   // options given explicitly win. A list of fault sets runs the classic variant (old replay lines stay exact).
   const variant = (seed: number): Variant => {
     if (faultsArg !== 'all') return explicit;
-    // `--sse on` runs in the Rx form: a seed that drew the handler form runs the Rx form instead.
-    const drawn: Variant = { ...drawVariant(seed), ...(sse === 'on' ? { form: 'rx' as const } : {}), ...explicit };
+    // `--sse on` and `--relay jetstream|amqp` run in the Rx form: a seed that drew the handler form runs the Rx
+    // form instead (a handler-form run has no relay, and took every change it delivered for one relayed).
+    const rxOnly = sse === 'on' || (relay !== undefined && relay !== 'off');
+    const drawn: Variant = { ...drawVariant(seed), ...(rxOnly ? { form: 'rx' as const } : {}), ...explicit };
     // `--source sdk` with `--faults all`: positions drawn as opaque do not apply (see sdkLimits).
     return drawn.source === 'sdk' && positions === undefined ? { ...drawn, positions: 'lsn' } : drawn;
   };
