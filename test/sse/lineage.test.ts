@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import type { Change } from '../../src/core/Change.js';
 import type { FeedRange } from '../../src/core/Partition.js';
+import { MemoryViewStore } from '../../src/sinks/MemoryViewStore.js';
 import { createSseHub } from '../../src/sse/index.js';
 import { FakeResponse } from './fakeResponse.js';
 
@@ -101,5 +102,87 @@ describe('SseHub: ids from a previous server process (changes only)', () => {
     const behind = new FakeResponse();
     after.connect(behind, { lastEventId: 'old.0:1' });
     expect(JSON.parse(behind.events.find((e) => e.type === 'reset')!.data).reason).toBe('too-old');
+  });
+});
+
+describe('SseHub: a reading that goes back (admin reset or rewind)', () => {
+  // Parts of a range read at different positions, then the whole range re-read from the least advanced part's
+  // (as an admin reset makes): the hub cannot tell which part a change is from once the part ahead is out of its
+  // buffer, so its clients start over (`reset`) rather than get changes they have again.
+  const readInParts = (hub: ReturnType<typeof hubOf>) => {
+    hub.publish(batch('1', LOW, change('a', 1)));
+    hub.publish(batch('2', HIGH, change('b', 2), change('d', 4), change('f', 6), change('g', 7), change('i', 8)));
+  };
+
+  it('a live client gets a reset, then the re-read range, not the changes it has again', () => {
+    const hub = hubOf('S', 2);
+    const res = new FakeResponse();
+    hub.connect(res);
+    readInParts(hub);
+    expect(sent(res)).toEqual(['a@1', 'b@2', 'd@4', 'f@6', 'g@7', 'i@8']);
+    hub.publish(batch('3', ALL, change('b', 2), change('c', 3), change('d', 4), change('j', 9)));
+    const reset = res.events.findIndex((e) => e.type === 'reset');
+    expect(reset).toBeGreaterThan(0);
+    // Up to the reset: each change once; after it, a new start at the hub's position.
+    const before = res.events.slice(0, reset).filter((e) => e.type === 'message').map((e) => JSON.parse(e.data) as { id: string; lsn: number });
+    expect(before.map((c) => `${c.id}@${c.lsn}`)).toEqual(['a@1', 'b@2', 'd@4', 'f@6', 'g@7', 'i@8']);
+    expect(JSON.parse(res.events[reset]!.data).resumeFrom).toBe('S.1:1,2:8,3:1');
+    expect(hub.stats().resets).toBe(1);
+  });
+
+  it('an id from before the reading went back gets a reset, not a replay of the re-read', () => {
+    const hub = hubOf('S', 2);
+    const first = new FakeResponse();
+    hub.connect(first);
+    readInParts(hub);
+    const old = first.parser.lastEventId;
+    first.disconnect();
+    hub.publish(batch('3', ALL, change('b', 2), change('c', 3)));
+    const again = new FakeResponse();
+    hub.connect(again, { lastEventId: old });
+    expect(again.events.map((e) => e.type)).toEqual(['reset']);
+    expect(sent(again)).toEqual([]);
+  });
+
+  it('a part ahead still in the buffer: its changes are known, nothing is sent twice and no one starts over', () => {
+    const hub = hubOf('S', 100);
+    const res = new FakeResponse();
+    hub.connect(res);
+    readInParts(hub);
+    hub.publish(batch('3', ALL, change('b', 2), change('c', 3), change('d', 4), change('j', 9)));
+    expect(sent(res)).toEqual(['a@1', 'b@2', 'd@4', 'f@6', 'g@7', 'i@8', 'c@3', 'j@9']);
+    expect(res.events.some((e) => e.type === 'reset')).toBe(false);
+  });
+});
+
+describe('SseHub (snapshot mode): a merged range re-read after a snapshot that has its parts at different positions', () => {
+  it('starts the client over with a new snapshot rather than send a change it has as a row', async () => {
+    type Doc = { id: string };
+    const view = new MemoryViewStore<Doc>();
+    const write = (partition: string, range: FeedRange, epoch: number, ...changes: Change<Doc>[]) =>
+      view.write({
+        mode: 'guarded',
+        changes: changes.map((c) => ({ key: c.id, row: c.document, lsn: c.lsn, timestampMs: c.timestampMs, partition })),
+        partitions: [{ partition, epoch, position: `p${changes.at(-1)!.lsn}`, lsn: changes.at(-1)!.lsn, range }],
+      });
+    // Another host read the parts: the low one up to 3, the high one up to 8.
+    await write('1', LOW, 1, change('a', 1), change('c', 3));
+    await write('2', HIGH, 1, change('b', 2), change('d', 5), change('f', 8));
+    const hub = createSseHub<Doc, Doc>({ streamId: 'S', scheduler: new VirtualTimeScheduler(), view, project: (c) => c.document });
+    const res = new FakeResponse();
+    hub.connect(res);
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(res.events.map((e) => e.type)).toEqual(['snapshot-begin', 'snapshot', 'up-to-date']);
+    // After an admin reset, this host reads the merged range from the low part's position: d@5 is the high part's.
+    const merged = batch('3', ALL, change('d', 5), change('e', 6));
+    await write('3', ALL, 2, ...merged.changes);
+    hub.publish(merged);
+    expect(sent(res)).toEqual([]);
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(res.events.map((e) => e.type)).toEqual(['snapshot-begin', 'snapshot', 'up-to-date', 'snapshot-begin', 'snapshot', 'up-to-date']);
+    hub.publish(batch('3', ALL, change('g', 9)));
+    expect(sent(res)).toEqual(['g@9']);
   });
 });

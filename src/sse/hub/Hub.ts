@@ -42,6 +42,10 @@ export class Hub<T, R> implements SseHub<T, R> {
     this.#snapshots = settings.view
       ? new Snapshots<T, R>({ ...settings, view: settings.view, changes: this.#changes, counters: this.#counters, pump: (client) => this.#delivery.pump(client) })
       : undefined;
+    this.#changes.onRewind = () => {
+      for (const client of this.#clients) if (client.open && client.state === 'live') this.#restart(client);
+    };
+    this.#delivery.restart = (client) => this.#restart(client);
     this.#startsLoaded = settings.view ? this.#changes.loadStarts(settings.view) : Promise.resolve();
   }
 
@@ -96,6 +100,27 @@ export class Hub<T, R> implements SseHub<T, R> {
     if (this.#closed) return;
     this.#closed = true;
     this.#clients.closeAll();
+  }
+
+  /**
+   * Starts a client over, with a snapshot or a `reset` at the hub's position, rather than send it what it may hold:
+   * a reading went back below what it may have been sent (an admin reset or rewind re-reading a range read before
+   * in parts at different positions), and neither the hub's buffer nor the client's marks tell.
+   */
+  #restart(client: SseClient<T, R>): void {
+    const changes = this.#changes;
+    client.after = undefined;
+    client.ahead = undefined;
+    client.cursor = changes.head;
+    if (this.#snapshots) {
+      void this.#snapshots.send(client, 'too-old');
+      return;
+    }
+    this.#counters.resets++;
+    log('client %d reset: a reading went back, now %s', client.id, changes.eventId);
+    const data = JSON.stringify({ reason: 'too-old', lastEventId: client.lastEventId, resumeFrom: changes.eventId });
+    client.write(formatSseMessage({ event: 'reset', id: changes.eventId, data }));
+    client.lastEventId = changes.eventId;
   }
 
   /** Starts a client where it stands: resumed from the buffer, snapshot, reset, or at the head. */

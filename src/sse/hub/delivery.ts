@@ -18,6 +18,9 @@ export type FrameCache<T> = Map<Projection<Change<T>>, (string | null | undefine
  * paced by what its connection has flushed, never sending what the client already has (its own marks and rows).
  */
 export class Delivery<T, R> {
+  /** Starts a client over (a snapshot, or a `reset`) when the hub cannot tell whether it holds a change. */
+  restart: ((client: SseClient<T, R>) => void) | undefined;
+
   constructor(
     private readonly changes: ResumeLog<T>,
     private readonly project: Projection<Change<T>>,
@@ -45,6 +48,11 @@ export class Delivery<T, R> {
       const entry = entryAt(seq);
       if (!entry) break; // left behind while it waited: dropped below
       const inFresh = seq >= firstFresh && seq <= lastFresh;
+      if (client.after && this.restart && undecidable(entry, client.after, this.changes)) {
+        if (text) client.write(text);
+        this.restart(client);
+        return;
+      }
       const frame = this.#frame(client, entry, inFresh ? cache : undefined, seq - firstFresh);
       if (frame !== null) {
         const size = Buffer.byteLength(frame);
@@ -99,13 +107,20 @@ export class Delivery<T, R> {
 
   /** Once the hub has published past a client's own marks (and rows), the client needs them no more. */
   #forget(client: SseClient<T, R>): void {
-    for (const [token, lsn] of client.after ?? []) {
-      if (this.changes.published(token, lsn)) client.after!.delete(token);
-    }
-    if (client.after?.size === 0) client.after = undefined;
+    // All at once: while some are ahead of the hub, the others still tell what the client may hold over a range
+    // that a token read later inherits at a lower position (see ResumeLog.mayHold).
+    if ([...(client.after ?? [])].every(([token, lsn]) => this.changes.published(token, lsn))) client.after = undefined;
     for (const [key, row] of client.ahead ?? []) {
       if (this.changes.published(row.partition, row.lsn)) client.ahead!.delete(key);
     }
     if (client.ahead?.size === 0) client.ahead = undefined;
   }
+}
+
+/**
+ * Whether `entry` is past what the client's marks `after` say it has, yet may be held by it: the marks do not tell
+ * (see {@link ResumeLog.mayHold}).
+ */
+function undecidable<T>(entry: SseEntry<T>, after: ReadonlyMap<string, number>, changes: ResumeLog<T>): boolean {
+  return entry.change.lsn > (changes.reachedBefore(entry, after) ?? -1) && changes.mayHold(entry, after);
 }

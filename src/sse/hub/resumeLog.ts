@@ -1,5 +1,5 @@
 import { asBatches, type BatchOrBatches } from '../../core/ChangeBatch.js';
-import type { FeedRange } from '../../core/Partition.js';
+import { type FeedRange, rangesOverlap } from '../../core/Partition.js';
 import { logger } from '../../internal/log.js';
 import type { ViewStore } from '../../sinks/ViewStore.js';
 import { formatEventId, parseEventId } from '../eventId.js';
@@ -37,11 +37,21 @@ export class ResumeLog<T> {
    * whose lineage it does not know.
    */
   readonly #starts = new Map<string, number>();
+  /** Per token, the highest LSN up to which the hub knows it published nothing (clients had it from elsewhere). */
+  readonly #unpublished = new Map<string, number>();
   /**
    * The changes in the buffer by document id and LSN → seq: a re-read that lineage cannot rule out (a batch without
    * a key range; a merged range, whose mark is its least advanced parent's) is not sent twice while it is held.
    */
   readonly #held = new Map<string, number>();
+  /**
+   * Per lease token whose reading went back (a range read before under other tokens, at different positions, as an
+   * admin reset or rewind makes, re-read from below the furthest of them), the hub's marks over its range then: an
+   * id at or below all of them is from before, and may hold changes the hub publishes again.
+   */
+  readonly #rewinds = new Map<string, Map<string, number>>();
+  /** Called when a reading goes back where the buffer cannot tell what clients have: they must start over. */
+  onRewind: ((token: string) => void) | undefined;
   #eventId: string;
   #head = 0;
 
@@ -93,8 +103,19 @@ export class ResumeLog<T> {
         if (change.lsn <= floor) continue;
         const identity = `${change.id}\u0000${change.lsn}`;
         if (this.#held.has(identity)) continue;
+        if (seen !== undefined && this.#mayHave(token, floor, change.lsn)) {
+          // The change may be one published under another token over the range, no longer held: whoever has the
+          // hub's ids may have it. From here on the range is this token's own (later ids name it).
+          const range = this.#ranges.get(token)!;
+          this.#rewinds.set(token, new Map([...this.#marks].filter(([t]) => t === token || this.#overlaps(t, range))));
+          this.#marks.set(token, Math.max(floor, this.#marks.get(token) ?? -1));
+          this.#eventId = formatEventId(this.streamId, this.#marks);
+          log('%s re-read from %d below what was published over its range: clients start over', token, floor);
+          this.onRewind?.(token);
+        }
         if (seen === undefined && !this.#starts.has(token) && markOf(token, this.#starts, this.#ranges) === undefined) {
           this.#starts.set(token, change.lsn);
+          this.#unpublished.set(token, change.lsn - 1);
         }
         this.#marks.set(token, Math.max(this.#marks.get(token) ?? -1, change.lsn));
         this.#eventId = formatEventId(this.streamId, this.#marks);
@@ -123,6 +144,11 @@ export class ResumeLog<T> {
         return { kind: 'reset', reason: 'unknown-stream' };
       }
     }
+    for (const [token, then] of this.#rewinds) {
+      const range = this.#ranges.get(token)!;
+      const over = [...have].filter(([t]) => t === token || this.#overlaps(t, range));
+      if (over.length > 0 && over.every(([t, lsn]) => lsn <= (then.get(t) ?? -1))) return { kind: 'reset', reason: 'too-old' };
+    }
     const tokens = new Set([...this.#evicted.keys(), ...(ours ? [] : this.#starts.keys())]);
     for (const token of tokens) {
       const need = Math.max(this.#evicted.get(token) ?? -1, ours ? -1 : (this.#starts.get(token) ?? -1));
@@ -135,6 +161,21 @@ export class ResumeLog<T> {
   /** The LSN `marks` hold for `token`, along lineage (a child inherits its parent's), if any. */
   reached(token: string, marks: ReadonlyMap<string, number>): number | undefined {
     return markOf(token, marks, this.#ranges);
+  }
+
+  /**
+   * Whether a client with its own marks `after`, which has none for `entry`'s token, may hold `entry` all the same:
+   * another token over the range stands at or past it (a range read before in parts at different positions, which
+   * inherits the least advanced: the entry may come from a part the client has, or from one it lacks).
+   */
+  mayHold(entry: SseEntry<T>, after: ReadonlyMap<string, number>): boolean {
+    if (after.has(entry.partition)) return false;
+    const range = this.#ranges.get(entry.partition);
+    if (!range) return false;
+    for (const [token, lsn] of after) {
+      if (token !== entry.partition && lsn >= entry.change.lsn && this.#overlaps(token, range)) return true;
+    }
+    return false;
   }
 
   /**
@@ -167,13 +208,41 @@ export class ResumeLog<T> {
     try {
       for (const [token, state] of await view.positions()) {
         if (state.range) this.#ranges.set(token, state.range);
-        if (state.lsn !== undefined) this.#starts.set(token, Math.max(state.lsn, this.#starts.get(token) ?? -1));
+        if (state.lsn !== undefined) {
+          this.#starts.set(token, Math.max(state.lsn, this.#starts.get(token) ?? -1));
+          this.#unpublished.set(token, Math.max(state.lsn, this.#unpublished.get(token) ?? -1));
+        }
       }
     } catch (error) {
       // Without them a previous process's client cannot be vouched for: it gets a snapshot.
       log('could not read the positions of %s: %s', view.description, (error as Error).message);
       this.#starts.set('\u0000unknown', Number.MAX_SAFE_INTEGER);
     }
+  }
+
+  /**
+   * Whether a change of `token` at `lsn`, above the `floor` its range inherits, may have been published under
+   * another token over the range that reached `lsn`, out of the buffer since (one still held is found by identity).
+   */
+  #mayHave(token: string, floor: number, lsn: number): boolean {
+    const range = this.#ranges.get(token);
+    if (!range) return false;
+    const then = this.#rewinds.get(token);
+    for (const [other, mark] of this.#marks) {
+      // What the hub published of `other` above the floor is all held, unless some is evicted, or the hub started
+      // it above the floor (clients have the rest from a snapshot or another hub).
+      const unlisted = Math.max(this.#evicted.get(other) ?? -1, this.#unpublished.get(other) ?? -1);
+      if (other === token || mark < lsn || unlisted <= floor) continue;
+      // Clients started over when this token went back below it already.
+      if (then !== undefined && mark <= (then.get(other) ?? -1)) continue;
+      if (this.#overlaps(other, range)) return true;
+    }
+    return false;
+  }
+
+  #overlaps(token: string, range: FeedRange): boolean {
+    const r = this.#ranges.get(token);
+    return r !== undefined && rangesOverlap(r, range);
   }
 
   #evict(entry: SseEntry<T>): void {

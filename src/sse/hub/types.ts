@@ -52,7 +52,9 @@ export interface SseConnectOptions<T, R = unknown> extends SseClientOptions<T, R
 
 /**
  * Why a reconnecting client got a fresh snapshot (snapshot mode) or a `reset` instead of what it missed:
- * - `'too-old'`: some of what it missed is no longer in the replay buffer (or was read before this hub started);
+ * - `'too-old'`: some of what it missed is no longer in the replay buffer (or was read before this hub started), or
+ *   a partition was re-read from below what it may have been sent (an admin reset or rewind) and the hub cannot
+ *   tell which of those changes it has (then also a live client gets one);
  * - `'unknown-stream'`: the id is not an event id, or names a partition (or, from another hub, a position) this
  *   hub cannot vouch for.
  */
