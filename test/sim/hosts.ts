@@ -224,7 +224,10 @@ export class Hosts {
               if (c.document?.poison) throw new Error(`poison change ${c.id}@${c.lsn}`);
               const key = `${c.id}@${c.lsn}`;
               if (flaky && !failedOnce.has(key) && flaky() < 0.05) {
-                failedOnce.add(key);
+                // A transient failure strikes a change's LSN group once: the product runs, retries and gives up
+                // on a group as one (failurePolicy `lsnGroups`), so a group whose members each failed once
+                // in turn would spend its attempts on failures that a retry was meant to outlive.
+                for (const other of changes) if (other.lsn === c.lsn) failedOnce.add(`${other.id}@${other.lsn}`);
                 throw new Error(`handler failed once on ${key}`);
               }
             }

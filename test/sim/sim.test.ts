@@ -155,6 +155,26 @@ describe('simulation: seeds the admin, topology and broker fault sets found', ()
     expect(violations).toEqual([]);
     expect(stats.faults['admin.rewind.skipped']).toBeGreaterThan(0);
   });
+  // good-change-dead-lettered (seed 125, --policy deadLetter): a merged partition's LSN group of four
+  // (d86, d83, d40, d107 at LSN 32) in a batch that failed on a later change's one-time failure (d128@35); the
+  // group run alone then failed once on d40 and once on d107, and after 3 attempts (the batch run counts, as
+  // failurePolicy `retryAlone` documents) was dead-lettered. The product kept its policy; the simulation's
+  // one-time failures struck each member of a group in turn. A simulation bug: they strike a group once now.
+  const groupFailedOncePerMember: SimConfig = {
+    ...whole,
+    seed: 125,
+    balanceBy: 'load',
+    view: 'exactlyOnce',
+    start: 'time',
+    positions: 'opaque',
+    sse: 'off',
+  };
+  it(`good-change-dead-lettered: each member of an LSN group failed once in turn: ${replayLine(groupFailedOncePerMember)}`, async () => {
+    const { stats, violations } = await runSimulation(groupFailedOncePerMember);
+    expect(violations).toEqual([]);
+    expect(stats.faults['source.merge']).toBeGreaterThan(0);
+    expect(stats.faults['poison.change']).toBeGreaterThan(0);
+  });
   // change-never-delivered, poison-not-contained, view-differs-from-source (seed 54, --policy deadLetter): a
   // bootstrap raced an admin reset. h2 wrote `.info` and dropped its lock; h3 (which had read no `.info`) took
   // the lock, found leases 0 and 2 present, and its create of 1 was slow; the reset deleted 0, 1, 2, `.info`
