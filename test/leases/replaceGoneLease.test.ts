@@ -355,6 +355,46 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
     expect((await store.list('p.')).leases.map((l) => l.id)).toEqual(['p..floor']);
   });
 
+  it("a retry after a child's create whose reply was lost, with a reset since, read through a lagging read, creates no child below the epoch it had (seed 45 of issue 25's fault sets)", async () => {
+    const { store, lease, ctx, ownership } = await splitParent('pos-5');
+    let lose = true;
+    const losing: LeaseStore = {
+      ...methodsOf(store),
+      createIfAbsent: async (l) => {
+        const created = await store.createIfAbsent(l);
+        if (lose) {
+          lose = false;
+          throw new Error('reply lost'); // the first child landed; its creator does not know
+        }
+        return created;
+      },
+    };
+    const owned = ownership(lease);
+    await expect(replaceGoneLease({ ...ctx('a'), store: losing }, owned, 'pos-5')).rejects.toThrow('reply lost');
+    const marked = owned.current;
+    expect(isReplaced(marked)).toBe(true);
+    // Child 1 is taken (epoch 5), then a reset raises the floor to 5 and deletes every lease.
+    const child = (await store.read('p.1'))!;
+    await store.replace({ ...child, owner: 'b', epoch: 5, properties: withoutSignals(child.properties) });
+    await store.createIfAbsent({ id: 'p..floor', leaseToken: '.floor', feedRange: undefined, owner: null, continuation: null, timestampMs: 0, epoch: 5, mode: undefined, properties: {} });
+    for (const l of (await store.list('p.')).leases) if (l.id !== 'p..floor') await store.delete(l);
+    // a's reads lag the reset (another writer's deletes show later): it still reads its marked parent.
+    const created: string[] = [];
+    const lagging: LeaseStore = {
+      ...methodsOf(store),
+      read: async (id) => (id === 'p.0' ? marked : store.read(id)),
+      createIfAbsent: async (l) => {
+        const made = await store.createIfAbsent(l);
+        if (made) created.push(`${made.id}@${made.epoch}`);
+        return made;
+      },
+    };
+    const retry = await replaceGoneLease({ ...ctx('a'), store: lagging }, owned, 'pos-5');
+    expect(created).toEqual([]); // p.1 again at epoch 4, below the 5 it had, would have its writes refused
+    expect(retry).toMatchObject({ kind: 'fenced' });
+    expect((await store.list('p.')).leases.map((l) => l.id)).toEqual(['p..floor']);
+  });
+
   it('finishing a lease another host finished already, read through a lagging read, reports nothing: the caller does not balance again at once (lease-request-spin, seed 142 of --faults all)', async () => {
     const { store, lease, ctx, ownership } = await splitParent('pos-5');
     const failing: LeaseStore = { ...methodsOf(store), delete: async () => Promise.reject(new Error('crashed')) };

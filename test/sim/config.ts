@@ -168,6 +168,8 @@ export const TIMINGS = {
 
 /** An owned lease with no read of its partition for this long (virtual ms) is owned-but-unread. */
 export const UNREAD_BOUND_MS = 20_000;
+/** Longest a `late` view write may take to land (virtual ms): quiescence waits for such a write before judging credit. */
+export const LATE_WRITE_MS = 8_000;
 /** Most virtual time quiescence may take before what is missing counts as lost. */
 export const QUIESCE_MS = 120_000;
 /** Times a lease may be taken while everything settles after the faults stopped before that counts as churn. */

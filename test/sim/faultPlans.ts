@@ -1,5 +1,6 @@
 import type { DeadLetterFaultPlan, LeaseFaultPlan, SourceFaultPlan, StepFaultPlan, ViewFaultPlan } from '../support/faults/index.js';
 import type { Sim } from './context.js';
+import { LATE_WRITE_MS } from './config.js';
 
 /** The fault plan of every seam, drawn for one run from its fault sets. */
 export interface FaultPlans {
@@ -73,7 +74,7 @@ export function drawFaultPlans({ faults, int }: Sim): FaultPlans {
           ] as const)
         : []),
       // A write that lands long after it left (a long transaction, a pool wait): past drains and handovers.
-      ...(faults.has('late') ? [{ kind: 'slow' as const, probability: 0.01, ms: 2_000 + int(6_000) }] : []),
+      ...(faults.has('late') ? [{ kind: 'slow' as const, probability: 0.01, ms: 2_000 + int(LATE_WRITE_MS - 2_000) }] : []),
     ],
   };
   const step: StepFaultPlan = faults.has('sink')

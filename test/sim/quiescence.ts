@@ -1,4 +1,4 @@
-import { CHURN_MOVES, QUIESCE_MS, STOP_BOUND_MS, TICK_MS } from './config.js';
+import { CHURN_MOVES, LATE_WRITE_MS, QUIESCE_MS, STOP_BOUND_MS, TICK_MS } from './config.js';
 import type { Sim } from './context.js';
 import type { Hosts } from './hosts.js';
 import type { ObservedStores } from './observedStores.js';
@@ -29,6 +29,13 @@ export async function checkQuiescence(
   while (clock.now() - quietFrom < QUIESCE_MS) {
     await advance(500);
     if (world.missing().length === 0 && (await stores.viewDiffers(world)) === undefined && (await stores.uncontainedPoison(world)).length === 0) break;
+  }
+  // A write issued before the faults stopped may still be on its way (the `late` set's view writes land up to
+  // LATE_WRITE_MS after they left), and a partition's later batches wait behind it: credit returns only once it
+  // lands. Waited for (bounded) before the settle, so a host is judged idle only once nothing it sent is pending.
+  // A halted partition keeps its host busy for good (see below): nothing to wait for then.
+  for (let waited = 0; world.halted.size === 0 && waited < LATE_WRITE_MS && hosts.running().some((h) => h.processor.inFlightChanges !== 0); waited += 500) {
+    await advance(500);
   }
   // Let checkpoint timers and acknowledgements settle. Faults have stopped: a lease may still move once or
   // twice (balancing), but one taken again and again is churn (e.g. twins taking each other's leases).

@@ -54,7 +54,7 @@ export async function replaceGoneLease(
   if (fresh) {
     // Marked before any child exists: once the mark lands no host acquires the parent again (a host that
     // took it before the mark has fenced this write). An earlier attempt's mark may have landed already.
-    const marked = isReplaced(fresh) ? fresh : await markReplaced(ctx, fresh, range, position, ours);
+    const marked = isReplaced(fresh) ? await confirmMarked(ctx, fresh, ours, owned.childrenCreated === true || fresh.properties[REPLACED_BY] !== undefined) : await markReplaced(ctx, fresh, range, position, ours);
     if (!marked) {
       const now = await ctx.store.read(fresh.id).catch(() => undefined);
       return { kind: 'fenced', owner: now?.owner };
@@ -146,6 +146,20 @@ function markReplaced(ctx: ReplaceContext, lease: Lease, range: FeedRange, posit
     properties: { ...withoutRequest(l.properties), [REPLACED_AT_EPOCH]: String(l.epoch) },
   });
   return markParent(ctx, lease, marked(lease), ours, marked, isReplaced);
+}
+
+/**
+ * The mark an earlier attempt left, confirmed in place by a conditional write (the same version, timestamp
+ * refreshed) before any child is created again, unless the children were all created once (`created`: nothing
+ * is created). A read may lag another writer's delete: a reset since deleted the parent and its children (a
+ * child whose create's reply was lost, maybe taken since at a higher epoch), and a child created again from
+ * the lagging read would be created below an epoch it had (stores fencing by epoch would refuse its writes).
+ * The write is not served from a lagging view: it finds the parent gone. `undefined`: not ours any more.
+ */
+function confirmMarked(ctx: ReplaceContext, lease: Lease, ours: (l: Lease) => boolean, created: boolean): Promise<Lease | undefined> {
+  if (created) return Promise.resolve(lease);
+  const touched = (l: Lease): Lease => ({ ...l, timestampMs: ctx.naming.now() });
+  return markParent(ctx, lease, touched(lease), ours, touched, () => false);
 }
 
 /**
