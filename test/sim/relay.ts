@@ -56,7 +56,10 @@ interface Arrival {
  *   while it was frozen: no broker fences publishers) is counted (`relay.zombieDisorder`), not a violation;
  *   so is the first arrival of a change written before the run's start once an operator rewound the leases
  *   (to the beginning or a time before the start: such changes were never published before, and arrive
- *   after their documents' later changes; `relay.rewindDisorder`);
+ *   after their documents' later changes; `relay.rewindDisorder`), and, once an operator reset the leases, the
+ *   first arrival of a change written before the start or not delivered when the reset ran (it starts over
+ *   from `startFrom`, which can lie before such changes: a time read on a merged partition, a run's pinned
+ *   "now"; `relay.resetDisorder`);
  * - `broker-duplicate`: JetStream stored one change twice within its duplicate window (the id must be the same
  *   whichever host or partition of the lineage publishes it); AMQP cannot de-duplicate: its duplicates are
  *   counted (`relay.amqp.duplicates`), and `message-id-unstable` holds that they carry the same `messageId`;
@@ -79,6 +82,7 @@ export class SimRelay {
   #duplicatesBeyondWindow = 0;
   #zombieDisorder = 0;
   #rewindDisorder = 0;
+  #resetDisorder = 0;
 
   constructor(
     private readonly sim: Sim,
@@ -173,6 +177,11 @@ export class SimRelay {
         // An operator's rewind to before the run's start (the beginning, or a time before it) delivers, for the
         // first time, changes written before the start: after every change of theirs published since.
         else if ((this.sim.events.get('admin.rewind') ?? 0) > 0 && this.world.isBeforeStart(key)) this.#rewindDisorder++;
+        // An operator's reset starts over from `startFrom` (a time, or a run's pinned "now", that can lie before
+        // changes it had not delivered; on a merged partition a time also reads older changes of the other
+        // parent): it delivers, for the first time, changes written before the start or not delivered when it
+        // ran (World.beforeStart), after their documents' later changes.
+        else if ((this.sim.events.get('admin.reset') ?? 0) > 0 && this.world.isBeforeStart(key)) this.#resetDisorder++;
         else this.sim.violations.report('broker-key-order', `${id}@${lsn} (from ${message.from}) reached ${this.kind} first after ${id}@${newest}`, `order:${id}`);
       }
       this.#newest.set(id, Math.max(newest, lsn));
@@ -210,6 +219,7 @@ export class SimRelay {
       ['relay.retries', this.stats.retries],
       ['relay.zombieDisorder', this.#zombieDisorder],
       ['relay.rewindDisorder', this.#rewindDisorder],
+      ['relay.resetDisorder', this.#resetDisorder],
     ];
     for (const [name, n] of counts) for (let i = 0; i < n; i++) this.sim.tally(name);
   }
