@@ -64,3 +64,55 @@ describe('bootstrap after another host just finished one', () => {
     expect(tokens).toEqual(['2']);
   });
 });
+
+describe('a bootstrap lock judged by a host whose wall clock runs ahead', () => {
+  it('is waited on for an expiration of this host\'s monotonic clock, not removed because its timestamp looks old (seed 338 of --faults all)', async () => {
+    const inner = new MemoryLeaseStore();
+    // Host a's wall clock reads 0, host b's 10 s ahead: a's lock, just created, looks 10 s old to b.
+    const a = namingOf('p.', 'rxfeed', 'a', 'latestVersion', () => 0);
+    const b = namingOf('p.', 'rxfeed', 'b', 'latestVersion', () => 10_000);
+    await inner.createIfAbsent(markerDocument(a, lockId(a.markerPrefix)));
+    let local = 0; // b's monotonic clock
+    let aFinished = false;
+    /** Host a's bootstrap finishes half an expiration later (on b's clock): its lease, `.info`, its lock removed. */
+    const advance = async (ms: number) => {
+      local += ms;
+      if (local >= 500 && !aFinished) {
+        aFinished = true;
+        await inner.createIfAbsent(leaseDocument(a, parent.id, parent.range, null, {}, 1, 'a'));
+        await inner.createIfAbsent(markerDocument(a, infoId(a.markerPrefix)));
+        await inner.delete((await inner.read(lockId(a.markerPrefix)))!);
+      }
+    };
+    const deletedByB: string[] = [];
+    const store: LeaseStore = {
+      list: (prefix) => inner.list(prefix),
+      read: (id) => inner.read(id),
+      replace: (lease) => inner.replace(lease),
+      delete: async (lease) => {
+        deletedByB.push(lease.id);
+        await inner.delete(lease);
+      },
+      createIfAbsent: (lease: NewLease) => inner.createIfAbsent(lease),
+    };
+    const ctx: BootstrapContext = {
+      store,
+      naming: b,
+      expirationMs: 1_000,
+      retryMs: 100,
+      // b's listing lags a split a's bootstrap saw: a lease of its own would be a gone parent's beside children.
+      listPartitions: async () => [parent],
+      stopped: () => false,
+      delay: advance,
+      log: Object.assign(() => undefined, { enabled: false }) as unknown as BootstrapContext['log'],
+      warn: () => undefined,
+      claim: 1,
+      clock: () => local,
+      background: () => undefined,
+    };
+    const result = await bootstrapLeases(ctx);
+    expect(result.created).toEqual([]);
+    expect(deletedByB).toEqual([]);
+    expect(aFinished).toBe(true);
+  });
+});

@@ -89,8 +89,8 @@ async function readMarker(store: LeaseStore, id: string): Promise<Lease | typeof
 
 /**
  * Creates one lease per partition unless `<prefix>.info` says that was done, one host at a time (the host
- * that creates `<prefix>.lock`), above the epoch floor a reset left (`<prefix>.floor`). A lock of ours older than an expiration is stale (its host died) and is
- * removed. A lock in another format (another processor's, which we cannot date) is waited on for one
+ * that creates `<prefix>.lock`), above the epoch floor a reset left (`<prefix>.floor`). A lock of ours whose version this host saw unchanged for an
+ * expiration on its monotonic clock is stale (its host died) and is removed. A lock in another format (another processor's, which we cannot date) is waited on for one
  * expiration, then ignored: creating leases is idempotent (deterministic ids), the lock only saves work.
  *
  * @internal
@@ -100,6 +100,7 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
   const info = infoId(naming.markerPrefix);
   const lock = lockId(naming.markerPrefix);
   let foreignLockSince: number | undefined;
+  let lockSeen: { readonly etag: string; readonly since: number } | undefined;
   while (!ctx.stopped()) {
     if (await readMarker(store, info)) return NOTHING_CREATED;
     // The epoch floor is read beside the lock (no extra round trip), and used only if the lock is ours. The
@@ -147,10 +148,16 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
         if (creates.failure === undefined) await markDone(ctx);
         return createdBy(creates);
       }
-    } else if (existing && naming.now() - existing.timestampMs >= ctx.expirationMs) {
-      log('removing stale bootstrap lock of %s', existing.owner);
-      await store.delete(existing).catch(() => undefined);
-      continue;
+    } else if (existing) {
+      // Stale once this version was seen unchanged for an expiration on this host's monotonic clock; never
+      // judged by the lock's wall-clock timestamp (seed 338 of `--faults all`: a host whose wall clock ran ahead
+      // removed the lock of a bootstrap that had just finished, then bootstrapped on listings that lagged it).
+      if (lockSeen?.etag !== existing.etag) lockSeen = { etag: existing.etag, since: ctx.clock() };
+      if (ctx.clock() - lockSeen.since >= ctx.expirationMs) {
+        log('removing stale bootstrap lock of %s', existing.owner);
+        await store.delete(existing).catch(() => undefined);
+        continue;
+      }
     }
     await ctx.delay(ctx.retryMs);
   }
