@@ -410,6 +410,32 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
     expect((await store.list('p.')).leases.map((l) => l.id)).toEqual(['p.1', 'p.2']);
   });
 
+  it("finishing through a lagging read a lease another host finished, whose child was taken and replaced since, creates no child below the epoch it had (epoch-went-back, seed 1062 of --faults all)", async () => {
+    const { store, lease, ctx, ownership } = await splitParent('pos-5');
+    const failing: LeaseStore = { ...methodsOf(store), createIfAbsent: async () => Promise.reject(new Error('create failed')) };
+    await expect(replaceGoneLease({ ...ctx('a'), store: failing }, ownership(lease), 'pos-5')).rejects.toThrow('create failed');
+    const released = await store.replace({ ...(await store.read('p.0'))!, owner: null, epoch: 4 }); // marked, no child yet
+    expect(await finishReplacement(ctx('c'), released)).toEqual(['1', '2']); // children at epoch 5, the parent deleted
+    // Child 1 is taken (epoch 7), split in turn and deleted by its own replacement.
+    const child = (await store.read('p.1'))!;
+    const taken = await store.replace({ ...child, owner: 'b', epoch: 7, properties: withoutSignals(child.properties) });
+    await store.delete(taken);
+    // d's reads lag c's delete: it still reads the marked parent, with no child noted on it.
+    const created: string[] = [];
+    const lagging: LeaseStore = {
+      ...methodsOf(store),
+      read: async (id) => (id === 'p.0' ? released : store.read(id)),
+      createIfAbsent: async (l) => {
+        const made = await store.createIfAbsent(l);
+        if (made) created.push(`${made.id}@${made.epoch}`);
+        return made;
+      },
+    };
+    expect(await finishReplacement({ ...ctx('d'), store: lagging }, released)).toBeUndefined();
+    expect(created).toEqual([]); // p.1 again at epoch 5, below the 7 it had, would have its writes refused
+    expect((await store.list('p.')).leases.map((l) => l.id)).toEqual(['p.2']);
+  });
+
   it('finishing leaves alone a marked lease its owner wrote since it was listed (alive after all), and one not marked', async () => {
     const { store, lease, ctx, ownership } = await splitParent('pos-5');
     const failing: LeaseStore = { ...methodsOf(store), createIfAbsent: async () => Promise.reject(new Error('create failed')) };

@@ -310,6 +310,11 @@ describe('simulation: seeds the halt policy found', () => {
     // parent (18). A retry now confirms the mark by a conditional write before creating children again. (With
     // the extra write the run's timing moves: the replay guards the scenario; the unit test asserts the rule.)
     { bug: "a split retry over a reset it read through a lagging read created a child below its old epoch (leases; epoch-went-back)", config: halt(45) },
+    // epoch-went-back: a host finishing a marked split parent (its owner gone, no child noted on it) read it
+    // through a read lagging another finisher's delete; a child created then had been taken, split in turn and
+    // deleted at a higher epoch, and was created again one above the parent, below it. A finisher now confirms
+    // the mark by a conditional write before creating children, as a retry does (seeds 659 and 1062 too).
+    { bug: "a finisher read a parent another host finished through a lagging read and created a child below its old epoch (leases; epoch-went-back)", config: halt(1453) },
   ];
   for (const { bug, config } of found) {
     it(`${bug}: ${replayLine(config)}`, () => expectNoViolations(config));

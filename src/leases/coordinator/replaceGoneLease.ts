@@ -105,12 +105,18 @@ export async function replaceGoneLease(
  * @internal
  */
 export async function finishReplacement(ctx: ReplaceContext, listed: Lease): Promise<readonly string[] | undefined> {
-  const parent = await ctx.store.read(listed.id);
-  if (!parent || !isReplaced(parent)) return undefined;
-  if (parent.owner !== null && parent.etag !== listed.etag) return undefined;
-  if (!parent.feedRange) throw new Error(`lease ${parent.leaseToken} is marked replaced but stores no feed range`);
-  const children = await listedChildren(ctx, parent.leaseToken, parent.feedRange);
-  await createChildren(ctx, parent, parent.feedRange, children, parent.continuation, parent.properties[REPLACED_BY] === undefined);
+  const read = await ctx.store.read(listed.id);
+  if (!read || !isReplaced(read)) return undefined;
+  if (read.owner !== null && read.etag !== listed.etag) return undefined;
+  if (!read.feedRange) throw new Error(`lease ${read.leaseToken} is marked replaced but stores no feed range`);
+  const children = await listedChildren(ctx, read.leaseToken, read.feedRange);
+  // The read may lag another host's finish (the parent deleted, its children taken, replaced and deleted in
+  // turn at higher epochs): children created again from it would be created below an epoch they had. The mark
+  // is confirmed by a conditional write first, as a retry of the owner's does ({@link confirmMarked}).
+  const create = read.properties[REPLACED_BY] === undefined;
+  const parent = await confirmMarked(ctx, read, isReplaced, !create);
+  if (!parent) return undefined;
+  await createChildren(ctx, parent, read.feedRange, children, parent.continuation, create);
   // Already gone when the delete came: another host finished it, and the read above lagged its delete. Nothing
   // of this host's to report: reported as finished, the caller would balance at once and, listing the same
   // lagging view, find the lease again and finish it again, in a loop that never waits (the simulation,
