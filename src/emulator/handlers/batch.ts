@@ -52,8 +52,10 @@ export function batch(ctx: HandlerContext, req: RoutedRequest): Reply {
   const headerPk = partitionKeyOf(h);
   const faultOf = (i: number): OperationFault | undefined => req.operationFault?.(i);
   if (isTrue(header(h, 'x-ms-cosmos-batch-atomic'))) {
-    const failed = ops.findIndex((_, i) => faultOf(i) !== undefined);
-    if (failed >= 0) return { status: 207, body: ops.map((_, i) => (i === failed ? injected(faultOf(i)!) : { statusCode: 424, requestCharge: 0 })), charge: 0 };
+    // Asked once per operation, in order, up to the first that fails (a fault function may draw from a PRNG).
+    let fault: OperationFault | undefined;
+    const failed = ops.findIndex((_, i) => (fault = faultOf(i)) !== undefined);
+    if (fault) return { status: 207, body: ops.map((_, i) => (i === failed ? injected(fault!) : { statusCode: 424, requestCharge: 0 })), charge: 0 };
     const results: Doc[] = [];
     try {
       ctx.store.atomically(c, () => ops.forEach((op) => results.push(operation(ctx, c, op, headerPk))));
