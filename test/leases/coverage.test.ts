@@ -13,6 +13,7 @@ import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { floorDocument, leaseDocument, markerDocument, namingOf, type LeaseNaming } from '../../src/leases/protocol/index.js';
 import { warningKind } from '../../src/feed/processWarnings.js';
+import { resetLeases } from '../../src/admin/index.js';
 import { FakePartitions, partitions, startHost } from './hosts.js';
 import { VirtualScheduler } from './virtualScheduler.js';
 
@@ -200,6 +201,43 @@ describe('a processor whose lease is deleted behind its back', () => {
     for (let i = 0; i < 3; i++) await clock.advance(timings.leaseAcquireIntervalMs);
     expect(a.events.filter((e) => e.type === 'error' && e.error instanceof LeaseGapError)).toEqual([]);
     expect(a.coordinator.owned().map((o) => o.leaseToken).sort()).toEqual(['0', '1', '2']);
+    await a.coordinator.stop();
+  });
+
+  // Seed 962 of the simulation (`--faults all`, issue 25): a forced reset landed between a bootstrap's lease
+  // creates and its `.info` write. The reset deleted every lease and the bootstrap's lock; `.info` landed after
+  // it. No lease was left for Coverage to see a gap beside, and no host bootstraps while `.info` exists: the
+  // whole key space was read by nobody for good. It is a gap like any other, repaired the same way.
+  it('repairs a processor left with no lease at all (a reset between a bootstrap\'s creates and its .info write)', async () => {
+    const clock = new VirtualScheduler(1_000_000);
+    const inner = new MemoryLeaseStore();
+    let reset: Promise<unknown> | undefined;
+    const store: LeaseStore = {
+      list: (prefix) => inner.list(prefix),
+      read: (id) => inner.read(id),
+      createIfAbsent: async (l) => {
+        if (l.id === 'p..info' && !reset) {
+          reset = resetLeases({ leases: inner, leasePrefix: 'p.', force: true, now: () => clock.now(), leaseExpirationMs: timings.leaseExpirationMs });
+          await reset;
+        }
+        return inner.createIfAbsent(l);
+      },
+      replace: (l) => inner.replace(l),
+      delete: (l) => inner.delete(l),
+    };
+    const parts = new FakePartitions(3);
+    const a = startHost('a', store, clock, parts.listPartitions, timings);
+    await clock.advance(1_000);
+    expect(reset).toBeDefined();
+    expect((await inner.list('p.')).leases.filter((l) => isLease(l.id))).toEqual([]);
+    expect(await inner.read('p..info')).toBeDefined();
+    for (let i = 0; i < 8; i++) await clock.advance(timings.leaseAcquireIntervalMs);
+    const leases = (await inner.list('p.')).leases.filter((l) => isLease(l.id));
+    expect(leases.map((l) => l.leaseToken).sort()).toEqual(['0', '1', '2']);
+    // Above the epochs the reset deleted (the floor), as a bootstrap after a reset starts them.
+    expect(Math.min(...leases.map((l) => l.epoch))).toBeGreaterThan(1);
+    expect(a.coordinator.owned().map((o) => o.leaseToken).sort()).toEqual(['0', '1', '2']);
+    expect(a.events.filter((e) => e.type === 'error' && e.error instanceof LeaseGapError)).toHaveLength(1);
     await a.coordinator.stop();
   });
 });

@@ -265,6 +265,19 @@ describe('simulation: seeds the admin, topology and broker fault sets found', ()
     expect(violations).toEqual([]);
     expect(stats.faults['broker.blocked']).toBeGreaterThan(0);
   });
+  // change-never-delivered, poison-not-contained, view-differs-from-source (seed 962, --faults all): h0's
+  // bootstrap crashed with its lease creates in flight (they landed); h2 found its lock stale, took the lock,
+  // found leases 0, 1 and 2 there, and then a forced reset deleted them and h2's lock; h2's `.info` landed
+  // after it. No lease at all and `.info` present: no host bootstraps, and Coverage only ran beside a listing
+  // with leases, so the whole key space was read by nobody (282 of 488 changes). A processor with no lease
+  // treats the whole key space as a gap now (Coordinator, test/leases/coverage.test.ts).
+  const resetBeforeInfo: SimConfig = { ...whole, seed: 962, balanceBy: 'count', view: 'guarded', start: 'beginning', positions: 'opaque', sse: 'off' };
+  it(`change-never-delivered: a reset between a bootstrap's creates and its .info write left no lease at all: ${replayLine(resetBeforeInfo)}`, async () => {
+    const { stats, violations } = await runSimulation(resetBeforeInfo);
+    expect(violations).toEqual([]);
+    expect(stats.faults['admin.reset']).toBeGreaterThan(0);
+    expect(stats.faults['lease.gapRepaired']).toBeGreaterThan(0);
+  });
 });
 
 /**

@@ -47,6 +47,7 @@ export class Coordinator implements LeaseCoordinator {
   readonly #acquirer: Acquirer;
   readonly #endings: Endings;
   readonly #departure: Departure;
+  readonly #coverage: Coverage;
   #started = false;
   #stopping: Promise<void> | undefined;
   #failedFatally = false;
@@ -78,6 +79,7 @@ export class Coordinator implements LeaseCoordinator {
       asked: (id) => this.#departure.asked(id),
     });
     const coverage = new Coverage(ctx, { startPosition: options.startPosition });
+    this.#coverage = coverage;
     this.#balancer = new Balancer(
       ctx,
       { acquirer: this.#acquirer, endings: this.#endings, writer, cooldown, finish: (lease) => gone.finish(lease), leasesGone: () => this.#leasesGone() },
@@ -212,7 +214,9 @@ export class Coordinator implements LeaseCoordinator {
   /**
    * No lease of this processor is left: a reset deleted them (hosts that held one lost it at their next
    * write), or they were deleted by hand. Bootstraps again, as a start does (once `.info` is gone, as after a
-   * reset); while `.info` says the leases exist there is nothing to read: reported once, with what to do.
+   * reset). While `.info` says the leases exist, the whole key space is a gap like any other (Coverage): a
+   * reset that landed between a bootstrap's lease creates and its `.info` write leaves exactly that, and no
+   * host would bootstrap again. Repaired once it has lasted a lease expiration; reported once meanwhile.
    * Returns the delay until the next round.
    */
   async #leasesGone(): Promise<number> {
@@ -223,14 +227,20 @@ export class Coordinator implements LeaseCoordinator {
       this.#goneReported = false;
       return 0;
     }
+    if (ctx.stopped()) return 0;
+    const review = this.#reviewCoverage(this.#coverage, []);
+    if (review && (await review)) {
+      this.#goneReported = false;
+      return 0;
+    }
     if (!this.#goneReported && !ctx.stopped()) {
       this.#goneReported = true;
       const info = `${ctx.naming.markerPrefix}.info`;
       ctx.emit({
         type: 'stall',
         owner: this.owner,
-        message: `no lease under prefix '${ctx.naming.prefix}' while its bootstrap marker ${info} says they exist: nothing to read. ` +
-          `Delete ${info} (or run \`rxfeed leases reset\`) and the hosts bootstrap again`,
+        message: `no lease under prefix '${ctx.naming.prefix}' while its bootstrap marker ${info} says they exist: nothing is read. ` +
+          `Unless leases appear, they are created again (from startFrom) once none has been seen for ${ctx.t.expirationMs} ms`,
       });
     }
     return ctx.t.acquireMs;
