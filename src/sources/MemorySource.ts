@@ -44,6 +44,12 @@ export interface MemoryWriteResult {
   readonly partition: string;
   /** LSN of the change in that partition. */
   readonly lsn: number;
+  /**
+   * The effective partition key the document's partition key hashes to, in upper-case hex as feed ranges are
+   * written (`''` is the start of the key space): the change belongs to every range with
+   * `minInclusive <= effectivePartitionKey < maxExclusive`, e.g. to a lease over part of a partition.
+   */
+  readonly effectivePartitionKey: string;
 }
 
 /**
@@ -537,7 +543,7 @@ export class MemorySource<T = unknown> implements Source<T> {
     if (operation === 'delete') this.#documents.delete(docKey);
     else this.#documents.set(docKey, { document: document as T, entry });
     this.#writes++;
-    return { partition: target.partition.id, lsn };
+    return { partition: target.partition.id, lsn, effectivePartitionKey: keyToHex(key) };
   }
 
   async #applyFaults(partitionId: string, signal: AbortSignal | undefined): Promise<void> {

@@ -136,6 +136,24 @@ describe('MemorySource', () => {
     expect(source.latestLsn(left.id) + source.latestLsn(right.id)).toBeGreaterThan(100);
   });
 
+  it("tells each write's effective partition key: in its partition's range, and what a read of a range within it returns", async () => {
+    const source = new MemorySource<Doc>({ partitions: 2 });
+    const written = new Map<string, string>();
+    for (let i = 0; i < 100; i++) {
+      const result = source.write({ id: `d${i}`, n: i });
+      const range = source.partitions().find((p) => p.id === result.partition)!.range;
+      expect(result.effectivePartitionKey >= range.minInclusive && result.effectivePartitionKey < range.maxExclusive).toBe(true);
+      written.set(`d${i}`, result.effectivePartitionKey);
+    }
+    // An EPK-range read (a lease over part of a partition) returns exactly the changes whose key lies in it.
+    const [first] = source.partitions();
+    const part = { id: 'epk', range: { minInclusive: first!.range.minInclusive, maxExclusive: '40000000' } };
+    const { changes } = await readAll(source, part);
+    const inside = [...written].filter(([, epk]) => epk >= part.range.minInclusive && epk < part.range.maxExclusive).map(([id]) => id);
+    expect(changes.map((c) => c.id).sort()).toEqual(inside.sort());
+    expect(inside.length).toBeGreaterThan(0);
+  });
+
   it('merge: both parents are gone, the child holds both logs and continues above both LSNs', async () => {
     const source = new MemorySource<Doc>({ partitions: 2, mode: 'allVersionsAndDeletes' });
     for (let i = 0; i < 40; i++) source.write({ id: `d${i}`, n: i });
