@@ -65,6 +65,7 @@ export class ObservedStores {
     this.#leaseId = leaseNaming(sim.config).id;
     this.#sim = sim;
     this.#world = world;
+    world.storedLease = (token) => this.leaseOf(token);
     const violate = sim.violations.report.bind(sim.violations);
     this.leases = this.observeLeases(this.leaseMemory);
     if (sim.faults.has('late') && !world.sdk) {
@@ -168,7 +169,7 @@ export class ObservedStores {
           if (before) this.#fenced(before.leaseToken, before.epoch, sim.clock.now());
           // A rewind to a time past a lagging lease's checkpoint moves it forward, as `rewindLeases` documents
           // (the lease's new checkpoint is that time's position): the operator skipped what lay in between.
-          if (before) world.skippedByOperator(before.leaseToken, lsnOf(before.continuation), lsnOf(after.continuation));
+          if (before) world.skippedByOperator(before.leaseToken, before.feedRange, lsnOf(before.continuation), lsnOf(after.continuation));
           lastContinuation.set(after.leaseToken, lsnOf(after.continuation));
           return after;
         }

@@ -32,6 +32,11 @@ function safeDecode(position: string): string {
   }
 }
 
+/** Whether an effective partition key (hex) lies in a feed range. */
+function inRange(epk: string, range: FeedRange): boolean {
+  return range.minInclusive <= epk && epk < range.maxExclusive;
+}
+
 /** A lease token's key range and place in the lineage (see {@link World.isAncestor}). */
 interface Lineage {
   readonly range: FeedRange;
@@ -71,6 +76,16 @@ export class World {
   readonly takenWithPoison = new Set<string>();
   /** The partition each change was written to, by `id@lsn`. */
   readonly writtenTo = new Map<string, string>();
+  /**
+   * The effective partition key of each change (hex, as feed ranges are written), by `id@lsn`: the ranges,
+   * hence the leases, it belongs to. The memory source's; none in the SDK mode (the emulator routes keys).
+   */
+  readonly keyOf = new Map<string, string>();
+  /**
+   * The lease of a token as stored now, if any (set by the observed stores): whether a lease that halted is
+   * still there, at which checkpoint, over which range (see {@link World.excused}).
+   */
+  storedLease: (token: string) => { readonly feedRange?: FeedRange | undefined; readonly continuation: string | null } | undefined = () => undefined;
   /** Partitions whose processing halted on a poison change (their later changes may never arrive). */
   readonly halted = new Set<string>();
   /** Changes written before the processor started (under a start other than `'beginning'`: not required). */
@@ -146,7 +161,7 @@ export class World {
     const ids = [...this.latest.keys()];
     const existing = ids.filter((id) => this.latest.get(id) !== undefined);
     const r = random();
-    let result;
+    let result: { readonly partition: string; readonly lsn: number; readonly effectivePartitionKey?: string };
     let id: string;
     if (this.mode === 'allVersionsAndDeletes' && existing.length > 0 && r < 0.1) {
       id = existing[int(existing.length)]!;
@@ -164,6 +179,7 @@ export class World {
     if (this.sdk && this.mode === 'allVersionsAndDeletes' && !this.#pinned(result.partition)) this.beforeStart.add(key);
     this.latestKey.set(id, key);
     this.writtenTo.set(key, result.partition);
+    if (result.effectivePartitionKey !== undefined) this.keyOf.set(key, result.effectivePartitionKey);
     if (this.latest.get(id)?.poison) {
       this.poisoned.add(key);
       this.sim.tally('poison.change');
@@ -212,19 +228,28 @@ export class World {
 
   /**
    * An operator moved lease `token`'s checkpoint forward, from LSN `from` to `to` (a rewind to a time after
-   * it): the changes in between of its partition, its ancestors and its descendants that had not reached the
-   * sink are skipped on request and need not arrive (counted with those before the start). LSNs only grow,
-   * so every change the move skips is written already.
+   * it): the changes in between that had not reached the sink are skipped on request and need not arrive
+   * (counted with those before the start). Which changes a lease reads is told by key: those whose effective
+   * partition key lies in its `range`, in whichever partition they were written to. By lineage it would miss
+   * an EPK-range lease read as part of a partition born after it (a merged parent's part, read from the merge's
+   * split child, seeds 594 and 1495), and take in a wider ancestor's changes of keys outside the lease. LSNs
+   * only grow along a key's partitions (a split child continues its parent's, a merged child holds both logs
+   * and goes on above both), and the lease reads every LSN above its checkpoint in its range, so the move
+   * skips exactly the changes of its keys with an LSN in `(from, to]`; every one is written already. Without
+   * a key (the SDK mode) or a range, by lineage: the partition, its ancestors and its descendants.
    */
-  skippedByOperator(token: string, from: number, to: number): void {
+  skippedByOperator(token: string, range: FeedRange | undefined, from: number, to: number): void {
     if (to <= from) return;
+    const keyRange = range ?? this.#lineage.get(token)?.range;
     let skipped = 0;
     for (const key of this.written) {
       if (this.delivered.has(key) || this.beforeStart.has(key)) continue;
       const lsn = Number(key.slice(key.lastIndexOf('@') + 1));
       const partition = this.writtenTo.get(key);
       if (lsn <= from || lsn > to || partition === undefined) continue;
-      if (partition === token || this.isAncestor(partition, token) || this.isAncestor(token, partition)) {
+      const epk = this.keyOf.get(key);
+      const reads = epk !== undefined && keyRange ? inRange(epk, keyRange) : partition === token || this.isAncestor(partition, token) || this.isAncestor(token, partition);
+      if (reads) {
         this.beforeStart.add(key);
         skipped++;
       }
@@ -352,6 +377,33 @@ export class World {
     const partition = this.writtenTo.get(key);
     if (partition === undefined || this.halted.size === 0) return false;
     const keyRange = this.sdk ? undefined : this.#lineage.get(this.memory.partitionFor(key.slice(0, key.lastIndexOf('@'))))?.range;
-    return [...this.halted].some((h) => this.#behind(partition, h) && (!keyRange || rangesOverlap(keyRange, this.#lineage.get(h)?.range ?? keyRange)));
+    return [...this.halted].some((h) => (this.#behind(partition, h) && (!keyRange || rangesOverlap(keyRange, this.#lineage.get(h)?.range ?? keyRange))) || this.#heldByHalt(key, h));
+  }
+
+  /**
+   * Whether a change is held up by halted lease `halted` that is still stored, still stuck, and reads the
+   * change's key: by key, whatever the partitions beneath it did. An EPK-range lease is read as part of
+   * whichever live partition holds its range whole, and is handed to children only when a read answers
+   * "gone"; the lineage counts it gone once no one partition held it, which a split followed by a merge of the
+   * two halves undoes (seed 864: lease [AA000000, FF) halted on d2@34, its partition split and merged back
+   * while it waited out its halt backoff, and it went on halting over the merged one, holding up every later
+   * change of its range). Stuck: a poison change its reads still meet lies in its range above its checkpoint
+   * (in `latestVersion` mode, a poison version no later write passed over), so it halts again at each try.
+   * The change is one it reads: its key in the lease's range, its LSN above the checkpoint.
+   */
+  #heldByHalt(key: string, halted: string): boolean {
+    const epk = this.keyOf.get(key);
+    const lease = this.storedLease(halted);
+    const range = lease?.feedRange ?? this.#lineage.get(halted)?.range;
+    if (epk === undefined || !lease || !range || !inRange(epk, range)) return false;
+    const checkpoint = lsnOf(lease.continuation);
+    const lsnOfKey = (k: string) => Number(k.slice(k.lastIndexOf('@') + 1));
+    if (lsnOfKey(key) <= checkpoint) return false;
+    const stuck = (p: string) => {
+      const pk = this.keyOf.get(p);
+      if (pk === undefined || !inRange(pk, range) || lsnOfKey(p) <= checkpoint) return false;
+      return this.mode === 'allVersionsAndDeletes' || this.latestKey.get(p.slice(0, p.lastIndexOf('@'))) === p;
+    };
+    return [...this.poisoned].some(stuck);
   }
 }
