@@ -32,6 +32,11 @@ function safeDecode(position: string): string {
   }
 }
 
+/** The LSN of a change written as `id@lsn`. */
+function lsnOfKey(key: string): number {
+  return Number(key.slice(key.lastIndexOf('@') + 1));
+}
+
 /** Whether an effective partition key (hex) lies in a feed range. */
 function inRange(epk: string, range: FeedRange): boolean {
   return range.minInclusive <= epk && epk < range.maxExclusive;
@@ -244,7 +249,7 @@ export class World {
     let skipped = 0;
     for (const key of this.written) {
       if (this.delivered.has(key) || this.beforeStart.has(key)) continue;
-      const lsn = Number(key.slice(key.lastIndexOf('@') + 1));
+      const lsn = lsnOfKey(key);
       const partition = this.writtenTo.get(key);
       if (lsn <= from || lsn > to || partition === undefined) continue;
       const epk = this.keyOf.get(key);
@@ -389,7 +394,8 @@ export class World {
    * while it waited out its halt backoff, and it went on halting over the merged one, holding up every later
    * change of its range). Stuck: a poison change its reads still meet lies in its range above its checkpoint
    * (in `latestVersion` mode, a poison version no later write passed over), so it halts again at each try.
-   * The change is one it reads: its key in the lease's range, its LSN above the checkpoint.
+   * Held up: a change of its keys at or past the first such poison change's LSN (the halt stops before the
+   * poison change's LSN group; what lies before it must have arrived).
    */
   #heldByHalt(key: string, halted: string): boolean {
     const epk = this.keyOf.get(key);
@@ -397,13 +403,12 @@ export class World {
     const range = lease?.feedRange ?? this.#lineage.get(halted)?.range;
     if (epk === undefined || !lease || !range || !inRange(epk, range)) return false;
     const checkpoint = lsnOf(lease.continuation);
-    const lsnOfKey = (k: string) => Number(k.slice(k.lastIndexOf('@') + 1));
-    if (lsnOfKey(key) <= checkpoint) return false;
-    const stuck = (p: string) => {
+    const stuckAt = (p: string): number[] => {
       const pk = this.keyOf.get(p);
-      if (pk === undefined || !inRange(pk, range) || lsnOfKey(p) <= checkpoint) return false;
-      return this.mode === 'allVersionsAndDeletes' || this.latestKey.get(p.slice(0, p.lastIndexOf('@'))) === p;
+      const live = this.mode === 'allVersionsAndDeletes' || this.latestKey.get(p.slice(0, p.lastIndexOf('@'))) === p;
+      return pk !== undefined && inRange(pk, range) && lsnOfKey(p) > checkpoint && live ? [lsnOfKey(p)] : [];
     };
-    return [...this.poisoned].some(stuck);
+    const first = Math.min(...[...this.poisoned].flatMap(stuckAt));
+    return lsnOfKey(key) >= first;
   }
 }
