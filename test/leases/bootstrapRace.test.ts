@@ -8,9 +8,11 @@ import { describe, expect, it } from 'vitest';
 import type { Partition } from '../../src/core/Partition.js';
 import { bootstrapLeases, type BootstrapContext } from '../../src/leases/coordinator/bootstrap.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
-import type { NewLease } from '../../src/leases/Lease.js';
+import type { Lease, NewLease } from '../../src/leases/Lease.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { infoId, leaseDocument, lockId, markerDocument, namingOf } from '../../src/leases/protocol/index.js';
+import { sleep } from '../../src/internal/wait.js';
+import { laggingLeaseStore, VirtualClock } from '../support/faults/index.js';
 
 const WHOLE = { minInclusive: '', maxExclusive: 'FF' };
 const parent: Partition = { id: '2', range: WHOLE };
@@ -114,5 +116,162 @@ describe('a bootstrap lock judged by a host whose wall clock runs ahead', () => 
     expect(result.created).toEqual([]);
     expect(deletedByB).toEqual([]);
     expect(aFinished).toBe(true);
+  });
+});
+
+describe('a bootstrap that finished, and a host whose reads lag it', () => {
+  /**
+   * Host a bootstraps (claiming the lease of partition 2), its reader finds 2 gone and replaces it by leases for
+   * children 3 and 4 (2 deleted), then `.info` lands. Host b starts right then; its reads lag a's writes by
+   * 300 ms (under an expiration, as the protocol assumes) and its listing of the partitions predates the split.
+   * With a's lock removed as `.info` landed, b read `.info` absent, took the lock, listed the leases as they
+   * stood 300 ms ago, and created lease 2 again, at epoch 1, beside children at epoch 2: the parent was read
+   * again, fenced, retaken until its epoch passed its children's, and its writes accepted after theirs
+   * (`deposed-view-write-accepted`, seeds 433, 866, 1091 of `--faults all`).
+   */
+  it('keeps its lock for an expiration after .info landed: the host that lags sees .info and creates nothing', async () => {
+    const clock = new VirtualClock(0);
+    const inner = new MemoryLeaseStore();
+    const lagging = laggingLeaseStore(inner, clock, 300);
+    const naming = (owner: string) => namingOf('p.', 'rxfeed', owner, 'latestVersion', () => clock.now());
+    const stop = new AbortController();
+    const background: Promise<unknown>[] = [];
+    const context = (owner: string, partitions: readonly Partition[]): BootstrapContext => ({
+      store: lagging.session(owner),
+      naming: naming(owner),
+      expirationMs: 1_000,
+      retryMs: 100,
+      listPartitions: async () => partitions,
+      stopped: () => stop.signal.aborted,
+      delay: (ms) => sleep(ms, clock, stop.signal),
+      log: Object.assign(() => undefined, { enabled: false }) as unknown as BootstrapContext['log'],
+      warn: () => undefined,
+      claim: 1,
+      clock: () => clock.now(),
+      background: (work) => background.push(work),
+    });
+    const a = context('a', [parent]);
+    const { created } = await bootstrapLeases(a);
+    expect(created.map((l) => [l.leaseToken, l.owner, l.epoch])).toEqual([['2', 'a', 1]]);
+    // a's reader found 2 gone at once: the children, one epoch above, then the parent deleted (the mark is left
+    // out: it changes nothing here).
+    for (const c of children) await a.store.createIfAbsent(leaseDocument(a.naming, c.id, c.range, null, {}, 2));
+    await a.store.delete(created[0]!);
+    await clock.advance(0); // a's `.info` lands
+    expect(await inner.read(infoId(a.naming.markerPrefix))).toBeDefined();
+    // b starts now, its listing of the partitions from before the split.
+    let settled = false;
+    const b = bootstrapLeases(context('b', [parent])).finally(() => (settled = true));
+    await clock.advanceUntil(() => settled, 5_000, 50);
+    const result = await b;
+    expect(result.created).toEqual([]);
+    // a removes its lock once the expiration passed.
+    await clock.advance(1_000);
+    expect(inner.snapshot().map((l) => l.id)).not.toContain(lockId(a.naming.markerPrefix));
+    stop.abort();
+    await Promise.all(background);
+    const tokens = inner.snapshot().map((l) => l.leaseToken).filter((t) => !t.startsWith('.')).sort();
+    expect(tokens).toEqual(['3', '4']);
+  });
+  it('reads .info again once the lock is its own: a lock create that lands after the hold finds .info, not a listing that lags a replacement', async () => {
+    const clock = new VirtualClock(0);
+    const inner = new MemoryLeaseStore();
+    const lagging = laggingLeaseStore(inner, clock, 300);
+    const naming = (owner: string) => namingOf('p.', 'rxfeed', owner, 'latestVersion', () => clock.now());
+    const stop = new AbortController();
+    const never = new AbortController().signal;
+    const background: Promise<unknown>[] = [];
+    const context = (owner: string, store: LeaseStore): BootstrapContext => ({
+      store,
+      naming: naming(owner),
+      expirationMs: 1_000,
+      retryMs: 100,
+      listPartitions: async () => [parent],
+      stopped: () => stop.signal.aborted,
+      delay: (ms) => sleep(ms, clock, stop.signal),
+      log: Object.assign(() => undefined, { enabled: false }) as unknown as BootstrapContext['log'],
+      warn: () => undefined,
+      claim: 1,
+      clock: () => clock.now(),
+      background: (work) => background.push(work),
+    });
+    const a = context('a', lagging.session('a'));
+    let claimed: Lease | undefined;
+    // b read `.info` before a's bootstrap; its lock create is slow, and lands 1.5 s later, after a's hold.
+    const bSession = lagging.session('b');
+    const b = context('b', {
+      ...bSession,
+      createIfAbsent: async (lease: NewLease) => {
+        if (lease.id === lockId(a.naming.markerPrefix) && !claimed) {
+          [claimed] = (await bootstrapLeases(a)).created;
+          await sleep(1_500, clock, never);
+        }
+        return bSession.createIfAbsent(lease);
+      },
+    });
+    let settled = false;
+    const result = bootstrapLeases(b).finally(() => (settled = true));
+    await clock.advance(1_350);
+    // a's reader finds 2 gone now (an expiration after its `.info`): children, then the parent deleted, 150 ms
+    // before b's lock lands; b's listing, 300 ms behind, still shows the parent.
+    for (const c of children) await a.store.createIfAbsent(leaseDocument(a.naming, c.id, c.range, null, {}, 2));
+    await a.store.delete(claimed!);
+    await clock.advanceUntil(() => settled, 5_000, 50);
+    expect((await result).created).toEqual([]);
+    stop.abort();
+    await Promise.all(background);
+    const tokens = inner.snapshot().map((l) => l.leaseToken).filter((t) => !t.startsWith('.')).sort();
+    expect(tokens).toEqual(['3', '4']);
+  });
+  it('touches its lock as .info lands: a host that waited on it since its create counts its expiration from then, not from the create', async () => {
+    const clock = new VirtualClock(0);
+    const inner = new MemoryLeaseStore();
+    const lagging = laggingLeaseStore(inner, clock, 300);
+    const naming = (owner: string) => namingOf('p.', 'rxfeed', owner, 'latestVersion', () => clock.now());
+    const stop = new AbortController();
+    const never = new AbortController().signal;
+    const background: Promise<unknown>[] = [];
+    const context = (owner: string, store: LeaseStore): BootstrapContext => ({
+      store,
+      naming: naming(owner),
+      expirationMs: 1_000,
+      retryMs: 100,
+      listPartitions: async () => [parent],
+      stopped: () => stop.signal.aborted,
+      delay: (ms) => sleep(ms, clock, stop.signal),
+      log: Object.assign(() => undefined, { enabled: false }) as unknown as BootstrapContext['log'],
+      warn: () => undefined,
+      claim: 1,
+      clock: () => clock.now(),
+      background: (work) => background.push(work),
+    });
+    // a's lease creates are slow: its bootstrap takes 900 ms of a 1 000 ms expiration.
+    const aSession = lagging.session('a');
+    const a = context('a', {
+      ...aSession,
+      createIfAbsent: async (lease: NewLease) => {
+        if (lease.id !== lockId(a.naming.markerPrefix) && lease.id !== infoId(a.naming.markerPrefix)) await sleep(900, clock, never);
+        return aSession.createIfAbsent(lease);
+      },
+    });
+    const first = bootstrapLeases(a);
+    await clock.advance(0);
+    // b's reads lag a's writes by 300 ms, but not its reads of the lock: a lag is per document (in Cosmos DB
+    // each lease document may sit in a partition of its own), so b may see the lock at once and `.info` late.
+    const bSession = lagging.session('b');
+    const b = context('b', { ...bSession, read: (id) => (id === lockId(a.naming.markerPrefix) ? inner.read(id) : bSession.read(id)) });
+    let settled = false;
+    const result = bootstrapLeases(b).finally(() => (settled = true));
+    await clock.advance(950);
+    const [claimed] = (await first).created;
+    // a's reader finds 2 gone: children, then the parent deleted.
+    for (const c of children) await aSession.createIfAbsent(leaseDocument(a.naming, c.id, c.range, null, {}, 2));
+    await aSession.delete(claimed!);
+    await clock.advanceUntil(() => settled, 5_000, 50);
+    expect((await result).created).toEqual([]);
+    stop.abort();
+    await Promise.all(background);
+    const tokens = inner.snapshot().map((l) => l.leaseToken).filter((t) => !t.startsWith('.')).sort();
+    expect(tokens).toEqual(['3', '4']);
   });
 });

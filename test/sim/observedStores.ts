@@ -3,6 +3,7 @@ import type { DeadLetterSink } from '../../src/deadletter/DeadLetterSink.js';
 import type { Lease } from '../../src/leases/Lease.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import type { ViewStore, ViewWrite } from '../../src/sinks/ViewStore.js';
+import { PARENT_LEASE } from '../../src/leases/protocol/signals.js';
 import { laggingLeaseStore } from '../support/faults/index.js';
 import { leaseNaming, TIMINGS } from './config.js';
 import type { Sim } from './context.js';
@@ -135,7 +136,7 @@ export class ObservedStores {
       createIfAbsent: async (lease) => {
         const created = await leaseMemory.createIfAbsent(lease);
         if (created) this.#checkStopped(lease, created, 'created', violate);
-        if (created && created.feedRange && world.registerToken(created.leaseToken, created.feedRange)) sim.tally('lease.epkCreated');
+        if (created && created.feedRange && world.registerToken(created.leaseToken, created.feedRange, created.epoch, created.properties[PARENT_LEASE])) sim.tally('lease.epkCreated');
         if (created?.feedRange !== undefined) {
           const highest = this.#maxEpoch.get(created.id);
           if (highest !== undefined && created.epoch < highest) {
@@ -209,6 +210,8 @@ export class ObservedStores {
   #observeView<R>(inner: ViewStore<R>, name: string, sim: Sim, world: World): ViewStore<R> {
     const violate = sim.violations.report.bind(sim.violations);
     const epochs = new Map<string, number>();
+    // The highest epoch each incarnation of a token wrote at (a reused EPK token: see `World.registerToken`).
+    const incarnations = new Map<string, { readonly token: string; readonly epoch: number }>();
     return {
       description: inner.description,
       write: async (w) => {
@@ -218,12 +221,14 @@ export class ObservedStores {
           if (commit.epoch < highest) {
             violate('deposed-view-write-accepted', `${name}, partition ${commit.partition}: write at epoch ${commit.epoch} accepted after epoch ${highest}`);
           }
-          for (const [other, epoch] of epochs) {
-            if (world.isAncestor(commit.partition, other)) {
+          for (const { token: other, epoch } of incarnations.values()) {
+            if (world.isAncestor(commit.partition, other, { ancestor: commit.epoch, partition: epoch })) {
               violate('deposed-view-write-accepted', `${name}: parent ${commit.partition}'s write at epoch ${commit.epoch} accepted after its child ${other} wrote at epoch ${epoch}`, `range:${name}:${commit.partition}:${other}`);
             }
           }
           epochs.set(commit.partition, Math.max(highest, commit.epoch));
+          const incarnation = `${commit.partition}@${world.incarnation(commit.partition, commit.epoch)}`;
+          incarnations.set(incarnation, { token: commit.partition, epoch: Math.max(incarnations.get(incarnation)?.epoch ?? 0, commit.epoch) });
         }
         const deposed = this.#deposedWrites.get(w as ViewWrite<unknown>);
         if (deposed) violate('write-after-takeover-accepted', `${name}: ${deposed}`);

@@ -76,3 +76,42 @@ describe('simulation: what the SDK mode leaves out, and its lineage', () => {
     expect(Object.keys(result.stats.faults).filter((k) => k.startsWith('admin.') || k === 'source.merge' || k.startsWith('source.listing.'))).toEqual([]);
   });
 });
+
+describe('simulation: the lineage of an EPK token used again', () => {
+  /** A `random` that makes `World.split` pick partition `id`. */
+  const splitting = (world: World, id: string) => () => (world.partitions().findIndex((p) => p.id === id) + 0.5) / world.partitions().length;
+  /** A `random` that makes `World.merge` pick partition `id` and the one after it. */
+  const merging = (world: World, id: string) => () => (world.partitions().findIndex((p) => p.id === id) + 0.5) / (world.partitions().length - 1);
+  const idOf = (world: World, range: { minInclusive: string; maxExclusive: string }) => world.partitions().find((p) => p.range.minInclusive === range.minInclusive && p.range.maxExclusive === range.maxExclusive)!.id;
+
+  it('a descendant that replaces itself by a lease of the same range starts a new lineage of the token (seed 1404 of --faults all)', () => {
+    const world = new World(simFor({ seed: 1, faults: ['topology'], hosts: { min: 2, max: 2 } }));
+    const [first] = world.partitions();
+    world.split(splitting(world, first!.id));
+    const [left, right] = world.partitions().filter((p) => world.parentsOf.get(p.id)?.[0] === first!.id);
+    world.merge(merging(world, left!.id));
+    // The right part of the merged partition gets an EPK lease, created by the replacement of `right`'s lease.
+    const token = `${right!.range.minInclusive}-${right!.range.maxExclusive}`;
+    expect(world.registerToken(token, right!.range, 6, right!.id)).toBe(true);
+    const merged = world.partitions().find((p) => world.parentsOf.get(p.id)?.includes(left!.id))!;
+    world.split(splitting(world, merged.id)); // the token's range is a partition of its own
+    const whole = idOf(world, right!.range);
+    world.split(splitting(world, whole)); // cut: the token is gone
+    const [cutLeft] = world.partitions().filter((p) => world.parentsOf.get(p.id)?.[0] === whole);
+    world.merge(merging(world, cutLeft!.id)); // held whole again, as partition `again`
+    const again = idOf(world, right!.range);
+    expect(world.isAncestor(token, again)).toBe(true);
+    world.merge(merging(world, world.partitions()[0]!.id)); // `again` merged with its left neighbour: gone
+    // Created again by an ancestor (a stale replacement), the token stays the lineage it was.
+    expect(world.registerToken(token, right!.range, 16, right!.id)).toBe(false);
+    expect(world.isAncestor(token, again, { ancestor: 17, partition: 15 })).toBe(true);
+    // Created by `again`'s replacement, one epoch above it: a child of `again`, for writes from epoch 16 on.
+    expect(world.registerToken(token, right!.range, 16, again)).toBe(true);
+    expect(world.isAncestor(token, again, { ancestor: 17, partition: 15 })).toBe(false);
+    expect(world.isAncestor(again, token, { ancestor: 15, partition: 17 })).toBe(true);
+    // Writes of the earlier lineage (epochs below 16) are still its: an ancestor of `again`.
+    expect(world.isAncestor(token, again, { ancestor: 10, partition: 15 })).toBe(true);
+    expect(world.incarnation(token, 10)).toBe(0);
+    expect(world.incarnation(token, 17)).toBe(16);
+  });
+});

@@ -49,6 +49,14 @@ interface Lineage {
   readonly born: number;
   /** When it stopped being readable as one partition (split, merged, or an EPK range cut), if it did. */
   goneAt?: number;
+  /**
+   * The lowest epoch of this incarnation of its token (0: the first). An EPK lease's token names its range, so
+   * the same token comes back when a range cut earlier is held whole again and a descendant's replacement
+   * creates a lease for it (seed 1404 of `--faults all`): a new lineage, born after that descendant, whose
+   * epochs start above the descendant's (children are created one above their parent), so above every epoch
+   * of the earlier incarnation.
+   */
+  readonly fromEpoch: number;
 }
 
 /**
@@ -101,7 +109,10 @@ export class World {
   readonly listings: ListingHistory;
   readonly #history: { atMs: number; partitions: readonly Partition[] }[] = [];
   #latestChange: { atMs: number; children: readonly Partition[] } | undefined;
+  /** The latest incarnation of each token. */
   readonly #lineage = new Map<string, Lineage>();
+  /** The earlier incarnations of a reused EPK token, oldest first (see {@link Lineage.fromEpoch}). */
+  readonly #earlier = new Map<string, Lineage[]>();
   #generation = 0;
   /** When each change was written (virtual ms), by `id@lsn`. */
   readonly writtenAt = new Map<string, number>();
@@ -134,7 +145,7 @@ export class World {
     sdk?.setup(this.partitionCount, this.mode);
     if (sdk && this.mode === 'allVersionsAndDeletes') this.startFrom = 'now';
     const initial = this.partitions();
-    for (const p of initial) this.#lineage.set(p.id, { range: p.range, born: 0 });
+    for (const p of initial) this.#lineage.set(p.id, { range: p.range, born: 0, fromEpoch: 0 });
     this.#history.push({ atMs: sim.clock.now(), partitions: initial });
     const history = this.#history;
     const latest = () => this.#latestChange;
@@ -301,7 +312,7 @@ export class World {
   #changed(gone: readonly string[], children: readonly Partition[]): void {
     const generation = ++this.#generation;
     for (const id of gone) this.#lineage.get(id)!.goneAt = generation;
-    for (const child of children) this.#lineage.set(child.id, { range: child.range, born: generation });
+    for (const child of children) this.#lineage.set(child.id, { range: child.range, born: generation, fromEpoch: 0 });
     // An EPK lease's range is gone once no one live partition holds it whole.
     const live = this.partitions();
     for (const l of this.#lineage.values()) {
@@ -314,29 +325,54 @@ export class World {
 
   /**
    * Registers a lease token the source never listed: an EPK-range lease (the part of a merged partition an
-   * older lease covered). Its parent is the youngest gone token whose range holds its range.
+   * older lease covered), created at `epoch` by the replacement of `creator` (its `rxfeed.parentLease`, if any).
+   * Its parent is the youngest gone token whose range holds its range. A token registered before starts a new
+   * incarnation only when its earlier one is gone and `creator` is a descendant of it, gone too (the range was
+   * cut, then merged whole again, and that descendant's replacement made a lease for it): a lease of the same
+   * token created again by anyone else (an ancestor's late replacement, a bootstrap on a stale listing) stays
+   * the earlier incarnation, whose fences hold (and `epoch-went-back` sees it).
    */
-  registerToken(token: string, range: FeedRange | undefined): boolean {
-    if (this.#lineage.has(token) || !range) return false;
+  registerToken(token: string, range: FeedRange | undefined, epoch = 0, creator?: string): boolean {
+    if (!range) return false;
+    const current = this.#lineage.get(token);
+    if (current) {
+      const creatorGone = creator !== undefined && this.#lineage.get(creator)?.goneAt !== undefined;
+      if (current.goneAt === undefined || !creatorGone || !this.isAncestor(token, creator) || epoch <= current.fromEpoch) return false;
+      this.#earlier.set(token, [...(this.#earlier.get(token) ?? []), current]);
+      this.#lineage.delete(token);
+    }
     const born = this.#generation + 0.5;
     let parent: [string, Lineage] | undefined;
     for (const entry of this.#lineage) {
       const l = entry[1];
       if (l.goneAt !== undefined && l.range.minInclusive <= range.minInclusive && range.maxExclusive <= l.range.maxExclusive && (!parent || l.born > parent[1].born)) parent = entry;
     }
-    this.#lineage.set(token, { range, born });
+    this.#lineage.set(token, { range, born, fromEpoch: current ? epoch : 0 });
     if (parent) this.parentsOf.set(token, [parent[0]]);
     return true;
+  }
+
+  /** Which incarnation of `token` wrote at `epoch`, named by its {@link Lineage.fromEpoch} (0: the first). */
+  incarnation(token: string, epoch: number): number {
+    return this.#lineageAt(token, epoch)?.fromEpoch ?? 0;
+  }
+
+  /** The incarnation of `token` that wrote at `epoch` (the latest one when `epoch` is not given). */
+  #lineageAt(token: string, epoch?: number): Lineage | undefined {
+    const latest = this.#lineage.get(token);
+    if (epoch === undefined || !latest || epoch >= latest.fromEpoch) return latest;
+    return [...(this.#earlier.get(token) ?? [])].reverse().find((l) => epoch >= l.fromEpoch);
   }
 
   /**
    * Whether `ancestor` is a parent, grandparent, ... of `partition`: its range overlaps `partition`'s, it was
    * born before it, and it was gone (split, merged, cut) by the time `partition` was born. Works across
-   * splits, merges and EPK-range leases alike.
+   * splits, merges and EPK-range leases alike. With `epochs`, each token is taken in the incarnation that
+   * wrote at that epoch (see {@link Lineage.fromEpoch}); without, in its latest.
    */
-  isAncestor(ancestor: string, partition: string): boolean {
-    const a = this.#lineage.get(ancestor);
-    const p = this.#lineage.get(partition);
+  isAncestor(ancestor: string, partition: string, epochs?: { readonly ancestor: number; readonly partition: number }): boolean {
+    const a = this.#lineageAt(ancestor, epochs?.ancestor);
+    const p = this.#lineageAt(partition, epochs?.partition);
     if (!a || !p || ancestor === partition) return false;
     return a.born < p.born && a.goneAt !== undefined && a.goneAt <= p.born && rangesOverlap(a.range, p.range);
   }

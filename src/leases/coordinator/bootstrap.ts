@@ -89,7 +89,8 @@ async function readMarker(store: LeaseStore, id: string): Promise<Lease | typeof
 
 /**
  * Creates one lease per partition unless `<prefix>.info` says that was done, one host at a time (the host
- * that creates `<prefix>.lock`), above the epoch floor a reset left (`<prefix>.floor`). A lock of ours whose version this host saw unchanged for an
+ * that creates `<prefix>.lock`, and reads `.info` absent again under it; it keeps the lock an expiration after
+ * its `.info` landed), above the epoch floor a reset left (`<prefix>.floor`). A lock of ours whose version this host saw unchanged for an
  * expiration on its monotonic clock is stale (its host died) and is removed. A lock in another format (another processor's, which we cannot date) is waited on for one
  * expiration, then ignored: creating leases is idempotent (deterministic ids), the lock only saves work.
  *
@@ -121,7 +122,15 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
     if (ours) {
       let creates: Creates;
       try {
-        creates = await createLeases(ctx, floor, await store.list(naming.prefix));
+        // `.info` is read again under the lock, beside the listing: the read before the lock may be older than
+        // an expiration (a slow lock create), and a bootstrap that finished keeps its lock an expiration after
+        // its `.info` landed (`holdLock`), so a read sent once the lock is ours sees that `.info`.
+        const [done, existing] = await Promise.all([readMarker(store, info), store.list(naming.prefix)]);
+        if (done) {
+          await store.delete(ours).catch(() => undefined);
+          return NOTHING_CREATED;
+        }
+        creates = await createLeases(ctx, floor, existing);
       } catch (error) {
         await store.delete(ours).catch(() => undefined);
         throw error;
@@ -212,11 +221,38 @@ async function createLeases(ctx: BootstrapContext, floor: number, existing: List
   return failed ? { results, sentAt, failure: failed.reason } : { results, sentAt };
 }
 
-/** Records that the leases exist (`<prefix>.info`), then removes our lock, if we hold one. */
+/**
+ * Records that the leases exist (`<prefix>.info`), then removes our lock, if we hold one: at once when `.info`
+ * failed, else an expiration later ({@link holdLock}).
+ */
 async function markDone(ctx: BootstrapContext, lock?: Lease): Promise<void> {
   try {
     await ctx.store.createIfAbsent(markerDocument(ctx.naming, infoId(ctx.naming.markerPrefix)));
-  } finally {
+  } catch (error) {
     if (lock) await ctx.store.delete(lock).catch(() => undefined);
+    throw error;
   }
+  if (lock) await holdLock(ctx, lock);
+}
+
+/**
+ * Keeps the lock of a bootstrap that finished for an expiration after its `.info` landed, then removes it. A
+ * host's reads may lag other hosts' writes (the protocol assumes by less than an expiration): one that read
+ * `.info` absent just before it landed, and took the lock the moment it was removed, bootstrapped again on
+ * listings that lagged this bootstrap's creates and the replacements since (a lease created again for a
+ * partition its claimed lease had already been replaced for by split/merge children: the parent came back
+ * below their epochs, was fenced and retaken until its epoch passed theirs, and its writes were accepted
+ * after theirs; seeds 433, 866, 1091 of `--faults all`). A host that takes the lock after the hold reads
+ * `.info` under it, and sees it. The lock is touched first, so that a host waiting on it counts its
+ * expiration from then, not from the lock's create: the bootstrap may have taken most of one, and a lag is per
+ * document (a host may see the lock at once and `.info` late). A `stop()` during the hold releases the lock
+ * to nobody rather than removing it (removed early, it would let a lagging host bootstrap again): `.info`
+ * exists, so no host waits on it to start; it goes stale an expiration later (a reset deletes it).
+ */
+async function holdLock(ctx: BootstrapContext, lock: Lease): Promise<void> {
+  const held = (await ctx.store.replace({ ...lock, timestampMs: ctx.naming.now() }).catch(() => undefined)) ?? lock;
+  await ctx.delay(ctx.expirationMs);
+  // Conditional on our version: a reset since deleted it (and a bootstrap after it may hold a lock of its own).
+  if (ctx.stopped()) await ctx.store.replace({ ...held, owner: null }).catch(() => undefined);
+  else await ctx.store.delete(held).catch(() => undefined);
 }
