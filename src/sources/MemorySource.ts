@@ -273,6 +273,20 @@ export class MemorySource<T = unknown> implements Source<T> {
     return this.#route(hashKey(partitionKey)).partition.id;
   }
 
+  /**
+   * The point of the key space a partition key (or id) hashes to, written as feed range bounds are (hex): a
+   * document lies in a range when `minInclusive <= key < maxExclusive`, whatever splits and merges did since.
+   *
+   * @example
+   * ```ts
+   * const key = source.effectivePartitionKey('d1'); // e.g. '5758AFD4'
+   * const inLeft = key < '7F800000';
+   * ```
+   */
+  effectivePartitionKey(partitionKey: unknown): string {
+    return keyToHex(hashKey(partitionKey));
+  }
+
   /** Creates or replaces a document (same as {@link MemorySource.upsert}). */
   write(document: T, options: MemoryWriteOptions = {}): MemoryWriteResult {
     return this.upsert(document, options);

@@ -108,6 +108,25 @@ describe('MemorySource', () => {
     );
   });
 
+  it('effectivePartitionKey: the point of the key space a key routes by, in the range of its partition through splits and merges', () => {
+    const source = new MemorySource<Doc>({ partitions: 3 });
+    const ids = Array.from({ length: 100 }, (_, i) => `d${i}`);
+    const inRangeOfItsPartition = () =>
+      ids.every((id) => {
+        const key = source.effectivePartitionKey(id);
+        const { range } = source.partitions().find((p) => p.id === source.partitionFor(id))!;
+        return range.minInclusive <= key && key < range.maxExclusive;
+      });
+    expect(inRangeOfItsPartition()).toBe(true);
+    source.split('1');
+    expect(inRangeOfItsPartition()).toBe(true);
+    source.merge('0', source.partitions()[1]!.id);
+    expect(inRangeOfItsPartition()).toBe(true);
+    // The same key, whatever the topology; hex as feed range bounds are written.
+    expect(source.effectivePartitionKey('d1')).toBe(new MemorySource<Doc>({ partitions: 1 }).effectivePartitionKey('d1'));
+    expect(source.effectivePartitionKey('d1')).toMatch(/^[0-9A-F]{8}$/);
+  });
+
   it('split: the parent is gone, children continue its LSN numbering and log from a parent position', async () => {
     const source = new MemorySource<Doc>({ partitions: 1, mode: 'allVersionsAndDeletes' });
     for (let i = 0; i < 50; i++) source.write({ id: `d${i}`, n: i });
