@@ -2,6 +2,7 @@ import { MemoryDeadLetterStore, MemoryLeaseStore, MemoryViewStore } from '../../
 import type { DeadLetterSink } from '../../src/deadletter/DeadLetterSink.js';
 import type { Lease } from '../../src/leases/Lease.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
+import { REPLACED_AT_EPOCH } from '../../src/leases/protocol/signals.js';
 import type { ViewStore, ViewWrite } from '../../src/sinks/ViewStore.js';
 import { laggingLeaseStore } from '../support/faults/index.js';
 import { leaseNaming, TIMINGS } from './config.js';
@@ -173,6 +174,8 @@ export class ObservedStores {
           return after;
         }
         this.#checkStopped(lease, after, 'written', violate);
+        // Marked replaced: never read again (its children carry its range on).
+        if (after.properties[REPLACED_AT_EPOCH] !== undefined) world.leaseEnded(after.leaseToken);
         if (before && after.epoch < before.epoch) {
           violate('deposed-lease-write-accepted', `lease ${after.leaseToken}: epoch ${after.epoch} written over ${before.epoch} by ${after.owner}`);
         }
@@ -184,6 +187,7 @@ export class ObservedStores {
       },
       delete: async (lease) => {
         await leaseMemory.delete(lease);
+        world.leaseEnded(lease.leaseToken);
         if (this.#adminWrites.has(lease)) {
           // A reset: positions start over, so later leases (of any token, split children of gone parents too)
           // start from the configured start.

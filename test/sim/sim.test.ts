@@ -322,6 +322,31 @@ describe('simulation: seeds the halt policy found', () => {
 });
 
 /**
+ * Seeds of the sweep from 1701 (`--faults all`) whose failures were the simulation's own: each broke the
+ * invariants named before the checker's fix, and the product did as documented.
+ */
+describe('simulation: seeds the checker misjudged (sweep from 1701)', () => {
+  const all = { faults: FAULT_SETS.filter((f) => f !== 'twin'), hosts: { min: 2, max: 6 }, relay: 'off', source: 'memory', sse: 'off', form: 'handler' } as const;
+  // change-never-delivered, poison-not-contained, view-differs-from-source (seeds 1714 and 1816, --policy halt):
+  // an EPK-range lease (a merged partition's part, 7F800000-FF and -7F800000) halted on a poison change; its
+  // range was cut by a split and made whole again by a merge 200 ms (2 s) later, while the halt backoff kept
+  // every host off it, so its lease was never replaced and reads the merged partition on, halting on the same
+  // poison change. The lineage took the cut for good and the lease for the merged partition's parent, whose
+  // halt holds back nothing of it. A cut lease is gone now only once it is replaced (World.leaseEnded), and a
+  // halt excuses a change by its key's point, not by the live partition it routes to (wider after a merge).
+  const epkHealedBehindHalt: SimConfig = { ...all, seed: 1714, balanceBy: 'load', view: 'guarded', groups: false, policy: 'halt', start: 'function', leaseScheme: 'dotnet', positions: 'lsn' };
+  const epkHealedBehindHaltAgain: SimConfig = { ...all, seed: 1816, balanceBy: 'load', view: 'guarded', groups: false, policy: 'halt', start: 'beginning', leaseScheme: 'dotnet', positions: 'lsn' };
+  for (const config of [epkHealedBehindHalt, epkHealedBehindHaltAgain]) {
+    it(`change-never-delivered: a halted EPK-range lease cut and made whole again before its replacement: ${replayLine(config)}`, async () => {
+      const { stats, violations } = await runSimulation(config);
+      expect(violations).toEqual([]);
+      expect(stats.faults['poison.halted']).toBeGreaterThan(0);
+      expect(stats.faults['source.merge']).toBeGreaterThan(0);
+    });
+  }
+});
+
+/**
  * The whole product: each new fault set alone, and every fault set with a product variant per seed (view
  * mode, group keys, handler form, failure policy, start position, lease scheme, balancing). Short runs; the
  * variants that break an invariant of a bug being fixed are listed above, so these only count what struck.

@@ -39,6 +39,12 @@ interface Lineage {
   readonly born: number;
   /** When it stopped being readable as one partition (split, merged, or an EPK range cut), if it did. */
   goneAt?: number;
+  /** An EPK-range lease's token (see {@link World.registerToken}), not a partition of the source. */
+  readonly epk?: true;
+  /** An EPK token's last cut: when its range last stopped being held whole by one live partition. */
+  cutAt?: number;
+  /** An EPK token whose lease was replaced (marked so, or deleted): gone for good once it was cut. */
+  ended?: true;
 }
 
 /**
@@ -272,10 +278,18 @@ export class World {
     const generation = ++this.#generation;
     for (const id of gone) this.#lineage.get(id)!.goneAt = generation;
     for (const child of children) this.#lineage.set(child.id, { range: child.range, born: generation });
-    // An EPK lease's range is gone once no one live partition holds it whole.
+    // An EPK lease's range is gone once no one live partition holds it whole. A cut that a merge heals before the
+    // lease is replaced leaves it whole again: its lease reads the merged partition on (the source reads an EPK
+    // range in whichever one live partition holds it), so it is no one's parent. Once replaced, it stays gone.
     const live = this.partitions();
     for (const l of this.#lineage.values()) {
-      if (l.goneAt === undefined && !live.some((p) => p.range.minInclusive <= l.range.minInclusive && l.range.maxExclusive <= p.range.maxExclusive)) l.goneAt = generation;
+      const whole = live.some((p) => p.range.minInclusive <= l.range.minInclusive && l.range.maxExclusive <= p.range.maxExclusive);
+      if (l.goneAt === undefined && !whole) {
+        l.goneAt = generation;
+        if (l.epk) l.cutAt = generation;
+      } else if (l.epk && !l.ended && l.goneAt !== undefined && whole) {
+        l.goneAt = undefined;
+      }
     }
     const now = this.sim.clock.now();
     this.#history.push({ atMs: now, partitions: live });
@@ -294,9 +308,25 @@ export class World {
       const l = entry[1];
       if (l.goneAt !== undefined && l.range.minInclusive <= range.minInclusive && range.maxExclusive <= l.range.maxExclusive && (!parent || l.born > parent[1].born)) parent = entry;
     }
-    this.#lineage.set(token, { range, born });
+    this.#lineage.set(token, { range, born, epk: true });
     if (parent) this.parentsOf.set(token, [parent[0]]);
     return true;
+  }
+
+  /**
+   * Lease `token` was replaced (marked replaced or deleted): an EPK token cut before is gone from its last cut on,
+   * healed or not (its children, made while it was cut, descend from it). A partition's own token is unchanged.
+   */
+  leaseEnded(token: string): void {
+    const l = this.#lineage.get(token);
+    if (!l?.epk || l.ended) return;
+    l.ended = true;
+    if (l.goneAt === undefined && l.cutAt !== undefined) l.goneAt = l.cutAt;
+  }
+
+  /** The point of the key space a document's key hashes to (hex), or `undefined` in the SDK mode. */
+  keyOf(id: string): string | undefined {
+    return this.sdk ? undefined : this.memory.effectivePartitionKey(id);
   }
 
   /**
@@ -344,14 +374,22 @@ export class World {
    * halted lease covers the change's partition (or a later one over it) and the change's key. By key too: a
    * halted partition that split or merged is handed to its children from its checkpoint, and only the child
    * holding the poison change halts (its own halt is recorded then), so the changes of the other child's keys,
-   * written to the parent before or after the poison, must arrive. A key's range is the live partition it
-   * routes to now (splits only narrow it; a merge widens it, which excuses more, never less); in the SDK mode
-   * the emulator routes keys, and the key test is left out.
+   * written to the parent before or after the poison, must arrive. The key is its point in the key space (the
+   * live partition it routes to now would be wider after a merge, and excuse the keys of a lease that did not
+   * halt); in the SDK mode the emulator routes keys, and the key test is left out.
    */
   excused(key: string): boolean {
     const partition = this.writtenTo.get(key);
     if (partition === undefined || this.halted.size === 0) return false;
-    const keyRange = this.sdk ? undefined : this.#lineage.get(this.memory.partitionFor(key.slice(0, key.lastIndexOf('@'))))?.range;
-    return [...this.halted].some((h) => this.#behind(partition, h) && (!keyRange || rangesOverlap(keyRange, this.#lineage.get(h)?.range ?? keyRange)));
+    const point = this.keyOf(key.slice(0, key.lastIndexOf('@')));
+    return [...this.halted].some((h) => {
+      const range = this.#lineage.get(h)?.range;
+      return this.#behind(partition, h) && (point === undefined || range === undefined || inRange(point, range));
+    });
   }
+}
+
+/** Whether a key's point (see {@link World.keyOf}) lies in `range`. */
+function inRange(point: string, range: FeedRange): boolean {
+  return range.minInclusive <= point && point < range.maxExclusive;
 }
