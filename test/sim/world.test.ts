@@ -38,6 +38,7 @@ function mergedWithEpk(): { world: World; write: (n: number) => void } {
 }
 
 const idOf = (key: string) => key.slice(0, key.lastIndexOf('@'));
+const lsnOf = (key: string) => Number(key.slice(key.lastIndexOf('@') + 1));
 const inLeft = (world: World, key: string) => world.keyOf(idOf(key))! < LEFT.maxExclusive;
 const writtenTo = (world: World, partitions: readonly string[]) => [...world.written].filter((k) => partitions.includes(world.writtenTo.get(k)!));
 
@@ -78,5 +79,18 @@ describe("simulation: the world's lineage and excuses", () => {
     const right = merged.filter((k) => !inLeft(world, k));
     expect(right.length).toBeGreaterThan(0);
     for (const key of merged) expect(world.excused(key)).toBe(inLeft(world, key));
+  });
+
+  it("a rewind moving an EPK lease's checkpoint forward skips its keys' changes in the merged partition it reads, and only those", () => {
+    const { world, write } = mergedWithEpk();
+    write(60);
+    const merged = writtenTo(world, [world.partitions()[0]!.id]).sort((a, b) => lsnOf(a) - lsnOf(b));
+    const from = lsnOf(merged[10]!);
+    const to = lsnOf(merged[40]!);
+    world.skippedByOperator(LEFT_EPK, from, to);
+    const between = merged.filter((k) => lsnOf(k) > from && lsnOf(k) <= to);
+    expect(between.some((k) => inLeft(world, k))).toBe(true);
+    expect(between.some((k) => !inLeft(world, k))).toBe(true);
+    for (const key of merged) expect(world.isBeforeStart(key)).toBe(between.includes(key) && inLeft(world, key));
   });
 });

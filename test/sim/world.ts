@@ -218,19 +218,24 @@ export class World {
 
   /**
    * An operator moved lease `token`'s checkpoint forward, from LSN `from` to `to` (a rewind to a time after
-   * it): the changes in between of its partition, its ancestors and its descendants that had not reached the
-   * sink are skipped on request and need not arrive (counted with those before the start). LSNs only grow,
-   * so every change the move skips is written already.
+   * it): the changes in between of the keys in its range that had not reached the sink are skipped on request
+   * and need not arrive (counted with those before the start). LSNs only grow, so every change the move skips is
+   * written already. By key, not by partition: every partition that ever held a key (its parents, a merged
+   * partition an EPK-range lease reads part of, that partition's parents) hands its log on to the next with its
+   * LSNs, so the lease reads every change of its keys above its checkpoint, whichever partition it was written
+   * to, and no other key's (in the SDK mode, with no key, its partition, ancestors and descendants).
    */
   skippedByOperator(token: string, from: number, to: number): void {
     if (to <= from) return;
+    const range = this.#lineage.get(token)?.range;
     let skipped = 0;
     for (const key of this.written) {
       if (this.delivered.has(key) || this.beforeStart.has(key)) continue;
       const lsn = Number(key.slice(key.lastIndexOf('@') + 1));
       const partition = this.writtenTo.get(key);
       if (lsn <= from || lsn > to || partition === undefined) continue;
-      if (partition === token || this.isAncestor(partition, token) || this.isAncestor(token, partition)) {
+      const point = range ? this.keyOf(key.slice(0, key.lastIndexOf('@'))) : undefined;
+      if (point !== undefined ? inRange(point, range!) : partition === token || this.isAncestor(partition, token) || this.isAncestor(token, partition)) {
         this.beforeStart.add(key);
         skipped++;
       }
