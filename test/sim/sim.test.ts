@@ -355,6 +355,16 @@ describe('simulation: seeds the checker misjudged (sweep from 1701)', () => {
     expect(violations).toEqual([]);
     expect(stats.faults['admin.rewind.skipped']).toBeGreaterThan(0);
   });
+  // owned-but-unread (seed 1581): h1's handler waited on three late view writes in a row (6.9 s each, the `late`
+  // set) with its read budget used up, so no read of lease 0 started for 20.7 s while it kept writing the
+  // lease's changes (backpressure, and the `stall` event said so). A view write of the lease leaving or landing
+  // counts as work on it between reads now; a read in flight still counts from its start.
+  const slowSinkHoldsBudget: SimConfig = { ...all, seed: 1581, balanceBy: 'count', view: 'guarded', groups: true, policy: 'deadLetter', start: 'beginning', leaseScheme: 'rxfeed', positions: 'opaque' };
+  it(`owned-but-unread: a slow sink holding the read budget: ${replayLine(slowSinkHoldsBudget)}`, async () => {
+    const { stats, violations } = await runSimulation(slowSinkHoldsBudget);
+    expect(violations).toEqual([]);
+    expect(stats.faults['view.slow']).toBeGreaterThan(0);
+  });
 });
 
 /**
