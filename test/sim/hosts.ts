@@ -5,7 +5,7 @@ import type { FeedEvent } from '../../src/core/events.js';
 import { checkpointEvery, createChangeFeed, filterChanges, mapChanges, materializeToView, type PartitionContext, processChanges } from '../../src/index.js';
 import type { Change } from '../../src/core/Change.js';
 import { LeaseLostError } from '../../src/errors/index.js';
-import type { ViewCommit, ViewMode, ViewWrite } from '../../src/sinks/ViewStore.js';
+import type { ViewCommit, ViewMode, ViewStore, ViewWrite } from '../../src/sinks/ViewStore.js';
 import type { CoordinatorFactoryOptions } from '../../src/feed/options.js';
 import { createLeaseCoordinator } from '../../src/leases/createLeaseCoordinator.js';
 import type { ReadRequest, Source } from '../../src/sources/Source.js';
@@ -29,6 +29,31 @@ export function groupOf(id: string): string {
 export interface ReadActivity {
   last: number;
   readonly inFlight: number[];
+}
+
+/**
+ * Records when one host's view writes of each lease token last left or landed (for `owned-but-unread`): a host
+ * whose sink is slow holds its read budget and reads nothing until the sink catches up, and still works the
+ * lease all the while.
+ */
+function trackSink<R>(view: ViewStore<R>, written: Map<string, number>, now: () => number): ViewStore<R> {
+  const mark = (w: ViewWrite<R>) => {
+    for (const p of w.partitions) written.set(p.partition, now());
+  };
+  return {
+    ...view,
+    description: view.description,
+    // No await of its own: an extra turn on the way would move every later step of a seed's replay.
+    write: (w) => {
+      mark(w);
+      const written = view.write(w);
+      written.then(
+        () => mark(w),
+        () => mark(w),
+      );
+      return written;
+    },
+  };
 }
 
 /** What the simulation needs of a running processor, in either form. */
@@ -76,6 +101,8 @@ export interface SimHost {
   readonly processor: Processor;
   readonly subscription: Subscription;
   readonly reads: Map<string, ReadActivity>;
+  /** When a view write of each lease token last left or landed (see {@link trackSink}), in virtual ms. */
+  readonly sinkWrites: Map<string, number>;
   /** Epoch at which this host last acquired each lease token (from its `leaseAcquired` events). */
   readonly acquired: Map<string, number>;
   /**
@@ -165,6 +192,7 @@ export class Hosts {
     const hostClock = this.clocks.create();
     const hostEnv = env.withScheduler(hostClock);
     const reads = new Map<string, ReadActivity>();
+    const sinkWrites = new Map<string, number>();
     // Outermost first: the host's gate, then the seam's faults, then the shared stores. In the SDK mode, the
     // host's own CosmosSource and CosmosLeaseStore, faults striking at the emulator (see sdkWorld.ts).
     const sdk = world.sdk?.connect(hostClock);
@@ -186,8 +214,9 @@ export class Hosts {
     const relayed = (store: LeaseStore): LeaseStore => (this.relay ? this.relay.watchCheckpoints(store, name) : store);
     const hostLeases = sdk ? stores.observeLeases(relayed(sdk.leases)) : faultyLeaseStore(relayed(stores.leasesFor(name)), plans.lease, env);
     const leases = gateLeaseStore(stores.tagWrites(hostLeases, () => ref.host!, sim), hostClock);
-    const view = gateViewStore(stores.markDeposed(faultyViewStore(stores.view, plans.view, env), () => ref.host!, sim), hostClock);
-    const groupView = gateViewStore(stores.markDeposed(faultyViewStore(stores.groupView, plans.view, env), () => ref.host!, sim), hostClock);
+    const sink = <R>(v: ViewStore<R>) => trackSink(v, sinkWrites, () => clock.now());
+    const view = gateViewStore(sink(stores.markDeposed(faultyViewStore(stores.view, plans.view, env), () => ref.host!, sim)), hostClock);
+    const groupView = gateViewStore(sink(stores.markDeposed(faultyViewStore(stores.groupView, plans.view, env), () => ref.host!, sim)), hostClock);
     const deadLetters = gateDeadLetterSink(faultyDeadLetterSink(stores.deadLetters, plans.deadLetter, env), hostClock);
     const onFailure = config.policy === 'halt' ? { retry: RETRY, halt: true as const, scheduler: hostClock } : { retry: RETRY, deadLetter: deadLetters, scheduler: hostClock };
     // Without the `poison` fault set or the handler form, the pipeline is the one older seeds ran.
@@ -283,7 +312,7 @@ export class Hosts {
           },
         });
     }
-    const host: SimHost = { name, clock: hostClock, processor, subscription, reads, acquired: new Map(), joinedAt: clock.now(), runStartedAt: clock.now(), everPaused: false, stopCalledAt: undefined, stopped: false };
+    const host: SimHost = { name, clock: hostClock, processor, subscription, reads, sinkWrites, acquired: new Map(), joinedAt: clock.now(), runStartedAt: clock.now(), everPaused: false, stopCalledAt: undefined, stopped: false };
     ref.host = host;
     this.all.push(host);
     return host;

@@ -6,8 +6,8 @@ import type { World } from './world.js';
 
 /**
  * The invariants checked after every tick: `credit-above-budget` (a host holds more changes than its
- * budget) and `owned-but-unread` (a live host owns an unexpired lease with no read of its partition for
- * {@link UNREAD_BOUND_MS}).
+ * budget) and `owned-but-unread` (a live host owns an unexpired lease with no read of its partition, nor a view
+ * write of it between reads, for {@link UNREAD_BOUND_MS}).
  */
 export class Throughout {
   readonly #ownedSince = new Map<string, number>();
@@ -41,7 +41,11 @@ export class Throughout {
       this.#ownedSince.set(key, since);
       const quiet = named.map((h) => {
         const activity = h.reads.get(lease.leaseToken);
-        const lastRead = activity ? (activity.inFlight.length > 0 ? Math.min(...activity.inFlight) : activity.last) : -Infinity;
+        // A read in flight counts from its start (one that never returns is no read). Between reads, a view write
+        // of the lease leaving or landing is work on it too: a slow sink holds the read budget, and no read
+        // starts until it catches up (backpressure, not an abandoned lease: its batches stop once its reads do).
+        const sink = h.sinkWrites.get(lease.leaseToken) ?? -Infinity;
+        const lastRead = activity?.inFlight.length ? Math.min(...activity.inFlight) : Math.max(activity?.last ?? -Infinity, sink);
         return { h, activity, quietFor: now - Math.max(since, h.joinedAt, lastRead) };
       });
       const { h, activity, quietFor } = quiet.reduce((a, b) => (b.quietFor < a.quietFor ? b : a));
