@@ -316,6 +316,10 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
         case 'gone': {
           log('partition gone; waiting for acknowledgements, then handing over to its children');
           await tracker.drain(ctx.drainTimeoutMs);
+          // What did not reach the checkpoint is the children's to read again: nothing more of it may be written
+          // or published from here (a relay's round sent once a child's owner published later changes would
+          // put a document's changes out of order at the broker: the simulation's broker-key-order, seed 1722).
+          tracker.handOver('PartitionGone');
           // The coordinator retries the replacement, or gives the lease back if it cannot; errors are its events.
           await owned.partitionGone(tracker.ackedPosition);
           return close(owned.closeReason ?? 'PartitionGone');
