@@ -277,9 +277,12 @@ describe('partition reader', () => {
     const drainGone = new MemorySource<Doc>({ partitions: 1, drainGone: true });
     for (let i = 0; i < 5; i++) drainGone.write({ id: `d${i}` });
     const { owned } = fakeOwned(drainGone);
-    const seen: { aborted: boolean; reason: unknown }[] = [];
+    const seen: { aborted: boolean; reason: unknown; feedAborted: boolean }[] = [];
     const held: ChangeBatch<Doc>[] = [];
-    const feed = readPartition({ ...owned, partitionGone: async () => void seen.push({ aborted: held[0]!.origin!.tracker.signal.aborted, reason: held[0]!.origin!.tracker.signal.reason }) }, context(new CountingSource(drainGone), { drainTimeoutMs: 500 }));
+    const feed = readPartition(
+      { ...owned, partitionGone: async () => void seen.push({ aborted: held[0]!.origin!.tracker.signal.aborted, reason: held[0]!.origin!.tracker.signal.reason, feedAborted: feed.signal.aborted }) },
+      context(new CountingSource(drainGone), { drainTimeoutMs: 500 }),
+    );
     feed.subscribe((b) => void held.push(b)); // never acknowledged
     await vi.advanceTimersByTimeAsync(0);
     drainGone.split('0');
@@ -288,6 +291,9 @@ describe('partition reader', () => {
     expect(seen).toHaveLength(1);
     expect(seen[0]!.aborted).toBe(true);
     expect(seen[0]!.reason).toMatchObject({ name: 'AbortError', message: 'ownership of lease 0 ended: PartitionGone' });
+    // The feed's signal too (a handler's context.signal): a handler that publishes itself stops as a relay does.
+    expect(seen[0]!.feedAborted).toBe(true);
+    expect(feed.signal.reason).toBe(seen[0]!.reason);
   });
 
   it('fails and stops the processor when the resource is gone', async () => {
