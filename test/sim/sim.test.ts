@@ -463,3 +463,20 @@ describe('simulation: the SSE hub as an observer', () => {
     for (const v of drawn) if (v.form === 'handler') expect(v.sse).toBe('off');
   });
 });
+
+/**
+ * Features that entered the simulation with their promises (issue 25): the `deadLettered` event against the
+ * dead-letter store, a handler's `context.signal` reason, and OpenTelemetry counters against the events (a
+ * fifth of the seeds, `randomFor('telemetry')`: seed 6 is one). Each check fails its mutant (test/sim/README.md).
+ */
+describe('simulation: dead-letter events, the ownership signal and telemetry', () => {
+  const config: SimConfig = { seed: 6, faults: ['host', 'poison', 'lease', 'source', 'view', 'sink'], hosts: { min: 2, max: 4 }, chaosMs: 10_000, form: 'handler' };
+  it(`every dead-letter write answered is announced once, signals abort with an AbortError, metrics add up: ${replayLine(config)}`, async () => {
+    const { stats, violations } = await runSimulation(config);
+    expect(violations).toEqual([]);
+    expect(stats.faults['deadLetter.events']).toBeGreaterThan(0);
+    expect(stats.faults['handler.signalAborted']).toBeGreaterThan(0);
+    expect(stats.faults['telemetry.runs']).toBe(1);
+    expect(stats.faults['telemetry.deadLetters']).toBeGreaterThan(0);
+  });
+});
