@@ -89,6 +89,11 @@ export type FeedEvent =
   /**
    * Changes user code gave up on were written to the dead-letter sink (`onFailure: { deadLetter }`): the
    * checkpoint may now pass them. Each of them was reported before as an `error` event of kind `item`.
+   * One event per write whose reply came back, from the host that made it; nothing is announced that the
+   * sink did not accept. A write whose reply was lost is retried while the partition is owned (the retry's
+   * reply is announced); if the ownership ends first, its letters may be stored unannounced by this host: the
+   * next owner reads the changes again (the checkpoint never passed them) and writes and announces them
+   * itself, except a version superseded since in `latestVersion` mode, which no read returns again.
    */
   | {
       readonly type: 'deadLettered';

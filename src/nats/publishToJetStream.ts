@@ -142,7 +142,11 @@ class JetStreamPublisher implements BrokerPublisher<NatsMessage> {
  * put a document's changes out of order);
  * after a failure the round resumes at the first unacknowledged message (later ones are sent again and
  * de-duplicated), so one document's changes are stored in LSN order, also across a split (a child's replay
- * of its parent's changes carries the parent's ids).
+ * of its parent's changes carries the parent's ids). Nothing more is sent once a batch's ownership ended (a
+ * handover, a gone partition handed to its children); what was sent before and is still held by the server
+ * (flow control, a slow route) lands when it reads again, possibly after the next owner's messages: a
+ * `drainTimeoutMs` longer than the server holds publishers keeps those in order too (consumers can also keep
+ * the newest version of a key by the envelope's `lsn`).
  *
  * Failures: no acknowledgement in time (a dropped connection, a slow server) and a full stream (limits with
  * discard `new`) are retried with capped backoff while the partition is owned, reported as `error` events;

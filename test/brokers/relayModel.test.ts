@@ -3,11 +3,15 @@ import { describe, expect, it } from 'vitest';
 import { publishToAmqp } from '../../src/amqp/publishToAmqp.js';
 import { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import { MemoryDeadLetterStore } from '../../src/deadletter/MemoryDeadLetterStore.js';
+import { createChangeFeed } from '../../src/feed/index.js';
+import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { publishToJetStream } from '../../src/nats/publishToJetStream.js';
+import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
+import { MemorySource } from '../../src/sources/MemorySource.js';
 import { RelayError, RelayStats } from '../../src/relay/relay.js';
 import { batch, type RelayDoc } from '../support/brokers/relayScenario.js';
 import { type HeldMessage, MemoryAmqp, MemoryJetStream } from '../support/brokers/memoryBrokers.js';
-import { type BrokerFaultPlan, FaultEnv, faultyAmqp, faultyJetStream, VirtualClock } from '../support/faults/index.js';
+import { type BrokerFaultPlan, FaultEnv, faultyAmqp, faultyJetStream, faultyLeaseStore, VirtualClock } from '../support/faults/index.js';
 
 /** `id@lsn` of each message, in arrival order. */
 const arrivals = (messages: readonly HeldMessage[]) => messages.map((m) => JSON.parse(m.body) as { id: string; lsn: number }).map((b) => `${b.id}@${b.lsn}`);
@@ -119,6 +123,48 @@ describe('relays over the broker models (virtual time, fault wrappers)', () => {
     expect(calls).toEqual(['drop 7']);
     expect(arrivals(broker.messages)).toEqual(['a@1', 'b@2']);
     expect(r.stats.retries).toBe(0);
+  });
+
+  it("jetstream: a split parent whose relay is behind publishes nothing more once its children may be read (the sim's broker-key-order, seed 1722)", async () => {
+    // One change a batch; x@1's acknowledgement 1.2 s late: it holds the parent's relay, a@2 waits behind it.
+    // The split parent is read to its end (drainGone), its drain gives up after 500 ms and the host replaces
+    // its lease by the children from checkpoint 0, owning it until the parent's slow delete lands. A child
+    // reads a@3 (a@2 superseded: latest-version) and publishes it at 1.1 s; without the hand-over, a@2, sent
+    // once x@1 is acknowledged (1.2 s, the parent still owned), landed after it.
+    const clock = new VirtualClock(1_000_000);
+    const env = new FaultEnv({ seed: 1, scheduler: clock });
+    const jetstream = new MemoryJetStream({ scheduler: clock });
+    const source = new MemorySource<RelayDoc>({ partitions: 1, drainGone: true });
+    source.write({ id: 'x', n: 1 });
+    source.write({ id: 'a', n: 2 });
+    const feed = createChangeFeed<RelayDoc>({
+      source,
+      leases: faultyLeaseStore(new MemoryLeaseStore(), { delete: [{ kind: 'slow', key: 'relay.0', count: 1, ms: 900 }] }, env),
+      instanceName: 'host-a',
+      leasePrefix: 'relay.',
+      scheduler: clock,
+      maxItemCount: 1,
+      drainTimeoutMs: 500,
+      pollIntervalMs: 50,
+      leaseAcquireIntervalMs: 100,
+      leaseRenewIntervalMs: 300,
+      leaseExpirationMs: 1_000,
+      telemetry: false,
+    });
+    const relay = publishToJetStream(faultyJetStream(jetstream.client('host-a'), { publish: [{ kind: 'slowAck', count: 1, ms: 1_200 }] }, env), {
+      subject: (c) => `docs.${c.id}`,
+      ackTimeoutMs: 10_000,
+      scheduler: clock,
+    });
+    const subscription = feed.changes$.pipe(relay, checkpointEvery({ count: 1, scheduler: clock })).subscribe();
+    await clock.advance(100);
+    source.split('0');
+    source.write({ id: 'a', n: 3 });
+    await clock.advance(10_000);
+    subscription.unsubscribe();
+    const a = arrivals(jetstream.messages).filter((m) => m.startsWith('a@'));
+    expect(a).toContain('a@3');
+    expect(a).toEqual([...a].sort((x, y) => Number(x.slice(2)) - Number(y.slice(2))));
   });
 
   it('a change toMessage throws for takes its LSN group with it: dead-lettered together, never published in part', async () => {

@@ -270,6 +270,32 @@ describe('partition reader', () => {
     expect(feed.closeReason).toBe('PartitionGone');
   });
 
+  it('hands the batches still out over before a gone partition is replaced: their signal aborts first (seed 1722)', async () => {
+    // A split parent read to its end while its last batch is still in the pipeline (a relay waiting for a slow
+    // broker): the drain gives up, and the children are created from the stored checkpoint. The batch must be
+    // ended by then, or a sink or relay still working on it writes after a child's owner wrote later changes.
+    const drainGone = new MemorySource<Doc>({ partitions: 1, drainGone: true });
+    for (let i = 0; i < 5; i++) drainGone.write({ id: `d${i}` });
+    const { owned } = fakeOwned(drainGone);
+    const seen: { aborted: boolean; reason: unknown; feedAborted: boolean }[] = [];
+    const held: ChangeBatch<Doc>[] = [];
+    const feed = readPartition(
+      { ...owned, partitionGone: async () => void seen.push({ aborted: held[0]!.origin!.tracker.signal.aborted, reason: held[0]!.origin!.tracker.signal.reason, feedAborted: feed.signal.aborted }) },
+      context(new CountingSource(drainGone), { drainTimeoutMs: 500 }),
+    );
+    feed.subscribe((b) => void held.push(b)); // never acknowledged
+    await vi.advanceTimersByTimeAsync(0);
+    drainGone.split('0');
+    await vi.advanceTimersByTimeAsync(2_000);
+    expect(held).toHaveLength(1);
+    expect(seen).toHaveLength(1);
+    expect(seen[0]!.aborted).toBe(true);
+    expect(seen[0]!.reason).toMatchObject({ name: 'AbortError', message: 'ownership of lease 0 ended: PartitionGone' });
+    // The feed's signal too (a handler's context.signal): a handler that publishes itself stops as a relay does.
+    expect(seen[0]!.feedAborted).toBe(true);
+    expect(feed.signal.reason).toBe(seen[0]!.reason);
+  });
+
   it('fails and stops the processor when the resource is gone', async () => {
     memory.faults.add({ kind: 'error', error: new ResourceGoneError('memory') });
     const { owned } = fakeOwned(memory);

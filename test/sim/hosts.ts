@@ -15,9 +15,11 @@ import { leaseNaming, TIMINGS } from './config.js';
 import type { Sim } from './context.js';
 import type { FaultPlans } from './faultPlans.js';
 import { HostClocks } from './hostClocks.js';
+import type { DeadLetterEvents } from './deadLetterEvents.js';
 import type { ObservedStores, Row } from './observedStores.js';
 import type { SimRelay } from './relay.js';
 import type { SimSse } from './sse.js';
+import type { SimTelemetry } from './telemetry.js';
 import type { Doc, World } from './world.js';
 
 /** The group key of a document: ids `d0`, `d1`, ... fall in three groups, whatever partition holds them. */
@@ -170,6 +172,8 @@ export class Hosts {
   readonly all: SimHost[] = [];
   readonly clocks: HostClocks;
   #number = 0;
+  /** The handlers' ownership signals already watched (`ownership-signal-reason`). */
+  readonly #watchedSignals = new WeakSet<AbortSignal>();
 
   constructor(
     private readonly sim: Sim,
@@ -181,6 +185,10 @@ export class Hosts {
     private readonly relay?: SimRelay,
     /** The `--sse on` variant: each incarnation's hub step (after the views) and its clients. */
     private readonly sse?: SimSse,
+    /** What the `deadLettered` events promise (see deadLetterEvents.ts). */
+    private readonly deadLetterEvents?: DeadLetterEvents,
+    /** On a slice of seeds, an OpenTelemetry meter for every host (see telemetry.ts). */
+    private readonly telemetry?: SimTelemetry,
   ) {
     this.clocks = new HostClocks(sim);
   }
@@ -217,7 +225,8 @@ export class Hosts {
     const sink = <R>(v: ViewStore<R>) => trackSink(v, sinkWrites, () => clock.now());
     const view = gateViewStore(sink(stores.markDeposed(faultyViewStore(stores.view, plans.view, env), () => ref.host!, sim)), hostClock);
     const groupView = gateViewStore(sink(stores.markDeposed(faultyViewStore(stores.groupView, plans.view, env), () => ref.host!, sim)), hostClock);
-    const deadLetters = gateDeadLetterSink(faultyDeadLetterSink(stores.deadLetters, plans.deadLetter, env), hostClock);
+    const gated = gateDeadLetterSink(faultyDeadLetterSink(stores.deadLetters, plans.deadLetter, env), hostClock);
+    const deadLetters = this.deadLetterEvents ? this.deadLetterEvents.watch(name, gated) : gated;
     const onFailure = config.policy === 'halt' ? { retry: RETRY, halt: true as const, scheduler: hostClock } : { retry: RETRY, deadLetter: deadLetters, scheduler: hostClock };
     // Without the `poison` fault set or the handler form, the pipeline is the one older seeds ran.
     const failure = sim.faults.has('poison') || config.form === 'handler' ? { onFailure } : {};
@@ -235,7 +244,11 @@ export class Hosts {
       // written into lease documents on the wall clock (skewed and stepped under the `clock` fault set).
       coordinator: (o: CoordinatorFactoryOptions) => createLeaseCoordinator({ ...o, now: () => hostClock.wallNow() }),
       stallTimeoutMs: 10_000,
-      events: (event: FeedEvent) => this.#onEvent(ref.host!, event),
+      events: (event: FeedEvent) => {
+        this.telemetry?.onEvent(event);
+        this.#onEvent(ref.host!, event);
+      },
+      ...(this.telemetry ? { telemetry: { meterProvider: this.telemetry.meterProvider } } : {}),
       ...(config.balanceBy ? { balanceBy: config.balanceBy } : {}),
       ...TIMINGS,
     };
@@ -249,6 +262,7 @@ export class Hosts {
         {
           processChanges: async (changes, context) => {
             this.#checkOwner(ref.host!, context.leaseToken, context.epoch);
+            this.#watchSignal(context);
             for (const c of changes) {
               if (c.document?.poison) throw new Error(`poison change ${c.id}@${c.lsn}`);
               const key = `${c.id}@${c.lsn}`;
@@ -336,6 +350,29 @@ export class Hosts {
   }
 
   /**
+   * `ownership-signal-reason`: when a handler's `context.signal` aborts (its ownership ended), its `reason` is an
+   * `AbortError` whose message names the lease and the close reason, as `PartitionContext.signal` promises
+   * (code that rethrows it, `throwIfAborted`, `fetch`, throws an AbortError). One listener per ownership.
+   */
+  #watchSignal(context: PartitionContext): void {
+    const { signal, leaseToken } = context;
+    if (this.#watchedSignals.has(signal)) return;
+    this.#watchedSignals.add(signal);
+    const check = () => {
+      const reason = signal.reason as { name?: unknown; message?: unknown } | undefined;
+      const message = typeof reason?.message === 'string' ? reason.message : '';
+      // `ownership of lease <token> ended: <CloseReason>`
+      const named = message.includes(`lease ${leaseToken} `) && /: [A-Z][A-Za-z]+$/.test(message);
+      if (reason?.name !== 'AbortError' || !named) {
+        this.sim.violations.report('ownership-signal-reason', `the signal of ${leaseToken} (epoch ${context.epoch}) aborted with ${String(reason?.name)}: ${message || String(reason)}`, `signal:${leaseToken}:${context.epoch}`);
+      }
+      this.sim.tally('handler.signalAborted');
+    };
+    if (signal.aborted) check();
+    else signal.addEventListener('abort', check, { once: true });
+  }
+
+  /**
    * `lease-dropped-while-owned`: a host reported a lease lost that the store still shows it owning at the
    * epoch it acquired, in a run where nothing can delay its renewals (no lease-store faults, no clock
    * faults, no pause, no twin): its own deadline ended an ownership nobody contested (e.g. a deadline that
@@ -343,6 +380,7 @@ export class Hosts {
    */
   #onEvent(host: SimHost | undefined, event: FeedEvent): void {
     if (!host) return;
+    this.deadLetterEvents?.onEvent(host.name, event);
     if (event.type === 'leaseAcquired') host.acquired.set(event.lease, event.epoch);
     if (event.type === 'leaseReleased' && event.reason === 'Halted') {
       this.world.halted.add(event.lease);

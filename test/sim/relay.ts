@@ -1,8 +1,10 @@
 import { type MonoTypeOperatorFunction, pipe, tap } from 'rxjs';
 import { publishToAmqp } from '../../src/amqp/publishToAmqp.js';
+import type { Change } from '../../src/core/Change.js';
 import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
-import { publishToJetStream } from '../../src/nats/publishToJetStream.js';
+import type { AmqpConfirmChannelLike, AmqpConnectionLike } from '../../src/amqp/publishToAmqp.js';
+import { changeEnvelope, type JetStreamClientLike, publishToJetStream } from '../../src/nats/publishToJetStream.js';
 import { RelayStats } from '../../src/relay/relay.js';
 import { type HeldMessage, MemoryAmqp, MemoryJetStream } from '../support/brokers/memoryBrokers.js';
 import { type BrokerFaultPlan, type FaultEnv, faultyAmqp, faultyJetStream, gateAmqp, gateJetStream, type HostClock } from '../support/faults/index.js';
@@ -34,6 +36,12 @@ function drawBrokerPlan(random: () => number): BrokerFaultPlan {
   };
 }
 
+/** One publish of a message as the relay made it: when, and whether its batch's ownership was live then. */
+interface Send {
+  readonly atMs: number;
+  readonly live: boolean;
+}
+
 /** A change as the relay's messages carry it (the default envelope). */
 interface Arrival {
   readonly key: string;
@@ -52,8 +60,12 @@ interface Arrival {
  * - `checkpoint-before-broker-confirmed`: a checkpoint accepted at LSN L for a lease covers a change the
  *   writing host handed to the relay (same lease, same epoch, LSN <= L) that the broker does not hold;
  * - `broker-key-order`: a document's changes, taken at their first arrival at the broker, are not in LSN order
- *   (also across splits); a late first arrival from a host that was ever paused (a zombie's publish, held
- *   while it was frozen: no broker fences publishers) is counted (`relay.zombieDisorder`), not a violation;
+ *   (also across splits). Counted instead, when the late message was published while its batch's ownership was
+ *   live (its tracker's signal not aborted: the relay must send nothing of an ended ownership): a message the
+ *   broker held (flow control) from before the later change arrived until after it (`relay.heldDisorder`: a
+ *   publisher cannot take back what it sent, and no broker fences publishers; a drain shorter than the hold
+ *   ends the ownership meanwhile), and a late first arrival from a host that was ever paused (a zombie's
+ *   publish, held while it was frozen: `relay.zombieDisorder`);
  *   so is the first arrival of a change written before the run's start once an operator rewound the leases
  *   (to the beginning or a time before the start: such changes were never published before, and arrive
  *   after their documents' later changes; `relay.rewindDisorder`), and, once an operator reset the leases, the
@@ -77,10 +89,15 @@ export class SimRelay {
   readonly #arrived = new Map<string, Arrival>();
   /** Highest LSN of each document among first arrivals. */
   readonly #newest = new Map<string, number>();
+  /** The batch each message body was built from (the body object the relay hands to the client). */
+  readonly #builtFrom = new WeakMap<object, AbortSignal | undefined>();
+  /** Every publish the relay made, by `host|message id`, in order. */
+  readonly #sends = new Map<string, Send[]>();
   #scanned = 0;
   #duplicates = 0;
   #duplicatesBeyondWindow = 0;
   #zombieDisorder = 0;
+  #heldDisorder = 0;
   #rewindDisorder = 0;
   #resetDisorder = 0;
 
@@ -103,12 +120,19 @@ export class SimRelay {
    */
   operator(name: string, host: HostClock): MonoTypeOperatorFunction<ChangeBatch<Doc>> {
     const env = this.#env.withScheduler(host);
-    const common = { stats: this.stats, scheduler: host, backoff: RELAY_TIMINGS.backoff };
+    // The default envelope's bytes, as a body object of its own per message, so that a publish can be traced back
+    // to its batch (and whether that batch's ownership was live when it was sent).
+    const payload = (change: Change<Doc>, batch: ChangeBatch<Doc>): Buffer => {
+      const body = Buffer.from(changeEnvelope(change, batch));
+      this.#builtFrom.set(body, batch.origin?.tracker.signal);
+      return body;
+    };
+    const common = { stats: this.stats, scheduler: host, backoff: RELAY_TIMINGS.backoff, payload };
     const relay =
       this.#broker instanceof MemoryJetStream
-        ? publishToJetStream<ChangeBatch<Doc>>(gateJetStream(faultyJetStream(this.#broker.client(name), this.#plan, env), host), { ...common, subject: (c) => `docs.${c.id}`, ackTimeoutMs: RELAY_TIMINGS.ackTimeoutMs })
+        ? publishToJetStream<ChangeBatch<Doc>>(this.#watchJetStream(name, gateJetStream(faultyJetStream(this.#broker.client(name), this.#plan, env), host)), { ...common, subject: (c) => `docs.${c.id}`, ackTimeoutMs: RELAY_TIMINGS.ackTimeoutMs })
         : publishToAmqp<ChangeBatch<Doc>>(
-            { connect: gateAmqp(faultyAmqp(() => (this.#broker as MemoryAmqp).connect(name), this.#plan, env).connect, host) },
+            { connect: this.#watchAmqp(name, gateAmqp(faultyAmqp(() => (this.#broker as MemoryAmqp).connect(name), this.#plan, env).connect, host)) },
             { ...common, exchange: 'docs', routingKey: (c) => `docs.${c.id}`, confirmTimeoutMs: RELAY_TIMINGS.confirmTimeoutMs },
           );
     return pipe(
@@ -121,6 +145,62 @@ export class SimRelay {
       }),
       relay,
     );
+  }
+
+  /** Records a publish the relay made (outside the faults and the host's gate: when the relay sent it). */
+  #sent(name: string, msgId: string | undefined, body: unknown): void {
+    if (msgId === undefined) return;
+    const signal = typeof body === 'object' && body !== null ? this.#builtFrom.get(body) : undefined;
+    const at = `${name}|${msgId}`;
+    let sends = this.#sends.get(at);
+    if (!sends) this.#sends.set(at, (sends = []));
+    sends.push({ atMs: this.sim.clock.now(), live: signal?.aborted === false });
+  }
+
+  #watchJetStream(name: string, js: JetStreamClientLike): JetStreamClientLike {
+    return {
+      publish: (subject, payload, options) => {
+        this.#sent(name, options?.msgID, payload);
+        return js.publish(subject, payload, options);
+      },
+    };
+  }
+
+  #watchAmqp(name: string, open: () => Promise<AmqpConnectionLike>): () => Promise<AmqpConnectionLike> {
+    return async () => {
+      const connection = await open();
+      return {
+        // eslint-disable-next-line @typescript-eslint/no-explicit-any -- one listener type for the overloads of `on`
+        on: (event: 'error' | 'close', listener: (error: any) => void) => connection.on(event as 'error', listener),
+        close: () => connection.close(),
+        createConfirmChannel: async () => {
+          const channel = await connection.createConfirmChannel();
+          const watched: AmqpConfirmChannelLike = {
+            once: (event, listener) => channel.once(event, listener),
+            // eslint-disable-next-line @typescript-eslint/no-explicit-any -- one listener type for the overloads of `on`
+            on: (event: 'error' | 'close', listener: (error: any) => void) => channel.on(event as 'error', listener),
+            close: () => channel.close(),
+            publish: (exchange, routingKey, content, options, callback) => {
+              this.#sent(name, options.messageId, content);
+              return channel.publish(exchange, routingKey, content, options, callback);
+            },
+          };
+          return watched;
+        },
+      } as AmqpConnectionLike;
+    };
+  }
+
+  /**
+   * The publish a message that arrived came from: the host's last publish of its id before it arrived (a
+   * connection keeps order, so the one that landed was made then or before; ownership only ever ends, so if
+   * that one was live, so was the one that landed).
+   */
+  #sendOf(message: HeldMessage): Send | undefined {
+    const sends = this.#sends.get(`${message.from}|${message.msgId}`) ?? [];
+    let last: Send | undefined;
+    for (const send of sends) if (send.atMs <= message.atMs) last = send;
+    return last;
   }
 
   /**
@@ -173,7 +253,12 @@ export class SimRelay {
       this.#arrived.set(key, { key, id, lsn, message });
       const newest = this.#newest.get(id) ?? -1;
       if (lsn < newest) {
-        if (this.everPaused(message.from)) this.#zombieDisorder++;
+        const send = this.#sendOf(message);
+        const newer = this.#arrived.get(`${id}@${newest}`)!.message;
+        // Sent while its ownership was live, before the later change reached the broker, and held by the broker
+        // (flow control) until after: nothing the publisher can take back; the handover's drain was shorter.
+        if (send?.live && send.atMs < newer.atMs) this.#heldDisorder++;
+        else if (send?.live && this.everPaused(message.from)) this.#zombieDisorder++;
         // An operator's rewind to before the run's start (the beginning, or a time before it) delivers, for the
         // first time, changes written before the start: after every change of theirs published since.
         else if ((this.sim.events.get('admin.rewind') ?? 0) > 0 && this.world.isBeforeStart(key)) this.#rewindDisorder++;
@@ -218,6 +303,7 @@ export class SimRelay {
       ['relay.resent', this.stats.resent],
       ['relay.retries', this.stats.retries],
       ['relay.zombieDisorder', this.#zombieDisorder],
+      ['relay.heldDisorder', this.#heldDisorder],
       ['relay.rewindDisorder', this.#rewindDisorder],
       ['relay.resetDisorder', this.#resetDisorder],
     ];

@@ -4,6 +4,7 @@ import { AdminOps } from './admin.js';
 import { runChaos } from './chaos.js';
 import { EPOCH_MS, sdkLimits, type SimConfig, type SimResult, TICK_MS } from './config.js';
 import { type Sim, Violations } from './context.js';
+import { DeadLetterEvents } from './deadLetterEvents.js';
 import { drawFaultPlans } from './faultPlans.js';
 import { drawHostSettings, Hosts } from './hosts.js';
 import { Throughout } from './invariants.js';
@@ -12,6 +13,7 @@ import { SimRelay } from './relay.js';
 import { checkQuiescence } from './quiescence.js';
 import { SdkWorld } from './sdkWorld.js';
 import { SimSse } from './sse.js';
+import { SimTelemetry } from './telemetry.js';
 import { World } from './world.js';
 
 export * from './config.js';
@@ -65,13 +67,17 @@ async function run(sim: Sim, sdk: SdkWorld | undefined): Promise<SimResult> {
   const relay = config.relay === 'jetstream' || config.relay === 'amqp' ? new SimRelay(sim, world, config.relay, everPaused) : undefined;
   // Constructed after everything else draws: it draws only from its own PRNG (`sse`).
   const sse = config.sse === 'on' ? new SimSse(sim, world) : undefined;
-  const hosts: Hosts = new Hosts(sim, world, stores, plans, settings, relay, sse);
+  // Draws nothing: what the `deadLettered` events promise, checked against each host's dead-letter writes.
+  const deadLetterEvents = new DeadLetterEvents(sim, world);
+  const telemetry = SimTelemetry.draw(sim);
+  const hosts: Hosts = new Hosts(sim, world, stores, plans, settings, relay, sse, deadLetterEvents, telemetry);
   const throughout = new Throughout(sim, world, stores, hosts);
   const advance = async (ms: number) => {
     for (let t = 0; t < ms; t += TICK_MS) {
       await clock.advance(TICK_MS);
       throughout.check();
       relay?.check();
+      deadLetterEvents.check();
       sse?.tick();
     }
   };
@@ -82,6 +88,8 @@ async function run(sim: Sim, sdk: SdkWorld | undefined): Promise<SimResult> {
   await checkQuiescence(sim, world, stores, hosts, advance, sse && (() => sse.settle(advance)));
   relay?.finish();
   sse?.finish();
+  deadLetterEvents.finish(await stores.deadLetterMemory.list({ limit: 1_000_000 }));
+  await telemetry?.finish();
 
   return {
     config,

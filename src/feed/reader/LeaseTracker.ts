@@ -1,7 +1,7 @@
 import type { SchedulerLike } from 'rxjs';
 import { ChangeBatch } from '../../core/ChangeBatch.js';
 import { errorEvent } from '../../errors/errorEvent.js';
-import type { FeedEvent } from '../../core/events.js';
+import type { CloseReason, FeedEvent } from '../../core/events.js';
 import { readFailureKind } from '../../errors/classify.js';
 import type { Position } from '../../core/Partition.js';
 import type { PartitionTracker } from '../../core/PartitionTracker.js';
@@ -57,8 +57,10 @@ export class LeaseTracker implements PartitionTracker {
   /** Credit taken for the read in flight (reads run concurrently across partitions, so reserve first). */
   #reserved = 0;
   #waitingForCredit = false;
-  /** Aborted when user code halts the partition; `signal` is this or the ownership's. */
+  /** Aborted when user code halts the partition; `signal` is this, {@link LeaseTracker.handOver}'s or the ownership's. */
   readonly #halting = new AbortController();
+  /** Aborted when the batches still out are handed over to the next owners ({@link LeaseTracker.handOver}). */
+  readonly #handedOver: AbortController;
   /** Sequence of the batch that halted the partition: nothing from it on is acknowledged. */
   #haltedAt = Infinity;
   /** When a batch of this ownership last left the pipeline (acknowledged or dropped; scheduler time). */
@@ -66,9 +68,11 @@ export class LeaseTracker implements PartitionTracker {
   /** This ownership's spans and metrics, when telemetry is on. */
   readonly telemetry: PartitionTelemetry | undefined;
 
-  constructor(owned: OwnedLease, ctx: TrackerContext, log: Logger) {
+  /** `handedOver`: the reader's, whose signal its feed's signal includes (a handler's `context.signal`). */
+  constructor(owned: OwnedLease, ctx: TrackerContext, log: Logger, handedOver = new AbortController()) {
     this.leaseToken = owned.leaseToken;
-    this.signal = AbortSignal.any([owned.signal, this.#halting.signal]);
+    this.#handedOver = handedOver;
+    this.signal = AbortSignal.any([owned.signal, this.#halting.signal, this.#handedOver.signal]);
     this.#owned = owned;
     this.#ctx = ctx;
     this.#log = log;
@@ -278,6 +282,19 @@ export class LeaseTracker implements PartitionTracker {
     }
     await this.flush();
     return settled;
+  }
+
+  /**
+   * The batches still out are handed over to the leases that replace this one (a gone partition's children,
+   * created from the stored checkpoint, read them again): `signal` and the reader feed's signal (a handler's
+   * `context.signal`) abort now, before those leases exist, with
+   * the `AbortError` the ownership's own end gives (`reason` is its close reason), so sinks and relays write
+   * nothing more of them. The ownership itself goes on while its replacement is written.
+   */
+  handOver(reason: CloseReason): void {
+    if (this.#handedOver.signal.aborted || this.#owned.signal.aborted) return;
+    this.#log('handing the batches still out over (%s)', reason);
+    this.#handedOver.abort(new DOMException(`ownership of lease ${this.leaseToken} ended: ${reason}`, 'AbortError'));
   }
 
   /** Writes the last acknowledged position if it is not written yet, and waits for every write. */

@@ -32,7 +32,7 @@ export type PartitionFeed<T> = Observable<ChangeBatch<T>> & {
   readonly epoch: number;
   /** The partition read. */
   readonly partition: Partition;
-  /** Aborted when this host's ownership of the lease ends (lost, released, handed over, gone, shutdown). */
+  /** Aborted when this host's ownership of the lease ends (lost, released, handed over, shutdown), and for a gone partition once its drain is over, before its children are created (the ownership ends once they are). */
   readonly signal: AbortSignal;
   /** Why the feed closed; `undefined` while it runs. */
   readonly closeReason: CloseReason | undefined;
@@ -246,14 +246,17 @@ async function goneNow<T>(owned: OwnedLease, ctx: ReaderContext<T>): Promise<boo
  */
 export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): PartitionFeed<T> {
   const state: { closeReason: CloseReason | undefined } = { closeReason: undefined };
-  return new ReaderFeed<T>(owned, state, (subscriber) => {
+  // Aborted when what is still out is handed over to the leases replacing this one (LeaseTracker.handOver): the
+  // feed's signal (a handler's `context.signal`) ends then, as the batches' own signal does.
+  const handedOver = new AbortController();
+  return new ReaderFeed<T>(owned, state, AbortSignal.any([owned.signal, handedOver.signal]), (subscriber) => {
     const log = logger('partition', { owner: ctx.owner, lease: owned.leaseToken });
     if (owned.signal.aborted) {
       state.closeReason = owned.closeReason ?? 'Shutdown';
       subscriber.complete();
       return;
     }
-    const tracker = new LeaseTracker(owned, ctx, log);
+    const tracker = new LeaseTracker(owned, ctx, log, handedOver);
     const reading = new AbortController();
     /** Aborted when the subscriber leaves. */
     const detached = new AbortController();
@@ -270,7 +273,11 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
         .flush()
         .then(() => goneNow(owned, ctx))
         .then(
-          (gone) => (gone ? owned.partitionGone(tracker.ackedPosition) : owned.release(`halted by a failure policy: ${error.message}`, 'Halted')),
+          (gone) => {
+            if (!gone) return owned.release(`halted by a failure policy: ${error.message}`, 'Halted');
+            tracker.handOver('PartitionGone');
+            return owned.partitionGone(tracker.ackedPosition);
+          },
           () => owned.release(`halted by a failure policy: ${error.message}`, 'Halted'),
         )
         .catch((failure: unknown) => tracker.reportError(failure as Error));
@@ -316,6 +323,10 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
         case 'gone': {
           log('partition gone; waiting for acknowledgements, then handing over to its children');
           await tracker.drain(ctx.drainTimeoutMs);
+          // What did not reach the checkpoint is the children's to read again: nothing more of it may be written
+          // or published from here (a relay's round sent once a child's owner published later changes would
+          // put a document's changes out of order at the broker: the simulation's broker-key-order, seed 1722).
+          tracker.handOver('PartitionGone');
           // The coordinator retries the replacement, or gives the lease back if it cannot; errors are its events.
           await owned.partitionGone(tracker.ackedPosition);
           return close(owned.closeReason ?? 'PartitionGone');
@@ -359,12 +370,12 @@ class ReaderFeed<T> extends Observable<ChangeBatch<T>> implements PartitionFeed<
   readonly signal: AbortSignal;
   readonly #state: { readonly closeReason: CloseReason | undefined };
 
-  constructor(owned: OwnedLease, state: { readonly closeReason: CloseReason | undefined }, subscribe: (subscriber: Subscriber<ChangeBatch<T>>) => TeardownLogic) {
+  constructor(owned: OwnedLease, state: { readonly closeReason: CloseReason | undefined }, signal: AbortSignal, subscribe: (subscriber: Subscriber<ChangeBatch<T>>) => TeardownLogic) {
     super(subscribe);
     this.leaseToken = owned.leaseToken;
     this.epoch = owned.epoch;
     this.partition = owned.partition;
-    this.signal = owned.signal;
+    this.signal = signal;
     this.#state = state;
   }
 
