@@ -191,15 +191,17 @@ export class ResumeLog<T> {
    * Where a client with its own marks `after` stands in `entry`'s partition just before it, along lineage: its
    * marks with the hub's positions before the entry (every other token's, as the entry's id holds them), as the
    * ids it is sent say. The marks alone are not enough once the hub has passed some of them (they are forgotten)
-   * while a range over several tokens (a merge) inherits from both.
+   * while a range over several tokens (a merge) inherits from both. A mark of the partition's own is not the whole
+   * story either: it may be the hub's position, while other tokens over the same range stand further (a snapshot's
+   * positions name the EPK-range lease a range was read under, the hub reads it again under the partition's own).
    */
   reachedBefore(entry: SseEntry<T>, after: ReadonlyMap<string, number>): number | undefined {
     const own = after.get(entry.partition);
-    if (own !== undefined) return own;
     const marks = new Map(parseEventId(entry.eventId)?.positions);
     marks.delete(entry.partition);
-    for (const [token, lsn] of after) if (lsn > (marks.get(token) ?? -1)) marks.set(token, lsn);
-    return markOf(entry.partition, marks, this.#ranges);
+    for (const [token, lsn] of after) if (token !== entry.partition && lsn > (marks.get(token) ?? -1)) marks.set(token, lsn);
+    const inherited = markOf(entry.partition, marks, this.#ranges);
+    return own === undefined ? inherited : Math.max(own, inherited ?? -1);
   }
 
   /** Whether the hub has published up to `lsn` of `token` (along lineage). */
