@@ -463,6 +463,28 @@ describe('simulation: the SSE hub as an observer', () => {
     expect(violations).toEqual([]);
     expect(stats.faults['sse.hostHoles']).toBeGreaterThan(0);
   });
+  // sse-order, then sse-gap (seed 1539, a simulation bug once the hub kept documents in order): after an admin
+  // reset, merged partition 12 re-read [5FA00000, FF) from 4; h4's hub had published d312@181 under EPK-range lease
+  // BF400000-FF (which it had read from 168: another host read d312@166). The re-read brought d312@166: sent after
+  // d312@181 before; now left out, and the gap check asked for it. It passes over a change whose document the
+  // chain already holds at a newer LSN (`sse.olderVersion`): no hub can send it in order any more.
+  const olderVersion = sseSeed(1539, { balanceBy: 'count', view: 'guarded', groups: false, form: 'rx', policy: 'deadLetter', start: 'time', leaseScheme: 'dotnet', positions: 'lsn', relay: 'off', source: 'memory', sse: 'on' });
+  it(`sse-order, sse-gap: a merged partition re-read brings back an older version than one published: ${replayLine(olderVersion)}`, async () => {
+    const { stats, violations } = await runSimulation(olderVersion);
+    expect(violations).toEqual([]);
+    expect(stats.faults['sse.olderVersion']).toBeGreaterThan(0);
+  });
+  // sse-duplicate (seed 1614, a hub bug): a browser's snapshot named EPK-range lease 7F800000-BF400000 at 187; after
+  // an admin reset h8's hub read the same range under partition 6's own lease from 63, and the ids it sent the
+  // browser held 6 at the hub's position (88) beside 7F800000-BF400000:187. On a resume the hub took the client's
+  // own mark of 6 (88) alone and sent d106@91 again (a row of its snapshot). A client stands, in a partition, at the
+  // furthest of its own mark and what the other tokens over its range hold; the gap check reads ids the same way.
+  const sameRangeOtherToken = sseSeed(1614, { balanceBy: 'count', view: 'guarded', groups: true, form: 'rx', policy: 'deadLetter', start: 'beginning', leaseScheme: 'rxfeed', positions: 'opaque', relay: 'off', source: 'memory', sse: 'on' });
+  it(`sse-duplicate: a range re-read under the partition's own lease, a snapshot's positions naming its EPK-range lease: ${replayLine(sameRangeOtherToken)}`, async () => {
+    const { stats, violations } = await runSimulation(sameRangeOtherToken);
+    expect(violations).toEqual([]);
+    expect(stats.faults['sse.snapshotMode']).toBe(1);
+  });
   // sse-duplicate (seeds 5 and 186): an admin reset made one lease over a merged partition (8, 14) whose range had
   // been read as EPK-range leases at different positions; the hub took the least advanced for the new lease and
   // sent the changes of the part ahead again (seed 5: to a live client, once they had left the replay buffer;

@@ -11,6 +11,19 @@ import type { Sim } from './context.js';
 import type { SimHost } from './hosts.js';
 import type { Doc, World } from './world.js';
 
+/**
+ * Where `positions` (an event id's) stand in `token`'s partition along lineage: its own mark, or, where further, the
+ * one inherited from the other tokens over its range (an id may hold the EPK-range lease a snapshot's positions
+ * named at 187 and the partition's own token, read again over that range, at 155: it stands at 187).
+ */
+function standsAt(token: string, positions: ReadonlyMap<string, number>, ranges: ReadonlyMap<string, FeedRange>): number | undefined {
+  const own = positions.get(token);
+  const others = new Map(positions);
+  others.delete(token);
+  const inherited = markOf(token, others, ranges);
+  return own === undefined ? inherited : Math.max(own, inherited ?? -1);
+}
+
 function overlaps(a: FeedRange, b: FeedRange | undefined): boolean {
   return b !== undefined && a.minInclusive < b.maxExclusive && b.minInclusive < a.maxExclusive;
 }
@@ -313,7 +326,7 @@ export class SimSse {
   checkGap(client: SimClient, chain: Chain, hub: SimHub, token: string, lsn: number, before: string): void {
     const positions = parseEventId(before)?.positions;
     if (!positions) return;
-    const from = markOf(token, positions, this.#ranges);
+    const from = standsAt(token, positions, this.#ranges);
     if (from === undefined || lsn - from <= 1) return;
     this.#index();
     const written = this.#written.get(token);
@@ -327,6 +340,13 @@ export class SimSse {
       const id = key.slice(0, key.lastIndexOf('@'));
       if ((chain.rows.get(id) ?? -1) >= l) continue;
       if (this.world.leftOut(key) || this.world.excused(key) || this.world.isBeforeStart(key) || this.#superseded(key)) continue;
+      // The chain holds a newer version of the document (received before, under another token: a range read again
+      // after an admin reset brings back versions older than the one the hub published): the hub keeps each
+      // document in order, and does not send the older one after it.
+      if ((chain.newest.get(id) ?? -1) > l) {
+        this.count('sse.olderVersion');
+        continue;
+      }
       // The hub was handed this change under another lease token too (an EPK-range lease over part of a merged
       // partition, then the partition's own lease re-reading it), and the id holds that token at or past it: the
       // browser stands past the change where the hub published it (it received it there, or started after it at
