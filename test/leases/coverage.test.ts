@@ -144,6 +144,19 @@ describe('Coverage (the repair step)', () => {
     expect(await store.read('p.0')).toMatchObject({ epoch: 0, owner: null });
   });
 
+  it("judges the lock by how long it stood unchanged here, never by its timestamp (a host whose wall clock runs behind)", async () => {
+    const { store, parts } = await seeded(2);
+    await store.delete((await store.read('p.0'))!);
+    const { coverage, clock, naming } = coverageOn(store, parts);
+    expect(await coverage.review(await leasesIn(store))).toBe(false);
+    await clock.advance(60_000);
+    // A live bootstrap's lock, stamped by a clock an hour behind this host's: not stale on sight.
+    await store.createIfAbsent(markerDocument({ ...naming, owner: 'b', now: () => naming.now() - 3_600_000 }, 'p..lock'));
+    expect(await coverage.review(await leasesIn(store))).toBe(false);
+    expect(await store.read('p..lock')).toBeDefined();
+    expect(await store.read('p.0')).toBeUndefined();
+  });
+
   it('does not repair what only a lagging listing misses: the fresh listing under the lock shows it', async () => {
     const { store, parts } = await seeded(3);
     const creates: string[] = [];

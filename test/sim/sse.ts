@@ -11,6 +11,19 @@ import type { Sim } from './context.js';
 import type { SimHost } from './hosts.js';
 import type { Doc, World } from './world.js';
 
+/**
+ * Where `positions` (an event id's) stand in `token`'s partition along lineage: its own mark, or, where further, the
+ * one inherited from the other tokens over its range (an id may hold the EPK-range lease a snapshot's positions
+ * named at 187 and the partition's own token, read again over that range, at 155: it stands at 187).
+ */
+function standsAt(token: string, positions: ReadonlyMap<string, number>, ranges: ReadonlyMap<string, FeedRange>): number | undefined {
+  const own = positions.get(token);
+  const others = new Map(positions);
+  others.delete(token);
+  const inherited = markOf(token, others, ranges);
+  return own === undefined ? inherited : Math.max(own, inherited ?? -1);
+}
+
 function overlaps(a: FeedRange, b: FeedRange | undefined): boolean {
   return b !== undefined && a.minInclusive < b.maxExclusive && b.minInclusive < a.maxExclusive;
 }
@@ -19,7 +32,8 @@ function overlaps(a: FeedRange, b: FeedRange | undefined): boolean {
 interface SimHub {
   readonly hub: SseHub<Doc, unknown>;
   readonly host: () => SimHost | undefined;
-  readonly read: Map<string, Set<number>>;
+  /** Per token, the LSNs read, each with the index in `inputs` of its first reading. */
+  readonly read: Map<string, Map<number, number>>;
   /** Lowest LSN read per token. */
   readonly first: Map<string, number>;
   /** Every change handed to the hub, in order. */
@@ -149,7 +163,7 @@ class SimResponse implements SseResponse {
  *   of control frames, as the hub promises a client never holds more of the server's memory;
  * - `sse-gap`: a change of partition P at LSN L received after the chain's last event id had P (along the
  *   lineage) at a position below L, while a change written to P between the two was not received, and the
- *   serving hub read it (it had it and did not send it), or the hub served a resume from another hub's id for
+ *   serving hub had read it before it published that change (it had it and did not send it), or the hub served a resume from another hub's id for
  *   P although it read P only from after that change (it vouched for a position it could not serve).
  *   A hub promises what it read: a change its host never read, between two it did (the lease moved to another
  *   host and came back), is a hole in its own reading, counted as `sse.hostHoles`; one its host never read
@@ -234,9 +248,9 @@ export class SimSse {
       tap((batch: ChangeBatch<Doc>) => {
         if (batch.range) this.#ranges.set(batch.partition, batch.range);
         let read = entry.read.get(batch.partition);
-        if (!read) entry.read.set(batch.partition, (read = new Set()));
+        if (!read) entry.read.set(batch.partition, (read = new Map()));
         for (const c of batch.changes) {
-          read.add(c.lsn);
+          if (!read.has(c.lsn)) read.set(c.lsn, entry.inputs.length);
           entry.first.set(batch.partition, Math.min(entry.first.get(batch.partition) ?? Infinity, c.lsn));
           entry.inputs.push({ token: batch.partition, id: c.id, lsn: c.lsn });
         }
@@ -312,7 +326,7 @@ export class SimSse {
   checkGap(client: SimClient, chain: Chain, hub: SimHub, token: string, lsn: number, before: string): void {
     const positions = parseEventId(before)?.positions;
     if (!positions) return;
-    const from = markOf(token, positions, this.#ranges);
+    const from = standsAt(token, positions, this.#ranges);
     if (from === undefined || lsn - from <= 1) return;
     this.#index();
     const written = this.#written.get(token);
@@ -326,6 +340,13 @@ export class SimSse {
       const id = key.slice(0, key.lastIndexOf('@'));
       if ((chain.rows.get(id) ?? -1) >= l) continue;
       if (this.world.leftOut(key) || this.world.excused(key) || this.world.isBeforeStart(key) || this.#superseded(key)) continue;
+      // The chain holds a newer version of the document (received before, under another token: a range read again
+      // after an admin reset brings back versions older than the one the hub published): the hub keeps each
+      // document in order, and does not send the older one after it.
+      if ((chain.newest.get(id) ?? -1) > l) {
+        this.count('sse.olderVersion');
+        continue;
+      }
       // The hub was handed this change under another lease token too (an EPK-range lease over part of a merged
       // partition, then the partition's own lease re-reading it), and the id holds that token at or past it: the
       // browser stands past the change where the hub published it (it received it there, or started after it at
@@ -334,7 +355,10 @@ export class SimSse {
         this.count('sse.readUnderOther');
         continue;
       }
-      const read = hub.read.get(token)?.has(l) ?? false;
+      // Read before the hub published the change received (a change read only after it, as a re-read below the
+      // hub's position after an admin reset, is a hole in the reading when the change went out).
+      const readAt = hub.read.get(token)?.get(l);
+      const read = readAt !== undefined && readAt < (hub.read.get(token)?.get(lsn) ?? Infinity);
       // The hub read this partition, or one of its lineage (a range over it), below the change: a hole in its reading.
       const range = this.#ranges.get(token);
       const readBelow = [...hub.first].some(([u, first]) => first < l && (u === token || (range !== undefined && overlaps(range, this.#ranges.get(u)))));
@@ -360,7 +384,8 @@ export class SimSse {
    * `sse-snapshot-behind`: a row of the snapshot a chain just got is older than its document's newest change at
    * or below the `up-to-date` positions (in the partition the change was written to): the rows must reflect at
    * least the positions, or the changes between are never sent. A newest change that is poison (never in the
-   * view) or behind a halted partition is passed over.
+   * view), behind a halted partition or written before the start is passed over (under `'now'`, an admin reset
+   * pins the new leases at a later "now": the view's positions jump over what was written before, owed to no one).
    */
   checkSnapshot(client: SimClient, chain: Chain, hub: SimHub, positions: ReadonlyMap<string, number>): void {
     this.#index();
@@ -374,7 +399,7 @@ export class SimSse {
       for (const [id, lsn] of newest) {
         const row = chain.rows.get(id);
         const key = `${id}@${lsn}`;
-        if (row === undefined || row >= lsn || this.world.leftOut(key) || this.world.excused(key) || this.#superseded(key)) continue;
+        if (row === undefined || row >= lsn || this.world.leftOut(key) || this.world.excused(key) || this.world.isBeforeStart(key) || this.#superseded(key)) continue;
         this.sim.violations.report('sse-snapshot-behind', `client ${client.name} (chain ${chain.id}): the snapshot of ${hub.hub.streamId} has ${id}@${row} under up-to-date ${token}:${upTo}, which holds ${key}`, `snapbehind:${client.name}:${chain.id}`);
         return;
       }
@@ -487,9 +512,19 @@ class SimClient {
     // handed past that; a re-read below it (a rewind re-reading a hole in the hub's own reading too) is not owed.
     const at = new Map(this.#baseline);
     for (const [token, lsn] of [...(parseEventId(this.#lastEventId)?.positions ?? []), ...chain.reached]) at.set(token, Math.max(lsn, at.get(token) ?? -1));
+    // A change the hub was handed under another token before, which the browser stands at or past (an EPK-range
+    // lease over part of a merged partition, then the partition's own lease re-reading it after an admin reset), is
+    // not owed again: the hub published it once, under the first token (as in `sse-gap`, `sse.readUnderOther`).
+    const underOther = (c: { token: string; id: string; lsn: number }, index: number) => {
+      const other = hub.inputs.some((o, i) => i < index && o.lsn === c.lsn && o.id === c.id && o.token !== c.token && (markOf(o.token, at, ranges) ?? -1) >= c.lsn);
+      if (other) this.sse.count('sse.readUnderOther');
+      return other;
+    };
     const behind = hub.inputs
+      .map((c, index) => ({ c, index }))
       .slice(this.#since.input)
-      .filter((c) => !chain.received.has(`${c.id}@${c.lsn}`) && (chain.newest.get(c.id) ?? -1) < c.lsn && c.lsn > (markOf(c.token, at, ranges) ?? -1));
+      .filter(({ c, index }) => !chain.received.has(`${c.id}@${c.lsn}`) && (chain.newest.get(c.id) ?? -1) < c.lsn && c.lsn > (markOf(c.token, at, ranges) ?? -1) && !underOther(c, index))
+      .map(({ c }) => c);
     if (behind.length > 0) {
       const e = behind.slice(0, 3).map((c) => `${c.id}@${c.lsn} (${c.token})`).join(', ');
       this.sse.report('sse-client-behind', `client ${this.name} connected to ${hub.hub.streamId} since ${this.#since.atMs - EPOCH_MS} ms lacks ${behind.length} changes the hub was handed since, e.g. ${e}`, `behind:${this.name}`);

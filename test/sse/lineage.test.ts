@@ -54,6 +54,34 @@ describe('SseHub: de-duplication along lineage', () => {
   });
 });
 
+describe('SseHub: an older version of a document read after a newer one', () => {
+  it('a split parent\'s batch that reaches the hub after its child\'s does not send a document back to an older version', () => {
+    // A step before the hub held the parent's last batch (a broker retrying) while the parent's lease ended and its
+    // child read on from the parent's checkpoint; the child read x@9 (the feed's latest version of x), not x@4.
+    const hub = hubOf();
+    const res = new FakeResponse();
+    hub.connect(res);
+    hub.publish(batch('0', ALL, change('a', 1), change('b', 2)));
+    hub.publish(batch('2', HIGH, change('x', 9)));
+    hub.publish(batch('0', ALL, change('w', 3), change('x', 4), change('y', 6)));
+    // w@3 and y@6 are of the half the hub has not read since (the other child's): they go out; x@4 does not.
+    expect(sent(res)).toEqual(['a@1', 'b@2', 'x@9', 'w@3', 'y@6']);
+    // A client that resumes from before the late batch gets the same.
+    const again = new FakeResponse();
+    hub.connect(again, { lastEventId: 'S.0:2' });
+    expect(sent(again)).toEqual(['x@9', 'w@3', 'y@6']);
+  });
+
+  it('keeps versions of a document read over ranges that do not overlap (another partition, whose LSNs are its own)', () => {
+    const hub = hubOf();
+    const res = new FakeResponse();
+    hub.connect(res);
+    hub.publish(batch('2', HIGH, change('x', 9)));
+    hub.publish(batch('1', LOW, change('x', 4)));
+    expect(sent(res)).toEqual(['x@9', 'x@4']);
+  });
+});
+
 describe('SseHub: a client\'s own marks with the hub\'s positions', () => {
   it('a merged range re-read sends nothing the client\'s id says it has, once the hub passed part of its marks', () => {
     const old = hubOf('old');
@@ -144,6 +172,22 @@ describe('SseHub: a reading that goes back (admin reset or rewind)', () => {
     expect(sent(again)).toEqual([]);
   });
 
+  it('a range re-read under a token over more than the hub read (a part of it never read here): clients start over', () => {
+    // The hub read part of a merged range as an EPK-range lease, up to 12; after an admin reset, the merged
+    // partition's own lease reads its whole range from 1. It inherits no mark (the other part was never read here),
+    // yet its changes of the part read before may be ones clients have: a@10 left the buffer.
+    const hub = hubOf('S', 2);
+    const res = new FakeResponse();
+    hub.connect(res);
+    hub.publish(batch('40-80', { minInclusive: '40', maxExclusive: '80' }, change('a', 10), change('b', 11), change('c', 12)));
+    hub.publish(batch('3', ALL, change('a', 10), change('e', 13)));
+    const reset = res.events.findIndex((e) => e.type === 'reset');
+    expect(reset).toBeGreaterThan(0);
+    const before = res.events.slice(0, reset).filter((e) => e.type === 'message').map((e) => JSON.parse(e.data) as { id: string; lsn: number });
+    expect(before.map((c) => `${c.id}@${c.lsn}`)).toEqual(['a@10', 'b@11', 'c@12']);
+    expect(JSON.parse(res.events[reset]!.data).resumeFrom).toBe('S.40-80:c');
+  });
+
   it('a part ahead still in the buffer: its changes are known, nothing is sent twice and no one starts over', () => {
     const hub = hubOf('S', 100);
     const res = new FakeResponse();
@@ -184,5 +228,37 @@ describe('SseHub (snapshot mode): a merged range re-read after a snapshot that h
     expect(res.events.map((e) => e.type)).toEqual(['snapshot-begin', 'snapshot', 'up-to-date', 'snapshot-begin', 'snapshot', 'up-to-date']);
     hub.publish(batch('3', ALL, change('g', 9)));
     expect(sent(res)).toEqual(['g@9']);
+  });
+});
+
+describe('SseHub (snapshot mode): a range read again under another token than the snapshot\'s positions name', () => {
+  it('a client that resumes with both tokens in its id is not sent again what the snapshot\'s token holds', async () => {
+    type Doc = { id: string };
+    const view = new MemoryViewStore<Doc>();
+    // Another host read the upper half as an EPK-range lease up to 187 (x@91 among its rows).
+    await view.write({
+      mode: 'guarded',
+      changes: [change('x', 91), change('y', 187)].map((c) => ({ key: c.id, row: c.document, lsn: c.lsn, timestampMs: c.timestampMs, partition: '80-FF' })),
+      partitions: [{ partition: '80-FF', epoch: 1, position: 'p187', lsn: 187, range: HIGH }],
+    });
+    const hub = createSseHub<Doc, Doc>({ streamId: 'S', scheduler: new VirtualTimeScheduler(), view, project: (c) => c.document });
+    const res = new FakeResponse();
+    hub.connect(res);
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(res.events.map((e) => e.type)).toEqual(['snapshot-begin', 'snapshot', 'up-to-date']);
+    // After an admin reset, the partition's own lease reads the half again from 60: nothing new for the client, but
+    // the ids it is sent now hold the hub's position of the partition (88) beside the snapshot's (187).
+    hub.publish(batch('6', HIGH, change('w', 64), change('v', 88)));
+    hub.publish(batch('0', LOW, change('k', 200)));
+    expect(sent(res)).toEqual(['k@200']);
+    expect(res.parser.lastEventId).toBe('S.6:2g,0:5k,80-FF:57');
+    res.disconnect();
+    hub.publish(batch('6', HIGH, change('x', 91), change('z', 190)));
+    const again = new FakeResponse(res.parser);
+    const had = sent(again).length;
+    hub.connect(again, { lastEventId: res.parser.lastEventId });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(sent(again).slice(had)).toEqual(['z@190']);
   });
 });

@@ -6,7 +6,7 @@ import { CorruptLeaseError } from '../../errors/index.js';
 import type { Lease } from '../Lease.js';
 import { floorId, leaseDocument, lockId, markerDocument } from '../protocol/documents.js';
 import { listProcessorLeases } from '../protocol/listing.js';
-import { KEY_SPACE } from './bootstrap.js';
+import { KEY_SPACE, LockWatch } from './bootstrap.js';
 import type { CoordinatorContext } from './context.js';
 import { childLeases, type ChildLease, coversRange, uncoveredParts } from './splitMerge.js';
 
@@ -82,6 +82,8 @@ export interface CoverageOptions {
 export class Coverage {
   /** The gaps seen in the last rounds (as a key) and since when (scheduler time), while they last. */
   #suspected: { readonly key: string; readonly sinceMs: number } | undefined;
+  /** How long the bootstrap lock has stood unchanged, on this host's monotonic clock. */
+  readonly #lockWatch = new LockWatch();
 
   constructor(
     private readonly ctx: CoordinatorContext,
@@ -175,7 +177,7 @@ export class Coverage {
     }
   }
 
-  /** A lock of ours older than an expiration was left by a host that died: removed, as a bootstrap does. */
+  /** A lock that stood unchanged for an expiration was left by a host that died: removed, as a bootstrap does. */
   async #clearStaleLock(id: string): Promise<void> {
     const { ctx } = this;
     let existing: Lease | undefined;
@@ -185,7 +187,7 @@ export class Coverage {
       if (error instanceof CorruptLeaseError) return; // another processor's lock: a bootstrap in its hands
       throw error;
     }
-    if (existing && ctx.naming.now() - existing.timestampMs >= ctx.t.expirationMs) {
+    if (existing && this.#lockWatch.stale(existing, ctx.scheduler.now(), ctx.t.expirationMs)) {
       ctx.log('removing stale bootstrap lock of %s', existing.owner);
       await ctx.store.delete(existing).catch(() => undefined);
     }

@@ -101,7 +101,7 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
   const info = infoId(naming.markerPrefix);
   const lock = lockId(naming.markerPrefix);
   let foreignLockSince: number | undefined;
-  let lockSeen: { readonly etag: string; readonly since: number } | undefined;
+  const lockWatch = new LockWatch();
   while (!ctx.stopped()) {
     if (await readMarker(store, info)) return NOTHING_CREATED;
     // The epoch floor is read beside the lock (no extra round trip), and used only if the lock is ours. The
@@ -161,8 +161,7 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
       // Stale once this version was seen unchanged for an expiration on this host's monotonic clock; never
       // judged by the lock's wall-clock timestamp (seed 338 of `--faults all`: a host whose wall clock ran ahead
       // removed the lock of a bootstrap that had just finished, then bootstrapped on listings that lagged it).
-      if (lockSeen?.etag !== existing.etag) lockSeen = { etag: existing.etag, since: ctx.clock() };
-      if (ctx.clock() - lockSeen.since >= ctx.expirationMs) {
+      if (lockWatch.stale(existing, ctx.clock(), ctx.expirationMs)) {
         log('removing stale bootstrap lock of %s', existing.owner);
         await store.delete(existing).catch(() => undefined);
         continue;
@@ -171,6 +170,21 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
     await ctx.delay(ctx.retryMs);
   }
   return NOTHING_CREATED;
+}
+
+/**
+ * @internal Judges a bootstrap lock stale by observation: the same version of it seen unchanged for an
+ * expiration on this host's monotonic clock. Never by the lock's wall-clock timestamp, which another host's
+ * clock wrote (see docs/lease-protocol.md, Clocks).
+ */
+export class LockWatch {
+  #seen: { readonly etag: string; readonly since: number } | undefined;
+
+  /** Whether `lock`, seen at `now` (monotonic ms), has stood unchanged for `expirationMs`. */
+  stale(lock: Lease, now: number, expirationMs: number): boolean {
+    if (this.#seen?.etag !== lock.etag) this.#seen = { etag: lock.etag, since: now };
+    return now - this.#seen.since >= expirationMs;
+  }
 }
 
 /** The highest epoch of the leases a reset deleted (`<prefix>.floor`), 0 if none: new leases start above it. */

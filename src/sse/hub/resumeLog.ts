@@ -1,3 +1,4 @@
+import type { Change } from '../../core/Change.js';
 import { asBatches, type BatchOrBatches } from '../../core/ChangeBatch.js';
 import { type FeedRange, rangesOverlap } from '../../core/Partition.js';
 import { logger } from '../../internal/log.js';
@@ -44,6 +45,12 @@ export class ResumeLog<T> {
    * a key range; a merged range, whose mark is its least advanced parent's) is not sent twice while it is held.
    */
   readonly #held = new Map<string, number>();
+  /**
+   * The newest version in the buffer of each document: an older version read after it over the same range (a split
+   * parent's batch that reaches the hub after its child's, a range read again after an admin reset or rewind) is
+   * not sent after it, so each client keeps a document's changes in LSN order.
+   */
+  readonly #newest = new Map<string, { readonly lsn: number; readonly seq: number; readonly token: string }>();
   /**
    * Per lease token whose reading went back (a range read before under other tokens, at different positions, as an
    * admin reset or rewind makes, re-read from below the furthest of them), the hub's marks over its range then: an
@@ -102,13 +109,14 @@ export class ResumeLog<T> {
         // Changes of one transaction share an LSN, so compare with what earlier batches published.
         if (change.lsn <= floor) continue;
         const identity = `${change.id}\u0000${change.lsn}`;
-        if (this.#held.has(identity)) continue;
-        if (seen !== undefined && this.#mayHave(token, floor, change.lsn)) {
+        if (this.#held.has(identity) || this.#superseded(token, change)) continue;
+        // A range read before under other tokens (all of it, or a part: then it inherits no mark) read from below.
+        if (this.#mayHave(token, floor, change.lsn)) {
           // The change may be one published under another token over the range, no longer held: whoever has the
           // hub's ids may have it. From here on the range is this token's own (later ids name it).
           const range = this.#ranges.get(token)!;
           this.#rewinds.set(token, new Map([...this.#marks].filter(([t]) => t === token || this.#overlaps(t, range))));
-          this.#marks.set(token, Math.max(floor, this.#marks.get(token) ?? -1));
+          if (seen !== undefined) this.#marks.set(token, Math.max(floor, this.#marks.get(token) ?? -1));
           this.#eventId = formatEventId(this.streamId, this.#marks);
           log('%s re-read from %d below what was published over its range: clients start over', token, floor);
           this.onRewind?.(token);
@@ -121,6 +129,7 @@ export class ResumeLog<T> {
         this.#eventId = formatEventId(this.streamId, this.#marks);
         const entry: SseEntry<T> = { seq: ++this.#head, partition: token, change, eventId: this.#eventId };
         this.#held.set(identity, entry.seq);
+        this.#newest.set(change.id, { lsn: change.lsn, seq: entry.seq, token });
         this.#replay.push(entry);
         fresh.push(entry);
       }
@@ -182,15 +191,17 @@ export class ResumeLog<T> {
    * Where a client with its own marks `after` stands in `entry`'s partition just before it, along lineage: its
    * marks with the hub's positions before the entry (every other token's, as the entry's id holds them), as the
    * ids it is sent say. The marks alone are not enough once the hub has passed some of them (they are forgotten)
-   * while a range over several tokens (a merge) inherits from both.
+   * while a range over several tokens (a merge) inherits from both. A mark of the partition's own is not the whole
+   * story either: it may be the hub's position, while other tokens over the same range stand further (a snapshot's
+   * positions name the EPK-range lease a range was read under, the hub reads it again under the partition's own).
    */
   reachedBefore(entry: SseEntry<T>, after: ReadonlyMap<string, number>): number | undefined {
     const own = after.get(entry.partition);
-    if (own !== undefined) return own;
     const marks = new Map(parseEventId(entry.eventId)?.positions);
     marks.delete(entry.partition);
-    for (const [token, lsn] of after) if (lsn > (marks.get(token) ?? -1)) marks.set(token, lsn);
-    return markOf(entry.partition, marks, this.#ranges);
+    for (const [token, lsn] of after) if (token !== entry.partition && lsn > (marks.get(token) ?? -1)) marks.set(token, lsn);
+    const inherited = markOf(entry.partition, marks, this.#ranges);
+    return own === undefined ? inherited : Math.max(own, inherited ?? -1);
   }
 
   /** Whether the hub has published up to `lsn` of `token` (along lineage). */
@@ -221,8 +232,9 @@ export class ResumeLog<T> {
   }
 
   /**
-   * Whether a change of `token` at `lsn`, above the `floor` its range inherits, may have been published under
-   * another token over the range that reached `lsn`, out of the buffer since (one still held is found by identity).
+   * Whether a change of `token` at `lsn`, above the `floor` its range inherits (-1 when it inherits none: a range
+   * the hub read only part of), may have been published under another token over the range that reached `lsn`, out
+   * of the buffer since (one still held is found by identity).
    */
   #mayHave(token: string, floor: number, lsn: number): boolean {
     const range = this.#ranges.get(token);
@@ -240,6 +252,18 @@ export class ResumeLog<T> {
     return false;
   }
 
+  /**
+   * Whether the buffer holds a newer version of `change`'s document, published over the same range (its own token,
+   * or one whose key range overlaps): LSNs only grow along a lineage, so `change` is an older version read late.
+   */
+  #superseded(token: string, change: Change<T>): boolean {
+    const newest = this.#newest.get(change.id);
+    if (!newest || newest.lsn <= change.lsn) return false;
+    if (newest.token === token) return true;
+    const range = this.#ranges.get(token);
+    return range !== undefined && this.#overlaps(newest.token, range);
+  }
+
   #overlaps(token: string, range: FeedRange): boolean {
     const r = this.#ranges.get(token);
     return r !== undefined && rangesOverlap(r, range);
@@ -250,5 +274,6 @@ export class ResumeLog<T> {
     if (change.lsn > (this.#evicted.get(partition) ?? -1)) this.#evicted.set(partition, change.lsn);
     const identity = `${change.id}\u0000${change.lsn}`;
     if (this.#held.get(identity) === seq) this.#held.delete(identity);
+    if (this.#newest.get(change.id)?.seq === seq) this.#newest.delete(change.id);
   }
 }
