@@ -1,7 +1,7 @@
 import { LeaseInUseError } from '../errors/index.js';
 import type { Lease } from '../leases/Lease.js';
 import { LeaseConflictError } from '../errors/LeaseConflictError.js';
-import { withoutHalt } from '../leases/protocol/index.js';
+import { deleteLease, withoutHalt } from '../leases/protocol/index.js';
 import { isOwnedAndLive, type ResolvedAdminOptions } from './options.js';
 
 /** What a lease administration command did to one lease. */
@@ -47,7 +47,7 @@ async function changeOne(o: ResolvedAdminOptions, first: Lease, force: boolean, 
     const next = await edit(lease);
     if (next === 'skip') return undefined;
     try {
-      if (next === 'delete') await o.leases.delete(lease);
+      if (next === 'delete') await deleteLease(o.leases, o.ids, lease);
       else await o.leases.replace(next);
       return {
         leaseToken: lease.leaseToken,

@@ -7,9 +7,9 @@ import type { Lease, NewLease } from './Lease.js';
 import { LeaseConflictError } from '../errors/LeaseConflictError.js';
 import type { LeaseListing, LeaseStore } from './LeaseStore.js';
 import { WriteGroups } from './cosmos/WriteGroups.js';
-import { fromDocument, toDocument } from './protocol/cosmosDocuments.js';
+import { fromDocument, toDocument, tombstoneDocument, tombstoneEpoch } from './protocol/cosmosDocuments.js';
 
-export type { CosmosLeaseDocument, CosmosMarkerDocument } from './protocol/cosmosDocuments.js';
+export type { CosmosLeaseDocument, CosmosMarkerDocument, CosmosTombstoneDocument } from './protocol/cosmosDocuments.js';
 
 /** Longest `groupWritesMs`: a renewal that follows a checkpoint closely waits this long at most. */
 const MAX_GROUP_WRITES_MS = 1_000;
@@ -126,6 +126,7 @@ export class CosmosLeaseStore implements LeaseStore {
     const leases: Lease[] = [];
     const corrupt: CorruptLeaseError[] = [];
     for (const doc of docs) {
+      if (tombstoneEpoch(doc) !== undefined) continue; // a deleted lease's tombstone: no lease
       const parsed = fromDocument(doc);
       if (parsed instanceof CorruptLeaseError) corrupt.push(parsed);
       else leases.push(parsed);
@@ -168,7 +169,7 @@ export class CosmosLeaseStore implements LeaseStore {
   async read(id: string): Promise<Lease | undefined> {
     await this.#init();
     const resource = await this.#readDocument(id);
-    if (!resource) return undefined;
+    if (!resource || tombstoneEpoch(resource) !== undefined) return undefined;
     const parsed = fromDocument(resource);
     if (parsed instanceof CorruptLeaseError) throw parsed;
     return parsed;
@@ -177,7 +178,23 @@ export class CosmosLeaseStore implements LeaseStore {
   /** {@inheritDoc LeaseStore.createIfAbsent} */
   async createIfAbsent(lease: NewLease): Promise<Lease | undefined> {
     const doc = toDocument(lease, await this.#init());
-    return this.#groups ? this.#groups.create(doc) : this.#createOne(doc);
+    for (let attempt = 1; ; attempt++) {
+      const created = await (this.#groups ? this.#groups.create(doc) : this.#createOne(doc));
+      if (created) return created;
+      // The id is taken: by a lease (or a marker), or by a tombstone this lease may take the place of.
+      const stored = await this.#readDocument(lease.id);
+      if (stored !== undefined) {
+        const buried = tombstoneEpoch(stored);
+        if (buried === undefined || lease.epoch < buried) return undefined;
+        try {
+          return await this.#replaceOne(lease.id, String(stored._etag), doc);
+        } catch (error) {
+          // Another write took the tombstone's place first: looked at again (a lease now, most likely).
+          if (!(error instanceof LeaseConflictError)) throw error;
+        }
+      }
+      if (attempt >= 5) return undefined; // created and deleted around us each time: someone else has the id
+    }
   }
 
   async #createOne(doc: ItemDefinition): Promise<Lease | undefined> {
@@ -222,9 +239,20 @@ export class CosmosLeaseStore implements LeaseStore {
     });
   }
 
+  /** {@inheritDoc LeaseStore.tombstone} */
+  async tombstone(lease: Lease): Promise<void> {
+    const path = await this.#init();
+    await this.#call(lease.id, async () => {
+      const { requestCharge } = await this.#container
+        .item(lease.id, lease.id)
+        .replace(tombstoneDocument(lease, path), { accessCondition: { type: 'IfMatch', condition: lease.etag } });
+      this.#charged('lease.tombstone', requestCharge);
+    });
+  }
+
   /**
    * Calls `listener` with the request units of every request this store sends that the service answered
-   * (operations `lease.list`, `lease.read`, `lease.create`, `lease.replace`, `lease.delete`, `lease.bulk`), so
+   * (operations `lease.list`, `lease.read`, `lease.create`, `lease.replace`, `lease.delete`, `lease.tombstone`, `lease.bulk`), so
    * a processor can report what its leases cost. Returns a function that stops the calls.
    *
    * @example

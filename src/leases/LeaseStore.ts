@@ -29,7 +29,12 @@ export interface LeaseStore {
   list(prefix: string): Promise<LeaseListing>;
   /** Reads one lease by id; `undefined` when absent. */
   read(id: string): Promise<Lease | undefined>;
-  /** Creates the lease unless a document with its id exists; returns the stored lease or `undefined`. */
+  /**
+   * Creates the lease unless a document with its id exists; returns the stored lease or `undefined`. Where
+   * {@link LeaseStore.tombstone} left a tombstone, the lease is created in its place only at the tombstone's
+   * epoch or above (conditional on the tombstone's version, so atomically); below it, `undefined`: a create
+   * that lands late (its host paused, its request slow) cannot bring a deleted lease back below an epoch it had.
+   */
   createIfAbsent(lease: NewLease): Promise<Lease | undefined>;
   /**
    * Replaces the stored lease if its etag still equals `lease.etag`; returns the stored result with its
@@ -38,6 +43,16 @@ export interface LeaseStore {
   replace(lease: Lease): Promise<Lease>;
   /** Deletes the lease if its etag still equals `lease.etag`; throws {@link LeaseConflictError} otherwise. */
   delete(lease: Lease): Promise<void>;
+  /**
+   * Optional: deletes the lease as {@link LeaseStore.delete} does (conditional on its etag, same errors), leaving
+   * a tombstone in its place that keeps its id and epoch for good. `list` and `read` do not return tombstones;
+   * `replace` and `delete` find the lease gone ({@link LeaseConflictError}); `createIfAbsent` creates the id again
+   * only at the tombstone's epoch or above. So the epochs of a lease id never go back, whatever order a late
+   * create and a delete land in. The coordinator deletes leases this way in the `rxfeed` lease scheme (in the
+   * `dotnet` scheme the .NET processor would read a tombstone under the lease prefix as a lease: plain
+   * deletes). A store without it deletes plainly (no protection against late creates).
+   */
+  tombstone?(lease: Lease): Promise<void>;
   /**
    * Optional: calls `listener` with what each request cost where the store is charged for them (request units
    * of Cosmos DB); returns a function that stops the calls. A processor reports them in its telemetry.

@@ -15,6 +15,8 @@ import type { LeaseListing, LeaseStore } from './LeaseStore.js';
  */
 export class MemoryLeaseStore implements LeaseStore {
   readonly #leases = new Map<string, Lease>();
+  /** The epoch each tombstoned id had when it was deleted ({@link MemoryLeaseStore.tombstone}). */
+  readonly #tombstones = new Map<string, number>();
   #etag = 0;
 
   /** {@inheritDoc LeaseStore.list} */
@@ -32,6 +34,9 @@ export class MemoryLeaseStore implements LeaseStore {
   /** {@inheritDoc LeaseStore.createIfAbsent} */
   async createIfAbsent(lease: NewLease): Promise<Lease | undefined> {
     if (this.#leases.has(lease.id)) return undefined;
+    const buried = this.#tombstones.get(lease.id);
+    if (buried !== undefined && lease.epoch < buried) return undefined;
+    this.#tombstones.delete(lease.id);
     return this.#store(lease);
   }
 
@@ -45,6 +50,14 @@ export class MemoryLeaseStore implements LeaseStore {
   async delete(lease: Lease): Promise<void> {
     this.#check(lease);
     this.#leases.delete(lease.id);
+  }
+
+  /** {@inheritDoc LeaseStore.tombstone} */
+  async tombstone(lease: Lease): Promise<void> {
+    this.#check(lease);
+    const stored = this.#leases.get(lease.id)!;
+    this.#leases.delete(lease.id);
+    this.#tombstones.set(lease.id, Math.max(stored.epoch, this.#tombstones.get(lease.id) ?? 0));
   }
 
   /** A snapshot of every stored lease (for tests and inspection). */

@@ -143,7 +143,9 @@ describe('lease administration on a lease store', () => {
     // Lease 1 keeps changing under the reset (a halted partition's lease, taken and given back again and again).
     const busy = new Proxy(store, {
       get(target, key) {
-        if (key === 'delete') return (l: Lease) => (l.leaseToken === '1' ? Promise.reject(new LeaseConflictError(l.id, 'changed')) : target.delete(l));
+        if (key === 'delete' || key === 'tombstone') {
+          return (l: Lease) => (l.leaseToken === '1' ? Promise.reject(new LeaseConflictError(l.id, 'changed')) : target[key](l));
+        }
         const value = Reflect.get(target, key) as unknown;
         return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
       },
@@ -154,6 +156,25 @@ describe('lease administration on a lease store', () => {
     // Run again once lease 1 settles: it is deleted, the floor stays at 20 for the next bootstrap.
     await resetLeases({ leases: store, leasePrefix: PREFIX, now, force: true });
     expect((await store.list(PREFIX)).leases.map((l) => [l.id, l.epoch])).toEqual([[`${PREFIX}.floor`, 20]]);
+  });
+
+  it('reset leaves a tombstone per lease: a create sent before it that lands after it is refused below the epoch; list never shows one; the bootstrap above the floor takes its place', async () => {
+    const store = await storeWith(lease('0', { epoch: 7 }), lease('1', { epoch: 12 }));
+    await resetLeases({ leases: store, leasePrefix: PREFIX, now });
+    // A bootstrap's create (or a split child's) sent before the reset by a host that paused, landing now.
+    expect(await store.createIfAbsent(lease('0', { epoch: 1, owner: 'zombie' }))).toBeUndefined();
+    expect(await store.read(`${PREFIX}0`)).toBeUndefined();
+    expect((await listLeases({ leases: store, leasePrefix: PREFIX, now })).leases).toEqual([]);
+    // The next bootstrap creates above the floor (12): free at the floor, claimed one above it.
+    expect(await store.createIfAbsent(lease('0', { epoch: 12 }))).toMatchObject({ epoch: 12 });
+    expect(await store.createIfAbsent(lease('1', { epoch: 13, owner: 'a' }))).toMatchObject({ epoch: 13 });
+    expect((await listLeases({ leases: store, leasePrefix: PREFIX, now })).leases.map((l) => [l.leaseToken, l.epoch])).toEqual([
+      ['0', 12],
+      ['1', 13],
+    ]);
+    // Reset again: the tombstones move up with the epochs deleted.
+    await resetLeases({ leases: store, leasePrefix: PREFIX, now, force: true });
+    expect(await store.createIfAbsent(lease('1', { epoch: 12 }))).toBeUndefined();
   });
 
   it('a refused reset (a live owner, no force) writes nothing, not even the floor', async () => {
@@ -238,6 +259,12 @@ describe('lease administration in the .NET lease layout (leaseScheme: dotnet)', 
       ['1', false, undefined],
     ]);
     expect(idsIn(store)).toEqual([`${PREFIX}0`, `other${NET.slice(11)}..0`, `other${NET.slice(11)}.info`].sort()); // epochs were 0: no floor
+  });
+
+  it('reset leaves no tombstone in the .NET scheme: the .NET processor reads every document under <prefix>.. as a lease', async () => {
+    const store = await dotnetStore(dotnetLease('0', { epoch: 5 }));
+    await resetLeases({ leases: store, ...naming, now, force: true });
+    expect(await store.createIfAbsent(dotnetLease('0', { epoch: 0 }))).toBeDefined(); // as a .NET host's bootstrap would
   });
 
   it('explains a .NET scheme without its prefix, with the separator in it, or an unknown scheme', async () => {

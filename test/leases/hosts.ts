@@ -90,6 +90,7 @@ export class ProcessGate {
       createIfAbsent: gate((l: NewLease) => inner.createIfAbsent(l)),
       replace: gate((l: Lease) => inner.replace(l)),
       delete: gate((l: Lease) => inner.delete(l)),
+      ...(inner.tombstone ? { tombstone: gate((l: Lease) => inner.tombstone!(l)) } : {}),
     };
   }
 }

@@ -317,7 +317,7 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
 
   it('notes the children on the parent once all exist: a retry or a finisher never creates again a child replaced since (seed 209 of --faults all)', async () => {
     const { store, lease, ctx, ownership } = await splitParent('pos-5');
-    const failing: LeaseStore = { ...methodsOf(store), delete: async () => Promise.reject(new Error('delete failed')) };
+    const failing: LeaseStore = { ...methodsOf(store), delete: async () => Promise.reject(new Error('delete failed')), tombstone: async () => Promise.reject(new Error('delete failed')) };
     const owned = ownership(lease);
     await expect(replaceGoneLease({ ...ctx('a'), store: failing }, owned, 'pos-5')).rejects.toThrow('delete failed');
     const noted = (await store.read('p.0'))!;
@@ -328,7 +328,7 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
     expect((await store.list('p.')).leases.map((l) => l.id)).toEqual(['p.2']);
     // The same for a host finishing it after the owner crashed (a fresh ownership object knows nothing).
     const second = await splitParent('pos-5');
-    await expect(replaceGoneLease({ ...second.ctx('a'), store: { ...methodsOf(second.store), delete: async () => Promise.reject(new Error('crashed')) } }, second.ownership(second.lease), 'pos-5')).rejects.toThrow('crashed');
+    await expect(replaceGoneLease({ ...second.ctx('a'), store: { ...methodsOf(second.store), delete: async () => Promise.reject(new Error('crashed')), tombstone: async () => Promise.reject(new Error('crashed')) } }, second.ownership(second.lease), 'pos-5')).rejects.toThrow('crashed');
     await second.store.delete((await second.store.read('p.1'))!);
     const released = await second.store.replace({ ...(await second.store.read('p.0'))!, owner: null, epoch: 4 });
     expect(await finishReplacement(second.ctx('b'), released)).toEqual(['1', '2']);
@@ -397,14 +397,14 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
 
   it('finishing a lease another host finished already, read through a lagging read, reports nothing: the caller does not balance again at once (lease-request-spin, seed 142 of --faults all)', async () => {
     const { store, lease, ctx, ownership } = await splitParent('pos-5');
-    const failing: LeaseStore = { ...methodsOf(store), delete: async () => Promise.reject(new Error('crashed')) };
+    const failing: LeaseStore = { ...methodsOf(store), delete: async () => Promise.reject(new Error('crashed')), tombstone: async () => Promise.reject(new Error('crashed')) };
     await expect(replaceGoneLease({ ...ctx('a'), store: failing }, ownership(lease), 'pos-5')).rejects.toThrow('crashed');
     const released = await store.replace({ ...(await store.read('p.0'))!, owner: null, epoch: 4 });
     expect(await finishReplacement(ctx('c'), released)).toEqual(['1', '2']); // c finished it: the parent is deleted
     // b's reads lag c's delete (session consistency: another host's writes show later): it still reads the parent.
     const lagging: LeaseStore = { ...methodsOf(store), read: async (id) => (id === 'p.0' ? released : store.read(id)) };
     const deletes: string[] = [];
-    const counted: LeaseStore = { ...lagging, delete: async (l) => (deletes.push(l.id), store.delete(l)) };
+    const counted: LeaseStore = { ...lagging, delete: async (l) => (deletes.push(l.id), store.delete(l)), tombstone: async (l) => (deletes.push(l.id), store.tombstone(l)) };
     expect(await finishReplacement({ ...ctx('b'), store: counted }, released)).toBeUndefined();
     expect(deletes).toEqual(['p.0']); // its delete found the parent gone
     expect((await store.list('p.')).leases.map((l) => l.id)).toEqual(['p.1', 'p.2']);
@@ -436,6 +436,48 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
     expect((await store.list('p.')).leases.map((l) => l.id)).toEqual(['p.2']);
   });
 
+  it("a child's create that lands after the child was taken, replaced and deleted is refused: the child never comes back below its epoch (epoch-went-back, seeds 434 and 1103 of issue 25's fault sets)", async () => {
+    const { store, lease, ctx, ownership } = await splitParent('pos-5');
+    const parts = new FakePartitions(1);
+    parts.split('0');
+    // a marks the parent and sends the creates of its children, then pauses: they land only when it resumes.
+    const held: (() => void)[] = [];
+    const paused: LeaseStore = {
+      ...methodsOf(store),
+      createIfAbsent: async (l) => {
+        await new Promise<void>((resume) => held.push(resume));
+        return store.createIfAbsent(l);
+      },
+    };
+    const zombie = replaceGoneLease({ ...ctx('a'), store: paused }, ownership(lease), 'pos-5');
+    while (held.length === 0) await new Promise((r) => setImmediate(r));
+    // Meanwhile (a's lease expired) b finishes the replacement: the children at epoch 4, the parent deleted.
+    const marked = (await store.read('p.0'))!;
+    expect(isReplaced(marked)).toBe(true);
+    expect(await finishReplacement(ctx('b'), marked)).toEqual(['1', '2']);
+    // c takes child 1 (epoch 5) and reads it on; partition 1 splits in turn and c replaces it: child 1 is deleted.
+    const child = (await store.read('p.1'))!;
+    const taken = await store.replace({ ...child, owner: 'c', epoch: 5, continuation: 'pos-9', properties: withoutSignals(child.properties) });
+    parts.split('1');
+    const grandParts = { store, naming: naming('c'), listPartitions: async () => (await parts.listPartitions()).filter((p) => p.id !== '2') };
+    const owned = { current: taken, epoch: 5, leaseToken: '1', partition: { id: '1', range: child.feedRange! }, parentDeleteSent: false };
+    expect(await replaceGoneLease(grandParts, owned, 'pos-9')).toMatchObject({ kind: 'replaced', children: ['3', '4'] });
+    expect(await store.read('p.1')).toBeUndefined();
+    // a resumes: its create of child 1 (epoch 4, from pos-5) lands now. Refused: the id had epoch 5.
+    for (const resume of held.splice(0)) resume();
+    while (true) {
+      const settled = await Promise.race([zombie.then(() => true, () => true), new Promise<false>((r) => setImmediate(() => r(false)))]);
+      for (const resume of held.splice(0)) resume();
+      if (settled) break;
+    }
+    expect(await store.read('p.1')).toBeUndefined();
+    expect((await store.list('p.')).leases.map((l) => [l.id, l.epoch, l.continuation])).toEqual([
+      ['p.2', 4, 'pos-5'],
+      ['p.3', 6, 'pos-9'],
+      ['p.4', 6, 'pos-9'],
+    ]);
+  });
+
   it('finishing leaves alone a marked lease its owner wrote since it was listed (alive after all), and one not marked', async () => {
     const { store, lease, ctx, ownership } = await splitParent('pos-5');
     const failing: LeaseStore = { ...methodsOf(store), createIfAbsent: async () => Promise.reject(new Error('create failed')) };
@@ -465,7 +507,14 @@ describe('split children and fencing by key range (decided design 5)', () => {
 
 /** `store`'s methods, bound (to override one of them). */
 function methodsOf(store: LeaseStore): LeaseStore {
-  return { list: (p) => store.list(p), read: (id) => store.read(id), createIfAbsent: (l) => store.createIfAbsent(l), replace: (l) => store.replace(l), delete: (l) => store.delete(l) };
+  return {
+    list: (p) => store.list(p),
+    read: (id) => store.read(id),
+    createIfAbsent: (l) => store.createIfAbsent(l),
+    replace: (l) => store.replace(l),
+    delete: (l) => store.delete(l),
+    ...(store.tombstone ? { tombstone: (l: Lease) => store.tombstone!(l) } : {}),
+  };
 }
 
 /** `store` whose `delete` first runs `before` (another writer racing it). */

@@ -98,6 +98,7 @@ export class ObservedStores {
       createIfAbsent: (lease) => operator.createIfAbsent(lease),
       replace: (lease) => operator.replace(mark(lease)),
       delete: (lease) => operator.delete(mark(lease)),
+      tombstone: (lease) => (operator.tombstone ? operator.tombstone(mark(lease)) : operator.delete(mark(lease))),
     };
 
     this.view = this.#observeView(this.viewMemory, 'view', sim, world);
@@ -130,12 +131,22 @@ export class ObservedStores {
     const violate = sim.violations.report.bind(sim.violations);
     const leaseMemory = inner;
     const lastContinuation = this.#lastContinuation;
+    const deleted = (lease: Lease): void => {
+      if (this.#adminWrites.has(lease)) {
+        // A reset: positions start over, so later leases (of any token, split children of gone parents too)
+        // start from the configured start.
+        this.#fenced(lease.leaseToken, lease.epoch, sim.clock.now());
+        lastContinuation.clear();
+      }
+    };
     return {
       list: (prefix) => leaseMemory.list(prefix),
       read: (id) => leaseMemory.read(id),
       createIfAbsent: async (lease) => {
         const created = await leaseMemory.createIfAbsent(lease);
         if (created) this.#checkStopped(lease, created, 'created', violate);
+        // Refused though no lease has the id: a tombstone kept an epoch above this create's (it landed late).
+        if (!created && this.lease(lease.id) === undefined) sim.tally('lease.createRefused');
         if (created && created.feedRange && world.registerToken(created.leaseToken, created.feedRange, created.epoch, created.properties[PARENT_LEASE])) sim.tally('lease.epkCreated');
         if (created?.feedRange !== undefined) {
           const highest = this.#maxEpoch.get(created.id);
@@ -184,14 +195,13 @@ export class ObservedStores {
         lastContinuation.set(after.leaseToken, Math.max(lastContinuation.get(after.leaseToken) ?? -1, lsnOf(after.continuation)));
         return after;
       },
+      tombstone: async (lease) => {
+        await (leaseMemory.tombstone ? leaseMemory.tombstone(lease) : leaseMemory.delete(lease));
+        deleted(lease);
+      },
       delete: async (lease) => {
         await leaseMemory.delete(lease);
-        if (this.#adminWrites.has(lease)) {
-          // A reset: positions start over, so later leases (of any token, split children of gone parents too)
-          // start from the configured start.
-          this.#fenced(lease.leaseToken, lease.epoch, sim.clock.now());
-          lastContinuation.clear();
-        }
+        deleted(lease);
       },
     };
   }
@@ -275,6 +285,7 @@ export class ObservedStores {
       createIfAbsent: (lease) => paced('createIfAbsent', () => store.createIfAbsent(tag(lease))),
       replace: (lease) => paced('replace', () => store.replace(tag(lease))),
       delete: (lease) => paced('delete', () => store.delete(lease)),
+      ...(store.tombstone ? { tombstone: (lease: Lease) => paced('tombstone', () => store.tombstone!(lease)) } : {}),
     };
   }
 

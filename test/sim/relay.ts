@@ -2,6 +2,7 @@ import { type MonoTypeOperatorFunction, pipe, tap } from 'rxjs';
 import { publishToAmqp } from '../../src/amqp/publishToAmqp.js';
 import type { Change } from '../../src/core/Change.js';
 import type { ChangeBatch } from '../../src/core/ChangeBatch.js';
+import type { Lease } from '../../src/leases/Lease.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import type { AmqpConfirmChannelLike, AmqpConnectionLike } from '../../src/amqp/publishToAmqp.js';
 import { changeEnvelope, type JetStreamClientLike, publishToJetStream } from '../../src/nats/publishToJetStream.js';
@@ -214,6 +215,7 @@ export class SimRelay {
       read: (id) => store.read(id),
       createIfAbsent: (lease) => store.createIfAbsent(lease),
       delete: (lease) => store.delete(lease),
+      ...(store.tombstone ? { tombstone: (lease: Lease) => store.tombstone!(lease) } : {}),
       replace: async (lease) => {
         const stored = await store.replace(lease);
         if (stored.owner === name) this.#checkCheckpoint(name, stored.leaseToken, stored.epoch, lsnOf(stored.continuation));

@@ -366,6 +366,26 @@ describe('simulation: seeds the admin, topology and broker fault sets found', ()
     expect(violations).toEqual([]);
     expect(stats.faults['relay.heldDisorder']).toBeGreaterThan(0);
   });
+  // epoch-went-back, deposed-view-write-accepted (seeds 434, 1989), checkpoint-moved-backwards (seed 1103): a lease
+  // create sent by a host that then paused (or sent slowly) landed after the lease id had been deleted: a split
+  // child created by the marked parent's owner, landing after another host finished the replacement and the child
+  // was taken, split in turn and deleted (434, 1103); a bootstrap's create of a partition that split and whose
+  // lease was deleted meanwhile (1989). A create is "create if absent": the lease came back below an epoch it had.
+  // A delete now leaves a tombstone keeping the epoch (rxfeed scheme), and a create lands over it only at that
+  // epoch or above (LeaseStore.tombstone; test/support/leaseStoreConformance.ts, test/leases/replaceGoneLease.test.ts).
+  const lateChild: SimConfig = { ...whole, seed: 434, balanceBy: 'count', view: 'guarded', groups: false, form: 'rx', start: 'time', positions: 'opaque', relay: 'jetstream', sse: 'on' };
+  const lateVariant = { ...whole, balanceBy: 'count', view: 'exactlyOnce', groups: true, form: 'handler', start: 'beginning', positions: 'opaque', relay: 'off', sse: 'off' } as const;
+  for (const [what, config] of [
+    ["a paused owner's split child created after the child was replaced", lateChild],
+    ["a paused host's bootstrap create of a partition split since", { ...lateVariant, seed: 1989 }],
+    ["a split child created late, after it was taken and replaced", { ...lateVariant, seed: 1103 }],
+  ] as const) {
+    it(`epoch-went-back: ${what}: ${replayLine(config)}`, async () => {
+      const { stats, violations } = await runSimulation(config);
+      expect(violations).toEqual([]);
+      expect(stats.faults['lease.createRefused']).toBeGreaterThan(0);
+    });
+  }
 });
 
 /**

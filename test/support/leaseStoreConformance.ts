@@ -13,6 +13,7 @@ function bound(store: LeaseStore): LeaseStore {
     createIfAbsent: (lease) => store.createIfAbsent(lease),
     replace: (lease) => store.replace(lease),
     delete: (lease) => store.delete(lease),
+    ...(store.tombstone ? { tombstone: (lease: Lease) => store.tombstone!(lease) } : {}),
   };
 }
 
@@ -112,6 +113,47 @@ export function leaseStoreConformance(name: string, factory: () => Promise<Lease
       expect(await store.read(p + '0')).toBeUndefined();
       await expect(store.replace(moved)).rejects.toMatchObject({ kind: 'missing' });
       await expect(store.delete(moved)).rejects.toMatchObject({ kind: 'missing' });
+    });
+
+    it('a tombstone keeps the epoch: a late create below it is refused, one at or above it takes its place', async () => {
+      const { store } = await factory();
+      const p = freshPrefix();
+      const first = (await store.createIfAbsent(newLease(p, '3', { epoch: 2 })))!;
+      const taken = await store.replace({ ...first, owner: 'a', epoch: 4 });
+      // Conditional on the etag, as delete.
+      await expect(store.tombstone!(first)).rejects.toBeInstanceOf(LeaseConflictError);
+      await store.tombstone!(taken);
+      // Gone for every reader, writer and listing.
+      expect(await store.read(p + '3')).toBeUndefined();
+      expect((await store.list(p)).leases).toEqual([]);
+      expect((await store.list(p)).corrupt).toEqual([]);
+      await expect(store.replace(taken)).rejects.toBeInstanceOf(LeaseConflictError);
+      await expect(store.delete(taken)).rejects.toBeInstanceOf(LeaseConflictError);
+      await expect(store.tombstone!(taken)).rejects.toBeInstanceOf(LeaseConflictError);
+      // The create a paused host sent before the delete, landing after it: refused, the id stays gone.
+      expect(await store.createIfAbsent(newLease(p, '3', { epoch: 2 }))).toBeUndefined();
+      expect(await store.createIfAbsent(newLease(p, '3', { epoch: 3, owner: 'b' }))).toBeUndefined();
+      expect(await store.read(p + '3')).toBeUndefined();
+      // A lease made afresh at the tombstone's epoch or above (a bootstrap above the epoch floor) takes its place,
+      // once; the one after it finds a lease.
+      const again = await Promise.all(['c', 'd', 'e'].map((owner) => store.createIfAbsent(newLease(p, '3', { epoch: 4, owner }))));
+      expect(again.filter((l) => l !== undefined)).toHaveLength(1);
+      const back = again.find((l) => l !== undefined)!;
+      expect(back).toMatchObject({ id: p + '3', epoch: 4, owner: expect.any(String) });
+      expect(await store.read(p + '3')).toEqual(back);
+      expect((await store.list(p)).leases).toEqual([back]);
+      // Tombstoned again at a higher epoch, the bar rises with it.
+      await store.tombstone!((await store.replace({ ...back, epoch: 7 })));
+      expect(await store.createIfAbsent(newLease(p, '3', { epoch: 6 }))).toBeUndefined();
+      expect(await store.createIfAbsent(newLease(p, '3', { epoch: 8 }))).toMatchObject({ epoch: 8 });
+    });
+
+    it('a plain delete leaves no tombstone', async () => {
+      const { store } = await factory();
+      const p = freshPrefix();
+      const lock = (await store.createIfAbsent(newLease(p, '.lock', { epoch: 5 })))!;
+      await store.delete(lock);
+      expect(await store.createIfAbsent(newLease(p, '.lock', { epoch: 0 }))).toMatchObject({ epoch: 0 });
     });
 
     it('lists only ids under the prefix, sorted by id', async () => {

@@ -63,6 +63,9 @@ export class CrashableLeaseStore implements LeaseStore {
   delete(lease: Lease): Promise<void> {
     return this.#guard(() => this.inner.delete(lease));
   }
+  tombstone(lease: Lease): Promise<void> {
+    return this.#guard(() => (this.inner.tombstone ? this.inner.tombstone(lease) : this.inner.delete(lease)));
+  }
 }
 
 /** Wraps a source to count reads and the changes they returned. */

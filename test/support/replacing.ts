@@ -12,6 +12,7 @@ export function withReplace(store: LeaseStore, replace: (lease: Lease, inner: (l
     read: (id) => store.read(id),
     createIfAbsent: (lease) => store.createIfAbsent(lease),
     delete: (lease) => store.delete(lease),
+    ...(store.tombstone ? { tombstone: (lease: Lease) => store.tombstone!(lease) } : {}),
     replace: (lease) => replace(lease, inner),
   };
 }

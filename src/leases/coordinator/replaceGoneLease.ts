@@ -6,7 +6,7 @@ import { inheritedProperties, isReplaced, PARENT_LEASE, REPLACED_AT_EPOCH, REPLA
 import type { Lease } from '../Lease.js';
 import { LeaseConflictError } from '../../errors/LeaseConflictError.js';
 import type { LeaseStore } from '../LeaseStore.js';
-import { floorId, isLeaseOf, leaseDocument, type LeaseNaming } from '../protocol/documents.js';
+import { deleteLease, floorId, isLeaseOf, leaseDocument, type LeaseNaming } from '../protocol/documents.js';
 import { childLeases, type ChildLease, coversRange, uncoveredParts } from './splitMerge.js';
 
 /** @internal What {@link replaceGoneLease} needs. */
@@ -81,7 +81,7 @@ export async function replaceGoneLease(
         // (leases exist) while the rest of the key space has none. Each is removed as created (a conflict
         // leaves it to a host that took it since). A host finishing the replacement deletes the parent too,
         // but only once every child exists, and raises no floor: those children stay.
-        if (!now && floor !== undefined && floor.epoch >= parent.epoch) await Promise.all(made.map((c) => ctx.store.delete(c).catch(() => undefined)));
+        if (!now && floor !== undefined && floor.epoch >= parent.epoch) await Promise.all(made.map((c) => deleteLease(ctx.store, ctx.naming, c).catch(() => undefined)));
         return { kind: 'fenced', owner: now?.owner };
       }
       parent = noted;
@@ -278,7 +278,7 @@ async function deleteParent(ctx: ReplaceContext, parent: Lease, ours: (l: Lease)
   for (let attempt = 1; ; attempt++) {
     sent.parentDeleteSent = true;
     try {
-      await ctx.store.delete(parent);
+      await deleteLease(ctx.store, ctx.naming, parent);
       return 'deleted';
     } catch (error) {
       if (!(error instanceof LeaseConflictError) || attempt >= 5) throw error;

@@ -43,6 +43,39 @@ export interface CosmosMarkerDocument extends ItemDefinition {
   epoch: number;
 }
 
+/**
+ * What a lease document becomes when it is deleted with a tombstone (`LeaseStore.tombstone`): its id and epoch,
+ * kept for good so that a create landing late cannot bring the lease back below that epoch. No `LeaseToken`:
+ * KEDA, which lists by a shorter prefix, skips it as bookkeeping; rxfeed's own listings and reads skip it.
+ * Only written in the `rxfeed` lease scheme (the .NET processor reads every document under `<prefix>..` as a
+ * lease).
+ */
+export interface CosmosTombstoneDocument extends ItemDefinition {
+  id: string;
+  /** Present only in containers partitioned on `/partitionKey`. */
+  partitionKey?: string;
+  /** Always `true`: what tells a tombstone from a lease or a marker. */
+  rxfeedTombstone: true;
+  /** The epoch the lease had when it was deleted: it is created again only at this epoch or above. */
+  epoch: number;
+}
+
+/** @internal The tombstone written in place of `lease` (see {@link CosmosTombstoneDocument}). */
+export function tombstoneDocument(lease: { readonly id: string; readonly epoch: number }, partitionKeyPath: '/id' | '/partitionKey' = '/id'): CosmosTombstoneDocument {
+  return {
+    id: lease.id,
+    ...(partitionKeyPath === '/partitionKey' ? { partitionKey: lease.id } : {}),
+    rxfeedTombstone: true,
+    epoch: lease.epoch,
+  };
+}
+
+/** @internal The epoch a stored tombstone keeps, or `undefined` when the document is no tombstone. */
+export function tombstoneEpoch(doc: Record<string, unknown>): number | undefined {
+  if (doc.rxfeedTombstone !== true) return undefined;
+  return typeof doc.epoch === 'number' && Number.isFinite(doc.epoch) ? doc.epoch : Number.MAX_SAFE_INTEGER;
+}
+
 const MODE_TO_DOC: Record<FeedMode, string> = {
   latestVersion: 'Incremental Feed',
   allVersionsAndDeletes: 'Full-Fidelity Feed',

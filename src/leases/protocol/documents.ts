@@ -2,7 +2,8 @@
 // markers, the rxfeed and .NET naming schemes, and the shape of new leases and markers. See
 // docs/lease-protocol.md, "Documents".
 import type { FeedMode, FeedRange, Position } from '../../core/Partition.js';
-import type { NewLease } from '../Lease.js';
+import type { Lease, NewLease } from '../Lease.js';
+import type { LeaseStore } from '../LeaseStore.js';
 
 /**
  * How lease documents are named. `'rxfeed'`: leases `<prefix><token>`, markers `<prefix>.info` / `<prefix>.lock`.
@@ -132,4 +133,18 @@ export function leaseDocument(
     mode: naming.mode,
     properties: { ...properties },
   };
+}
+
+/**
+ * Deletes one of the processor's leases, conditional on its etag. In the `rxfeed` scheme, with a store that keeps
+ * tombstones ({@link LeaseStore.tombstone}), the lease leaves a tombstone with its epoch: a create of the same id
+ * that lands later (sent before the delete by a host that paused, or slow on its way: a split child, a
+ * bootstrap's lease) is refused below that epoch, so the epochs of a lease id never go back. In the `dotnet`
+ * scheme the delete is plain: the .NET processor lists every document under `<prefix>..` and reads each as a
+ * lease, a tombstone included (docs/compatibility.md). Markers are never deleted this way.
+ *
+ * @internal
+ */
+export function deleteLease(store: LeaseStore, ids: LeaseIds, lease: Lease): Promise<void> {
+  return ids.scheme === 'rxfeed' && store.tombstone ? store.tombstone(lease) : store.delete(lease);
 }

@@ -55,5 +55,7 @@ export function faultyLeaseStore(store: LeaseStore, plan: LeaseFaultPlan, env: F
     createIfAbsent: (lease: NewLease): Promise<Lease | undefined> => call('createIfAbsent', lease.id, () => store.createIfAbsent(lease)),
     replace: (lease: Lease): Promise<Lease> => call('replace', lease.id, () => store.replace(lease)),
     delete: (lease: Lease): Promise<void> => call('delete', lease.id, () => store.delete(lease)),
+    // A delete that leaves a tombstone meets the faults of a delete.
+    ...(store.tombstone ? { tombstone: (lease: Lease): Promise<void> => call('delete', lease.id, () => store.tombstone!(lease)) } : {}),
   };
 }

@@ -1,3 +1,4 @@
+import type { Lease } from '../../../src/leases/Lease.js';
 import type { LeaseStore } from '../../../src/leases/LeaseStore.js';
 import type { ViewStore } from '../../../src/sinks/ViewStore.js';
 import type { Source } from '../../../src/sources/Source.js';
@@ -20,6 +21,7 @@ export function gateLeaseStore(store: LeaseStore, host: HostClock): LeaseStore {
     createIfAbsent: (lease) => host.gate(() => store.createIfAbsent(lease)),
     replace: (lease) => host.gate(() => store.replace(lease)),
     delete: (lease) => host.gate(() => store.delete(lease)),
+    ...(store.tombstone ? { tombstone: (lease: Lease) => host.gate(() => store.tombstone!(lease)) } : {}),
   };
 }
 

@@ -62,6 +62,14 @@ export function laggingLeaseStore(store: LeaseStore, clock: SchedulerLike, lagMs
       await store.delete(lease);
       record(lease.id, undefined, name);
     },
+    ...(store.tombstone
+      ? {
+          async tombstone(lease: Lease) {
+            await store.tombstone!(lease);
+            record(lease.id, undefined, name);
+          },
+        }
+      : {}),
   });
   return { session };
 }
