@@ -380,12 +380,17 @@ describe('simulation: seeds the admin, topology and broker fault sets found', ()
     ["a paused host's bootstrap create of a partition split since", { ...lateVariant, seed: 1989 }],
     ["a split child created late, after it was taken and replaced", { ...lateVariant, seed: 1103 }],
   ] as const) {
-    it(`epoch-went-back: ${what}: ${replayLine(config)}`, async () => {
-      const { stats, violations } = await runSimulation(config);
-      expect(violations).toEqual([]);
-      expect(stats.faults['lease.createRefused']).toBeGreaterThan(0);
-    });
+    // With the bootstrap's lock held after `.info` (seeds 433, 866) these schedules no longer bring the late create
+    // about: the replays guard the scenario; the unit tests (replaceGoneLease, leaseAdmin, the conformance suite)
+    // assert the rule.
+    it(`epoch-went-back: ${what}: ${replayLine(config)}`, () => expectNoViolations(config));
   }
+  // checkpoint-moved-backwards (seed 1142): h2's bootstrap wrote `.info` and deleted its lock; h3, whose reads
+  // lagged (`late`), took the lock a moment later, listed none of h2's leases and created split partition 1's
+  // children from the start beside lease 1 at checkpoint 16. The bootstrap now holds its lock one lease
+  // expiration after `.info` lands and reads `.info` again under it (test/leases/bootstrapRace.test.ts).
+  const lateSecondBootstrap: SimConfig = { ...whole, seed: 1142, balanceBy: 'count', view: 'guarded', groups: false, form: 'handler', start: 'beginning', positions: 'lsn', relay: 'off', sse: 'off' };
+  it(`checkpoint-moved-backwards: a second bootstrap on a lagging read of .info: ${replayLine(lateSecondBootstrap)}`, () => expectNoViolations(lateSecondBootstrap));
 });
 
 /**
