@@ -4,7 +4,7 @@ import type { LeaseNaming } from '../../src/leases/protocol/index.js';
 import { finishReplacement, replaceGoneLease } from '../../src/leases/coordinator/replaceGoneLease.js';
 import type { Lease } from '../../src/leases/Lease.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
-import { HANDOFF_AT, HANDOFF_TO, isReplaced, PARENT_LEASE, RELEASED_AT, RELEASED_BY, REPLACED_AT_EPOCH, REPLACED_BY, UNTAKEN_AT_EPOCH, withoutSignals } from '../../src/leases/protocol/index.js';
+import { HANDOFF_AT, HANDOFF_TO, isReplaced, PARENT_LEASE, RELEASED_AT, RELEASED_BY, recordedChildren, REPLACED_AT_EPOCH, REPLACED_BY, REPLACEMENT_CHILDREN, UNTAKEN_AT_EPOCH, withoutSignals } from '../../src/leases/protocol/index.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import { raiseFence } from '../../src/deadletter/fence.js';
 import { DeadLetterFencedError } from '../../src/errors/DeadLetterFencedError.js';
@@ -199,9 +199,10 @@ describe("a parent whose delete never landed, beside its child (the simulation, 
     expect((await store.read('p.3'))!.properties).toEqual({ [UNTAKEN_AT_EPOCH]: '6', [PARENT_LEASE]: '1' }); // its own creator, no mark of 1's
     // The parent (marked at 3, its delete never landed) was released twice by an admin meanwhile: free at
     // epoch 5, still marked. c finishes its replacement, creating children at 6: the grandchildren's epoch.
-    // It must not move them back to the parent's pos-5: they are lease 1's children, not its own.
+    // It must not move them back to the parent's pos-5: they are lease 1's children, not its own. It reports
+    // the children the mark recorded (1 and 2); lease 1's range is lease 1's children's already.
     const parent = await store.replace({ ...(await store.read('p.0'))!, owner: null, epoch: 5 });
-    expect(await finishReplacement({ store, naming: naming('c'), listPartitions: parts.listPartitions }, parent)).toEqual(expect.arrayContaining(['2', '3', '4']));
+    expect(await finishReplacement({ store, naming: naming('c'), listPartitions: parts.listPartitions }, parent)).toEqual(['1', '2']);
     expect((await store.list('p.')).leases.map((l) => [l.id, l.continuation])).toEqual([
       ['p.2', 'pos-5'],
       ['p.3', 'pos-9'],
@@ -276,7 +277,8 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
     await expect(replaceGoneLease({ ...ctx('a'), store: watching }, owned, 'pos-5')).rejects.toThrow('create failed');
     expect(creates).toEqual(['p.1 after parent marked true']);
     const marked = (await store.read('p.0'))!;
-    expect(marked.properties).toEqual({ [REPLACED_AT_EPOCH]: '3' }); // the request is void: nobody takes a marked lease
+    // The request is void (nobody takes a marked lease); the children are decided with the mark.
+    expect(marked.properties).toEqual({ [REPLACED_AT_EPOCH]: '3', [REPLACEMENT_CHILDREN]: '[["1","","8000"],["2","8000","FF"]]' });
     expect(owned.current.etag).toBe(marked.etag); // this ownership's renewals write the marked version on
     // The retry finds the mark in place (as after a lost reply), creates the children one above, deletes the parent.
     expect(await replaceGoneLease(ctx('a'), ownership(marked), 'pos-5')).toMatchObject({ kind: 'replaced', children: ['1', '2'] });
@@ -321,7 +323,7 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
     const owned = ownership(lease);
     await expect(replaceGoneLease({ ...ctx('a'), store: failing }, owned, 'pos-5')).rejects.toThrow('delete failed');
     const noted = (await store.read('p.0'))!;
-    expect(noted.properties).toEqual({ [REPLACED_AT_EPOCH]: '3', [REPLACED_BY]: '1,2' });
+    expect(noted.properties).toEqual({ [REPLACED_AT_EPOCH]: '3', [REPLACEMENT_CHILDREN]: '[["1","","8000"],["2","8000","FF"]]', [REPLACED_BY]: '1,2' });
     // Child 1 is taken, read, gone in turn and replaced by its own children (deleted); its listing lags.
     await store.delete((await store.read('p.1'))!);
     expect(await replaceGoneLease(ctx('a'), owned, 'pos-5')).toMatchObject({ kind: 'replaced' }); // the retry
@@ -476,6 +478,62 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
       ['p.3', 6, 'pos-9'],
       ['p.4', 6, 'pos-9'],
     ]);
+  });
+
+  it("one gone parent gets one set of children: a host finishing it creates the children the mark recorded, not those of its own newer listing (deposed-view-write-accepted, seed 434 of issue 25's fault sets)", async () => {
+    // Partition 0 split into 2 and 3; lease p.0 owned by `a` under epoch 1.
+    const store = new MemoryLeaseStore();
+    const parts = new FakePartitions(2);
+    const [left, right] = parts.split('0');
+    const [two, three, one] = [parts.list.find((p) => p.id === left)!, parts.list.find((p) => p.id === right)!, parts.list.find((p) => p.id === '1')!];
+    const lease = (await store.createIfAbsent({ id: 'p.0', leaseToken: '0', feedRange: { minInclusive: two.range.minInclusive, maxExclusive: three.range.maxExclusive }, owner: 'a', continuation: 'pos-5', timestampMs: 0, epoch: 1, mode: 'latestVersion', properties: {} }))!;
+    const ctx = (owner: string) => ({ store, naming: naming(owner), listPartitions: parts.listPartitions });
+    // a lists 2 and 3, marks the parent and sends the creates of its children, then pauses: they land only when it resumes.
+    const held: (() => void)[] = [];
+    const paused: LeaseStore = {
+      ...methodsOf(store),
+      createIfAbsent: async (l) => {
+        await new Promise<void>((resume) => held.push(resume));
+        return store.createIfAbsent(l);
+      },
+    };
+    const zombie = replaceGoneLease({ ...ctx('a'), store: paused }, { current: lease, epoch: 1, leaseToken: '0', partition: { id: '0', range: lease.feedRange! }, parentDeleteSent: false }, 'pos-5');
+    while (held.length === 0) await new Promise((r) => setImmediate(r));
+    // Meanwhile partition 3 merges with 1 (into 4), and a's lease expires: b finishes the replacement with a
+    // listing that shows 2 and 4. From that listing it would create an EPK lease for 3's range beside a's lease 3.
+    parts.list = [two, { id: '4', range: { minInclusive: three.range.minInclusive, maxExclusive: one.range.maxExclusive }, parents: [right, '1'] }];
+    const marked = (await store.read('p.0'))!;
+    expect(isReplaced(marked)).toBe(true);
+    expect(await finishReplacement(ctx('b'), marked)).toEqual([left, right]);
+    // a resumes: its creates find the children b created.
+    for (const resume of held.splice(0)) resume();
+    while (true) {
+      const settled = await Promise.race([zombie.then(() => true, () => true), new Promise<false>((r) => setImmediate(() => r(false)))]);
+      for (const resume of held.splice(0)) resume();
+      if (settled) break;
+    }
+    expect((await store.list('p.')).leases.map((l) => [l.id, l.epoch, l.continuation, l.properties[PARENT_LEASE]])).toEqual([
+      [`p.${left}`, 2, 'pos-5', '0'],
+      [`p.${right}`, 2, 'pos-5', '0'], // one lease for 3's range: its own replacement gives the merged part its EPK lease
+    ]);
+  });
+
+  it("the owner's retry creates the children its mark recorded, whatever its listing shows since (a merge after the mark)", async () => {
+    const store = new MemoryLeaseStore();
+    const parts = new FakePartitions(2);
+    const [left, right] = parts.split('0');
+    const [two, three, one] = [parts.list.find((p) => p.id === left)!, parts.list.find((p) => p.id === right)!, parts.list.find((p) => p.id === '1')!];
+    const lease = (await store.createIfAbsent({ id: 'p.0', leaseToken: '0', feedRange: { minInclusive: two.range.minInclusive, maxExclusive: three.range.maxExclusive }, owner: 'a', continuation: 'pos-5', timestampMs: 0, epoch: 1, mode: 'latestVersion', properties: {} }))!;
+    const owned = { current: lease, epoch: 1, leaseToken: '0', partition: { id: '0', range: lease.feedRange! }, parentDeleteSent: false };
+    const failing: LeaseStore = { ...methodsOf(store), createIfAbsent: async () => Promise.reject(new Error('create failed')) };
+    await expect(replaceGoneLease({ store: failing, naming: naming('a'), listPartitions: parts.listPartitions }, owned, 'pos-5')).rejects.toThrow('create failed');
+    expect(recordedChildren(owned.current)).toEqual([
+      { token: left, range: two.range },
+      { token: right, range: three.range },
+    ]);
+    parts.list = [two, { id: '4', range: { minInclusive: three.range.minInclusive, maxExclusive: one.range.maxExclusive }, parents: [right, '1'] }];
+    expect(await replaceGoneLease({ store, naming: naming('a'), listPartitions: parts.listPartitions }, owned, 'pos-5')).toMatchObject({ kind: 'replaced', children: [left, right] });
+    expect((await store.list('p.')).leases.map((l) => l.id)).toEqual([`p.${left}`, `p.${right}`]);
   });
 
   it('finishing leaves alone a marked lease its owner wrote since it was listed (alive after all), and one not marked', async () => {

@@ -1,8 +1,8 @@
-// Role: one attempt at replacing a gone partition's lease — the parent marked replaced (never acquired again),
-// children one epoch above it at its checkpoint, untaken, then the parent deleted; fenced when another host
+// Role: one attempt at replacing a gone partition's lease — the parent marked replaced (never acquired again)
+// with the children decided once, those children one epoch above it at its checkpoint, untaken, then the parent deleted; fenced when another host
 // owns the parent now. GonePartitions retries it, and finishes a marked lease whose owner is gone.
 import type { FeedRange, Partition, Position } from '../../core/Partition.js';
-import { inheritedProperties, isReplaced, PARENT_LEASE, REPLACED_AT_EPOCH, REPLACED_BY, UNTAKEN_AT_EPOCH, withoutRequest } from '../protocol/signals.js';
+import { formatChildren, inheritedProperties, isReplaced, PARENT_LEASE, recordedChildren, REPLACED_AT_EPOCH, REPLACED_BY, REPLACEMENT_CHILDREN, UNTAKEN_AT_EPOCH, withoutRequest } from '../protocol/signals.js';
 import type { Lease } from '../Lease.js';
 import { LeaseConflictError } from '../../errors/LeaseConflictError.js';
 import type { LeaseStore } from '../LeaseStore.js';
@@ -28,7 +28,9 @@ export type Replacement =
  * now, each starting at the parent's stored checkpoint (else at `position`, where the reader stopped), then deletes the
  * parent. First it marks the parent replaced ({@link REPLACED_AT_EPOCH}, a conditional write under this
  * ownership's epoch): from then on no host acquires the parent again, so it is never read under an epoch above
- * its children's, which are created one above the parent's. Child ids are deterministic, so hosts doing this
+ * its children's, which are created one above the parent's. The mark records the children, decided once from
+ * the listing read before it ({@link REPLACEMENT_CHILDREN}); every later attempt creates those, so one gone
+ * parent has one set of children whatever the listings of the hosts doing this show, and hosts doing this
  * together create each child once; a step that fails throws, and running it again is safe (the caller retries
  * with backoff; a host that finds the parent marked and its owner gone finishes it: {@link finishReplacement}).
  *
@@ -50,17 +52,21 @@ export async function replaceGoneLease(
   if (!fresh && !owned.parentDeleteSent) return { kind: 'fenced', owner: undefined };
   let parent = fresh ?? owned.current;
   const range = parent.feedRange ?? owned.partition.range;
-  const children = await listedChildren(ctx, owned.leaseToken, range);
+  // Decided once: a mark in place (an earlier attempt's) names the children; only a first mark lists them.
+  let children = (isReplaced(parent) ? decidedChildren(parent, range) : undefined) ?? (await listedChildren(ctx, owned.leaseToken, range));
   if (fresh) {
     // Marked before any child exists: once the mark lands no host acquires the parent again (a host that
     // took it before the mark has fenced this write). An earlier attempt's mark may have landed already.
-    const marked = isReplaced(fresh) ? await confirmMarked(ctx, fresh, ours, owned.childrenCreated === true || fresh.properties[REPLACED_BY] !== undefined) : await markReplaced(ctx, fresh, range, position, ours);
+    const marked = isReplaced(fresh) ? await confirmMarked(ctx, fresh, ours, owned.childrenCreated === true || fresh.properties[REPLACED_BY] !== undefined) : await markReplaced(ctx, fresh, range, position, children, ours);
     if (!marked) {
       const now = await ctx.store.read(fresh.id).catch(() => undefined);
       return { kind: 'fenced', owner: now?.owner };
     }
     parent = marked;
     owned.current = marked; // this ownership's next renewal is conditional on the marked version, and keeps the mark
+    // A mark found in place of this one (an earlier write of this ownership landed, its reply lost) recorded
+    // the children of that attempt's listing: those are the children.
+    children = decidedChildren(marked, range) ?? children;
   }
   // The parent's stored checkpoint wins: batches acknowledged after the reader's drain gave up may have
   // checkpointed past `position` since, and a child must never start behind its parent's checkpoint.
@@ -97,8 +103,8 @@ export async function replaceGoneLease(
 
 /**
  * Finishes the replacement of a lease marked replaced ({@link REPLACED_AT_EPOCH}) whose owner is gone: it
- * released it, or it expired (the caller judges that, on its own clock). Creates the children missing (from
- * the parent's stored checkpoint, which the mark wrote), then deletes the parent. Never takes the parent: it
+ * released it, or it expired (the caller judges that, on its own clock). Creates the children the mark
+ * records that are missing (from the parent's stored checkpoint, which the mark wrote), then deletes the parent. Never takes the parent: it
  * is read by no one. Returns the children's tokens, or `undefined` when there is nothing to finish (the lease
  * is gone, not marked, or was written since it was listed by an owner that is alive after all).
  *
@@ -109,7 +115,8 @@ export async function finishReplacement(ctx: ReplaceContext, listed: Lease): Pro
   if (!read || !isReplaced(read)) return undefined;
   if (read.owner !== null && read.etag !== listed.etag) return undefined;
   if (!read.feedRange) throw new Error(`lease ${read.leaseToken} is marked replaced but stores no feed range`);
-  const children = await listedChildren(ctx, read.leaseToken, read.feedRange);
+  // The children its owner decided when it marked it, never those of this host's listing (see REPLACEMENT_CHILDREN).
+  const children = decidedChildren(read, read.feedRange) ?? (await listedChildren(ctx, read.leaseToken, read.feedRange));
   // The read may lag another host's finish (the parent deleted, its children taken, replaced and deleted in
   // turn at higher epochs): children created again from it would be created below an epoch they had. The mark
   // is confirmed by a conditional write first, as a retry of the owner's does ({@link confirmMarked}).
@@ -125,6 +132,15 @@ export async function finishReplacement(ctx: ReplaceContext, listed: Lease): Pro
   return children.map((c) => c.token);
 }
 
+/**
+ * The children recorded in the replacement mark of `lease` ({@link REPLACEMENT_CHILDREN}), when they cover its
+ * `range`; `undefined` for a mark that records none (written before the property existed: the listing decides).
+ */
+function decidedChildren(lease: Lease, range: FeedRange): readonly ChildLease[] | undefined {
+  const recorded = recordedChildren(lease);
+  return recorded && coversRange(recorded, range) ? recorded : undefined;
+}
+
 /** The leases that replace the gone partition `token` over `range`, from the source's listing; throws while the listing does not show it gone. */
 async function listedChildren(ctx: ReplaceContext, token: string, range: FeedRange): Promise<readonly ChildLease[]> {
   const children = childLeases(token, range, await ctx.listPartitions());
@@ -136,20 +152,20 @@ async function listedChildren(ctx: ReplaceContext, token: string, range: FeedRan
 }
 
 /**
- * Marks `lease` (this ownership's, see `ours`) replaced at its epoch, with its range and a checkpoint (the
- * reader's `position` when it stored none yet) so that any host can finish the replacement from it, and
- * without a handoff request (a marked lease is never handed over nor taken by force). A conflict
- * is re-read: a signal another host left while the lease is still ours is retried over. Returns the marked
- * version, or `undefined` when the lease is not ours any more.
+ * Marks `lease` (this ownership's, see `ours`) replaced at its epoch, with its range, its `children` and a
+ * checkpoint (the reader's `position` when it stored none yet) so that any host can finish the replacement from
+ * it, creating exactly those children, and without a handoff request (a marked lease is never handed over nor
+ * taken by force). A conflict is re-read: a signal another host left while the lease is still ours is retried
+ * over. Returns the marked version, or `undefined` when the lease is not ours any more.
  */
-function markReplaced(ctx: ReplaceContext, lease: Lease, range: FeedRange, position: Position | null, ours: (l: Lease) => boolean): Promise<Lease | undefined> {
+function markReplaced(ctx: ReplaceContext, lease: Lease, range: FeedRange, position: Position | null, children: readonly ChildLease[], ours: (l: Lease) => boolean): Promise<Lease | undefined> {
   const marked = (l: Lease): Lease => ({
     ...l,
     feedRange: l.feedRange ?? range,
     continuation: l.continuation ?? position,
     timestampMs: ctx.naming.now(),
     // A handoff request left before the mark is void: nobody takes a marked lease.
-    properties: { ...withoutRequest(l.properties), [REPLACED_AT_EPOCH]: String(l.epoch) },
+    properties: { ...withoutRequest(l.properties), [REPLACED_AT_EPOCH]: String(l.epoch), [REPLACEMENT_CHILDREN]: formatChildren(children) },
   });
   return markParent(ctx, lease, marked(lease), ours, marked, isReplaced);
 }

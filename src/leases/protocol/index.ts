@@ -15,7 +15,7 @@ export { type LeaseNamingOptions } from './listing.js';
 export { listProcessorLeases, resolveLeaseIds } from './listing.js';
 export { LOAD_PROPERTY, publishedLoad } from './signals.js';
 /** @internal */
-export { formatLoad, HANDOFF_AT, HANDOFF_TO, handoffRequest, inheritedProperties, isReplaced, isUntaken, onlyNoticeChanged, PARENT_LEASE, RELEASED_AT, RELEASED_BY, releaseNotice, REPLACED_AT_EPOCH, REPLACED_BY, UNTAKEN_AT_EPOCH, withoutNotice, withoutRequest, withoutSignals } from './signals.js';
+export { formatChildren, formatLoad, HANDOFF_AT, HANDOFF_TO, handoffRequest, inheritedProperties, isReplaced, isUntaken, onlyNoticeChanged, PARENT_LEASE, RELEASED_AT, RELEASED_BY, recordedChildren, releaseNotice, REPLACED_AT_EPOCH, REPLACED_BY, REPLACEMENT_CHILDREN, type RecordedChild, UNTAKEN_AT_EPOCH, withoutNotice, withoutRequest, withoutSignals } from './signals.js';
 /** @internal */
 export { clearHaltOnProgress, HALT_BACKOFF_CAP_MS, haltBackoffMs, haltBackoffUntil, haltCount, HALTED_AT_EPOCH, HALTS, haltsHeldBack, isHaltRelease, withHalt, withoutHalt } from './haltBackoff.js';
 /** @internal */

@@ -1,6 +1,7 @@
 // Protocol: the signals hosts leave each other in a lease's `properties` (handoff request, release notice,
 // untaken mark, replacement mark, published load): their names, how to read them and how to drop them. Other hosts, .NET,
 // Functions and KEDA read these documents: see docs/lease-protocol.md, "Signals".
+import type { FeedRange } from '../../core/Partition.js';
 import type { Lease } from '../Lease.js';
 import { withoutHalt } from './haltBackoff.js';
 
@@ -39,6 +40,61 @@ export const PARENT_LEASE = 'rxfeed.parentLease';
  * read under an epoch above its children's. Children do not inherit it (`inheritedProperties`). @internal
  */
 export const REPLACED_AT_EPOCH = 'rxfeed.replacedAtEpoch';
+
+/**
+ * Lease property written with the replacement mark ({@link REPLACED_AT_EPOCH}), in the same conditional write:
+ * the children that replace the lease, decided once from the listing its owner read then (JSON, `[[token, min,
+ * max], …]`). Every later attempt — the owner's retries, a host finishing the replacement — creates exactly these,
+ * whatever its own listing shows: two listings taken at different moments (one lagging a merge, or taken
+ * before it) give different children for one range (a partition-id lease and an EPK lease over the same keys),
+ * and two replacements of one parent must never create both. Read with {@link recordedChildren}. @internal
+ */
+export const REPLACEMENT_CHILDREN = 'rxfeed.replacementChildren';
+
+/** One child of a replacement as {@link REPLACEMENT_CHILDREN} records it. @internal */
+export interface RecordedChild {
+  readonly token: string;
+  readonly range: FeedRange;
+}
+
+/**
+ * The value of {@link REPLACEMENT_CHILDREN} for `children`.
+ *
+ * @example
+ * ```ts
+ * formatChildren([{ token: '2', range: { minInclusive: '', maxExclusive: '7F' } }]); // '[["2","","7F"]]'
+ * ```
+ * @internal
+ */
+export function formatChildren(children: readonly RecordedChild[]): string {
+  return JSON.stringify(children.map((c) => [c.token, c.range.minInclusive, c.range.maxExclusive]));
+}
+
+/**
+ * The children recorded in `lease`'s replacement mark ({@link REPLACEMENT_CHILDREN}), or `undefined` when it
+ * records none (marked before the property existed) or a value that is not a list of children.
+ *
+ * @internal
+ */
+export function recordedChildren(lease: Lease): readonly RecordedChild[] | undefined {
+  const value = lease.properties[REPLACEMENT_CHILDREN];
+  if (value === undefined) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    return undefined;
+  }
+  if (!Array.isArray(parsed) || parsed.length === 0) return undefined;
+  const children: RecordedChild[] = [];
+  for (const entry of parsed as unknown[]) {
+    if (!Array.isArray(entry) || entry.length !== 3 || !entry.every((x) => typeof x === 'string')) return undefined;
+    const [token, minInclusive, maxExclusive] = entry as [string, string, string];
+    if (token === '') return undefined;
+    children.push({ token, range: { minInclusive, maxExclusive } });
+  }
+  return children;
+}
 
 /**
  * Lease property of a lease marked replaced ({@link REPLACED_AT_EPOCH}) once all its children were created:
@@ -153,7 +209,7 @@ export function withoutSignals(properties: Readonly<Record<string, string>>): Re
 /**
  * What a split or merge child inherits of its parent's `properties`: all but the signals
  * ({@link withoutSignals}), the parent's halt signal (haltBackoff.ts: a child holds part of the range, and
- * starts without a backoff) and the parent's replacement marks ({@link REPLACED_AT_EPOCH}, {@link REPLACED_BY}).
+ * starts without a backoff) and the parent's replacement marks ({@link REPLACED_AT_EPOCH}, {@link REPLACEMENT_CHILDREN}, {@link REPLACED_BY}).
  *
  * @example
  * ```ts
@@ -162,7 +218,7 @@ export function withoutSignals(properties: Readonly<Record<string, string>>): Re
  * @internal
  */
 export function inheritedProperties(properties: Readonly<Record<string, string>>): Record<string, string> {
-  const { [REPLACED_AT_EPOCH]: _replaced, [REPLACED_BY]: _by, ...rest } = withoutHalt(withoutSignals(properties));
+  const { [REPLACED_AT_EPOCH]: _replaced, [REPLACED_BY]: _by, [REPLACEMENT_CHILDREN]: _children, ...rest } = withoutHalt(withoutSignals(properties));
   return rest;
 }
 
