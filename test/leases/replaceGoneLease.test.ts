@@ -536,6 +536,15 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
     expect((await store.list('p.')).leases.map((l) => l.id)).toEqual([`p.${left}`, `p.${right}`]);
   });
 
+  it('a mark recording no children, or children that are unreadable or do not cover its range (marked before the property, or written by hand), leaves them to the listing', async () => {
+    for (const recorded of [undefined, 'not json', '[["1","","4000"]]', '[["","","FF"]]', '[]']) {
+      const { store, lease, ctx } = await splitParent('pos-5');
+      const marked = await store.replace({ ...lease, owner: null, properties: { [REPLACED_AT_EPOCH]: '3', ...(recorded === undefined ? {} : { [REPLACEMENT_CHILDREN]: recorded }) } });
+      expect(await finishReplacement(ctx('b'), marked)).toEqual(['1', '2']);
+      expect((await store.list('p.')).leases.map((l) => l.id)).toEqual(['p.1', 'p.2']);
+    }
+  });
+
   it('finishing leaves alone a marked lease its owner wrote since it was listed (alive after all), and one not marked', async () => {
     const { store, lease, ctx, ownership } = await splitParent('pos-5');
     const failing: LeaseStore = { ...methodsOf(store), createIfAbsent: async () => Promise.reject(new Error('create failed')) };

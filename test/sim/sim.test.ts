@@ -373,6 +373,11 @@ describe('simulation: seeds the admin, topology and broker fault sets found', ()
   // lease was deleted meanwhile (1989). A create is "create if absent": the lease came back below an epoch it had.
   // A delete now leaves a tombstone keeping the epoch (rxfeed scheme), and a create lands over it only at that
   // epoch or above (LeaseStore.tombstone; test/support/leaseStoreConformance.ts, test/leases/replaceGoneLease.test.ts).
+  // With tombstones, seed 434 still broke deposed-view-write-accepted: h1 marked lease 0 with children 2 and 3 (its
+  // listing), paused with its creates in flight; 3 merged with 1, and h0 finished the marked lease from its own
+  // listing: 2 and EPK 3FC00000-7F800000. h1's create of lease 3 (an id never deleted) landed beside it; lease 3,
+  // retaken at epoch 4, wrote after the EPK lease at 3. The mark now records the children, and every retry and
+  // finisher creates those (rxfeed.replacementChildren; test/leases/replaceGoneLease.test.ts).
   const lateChild: SimConfig = { ...whole, seed: 434, balanceBy: 'count', view: 'guarded', groups: false, form: 'rx', start: 'time', positions: 'opaque', relay: 'jetstream', sse: 'on' };
   const lateVariant = { ...whole, balanceBy: 'count', view: 'exactlyOnce', groups: true, form: 'handler', start: 'beginning', positions: 'opaque', relay: 'off', sse: 'off' } as const;
   for (const [what, config] of [
