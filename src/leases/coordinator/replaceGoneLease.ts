@@ -1,6 +1,7 @@
 // Role: one attempt at replacing a gone partition's lease — the parent marked replaced (never acquired again)
-// with the children decided once, those children one epoch above it at its checkpoint, untaken, then the parent deleted; fenced when another host
-// owns the parent now. GonePartitions retries it, and finishes a marked lease whose owner is gone.
+// with its children decided once, those children one epoch above it at its checkpoint, untaken, then the parent
+// deleted; fenced when another host owns the parent now. GonePartitions retries it, and finishes a marked lease
+// whose owner is gone.
 import type { FeedRange, Partition, Position } from '../../core/Partition.js';
 import { formatChildren, inheritedProperties, isReplaced, PARENT_LEASE, recordedChildren, REPLACED_AT_EPOCH, REPLACED_BY, REPLACEMENT_CHILDREN, UNTAKEN_AT_EPOCH, withoutRequest } from '../protocol/signals.js';
 import type { Lease } from '../Lease.js';
@@ -104,8 +105,8 @@ export async function replaceGoneLease(
 /**
  * Finishes the replacement of a lease marked replaced ({@link REPLACED_AT_EPOCH}) whose owner is gone: it
  * released it, or it expired (the caller judges that, on its own clock). Creates the children the mark
- * records that are missing (from the parent's stored checkpoint, which the mark wrote), then deletes the parent. Never takes the parent: it
- * is read by no one. Returns the children's tokens, or `undefined` when there is nothing to finish (the lease
+ * records that are missing (from the parent's stored checkpoint, which the mark wrote), then deletes the
+ * parent. Never takes the parent: it is read by no one. Returns the children's tokens, or `undefined` when there is nothing to finish (the lease
  * is gone, not marked, or was written since it was listed by an owner that is alive after all).
  *
  * @internal
