@@ -510,20 +510,30 @@ class SimClient {
     // Where the browser stands: the position it started from, the id it holds now and the changes it received
     // (ids are withheld while rows read ahead of a snapshot's positions are pending). The hub owes it what it was
     // handed past that; a re-read below it (a rewind re-reading a hole in the hub's own reading too) is not owed.
+    // Along lineage as the hub reads it: the furthest of a token's own mark and what the other tokens over its range
+    // hold (a snapshot's positions hold a split parent at 137, the ids sent since hold its child at the hub's
+    // position, 76: the child's re-read up to 137, deletes with no row included, is in the snapshot; seed 1888).
     const at = new Map(this.#baseline);
     for (const [token, lsn] of [...(parseEventId(this.#lastEventId)?.positions ?? []), ...chain.reached]) at.set(token, Math.max(lsn, at.get(token) ?? -1));
+    const stands = (token: string) => standsAt(token, at, ranges) ?? -1;
+    // Passed over only by what the other tokens over its range hold, past the token's own mark (`sse.inheritedPast`).
+    const pastOwn = (c: { token: string; lsn: number }) => {
+      const past = c.lsn > (at.get(c.token) ?? Infinity) && c.lsn <= stands(c.token);
+      if (past) this.sse.count('sse.inheritedPast');
+      return past;
+    };
     // A change the hub was handed under another token before, which the browser stands at or past (an EPK-range
     // lease over part of a merged partition, then the partition's own lease re-reading it after an admin reset), is
     // not owed again: the hub published it once, under the first token (as in `sse-gap`, `sse.readUnderOther`).
     const underOther = (c: { token: string; id: string; lsn: number }, index: number) => {
-      const other = hub.inputs.some((o, i) => i < index && o.lsn === c.lsn && o.id === c.id && o.token !== c.token && (markOf(o.token, at, ranges) ?? -1) >= c.lsn);
+      const other = hub.inputs.some((o, i) => i < index && o.lsn === c.lsn && o.id === c.id && o.token !== c.token && stands(o.token) >= c.lsn);
       if (other) this.sse.count('sse.readUnderOther');
       return other;
     };
     const behind = hub.inputs
       .map((c, index) => ({ c, index }))
       .slice(this.#since.input)
-      .filter(({ c, index }) => !chain.received.has(`${c.id}@${c.lsn}`) && (chain.newest.get(c.id) ?? -1) < c.lsn && c.lsn > (markOf(c.token, at, ranges) ?? -1) && !underOther(c, index))
+      .filter(({ c, index }) => !chain.received.has(`${c.id}@${c.lsn}`) && (chain.newest.get(c.id) ?? -1) < c.lsn && !pastOwn(c) && c.lsn > stands(c.token) && !underOther(c, index))
       .map(({ c }) => c);
     if (behind.length > 0) {
       const e = behind.slice(0, 3).map((c) => `${c.id}@${c.lsn} (${c.token})`).join(', ');
