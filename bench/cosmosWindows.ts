@@ -10,7 +10,8 @@
  *
  * Run: BENCH_ENDPOINT=… npx tsx bench/cosmosWindows.ts   (env: BENCH_SIDE=both|fair|rxfeed (default both:
  * the two alternate, paired ratios printed), BENCH_RUNS=5 windows per side, BENCH_WARMUP=1 untimed passes of
- * each side, BENCH_PAGE=100, BENCH_CHECKPOINT=1000, BENCH_CHANGES=100000; BENCH_PIDFILE=path: after the
+ * each side, BENCH_FAIR_LISTING=1 (the loops list their lease documents with a query first, as rxfeed's
+ * bootstrap does), BENCH_PAGE=100, BENCH_CHECKPOINT=1000, BENCH_CHANGES=100000; BENCH_PIDFILE=path: after the
  * warm-up, write this process's id there and wait 2.5 s, so that a profiler can attach to the windows alone:
  * `perf record -e cpu-clock -F 2000 -g -p $(cat path)` with node started as
  * `node --perf-basic-prof --interpreted-frames-native-stack --expose-gc --import tsx bench/cosmosWindows.ts`;
@@ -50,6 +51,10 @@ let runId = 0;
 async function fair(container: Container, leases: Container): Promise<number> {
   const ranges = await container.getFeedRanges();
   const prefix = `loops-${stamp}-${++runId}`;
+  // BENCH_FAIR_LISTING=1: the loops first list their lease documents with a query, as rxfeed's bootstrap does.
+  if (process.env.BENCH_FAIR_LISTING === '1') {
+    await leases.items.query({ query: 'SELECT * FROM c WHERE STARTSWITH(c.id, @prefix)', parameters: [{ name: '@prefix', value: prefix }] }).fetchAll();
+  }
   const counts = await Promise.all(
     ranges.map(async (range, i) => {
       const id = `${prefix}.${i}`;
