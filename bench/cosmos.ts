@@ -17,13 +17,15 @@
  * BENCH_IN_FLIGHT=n sets rxfeed's maxInFlightChanges (default max(10000, 2 pages per range));
  * BENCH_LEASES=memory gives the pipeline rows an in-memory lease store (no lease requests);
  * BENCH_ACQUIRE_MS=n sets rxfeed's leaseAcquireIntervalMs (default: the processor's own, 13 s);
+ * BENCH_EMULATOR_PID=n: the process id of the emulator at BENCH_ENDPOINT, to report its CPU per window;
+ * BENCH_WARMUP=n runs n untimed passes of every window first (default 1);
  * BENCH_PIN=1 runs this process on the first CPU and the emulator on the second, which makes runs steadier)
  *
  * Each window starts with a full GC, so none pays for the garbage of the one before, and each run takes the
  * windows in another order (rotated by one), so none always follows the same one.
  */
 import { ChangeFeedStartFrom, CosmosClient, StatusCodes, type ChangeFeedPullModelIterator, type Container, type OperationInput } from '@azure/cosmos';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { GCProfiler, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -65,6 +67,8 @@ const IN_FLIGHT = Number(process.env.BENCH_IN_FLIGHT ?? Math.max(10_000, PAGE * 
  */
 const ACQUIRE = process.env.BENCH_ACQUIRE_MS === undefined ? {} : { leaseAcquireIntervalMs: Number(process.env.BENCH_ACQUIRE_MS) };
 const GROUP_MS = process.env.BENCH_GROUP_MS === undefined ? {} : { groupWritesMs: Number(process.env.BENCH_GROUP_MS) };
+/** Untimed passes of every loop and of the pipeline before the measured runs (BENCH_WARMUP, default 1). */
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 1);
 
 interface Doc {
   id: string;
@@ -297,14 +301,27 @@ async function restart(container: Container, leaseContainer: Container, prefix: 
   return ms;
 }
 
-/** The emulator process's CPU so far (ms); `undefined` when it runs elsewhere (BENCH_ENDPOINT). */
-const emulatorCpuMs = (): number | undefined => processCpuMs(emulator.child?.pid);
+/** The emulator process's CPU so far (ms); `undefined` when it runs elsewhere (BENCH_ENDPOINT without BENCH_EMULATOR_PID, its process id). */
+const emulatorCpuMs = (): number | undefined => processCpuMs(emulator.child?.pid ?? (process.env.BENCH_EMULATOR_PID ? Number(process.env.BENCH_EMULATOR_PID) : undefined));
+
+/**
+ * The CPU time (ms) of this process's main thread so far, from the kernel's scheduler statistics (ns, on-CPU
+ * time): the process's CPU time also counts V8's background threads (optimizing compiler, concurrent marking
+ * and sweeping), which a window pays for code still being optimized; `undefined` without /proc.
+ */
+function mainThreadCpuMs(): number | undefined {
+  try {
+    return Number(readFileSync(`/proc/self/task/${process.pid}/schedstat`, 'utf8').split(' ')[0]) / 1e6;
+  } catch {
+    return undefined;
+  }
+}
 
 /** Wall time and this process's CPU time (user + system) of `fn`, and the emulator's; with `profileAs`, its CPU profile too. */
 async function timed<R>(
   fn: () => Promise<R>,
   profileAs?: string,
-): Promise<{ ms: number; cpuMs: number; overheads: Overheads; emulatorMs: number | undefined; sent: Sent; result: R }> {
+): Promise<{ ms: number; cpuMs: number; mainMs: number | undefined; overheads: Overheads; emulatorMs: number | undefined; sent: Sent; result: R }> {
   gc();
   const profiler = profileAs ? new Session() : undefined;
   profiler?.connect();
@@ -314,6 +331,7 @@ async function timed<R>(
   await profiler?.post('Profiler.start');
   const started = performance.now();
   const cpu = process.cpuUsage();
+  const mainBefore = mainThreadCpuMs();
   const usage = process.resourceUsage();
   const gcProfiler = new GCProfiler();
   gcProfiler.start();
@@ -324,6 +342,7 @@ async function timed<R>(
   const result = await fn();
   const sent = { changeFeed: requests.changeFeed - sentBefore.changeFeed, other: requests.other - sentBefore.other, bytes: requests.bytes - sentBefore.bytes, connections: requests.connections - sentBefore.connections, kinds: kindsDelta(kindsBefore), bulkCalls: bulkCalls.calls - bulkBefore.calls, bulkOperations: bulkCalls.operations - bulkBefore.operations };
   const used = process.cpuUsage(cpu);
+  const mainAfter = mainThreadCpuMs();
   const usageAfter = process.resourceUsage();
   const gcs = gcCost(gcProfiler.stop());
   const emulatorAfter = emulatorCpuMs();
@@ -335,7 +354,8 @@ async function timed<R>(
   }
   const emulatorMs = emulatorBefore === undefined || emulatorAfter === undefined ? undefined : emulatorAfter - emulatorBefore;
   const overheads = { ...gcs, systemMs: used.system / 1000, pageFaults: usageAfter.minorPageFault - usage.minorPageFault, switches: usageAfter.involuntaryContextSwitches - usage.involuntaryContextSwitches };
-  return { ms, cpuMs: (used.user + used.system) / 1000, overheads, emulatorMs, sent, result };
+  const mainMs = mainBefore === undefined || mainAfter === undefined ? undefined : mainAfter - mainBefore;
+  return { ms, cpuMs: (used.user + used.system) / 1000, mainMs, overheads, emulatorMs, sent, result };
 }
 
 /** Young-generation collections' time, and full collections and their time (ms), of a GCProfiler's record. */
@@ -402,13 +422,15 @@ try {
     bulkCalls.operations += operations.length;
     return bulk(operations, ...rest);
   };
-  console.log(`node ${process.version}, ${process.platform}/${process.arch}; emulator (own process) with ${RANGES} ranges; page ${PAGE}; ${RUNS} runs each, interleaved; ${LEASES === 'memory' ? 'leases in memory' : `lease store groupWritesMs ${GROUP_MS.groupWritesMs ?? 'default'}`}`);
+  console.log(`node ${process.version}, ${process.platform}/${process.arch}; emulator (own process) with ${RANGES} ranges; page ${PAGE}; ${RUNS} runs each, interleaved, after ${WARMUP} untimed pass(es); ${LEASES === 'memory' ? 'leases in memory' : `lease store groupWritesMs ${GROUP_MS.groupWritesMs ?? 'default'}`}`);
   const { resources: [existing] } = await container.items.query<number>('SELECT VALUE COUNT(1) FROM c').fetchAll();
   if (existing === CHANGES) console.log(`the container already holds ${CHANGES} changes`);
   else if (existing === 0) console.log(`loading ${CHANGES} changes … ${((await load(container)) / 1000).toFixed(1)} s`);
   else throw new Error(`the container holds ${existing} documents, expected 0 or ${CHANGES}`);
 
   const times = { fair: [] as number[], bare: [] as number[], ranges: [] as number[], source: [] as number[], pipeline: [] as number[], steady: [] as number[], startup: [] as number[], restart: [] as number[], sparse: [] as number[], stop: [] as number[] };
+  /** The main thread's share of the client CPU (without V8's compiler and GC threads). */
+  const mainCpu = { fair: [] as number[], pipeline: [] as number[] };
   const cpu = { fair: [] as number[], bare: [] as number[], ranges: [] as number[], source: [] as number[], pipeline: [] as number[], sparse: [] as number[], stop: [] as number[] };
   /** The emulator's CPU in each window: near the wall time, the emulator (not the client) sets the pace. */
   const server = { ranges: [] as number[], pipeline: [] as number[], sparse: [] as number[] };
@@ -420,14 +442,17 @@ try {
   const leaseWrites: number[] = [];
   const fairWrites: number[] = [];
   const checkpointCounts: number[] = [];
-  // One untimed pass of each warms the JIT and the emulator's caches.
-  await bare(container);
-  await perRange(container);
-  await checkpointingLoops(container, leaseContainer, CHECKPOINT);
-  await sourceLoop(container);
-  // And one of the pipeline: what rxfeed loads on its first feed (the OpenTelemetry API, when installed) is
-  // start-up, paid once per process, not part of any window.
-  await (await pipeline(container, leaseContainer)).stop();
+  // Untimed passes of each (BENCH_WARMUP, default 1) warm the JIT and the emulator's caches. The pipeline's
+  // also load what rxfeed loads on its first feed (the OpenTelemetry API, when installed): start-up, paid once
+  // per process, not part of any window. One pass leaves rxfeed's code (and the SDK code only it calls: bulk
+  // writes, listings) still being optimized during the first windows; see bench/PROFILE.md (issue 28, wip/pcpu).
+  for (let pass = 0; pass < WARMUP; pass++) {
+    await bare(container);
+    await perRange(container);
+    await checkpointingLoops(container, leaseContainer, CHECKPOINT);
+    await sourceLoop(container);
+    await (await pipeline(container, leaseContainer)).stop();
+  }
   for (let run = 0; run < RUNS; run++) {
     const profileAs = (name: string): string | undefined => (PROFILE && run === RUNS - 1 ? name : undefined);
     /** Times one of the loops, checks it read every change, and records its wall time and CPU under `key`. */
@@ -445,6 +470,7 @@ try {
         if (f.result.count !== CHANGES) throw new Error(`checkpointing loops read ${f.result.count} changes, expected ${CHANGES}`);
         times.fair.push(f.ms);
         cpu.fair.push(f.cpuMs);
+        if (f.mainMs !== undefined) mainCpu.fair.push(f.mainMs);
         fairWrites.push(f.result.writes);
         sent.fair.push(f.sent);
       },
@@ -462,6 +488,7 @@ try {
         cpu.stop.push(stopped.cpuMs);
         times.pipeline.push(p.ms);
         cpu.pipeline.push(p.cpuMs);
+        if (p.mainMs !== undefined) mainCpu.pipeline.push(p.mainMs);
         serverOf(server.pipeline, p);
         sent.pipeline.push(p.sent);
         overheads.pipeline.push(p.overheads);
@@ -523,6 +550,13 @@ try {
       `client CPU per change rxfeed ÷ checkpointing loops ${perRun(cpu.pipeline, cpu.fair)} (target ≤ 1.05); ` +
       `lease writes per 100k changes: rxfeed ${((median(leaseWrites) * 100_000) / CHANGES).toFixed(1)}, loops ${((median(fairWrites) * 100_000) / CHANGES).toFixed(1)}`,
   );
+  if (mainCpu.fair.length === cpu.fair.length && mainCpu.pipeline.length === cpu.pipeline.length) {
+    const share = (main: number[], all: number[]) => `${((100 * median(main)) / median(all)).toFixed(0)}%`;
+    console.log(
+      `client CPU of the main thread alone (without V8's compiler and GC threads), rxfeed ÷ checkpointing loops ${perRun(mainCpu.pipeline, mainCpu.fair)}; ` +
+        `main thread's share of the client CPU (medians): loops ${share(mainCpu.fair, cpu.fair)}, rxfeed ${share(mainCpu.pipeline, cpu.pipeline)}`,
+    );
+  }
   console.log(
     `against the loops without checkpoints (information), paired: throughput rxfeed ÷ loops ${perRun(times.ranges, times.pipeline)}; ` +
       `client CPU rxfeed ÷ loops ${perRun(cpu.pipeline, cpu.ranges)}; checkpointing every 10 pages ${perRun(cpu.sparse, cpu.ranges)}`,
