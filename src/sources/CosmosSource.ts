@@ -15,6 +15,7 @@ import { logger } from '../internal/log.js';
 import { etagOfShape, lsnOfPosition, lsnOfSessionToken, parseToken, rangeIdOfSessionToken, rangeToken, tokenShape, type TokenShape } from './cosmos/continuation.js';
 import { networkCode, routingMapError, toSourceError } from './cosmos/errors.js';
 import { endpointOf, HostCheck } from './cosmos/reachability.js';
+import { concurrentReadsOf } from './cosmos/agentSockets.js';
 import { sdkOfContainer } from './cosmos/sdkOfContainer.js';
 import { allVersionsChange, latestVersionChange, partitionKeyPaths, type PartitionKeyPaths } from './cosmos/mapChange.js';
 import { takeRoutingMapFailure } from './cosmos/routingMapCache.js';
@@ -153,6 +154,13 @@ export class CosmosSource<T = unknown> implements Source<T> {
   readonly destination: { readonly system: string; readonly name: string };
   /** {@inheritDoc Source.mode} */
   readonly mode: FeedMode;
+  /**
+   * How many reads this source serves at once without opening connections it then closes (see
+   * {@link Source.concurrentReads}): half the connections the client's HTTP agent keeps alive
+   * (`maxFreeSockets`, 256 by default: 128), at most its `maxSockets`; the rest is left to the lease store
+   * and the application, which often share the client.
+   */
+  readonly concurrentReads: number;
 
   readonly #container: Container;
   readonly #reuseIterators: boolean;
@@ -184,6 +192,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
     this.mode = mode;
     this.description = options.description ?? `dbs/${container.database.id}/colls/${container.id}`;
     this.destination = { system: 'azure_cosmosdb', name: container.id };
+    this.concurrentReads = concurrentReadsOf(container);
     this.#reuseIterators = options.reuseIterators ?? true;
     if (options.priorityLevel !== undefined && options.priorityLevel !== 'High' && options.priorityLevel !== 'Low') {
       throw new InvalidOptionsError('priorityLevel', `expected 'High' or 'Low', got ${String(options.priorityLevel)}`);

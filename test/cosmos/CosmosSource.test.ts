@@ -1,4 +1,5 @@
 import { CosmosClient } from '@azure/cosmos';
+import { Agent } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Change } from '../../src/core/Change.js';
 import type { StartFrom } from '../../src/core/Partition.js';
@@ -170,6 +171,22 @@ describe('CosmosSource: partitions and start positions', () => {
     const container = cosmos.client.database('db').container('x');
     expect(() => new CosmosSource(container, { mode: 'full' as never })).toThrow(InvalidOptionsError);
     expect(() => new CosmosSource({} as never)).toThrow(/expected an @azure\/cosmos Container/);
+  });
+
+  it("advises as many reads at once as half its client's kept-alive connections (the processor's maxConcurrentReads)", () => {
+    const container = cosmos.client.database('db').container('x');
+    expect(new CosmosSource(container).concurrentReads).toBe(128);
+    const agent = new Agent({ keepAlive: true, maxSockets: 40, maxFreeSockets: 64 });
+    const client = new CosmosClient({ endpoint: cosmos.endpoint, key: cosmos.key, agent });
+    try {
+      expect(new CosmosSource(client.database('db').container('x')).concurrentReads).toBe(32);
+      const few = new CosmosClient({ endpoint: cosmos.endpoint, key: cosmos.key, agent: new Agent({ keepAlive: true, maxSockets: 8 }) });
+      expect(new CosmosSource(few.database('db').container('x')).concurrentReads).toBe(8);
+      few.dispose();
+    } finally {
+      client.dispose();
+      agent.destroy();
+    }
   });
 
   it('keeps one iterator per partition: a steady poll costs one change feed request and nothing else', async (ctx) => {
