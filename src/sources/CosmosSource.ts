@@ -17,6 +17,7 @@ import { networkCode, routingMapError, toSourceError } from './cosmos/errors.js'
 import { endpointOf, HostCheck } from './cosmos/reachability.js';
 import { concurrentReadsOf } from './cosmos/agentSockets.js';
 import { sdkOfContainer } from './cosmos/sdkOfContainer.js';
+import { seedIteratorRid } from './cosmos/seedIteratorRid.js';
 import { allVersionsChange, latestVersionChange, partitionKeyPaths, type PartitionKeyPaths } from './cosmos/mapChange.js';
 import { takeRoutingMapFailure } from './cosmos/routingMapCache.js';
 import { isEpkPartition, sameRange, whyGone } from './cosmos/whyGone.js';
@@ -90,7 +91,17 @@ function setPageSize(iterator: ChangeFeedPullModelIterator<unknown>, maxItemCoun
 interface ContainerInfo {
   readonly rid: string;
   readonly keyPaths: PartitionKeyPaths | undefined;
+  /** When the container read that gave it was answered (`performance.now()`). */
+  readonly at: number;
 }
+
+/**
+ * A new iterator is given the container's rid from this source's last container read if that is at most this
+ * old (ms), instead of reading the container itself first (see {@link seedIteratorRid}): the iterators a
+ * processor starts with, right after its listing (which reads the container alongside), skip a round trip
+ * each; one rebuilt later (a lease taken over, a failed read) reads the container again, as the SDK does.
+ */
+const RID_FRESH_MS = 1_000;
 
 /** Settles with `promise`, or rejects as soon as `signal` aborts (the SDK's change feed iterator takes no signal). */
 function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
@@ -370,7 +381,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
       // The container's rid and key paths are in the answer: the first read needs them, so keep them.
       if (resource && !this.#info) {
         const paths = resource.partitionKey?.paths;
-        this.#infoValue = { rid: resource._rid, keyPaths: paths ? partitionKeyPaths(paths) : undefined };
+        this.#infoValue = { rid: resource._rid, keyPaths: paths ? partitionKeyPaths(paths) : undefined, at: performance.now() };
         this.#info = Promise.resolve(this.#infoValue);
       }
       const date = headerText(headers as Record<string, unknown>, 'date');
@@ -434,7 +445,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
       ({ resource }) => {
         if (!resource) throw Object.assign(new Error(`${this.description} not found`), { code: 404 });
         const paths = resource.partitionKey?.paths;
-        this.#infoValue = { rid: resource._rid, keyPaths: paths ? partitionKeyPaths(paths) : undefined };
+        this.#infoValue = { rid: resource._rid, keyPaths: paths ? partitionKeyPaths(paths) : undefined, at: performance.now() };
         return this.#infoValue;
       },
       (err: unknown) => {
@@ -466,6 +477,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
       ...(this.#priorityLevel ? { priorityLevel: this.#priorityLevel } : {}),
       ...(this.#throughputBucket !== undefined ? { throughputBucket: this.#throughputBucket } : {}),
     });
+    if (performance.now() - info.at <= RID_FRESH_MS) await seedIteratorRid(iterator, info.rid);
     return { iterator, position: NO_POSITION, maxItemCount, busy: false };
   }
 

@@ -189,6 +189,19 @@ describe('CosmosSource: partitions and start positions', () => {
     }
   });
 
+  it("a partition's first read right after the listing costs one change feed request: the listing's container read stands for the SDK's", async (ctx) => {
+    needsEmulator(cosmos, 'counting requests', ctx);
+    const container = await freshContainer(cosmos.client);
+    await writeDocs(container, 20);
+    const source = new CosmosSource<Doc>(container);
+    const partitions = await source.listPartitions();
+    // The container read the listing sends alongside is answered (the first read needs it either way).
+    await source.read({ partition: partitions[0]!, from: 'beginning', maxItemCount: 1 });
+    cosmos.emulator!.clearRequests();
+    for (const partition of partitions.slice(1)) await source.read({ partition, from: 'beginning', maxItemCount: 100 });
+    expect(cosmos.emulator!.requests().map((r) => r.kind)).toEqual(Array(partitions.length - 1).fill('changeFeed'));
+  });
+
   it('keeps one iterator per partition: a steady poll costs one change feed request and nothing else', async (ctx) => {
     needsEmulator(cosmos, 'counting requests', ctx);
     const container = await freshContainer(cosmos.client);
