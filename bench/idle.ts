@@ -17,6 +17,7 @@
  * Run: npx tsx bench/idle.ts   (env: BENCH_RANGES=1024 BENCH_POLL_MS=5000 BENCH_WINDOW_MS=10000 BENCH_RUNS=3
  * BENCH_WARMUP_MS=2×poll BENCH_PHASES=mirror|spread|together BENCH_LEASES=cosmos|memory; BENCH_IDLE_POLL_MS=60000 sets rxfeed's
  * idlePollIntervalMs (compare % of a core then, not CPU per poll; warm-up 2×that);
+ * BENCH_MAX_READS=n sets rxfeed's maxConcurrentReads (default: the source's advice; 100000: unbounded, as before it existed);
  * BENCH_PROFILE=path writes CPU profiles of the windows only: path.rxfeed.cpuprofile, path.bare.cpuprofile,
  * to read with bench/profileTop.ts; BENCH_PIN=1 pins this process and the emulator to a CPU each; BENCH_BUSY=8 BENCH_BUSY_MS=1000: that many partition keys are written
  * every that many ms throughout, by a process of their own, and rxfeed's write → processed latency for them
@@ -50,6 +51,8 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const PROFILE = process.env.BENCH_PROFILE;
 /** rxfeed's `idlePollIntervalMs` (off unless given): the bare polls keep `POLL_MS`. */
 const IDLE_POLL_MS = process.env.BENCH_IDLE_POLL_MS ? Number(process.env.BENCH_IDLE_POLL_MS) : undefined;
+/** rxfeed's `maxConcurrentReads` (default: the source's advice); a large value shows rxfeed without the bound. */
+const MAX_READS = process.env.BENCH_MAX_READS ? Number(process.env.BENCH_MAX_READS) : undefined;
 /** Wait before each window, once ready (ms). With idlePollIntervalMs, quiet partitions reach the longest wait after a few doublings. */
 const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 2 * (IDLE_POLL_MS ?? POLL_MS));
 /**
@@ -177,6 +180,7 @@ async function rxfeedWindow(container: Container, leases: Container, windowMs?: 
     startFrom: 'now',
     pollIntervalMs: POLL_MS,
     ...(IDLE_POLL_MS !== undefined ? { idlePollIntervalMs: IDLE_POLL_MS } : {}),
+    ...(MAX_READS !== undefined ? { maxConcurrentReads: MAX_READS } : {}),
     events: (e) => {
       if (e.type === 'leaseAcquired') owned++;
       // One line each: start-up and shutdown meet the emulator's closed keep-alive connections (ECONNRESET).
@@ -260,7 +264,7 @@ try {
     BUSY > 0
       ? spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('busyWriter.ts', import.meta.url)), emulator.endpoint, 'idle', 'orders', String(BUSY), String(BUSY_MS)], { stdio: 'inherit' })
       : undefined;
-  console.log(`node ${process.version}; emulator (own process) with ${RANGES} ranges; poll ${POLL_MS} ms; windows of ${WINDOW_MS} ms after ${WARMUP_MS} ms of warm-up; bare polls ${PHASES === 'mirror' ? "phased as rxfeed's were" : PHASES === 'spread' ? 'phased evenly across the interval' : 'all at once'}; rxfeed's leases in ${LEASES === 'memory' ? 'memory' : 'the Cosmos lease container'}; ${RUNS} rounds, alternating${IDLE_POLL_MS !== undefined ? `; rxfeed idlePollIntervalMs ${IDLE_POLL_MS}` : ''}; ${BUSY > 0 ? `${BUSY} busy partition keys written every ${BUSY_MS} ms` : 'no busy partitions'}`);
+  console.log(`node ${process.version}; emulator (own process) with ${RANGES} ranges; poll ${POLL_MS} ms; windows of ${WINDOW_MS} ms after ${WARMUP_MS} ms of warm-up; bare polls ${PHASES === 'mirror' ? "phased as rxfeed's were" : PHASES === 'spread' ? 'phased evenly across the interval' : 'all at once'}; rxfeed's leases in ${LEASES === 'memory' ? 'memory' : 'the Cosmos lease container'}; ${RUNS} rounds, alternating${IDLE_POLL_MS !== undefined ? `; rxfeed idlePollIntervalMs ${IDLE_POLL_MS}` : ''}${MAX_READS !== undefined ? `; rxfeed maxConcurrentReads ${MAX_READS}` : ''}; ${BUSY > 0 ? `${BUSY} busy partition keys written every ${BUSY_MS} ms` : 'no busy partitions'}`);
   const rx: Window[] = [];
   const bare: Window[] = [];
   // An unmeasured round of each first (one poll interval long), so neither side's first window pays for the

@@ -5,7 +5,8 @@
  * alternating; the ratio is the median of the per-round ratios (throughput with telemetry / without).
  * Target: ≥ 0.95.
  *
- * Pages of 100 and of 1000 by default (BENCH_PAGES=100,1000). rxfeed is the built package (bench/built.ts).
+ * Pages of 100 and of 1000 by default (BENCH_PAGES=100,1000), each size in a child process of its own (in one
+ * process the second size ran out of heap). rxfeed is the built package (bench/built.ts).
  *
  * Run: npx tsx bench/telemetry.ts   (BENCH_CHANGES, BENCH_ROUNDS, BENCH_PAGES to change the sizes;
  * BENCH_PROFILE=path writes CPU profiles of the measured part of 5 more runs of each side:
@@ -23,6 +24,8 @@ import { Session } from 'node:inspector/promises';
 import { writeFileSync } from 'node:fs';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -147,26 +150,56 @@ async function run(telemetry: TelemetryOptions | false, PAGE: number, measured?:
 
 import { median } from './stats.js';
 
-context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-const exporter = new NoopExporter();
-const tracerProvider = new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(exporter)] });
-const reader = new Reader();
-const meterProvider = new MeterProvider({ readers: [reader] });
-const on: TelemetryOptions = { tracerProvider, meterProvider };
+/** Measures the page sizes given, in this process. */
+async function measure(pages: readonly number[]): Promise<void> {
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  const exporter = new NoopExporter();
+  const tracerProvider = new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(exporter)] });
+  const reader = new Reader();
+  const meterProvider = new MeterProvider({ readers: [reader] });
+  const on: TelemetryOptions = { tracerProvider, meterProvider };
 
-console.log(`node ${process.version}; ${TOTAL} changes, 4 partitions, ${ROUNDS} paired rounds alternating, after one unmeasured round`);
-for (const page of PAGES) {
-  const { a: offs, b: ons } = await paired(ROUNDS, () => run(false, page), () => run(on, page));
-  if (process.env['BENCH_VERBOSE']) offs.forEach((off, i) => console.log(`round ${i}: off ${off.wall.toFixed(0)} ms (cpu ${off.cpu.toFixed(0)}), on ${ons[i]!.wall.toFixed(0)} ms (cpu ${ons[i]!.cpu.toFixed(0)})`));
-  console.log(
-    `telemetry overhead, pages of ${page}: off ${median(offs.map((r) => r.wall)).toFixed(0)} ms, on ${median(ons.map((r) => r.wall)).toFixed(0)} ms; ` +
-      `throughput on/off ${ratioLine(offs.map((off, i) => off.wall / ons[i]!.wall), 3)}; CPU per change on/off ${ratioLine(offs.map((off, i) => ons[i]!.cpu / off.cpu), 3)}`,
-  );
-  const path = process.env['BENCH_PROFILE'];
-  if (path) for (const [side, telemetry] of [['off', false], ['on', on]] as const) await profile(`${path}.telemetry-${page}.${side}.cpuprofile`, (measured) => run(telemetry, page, measured));
+  console.log(`node ${process.version}; ${TOTAL} changes, 4 partitions, ${ROUNDS} paired rounds alternating, after one unmeasured round`);
+  for (const page of pages) {
+    const { a: offs, b: ons } = await paired(ROUNDS, () => run(false, page), () => run(on, page));
+    if (process.env['BENCH_VERBOSE']) offs.forEach((off, i) => console.log(`round ${i}: off ${off.wall.toFixed(0)} ms (cpu ${off.cpu.toFixed(0)}), on ${ons[i]!.wall.toFixed(0)} ms (cpu ${ons[i]!.cpu.toFixed(0)})`));
+    console.log(
+      `telemetry overhead, pages of ${page}: off ${median(offs.map((r) => r.wall)).toFixed(0)} ms, on ${median(ons.map((r) => r.wall)).toFixed(0)} ms; ` +
+        `throughput on/off ${ratioLine(offs.map((off, i) => off.wall / ons[i]!.wall), 3)}; CPU per change on/off ${ratioLine(offs.map((off, i) => ons[i]!.cpu / off.cpu), 3)}`,
+    );
+    const path = process.env['BENCH_PROFILE'];
+    if (path) for (const [side, telemetry] of [['off', false], ['on', on]] as const) await profile(`${path}.telemetry-${page}.${side}.cpuprofile`, (measured) => run(telemetry, page, measured));
+  }
+  await reader.collect();
+  await tracerProvider.forceFlush();
+  console.log(`${exporter.spans} spans exported in all`);
+  await tracerProvider.shutdown();
+  await meterProvider.shutdown();
 }
-await reader.collect();
-await tracerProvider.forceFlush();
-console.log(`${exporter.spans} spans exported in all`);
-await tracerProvider.shutdown();
-await meterProvider.shutdown();
+
+/** Runs this bench again in a child process for one page size; resolves with its exit code. */
+function child(page: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    spawn(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url)], {
+      stdio: 'inherit',
+      // The package was built by this process (bench/built.ts): the child loads it as it is.
+      env: { ...process.env, BENCH_PAGES: String(page), RXFEED_BENCH_BUILT: '1' },
+    })
+      .on('error', reject)
+      .on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0)));
+  });
+}
+
+// One process per page size: the spans, metrics and garbage of one size's rounds stay out of the other's
+// measurements, and both sizes in one process ran out of heap (the default 200,000 changes × 11 rounds × 2 sides each).
+if (PAGES.length > 1) {
+  for (const page of PAGES) {
+    const code = await child(page);
+    if (code !== 0) {
+      console.error(`pages of ${page}: the child process exited with ${code}`);
+      process.exitCode = code;
+    }
+  }
+} else {
+  await measure(PAGES);
+}

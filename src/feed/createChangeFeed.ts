@@ -10,6 +10,7 @@ import { createLeaseCoordinator } from '../leases/createLeaseCoordinator.js';
 import { CreditPool } from './CreditPool.js';
 import { type ChangeFeedOptions, coordinatorOptionsOf, type ResolvedOptions, resolveOptions } from './options.js';
 import { type PartitionFeed, type ReaderContext, readPartition } from './reader/readPartition.js';
+import { ReadLimiter } from './reader/ReadLimiter.js';
 import { mayStartNow, pinStart, RunStart, startOf, startsFromTimes } from './startPosition.js';
 import { FeedTelemetry } from '../telemetry/FeedTelemetry.js';
 import { FeedHealth, type ProcessorHealth } from '../health/FeedHealth.js';
@@ -156,9 +157,12 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
     if (start === undefined) starts.set(partition.id, (start = startOf(o.startFrom, source, partition)));
     return start;
   };
+  // Every read of the source counts against `maxConcurrentReads`: the readers' and the bootstrap's pins of
+  // new leases' starts (a read per partition, all at once on a fresh processor).
+  const reads = new ReadLimiter(o.maxConcurrentReads);
   const startPosition = async (partition: Partition) => {
     const start = startFor(partition);
-    const position = await pinStart(source, start, partition, runStart);
+    const position = await reads.run(runEnded.signal, () => pinStart(source, start, partition, runStart));
     log('start of %s (%s) pinned at %s', partition.id, start instanceof Date ? start.toISOString() : String(start), position ?? 'its first read');
     return position;
   };
@@ -213,6 +217,7 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
     writes,
     telemetry: watchers.telemetry,
     health: watchers.health,
+    reads,
     fatal: (error) => {
       watchers.health.status = 'failed';
       failed.error(error);

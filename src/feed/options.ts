@@ -95,6 +95,15 @@ export interface ChangeFeedOptions<T> extends LeaseOptions {
    */
   readonly maxInFlightChanges?: number;
   /**
+   * Most change feed reads in flight at once, over all partitions of this host. A host owning many quiet
+   * partitions polls them in bunches; bounded, a bunch reuses the connections the HTTP agent keeps alive
+   * instead of opening (and then closing) one per poll. A read that continues a partition with changes left
+   * goes before waiting polls, so busy partitions do not queue behind quiet ones. Default: what the source
+   * advises ({@link Source.concurrentReads}; `CosmosSource`: half its client's kept-alive connections, 128
+   * with the SDK's default agent), else 128.
+   */
+  readonly maxConcurrentReads?: number;
+  /**
    * Report a `stall` event (naming the lease) when a partition has batches out and none of its batches
    * reached the checkpoint for this long, in ms, whatever other partitions do. Default 60 000.
    */
@@ -120,6 +129,7 @@ export interface ResolvedOptions<T> extends Omit<ChangeFeedOptions<T>, keyof Lea
   readonly pollIntervalMs: number;
   readonly idlePollIntervalMs: number;
   readonly maxInFlightChanges: number;
+  readonly maxConcurrentReads: number;
   readonly stallTimeoutMs: number;
 }
 
@@ -129,6 +139,8 @@ export const DEFAULTS = {
   maxItemCount: 100,
   pollIntervalMs: 5_000,
   maxInFlightChanges: 10_000,
+  /** When the source advises none (see {@link Source.concurrentReads}). */
+  maxConcurrentReads: 128,
   stallTimeoutMs: 60_000,
   // Shorter than the coordinator's own default: stop() must fit a Kubernetes grace period (30 s) with the
   // final checkpoints and the lease releases after the drain.
@@ -136,6 +148,12 @@ export const DEFAULTS = {
   /** The automatic checkpoints of `processChanges` and `changeFeedIterable`: 1 000 changes or 5 s. */
   checkpoint: { count: 1_000, ms: 5_000 },
 } as const;
+
+/** The source's advice for `maxConcurrentReads` when it gives a usable one, else the default. */
+function advisedConcurrentReads(source: Source<unknown>): number {
+  const advised = source.concurrentReads;
+  return typeof advised === 'number' && Number.isInteger(advised) && advised >= 1 ? advised : DEFAULTS.maxConcurrentReads;
+}
 
 /** True for a valid {@link StartFrom} value. @internal */
 export function isStartFrom(value: unknown): value is StartFrom {
@@ -179,6 +197,7 @@ export function resolveOptions<T>(options: ChangeFeedOptions<T>): ResolvedOption
     throw new InvalidOptionsError('idlePollIntervalMs', `(${options.idlePollIntervalMs}) is smaller than pollIntervalMs (${pollIntervalMs}); make it at least as large`);
   }
   integerAtLeast('maxInFlightChanges', options.maxInFlightChanges);
+  integerAtLeast('maxConcurrentReads', options.maxConcurrentReads);
   durationMs('stallTimeoutMs', options.stallTimeoutMs, 1);
   if (options.events !== undefined && typeof options.events !== 'function' && typeof options.events !== 'object') {
     throw new InvalidOptionsError('events', 'expected an observer object or a callback');
@@ -201,6 +220,7 @@ export function resolveOptions<T>(options: ChangeFeedOptions<T>): ResolvedOption
     pollIntervalMs,
     idlePollIntervalMs: options.idlePollIntervalMs ?? pollIntervalMs,
     maxInFlightChanges,
+    maxConcurrentReads: options.maxConcurrentReads ?? advisedConcurrentReads(options.source),
     stallTimeoutMs: options.stallTimeoutMs ?? DEFAULTS.stallTimeoutMs,
   };
 }

@@ -73,6 +73,8 @@ export class CosmosLeaseStore implements LeaseStore {
   readonly #statedPath: '/id' | '/partitionKey' | undefined;
   readonly #groups: WriteGroups<Lease> | undefined;
   #ready: Promise<'/id' | '/partitionKey'> | undefined;
+  /** `#ready` resolved: the container was checked. */
+  #checked = false;
   readonly #chargeListeners = new Set<(operation: string, requestUnits: number) => void>();
 
   /**
@@ -115,14 +117,14 @@ export class CosmosLeaseStore implements LeaseStore {
 
   /** {@inheritDoc LeaseStore.list} */
   async list(prefix: string): Promise<LeaseListing> {
-    await this.#init();
-    let docs: Record<string, unknown>[];
-    try {
-      docs = await this.#listDocuments(prefix);
-    } catch (error) {
-      if (statusOf(error) === 404) throw new ResourceGoneError(`lease container ${this.#container.id}`, { cause: error });
-      throw mapError(error, `${prefix}*`);
-    }
+    const docs = await this.#alongsideInit(async () => {
+      try {
+        return await this.#listDocuments(prefix);
+      } catch (error) {
+        if (statusOf(error) === 404) throw new ResourceGoneError(`lease container ${this.#container.id}`, { cause: error });
+        throw mapError(error, `${prefix}*`);
+      }
+    });
     const leases: Lease[] = [];
     const corrupt: CorruptLeaseError[] = [];
     for (const doc of docs) {
@@ -167,8 +169,7 @@ export class CosmosLeaseStore implements LeaseStore {
 
   /** {@inheritDoc LeaseStore.read} */
   async read(id: string): Promise<Lease | undefined> {
-    await this.#init();
-    const resource = await this.#readDocument(id);
+    const resource = await this.#alongsideInit(() => this.#readDocument(id));
     if (!resource || tombstoneEpoch(resource) !== undefined) return undefined;
     const parsed = fromDocument(resource);
     if (parsed instanceof CorruptLeaseError) throw parsed;
@@ -284,11 +285,31 @@ export class CosmosLeaseStore implements LeaseStore {
     }
   }
 
+  /**
+   * Runs a read-only request (a read or a listing: addressed the same whatever the container's partition key
+   * path) alongside the first check of the container ({@link CosmosLeaseStore.#init}) instead of after it: a
+   * processor's first lease request (its bootstrap's) then costs one round trip, not two. Its answer is used
+   * only once the check passed (the check's failure is the one thrown); if the request failed, it is sent
+   * again after the check (which may have created the container it did not find).
+   */
+  async #alongsideInit<R>(read: () => Promise<R>): Promise<R> {
+    if (this.#checked) return read();
+    const [init, result] = await Promise.allSettled([this.#init(), read()]);
+    if (init.status === 'rejected') throw init.reason;
+    return result.status === 'fulfilled' ? result.value : read();
+  }
+
   #init(): Promise<'/id' | '/partitionKey'> {
-    this.#ready ??= this.#detect().catch((error: unknown) => {
-      this.#ready = undefined; // retry next time (e.g. after a transient error)
-      throw error;
-    });
+    this.#ready ??= this.#detect().then(
+      (path) => {
+        this.#checked = true;
+        return path;
+      },
+      (error: unknown) => {
+        this.#ready = undefined; // retry next time (e.g. after a transient error)
+        throw error;
+      },
+    );
     return this.#ready;
   }
 

@@ -15,7 +15,9 @@ import { logger } from '../internal/log.js';
 import { etagOfShape, lsnOfPosition, lsnOfSessionToken, parseToken, rangeIdOfSessionToken, rangeToken, tokenShape, type TokenShape } from './cosmos/continuation.js';
 import { networkCode, routingMapError, toSourceError } from './cosmos/errors.js';
 import { endpointOf, HostCheck } from './cosmos/reachability.js';
+import { concurrentReadsOf } from './cosmos/agentSockets.js';
 import { sdkOfContainer } from './cosmos/sdkOfContainer.js';
+import { seedIteratorRid } from './cosmos/seedIteratorRid.js';
 import { allVersionsChange, latestVersionChange, partitionKeyPaths, type PartitionKeyPaths } from './cosmos/mapChange.js';
 import { takeRoutingMapFailure } from './cosmos/routingMapCache.js';
 import { isEpkPartition, sameRange, whyGone } from './cosmos/whyGone.js';
@@ -89,7 +91,17 @@ function setPageSize(iterator: ChangeFeedPullModelIterator<unknown>, maxItemCoun
 interface ContainerInfo {
   readonly rid: string;
   readonly keyPaths: PartitionKeyPaths | undefined;
+  /** When the container read that gave it was answered (`performance.now()`). */
+  readonly at: number;
 }
+
+/**
+ * A new iterator is given the container's rid from this source's last container read if that is at most this
+ * old (ms), instead of reading the container itself first (see {@link seedIteratorRid}): the iterators a
+ * processor starts with, right after its listing (which reads the container alongside), skip a round trip
+ * each; one rebuilt later (a lease taken over, a failed read) reads the container again, as the SDK does.
+ */
+const RID_FRESH_MS = 1_000;
 
 /** Settles with `promise`, or rejects as soon as `signal` aborts (the SDK's change feed iterator takes no signal). */
 function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
@@ -153,6 +165,13 @@ export class CosmosSource<T = unknown> implements Source<T> {
   readonly destination: { readonly system: string; readonly name: string };
   /** {@inheritDoc Source.mode} */
   readonly mode: FeedMode;
+  /**
+   * How many reads this source serves at once without opening connections it then closes (see
+   * {@link Source.concurrentReads}): half the connections the client's HTTP agent keeps alive
+   * (`maxFreeSockets`, 256 by default: 128), at most its `maxSockets`; the rest is left to the lease store
+   * and the application, which often share the client.
+   */
+  readonly concurrentReads: number;
 
   readonly #container: Container;
   readonly #reuseIterators: boolean;
@@ -184,6 +203,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
     this.mode = mode;
     this.description = options.description ?? `dbs/${container.database.id}/colls/${container.id}`;
     this.destination = { system: 'azure_cosmosdb', name: container.id };
+    this.concurrentReads = concurrentReadsOf(container);
     this.#reuseIterators = options.reuseIterators ?? true;
     if (options.priorityLevel !== undefined && options.priorityLevel !== 'High' && options.priorityLevel !== 'Low') {
       throw new InvalidOptionsError('priorityLevel', `expected 'High' or 'Low', got ${String(options.priorityLevel)}`);
@@ -361,7 +381,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
       // The container's rid and key paths are in the answer: the first read needs them, so keep them.
       if (resource && !this.#info) {
         const paths = resource.partitionKey?.paths;
-        this.#infoValue = { rid: resource._rid, keyPaths: paths ? partitionKeyPaths(paths) : undefined };
+        this.#infoValue = { rid: resource._rid, keyPaths: paths ? partitionKeyPaths(paths) : undefined, at: performance.now() };
         this.#info = Promise.resolve(this.#infoValue);
       }
       const date = headerText(headers as Record<string, unknown>, 'date');
@@ -425,7 +445,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
       ({ resource }) => {
         if (!resource) throw Object.assign(new Error(`${this.description} not found`), { code: 404 });
         const paths = resource.partitionKey?.paths;
-        this.#infoValue = { rid: resource._rid, keyPaths: paths ? partitionKeyPaths(paths) : undefined };
+        this.#infoValue = { rid: resource._rid, keyPaths: paths ? partitionKeyPaths(paths) : undefined, at: performance.now() };
         return this.#infoValue;
       },
       (err: unknown) => {
@@ -457,6 +477,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
       ...(this.#priorityLevel ? { priorityLevel: this.#priorityLevel } : {}),
       ...(this.#throughputBucket !== undefined ? { throughputBucket: this.#throughputBucket } : {}),
     });
+    if (performance.now() - info.at <= RID_FRESH_MS) await seedIteratorRid(iterator, info.rid);
     return { iterator, position: NO_POSITION, maxItemCount, busy: false };
   }
 

@@ -51,6 +51,11 @@ export interface Source<T = unknown> {
   readonly destination?: { readonly system: string; readonly name: string };
   /** Which changes the feed delivers. */
   readonly mode: FeedMode;
+  /**
+   * How many reads this source serves at once at no extra cost (e.g. without opening connections it then
+   * closes): the default of a processor's `maxConcurrentReads`. Leave it out when any number will do.
+   */
+  readonly concurrentReads?: number;
   /** The live partitions, covering the whole key space without overlap. */
   listPartitions(signal?: AbortSignal): Promise<readonly Partition[]>;
   /** Reads one page of changes of one partition. */

@@ -1,4 +1,5 @@
 import { CosmosClient } from '@azure/cosmos';
+import { Agent } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Change } from '../../src/core/Change.js';
 import type { StartFrom } from '../../src/core/Partition.js';
@@ -170,6 +171,35 @@ describe('CosmosSource: partitions and start positions', () => {
     const container = cosmos.client.database('db').container('x');
     expect(() => new CosmosSource(container, { mode: 'full' as never })).toThrow(InvalidOptionsError);
     expect(() => new CosmosSource({} as never)).toThrow(/expected an @azure\/cosmos Container/);
+  });
+
+  it("advises as many reads at once as half its client's kept-alive connections (the processor's maxConcurrentReads)", () => {
+    const container = cosmos.client.database('db').container('x');
+    expect(new CosmosSource(container).concurrentReads).toBe(128);
+    const agent = new Agent({ keepAlive: true, maxSockets: 40, maxFreeSockets: 64 });
+    const client = new CosmosClient({ endpoint: cosmos.endpoint, key: cosmos.key, agent });
+    try {
+      expect(new CosmosSource(client.database('db').container('x')).concurrentReads).toBe(32);
+      const few = new CosmosClient({ endpoint: cosmos.endpoint, key: cosmos.key, agent: new Agent({ keepAlive: true, maxSockets: 8 }) });
+      expect(new CosmosSource(few.database('db').container('x')).concurrentReads).toBe(8);
+      few.dispose();
+    } finally {
+      client.dispose();
+      agent.destroy();
+    }
+  });
+
+  it("a partition's first read right after the listing costs one change feed request: the listing's container read stands for the SDK's", async (ctx) => {
+    needsEmulator(cosmos, 'counting requests', ctx);
+    const container = await freshContainer(cosmos.client);
+    await writeDocs(container, 20);
+    const source = new CosmosSource<Doc>(container);
+    const partitions = await source.listPartitions();
+    // The container read the listing sends alongside is answered (the first read needs it either way).
+    await source.read({ partition: partitions[0]!, from: 'beginning', maxItemCount: 1 });
+    cosmos.emulator!.clearRequests();
+    for (const partition of partitions.slice(1)) await source.read({ partition, from: 'beginning', maxItemCount: 100 });
+    expect(cosmos.emulator!.requests().map((r) => r.kind)).toEqual(Array(partitions.length - 1).fill('changeFeed'));
   });
 
   it('keeps one iterator per partition: a steady poll costs one change feed request and nothing else', async (ctx) => {

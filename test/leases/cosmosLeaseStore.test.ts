@@ -12,6 +12,7 @@ import { FakePartitions } from './hosts.js';
 import { leaseStoreConformance } from '../support/leaseStoreConformance.js';
 import type { TestCosmos } from '../support/cosmos.js';
 import { needsEmulator, startTestCosmos } from '../support/cosmos.js';
+import { faults } from '../../src/emulator/index.js';
 import { VirtualScheduler } from './virtualScheduler.js';
 import { LeaseConflictError } from '../../src/errors/LeaseConflictError.js';
 import type { Lease } from '../../src/leases/Lease.js';
@@ -142,6 +143,31 @@ describe('CosmosLeaseStore', () => {
     const failure = await firstValueFrom(feed.changes$).catch((e: unknown) => e);
     expect(failure).toBeInstanceOf(InvalidOptionsError);
     expect((failure as Error).message).toMatch(/partitioned on \/tenant/);
+  });
+
+  it("sends a new store's first read or listing alongside its check of the container, not after it", async (ctx) => {
+    const emulator = needsEmulator(cosmos, 'delaying container reads', ctx);
+    // The container check answers 300 ms late: a read sent only after its answer would arrive that much later.
+    const slow = emulator.injectFault(faults.latency(300, { kind: 'container', containerId: byId.id }));
+    try {
+      emulator.clearRequests();
+      expect(await new CosmosLeaseStore({ container: byId }).read('alongside.0')).toBeUndefined();
+      await new CosmosLeaseStore({ container: byId }).list('alongside.');
+      const log = emulator.requests().filter((r) => r.containerId === byId.id);
+      const checks = log.filter((r) => r.kind === 'container');
+      const [read] = log.filter((r) => r.kind === 'read');
+      const [listing] = log.filter((r) => r.kind === 'query');
+      expect(checks).toHaveLength(2);
+      // Each arrived before its store's check was answered (the emulator's clock: an order, not a duration).
+      expect(read!.atMs).toBeLessThan(checks[0]!.atMs + 300);
+      expect(listing!.atMs).toBeLessThan(checks[1]!.atMs + 300);
+    } finally {
+      slow.remove();
+    }
+    // A store whose check fails reports that failure, not the answer of the read sent alongside.
+    const { database } = await cosmos.client.databases.createIfNotExists({ id: 'rxfeed-leases' });
+    const { container: wrong } = await database.containers.createIfNotExists({ id: 'wrong-pk', partitionKey: { paths: ['/tenant'] } });
+    await expect(new CosmosLeaseStore({ container: wrong }).read('x.0')).rejects.toBeInstanceOf(InvalidOptionsError);
   });
 
   it('checks a stated partitionKeyPath against the container before writing anything', async () => {

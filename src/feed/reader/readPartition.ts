@@ -15,6 +15,7 @@ import { RateMeter } from './RateMeter.js';
 import { PollSchedule } from './PollSchedule.js';
 import { ReadDeadline } from './ReadDeadline.js';
 import { ReadFailures } from './ReadFailures.js';
+import type { ReadLimiter } from './ReadLimiter.js';
 
 /**
  * The batches of one owned lease: an Observable of {@link ChangeBatch} that completes when ownership ends.
@@ -66,6 +67,8 @@ export interface ReaderContext<T> extends TrackerContext {
   readonly fatal: (error: Error) => void;
   /** Told of every successful read, for `health()`. */
   readonly health?: { read(lease: string): void };
+  /** Bounds the reads in flight over all this processor's partitions (`maxConcurrentReads`); none: unbounded. */
+  readonly reads?: ReadLimiter;
 }
 
 /** How a read loop ended. */
@@ -151,10 +154,19 @@ async function readLoop<T>(
   }
 
   async function readPages(): Promise<LoopEnd> {
+    /** The last read found changes: the next one continues a busy partition (see {@link ReadLimiter}). */
+    let busy = false;
     while (!signal.aborted) {
       // Most reads find credit at once; only wait (a promise and a tick) when there is none.
       const credit = tracker.tryCredit() || (await tracker.awaitCredit(signal));
       if (signal.aborted) {
+        tracker.settle(0);
+        break;
+      }
+      // A read waits for a slot among the processor's reads in flight (a read that continues a partition with
+      // changes goes before waiting polls); the wait is not the read's, so it is outside its deadline.
+      const reads = ctx.reads;
+      if (reads && !reads.tryAcquire() && !(await reads.acquire(busy, signal))) {
         tracker.settle(0);
         break;
       }
@@ -163,7 +175,9 @@ async function readLoop<T>(
       try {
         const position = from;
         page = await deadline.run((attempt) => ctx.source.read({ partition, from: position, maxItemCount: credit, signal: attempt }), what);
+        reads?.release();
       } catch (error) {
+        reads?.release();
         tracker.settle(0);
         tracker.telemetry?.read(ctx.scheduler.now() - startedAt, { error: error instanceof Error ? error : new Error(String(error)) });
         if (signal.aborted) break;
@@ -187,6 +201,7 @@ async function readLoop<T>(
         tracker.settle(0);
         break;
       }
+      busy = page.changes.length > 0;
       // A page larger than its credit (a transaction is never split) that the budget cannot hold now: read
       // it again from the same position once it fits.
       if (!tracker.settle(page.changes.length)) continue;

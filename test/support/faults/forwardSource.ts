@@ -12,7 +12,7 @@ type SourceMethods<T> = {
 export type SourceOverrides<T> = { readonly [K in keyof SourceMethods<T>]?: (inner: SourceMethods<T>[K]) => SourceMethods<T>[K] };
 
 const METHODS = ['listPartitions', 'read', 'checkStart', 'positionAt', 'currentTime', 'checkReachable'] as const;
-const PROPERTIES = ['description', 'destination', 'mode'] as const;
+const PROPERTIES = ['description', 'destination', 'mode', 'concurrentReads'] as const;
 
 // Every member of Source is forwarded: one added to the interface fails to compile here until it is listed above
 // (a wrapper that forgot `currentTime` once pinned 'now' starts at lease creation and lost changes).
