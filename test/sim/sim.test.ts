@@ -391,6 +391,14 @@ describe('simulation: seeds the admin, topology and broker fault sets found', ()
     // assert the rule.
     it(`epoch-went-back: ${what}: ${replayLine(config)}`, () => expectNoViolations(config));
   }
+  // deposed-view-write-accepted (seed 691): h3 marked split parent 2 (its children 6 and 7, as listed), created 6
+  // and paused; 7 split into 8 and 9. h2 finished the marked lease from a fresh listing (children 6, 8, 9) and
+  // deleted it; then h3's create of 7 landed (an id that never existed: no tombstone refused it), a lease of gone
+  // partition 7 beside its own children, read to its end under epochs above theirs, its view writes over child
+  // 8's. The mark records the children now (`rxfeed.replacementChildren`, seed 434): every finisher and retry
+  // creates exactly those (test/leases/replaceGoneLease.test.ts).
+  const secondGeneration: SimConfig = { ...whole, seed: 691, balanceBy: 'load', view: 'exactlyOnce', groups: false, form: 'handler', start: 'time', positions: 'opaque', relay: 'off', sse: 'off' };
+  it(`deposed-view-write-accepted: a paused owner's child created beside the children a finisher made from a later listing: ${replayLine(secondGeneration)}`, () => expectNoViolations(secondGeneration));
   // checkpoint-moved-backwards (seed 1142): h2's bootstrap wrote `.info` and deleted its lock; h3, whose reads
   // lagged (`late`), took the lock a moment later, listed none of h2's leases and created split partition 1's
   // children from the start beside lease 1 at checkpoint 16. The bootstrap now holds its lock one lease
