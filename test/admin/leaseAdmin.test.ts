@@ -265,6 +265,8 @@ describe('lease administration in the .NET lease layout (leaseScheme: dotnet)', 
     const store = await dotnetStore(dotnetLease('0', { epoch: 5 }));
     await resetLeases({ leases: store, ...naming, now, force: true });
     expect(await store.createIfAbsent(dotnetLease('0', { epoch: 0 }))).toBeDefined(); // as a .NET host's bootstrap would
+    // The epoch is kept outside <prefix>.. instead, where .NET does not list: rxfeed hosts never own the lease below it.
+    expect((await store.read(`${NET}.gone.0`))?.epoch).toBe(5);
   });
 
   it('explains a .NET scheme without its prefix, with the separator in it, or an unknown scheme', async () => {

@@ -57,6 +57,11 @@ export class ObservedStores {
   readonly #adminFences = new Map<string, { readonly epoch: number; readonly atMs: number }[]>();
   /** The highest epoch ever stored per lease document (deletes included), for `epoch-went-back`. */
   readonly #maxEpoch = new Map<string, number>();
+  /**
+   * `leaseScheme: 'dotnet'`: lease ids a create brought back below an epoch they had (it landed late, after a
+   * plain delete), with that epoch. No host may own such a lease at or below it (`epoch-went-back`).
+   */
+  readonly #buried = new Map<string, number>();
   /** The lease store as admin operations see it (the current one: no lag, no faults). */
   readonly admin: LeaseStore;
   readonly #sim: Sim;
@@ -151,7 +156,17 @@ export class ObservedStores {
         if (created?.feedRange !== undefined) {
           const highest = this.#maxEpoch.get(created.id);
           if (highest !== undefined && created.epoch < highest) {
-            violate('epoch-went-back', `lease ${created.id} created at epoch ${created.epoch}, below ${highest}, the highest it had before (stores that fence by epoch would refuse its writes)`);
+            // In the .NET scheme a delete is plain and a late create cannot be refused: what is promised there
+            // is that no host owns the lease at or below an epoch it had (checked at each write below). In the
+            // rxfeed scheme a tombstone refuses the create itself.
+            if (sim.config.leaseScheme === 'dotnet') {
+              this.#buried.set(created.id, highest);
+              sim.tally('lease.lateCreate');
+            } else {
+              violate('epoch-went-back', `lease ${created.id} created at epoch ${created.epoch}, below ${highest}, the highest it had before (stores that fence by epoch would refuse its writes)`);
+            }
+          } else {
+            this.#buried.delete(created.id);
           }
           this.#maxEpoch.set(created.id, Math.max(highest ?? 0, created.epoch));
         }
@@ -186,6 +201,10 @@ export class ObservedStores {
           return after;
         }
         this.#checkStopped(lease, after, 'written', violate);
+        const buried = this.#buried.get(after.id);
+        if (buried !== undefined && after.owner !== null && after.epoch <= buried) {
+          violate('epoch-went-back', `lease ${after.id} owned by ${after.owner} at epoch ${after.epoch}, at or below ${buried}, an epoch it had before it was deleted (a create landed late): two ownerships of its range share an epoch`);
+        }
         if (before && after.epoch < before.epoch) {
           violate('deposed-lease-write-accepted', `lease ${after.leaseToken}: epoch ${after.epoch} written over ${before.epoch} by ${after.owner}`);
         }

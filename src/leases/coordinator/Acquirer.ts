@@ -6,6 +6,7 @@ import { logger } from '../../internal/log.js';
 import type { Logger } from '../../internal/log.js';
 import type { OwnedLease } from '../LeaseCoordinator.js';
 import type { Lease } from '../Lease.js';
+import { buriedEpoch } from '../protocol/documents.js';
 import { askForLease, handBack } from '../protocol/handover.js';
 import { HANDOFF_TO, isReplaced, onlyNoticeChanged, withoutSignals } from '../protocol/signals.js';
 import type { CoordinatorContext } from './context.js';
@@ -41,6 +42,7 @@ export class Acquirer {
    */
   async acquire(lease: Lease, takeOver: boolean): Promise<void> {
     const { ctx } = this;
+    if ((await this.#buried(lease, `acquire:${lease.id}`)) !== 'clear') return;
     for (let attempt = 1; ; attempt++) {
       // A lease marked replaced is never taken again (its children may be read above its epoch already).
       if (ctx.stopped() || isReplaced(lease)) return;
@@ -98,15 +100,57 @@ export class Acquirer {
     }
   }
 
+  /**
+   * Starts owning `created`, a lease this host's bootstrap created as its own by a request sent at `sentAt`
+   * (scheduler time), unless the create landed late below the epoch its id had when it was deleted (a paused
+   * bootstrap, in the `dotnet` scheme): such a lease is deleted, never owned. When that cannot be told (the record's
+   * read failed) it is released to nobody, for the next host that takes it to look again.
+   */
+  async ownCreated(created: Lease, sentAt: number): Promise<void> {
+    const verdict = await this.#buried(created, `bootstrap:${created.id}`);
+    if (verdict === 'clear') await this.own(created, sentAt);
+    else if (verdict === 'unknown') await this.#release(created);
+  }
+
+  /**
+   * Whether `lease` lies below the epoch its id had when it was last deleted (`buriedEpoch`, the `dotnet` scheme;
+   * docs/lease-protocol.md, "Late creates in the `dotnet` scheme"): created late, after that delete, it would be
+   * owned at an epoch a former owner of its range held, or its range read again by a lease its descendants
+   * replaced. It is deleted (conditional on the version listed) instead of taken. `'unknown'`: the record's read
+   * failed (counted as a failure); nothing is taken.
+   */
+  async #buried(lease: Lease, key: string): Promise<'clear' | 'buried' | 'unknown'> {
+    const { ctx } = this;
+    let buried: number | undefined;
+    try {
+      buried = await buriedEpoch(ctx.store, ctx.naming, lease);
+    } catch (error) {
+      if (!ctx.fatal(error)) ctx.failures.failed(key, error, lease.leaseToken);
+      return 'unknown';
+    }
+    if (buried === undefined) return 'clear';
+    ctx.log('lease %s at epoch %d was created late, after its delete at epoch %d: deleted, not taken', lease.leaseToken, lease.epoch, buried);
+    await ctx.store.delete(lease).catch((error: unknown) => {
+      if (!(error instanceof LeaseConflictError) && !ctx.fatal(error)) ctx.failures.failed(key, error, lease.leaseToken);
+    });
+    return 'buried';
+  }
+
+  /** Releases `stored`, written as ours, to nobody without owning it (re-read if a signal landed in it meanwhile). */
+  async #release(stored: Lease): Promise<void> {
+    const { ctx } = this;
+    const release = { store: ctx.store, owner: ctx.owner, epoch: stored.epoch, now: ctx.now, requester: () => undefined };
+    await handBack(release, stored).catch((error: unknown) => {
+      if (!(error instanceof LeaseConflictError)) ctx.failures.failed(`release:${stored.id}`, error, stored.leaseToken);
+    });
+  }
+
   /** Starts owning `stored`, written as ours by a request sent at `sentAt` (scheduler time). */
   async own(stored: Lease, sentAt: number, takenFrom?: string | null): Promise<void> {
     const { ctx } = this;
     if (ctx.stopped()) {
-      // Acquired (or created) while stopping: released at once, re-read if a signal landed in it meanwhile.
-      const release = { store: ctx.store, owner: ctx.owner, epoch: stored.epoch, now: ctx.now, requester: () => undefined };
-      await handBack(release, stored).catch((error: unknown) => {
-        if (!(error instanceof LeaseConflictError)) ctx.failures.failed(`release:${stored.id}`, error, stored.leaseToken);
-      });
+      // Acquired (or created) while stopping: released at once.
+      await this.#release(stored);
       return;
     }
     const partition = ctx.partitions.of(stored.leaseToken, stored.feedRange);

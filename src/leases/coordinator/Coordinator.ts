@@ -206,7 +206,7 @@ export class Coordinator implements LeaseCoordinator {
     await partitions.catch((error: unknown) => this.#fatal(error) || ctx.failures.failed('partitions', error));
     // Owned (or, after a stop() meanwhile, released) from when their creates were sent; also when some of
     // the creates failed: those that landed are claimed by this host all the same.
-    for (const lease of bootstrap.created) if (lease.owner === this.owner) ctx.track(this.#acquirer.own(lease, bootstrap.sentAt));
+    for (const lease of bootstrap.created) if (lease.owner === this.owner) ctx.track(this.#acquirer.ownCreated(lease, bootstrap.sentAt));
     if (bootstrap.failure !== undefined) throw bootstrap.failure;
     return bootstrap;
   }

@@ -137,7 +137,8 @@ export function fromDocument(doc: Record<string, unknown>): Lease | CorruptLease
   if (typeof doc.id !== 'string') return bad('id is not a string');
   const stored = doc.LeaseToken ?? doc.PartitionId; // PartitionId: v2 (.NET SDK 2) schema
   // Markers (`<prefix>.info`, `<prefix>.lock`) carry no LeaseToken in the .NET layout: `{ id }` and `{ id, ttl }`.
-  const marker = stored === undefined && (id.endsWith('.info') || id.endsWith('.lock'));
+  // So do the records deleted leases leave in the .NET scheme (`<prefix>.gone.<token>`, protocol/documents.ts).
+  const marker = stored === undefined && (id.endsWith('.info') || id.endsWith('.lock') || id.includes('.gone.'));
   if (!marker && (typeof stored !== 'string' || stored === '')) return bad('LeaseToken is missing or not a string');
   const token = marker ? '' : (stored as string);
   if (doc.Owner !== undefined && doc.Owner !== null && typeof doc.Owner !== 'string') return bad('Owner is not a string');

@@ -4,6 +4,7 @@
 import type { FeedMode, FeedRange, Position } from '../../core/Partition.js';
 import type { Lease, NewLease } from '../Lease.js';
 import type { LeaseStore } from '../LeaseStore.js';
+import { LeaseConflictError } from '../../errors/LeaseConflictError.js';
 
 /**
  * How lease documents are named. `'rxfeed'`: leases `<prefix><token>`, markers `<prefix>.info` / `<prefix>.lock`.
@@ -49,7 +50,7 @@ export const floorId = (prefix: string): string => `${prefix}.floor`;
 
 /** @internal True for the processor's marker documents (never leases). */
 export function isMarkerId(prefix: string, id: string): boolean {
-  return id === infoId(prefix) || id === lockId(prefix) || id === floorId(prefix);
+  return id === infoId(prefix) || id === lockId(prefix) || id === floorId(prefix) || id.startsWith(`${prefix}.gone.`);
 }
 
 /** @internal The epoch floor document at `epoch` (its token names it in both schemes, so every store reads it as a lease). */
@@ -136,15 +137,65 @@ export function leaseDocument(
 }
 
 /**
+ * @internal Id of the record a deleted lease leaves in the `dotnet` scheme (`<prefix>.gone.<token>`): outside
+ * `<prefix>..`, which the .NET processor lists and reads as leases, and without a `LeaseToken` (KEDA skips it).
+ * It keeps the highest epoch the lease id had when it was deleted; see {@link deleteLease} and {@link buriedEpoch}.
+ */
+export const goneId = (ids: LeaseIds, token: string): string => `${ids.markerPrefix}.gone.${token}`;
+
+/**
  * Deletes one of the processor's leases, conditional on its etag. In the `rxfeed` scheme, with a store that keeps
  * tombstones ({@link LeaseStore.tombstone}), the lease leaves a tombstone with its epoch: a create of the same id
  * that lands later (sent before the delete by a host that paused, or slow on its way: a split child, a
  * bootstrap's lease) is refused below that epoch, so the epochs of a lease id never go back. In the `dotnet`
- * scheme the delete is plain: the .NET processor lists every document under `<prefix>..` and reads each as a
- * lease, a tombstone included (docs/compatibility.md). Markers are never deleted this way.
+ * scheme the .NET processor lists every document under `<prefix>..` and reads each as a lease, a tombstone
+ * included (docs/compatibility.md): the delete is plain, and the epoch is kept first in the id's
+ * {@link goneId} record, raised (never lowered) before the delete is sent. A late create cannot be refused
+ * there, but no host takes a lease found below its record ({@link buriedEpoch}): it is deleted instead. Markers
+ * are never deleted this way.
  *
  * @internal
  */
-export function deleteLease(store: LeaseStore, ids: LeaseIds, lease: Lease): Promise<void> {
-  return ids.scheme === 'rxfeed' && store.tombstone ? store.tombstone(lease) : store.delete(lease);
+export async function deleteLease(store: LeaseStore, ids: LeaseIds, lease: Lease): Promise<void> {
+  if (ids.scheme === 'rxfeed') return store.tombstone ? store.tombstone(lease) : store.delete(lease);
+  // At epoch 0 (never taken by rxfeed, or a .NET lease) no lease can lie below it: no record.
+  if (lease.epoch > 0) await raiseGoneRecord(store, ids, lease);
+  await store.delete(lease);
+}
+
+/** Raises the {@link goneId} record of `lease` to its epoch (never lowers it), conditionally, retried on a concurrent write. */
+async function raiseGoneRecord(store: LeaseStore, ids: LeaseIds, lease: Lease): Promise<void> {
+  const id = goneId(ids, lease.leaseToken);
+  for (let attempt = 1; ; attempt++) {
+    const stored = await store.read(id);
+    if (stored && stored.epoch >= lease.epoch) return;
+    try {
+      if (stored) await store.replace({ ...stored, epoch: lease.epoch, timestampMs: lease.timestampMs });
+      else if (!(await store.createIfAbsent(goneDocument(id, lease)))) throw new LeaseConflictError(id, 'changed');
+      return;
+    } catch (error) {
+      if (!(error instanceof LeaseConflictError) || attempt >= 5) throw error;
+    }
+  }
+}
+
+function goneDocument(id: string, lease: Lease): NewLease {
+  // An empty token: the Cosmos store writes it without `LeaseToken`, as the .NET scheme's markers.
+  return { id, leaseToken: '', feedRange: undefined, owner: null, continuation: null, timestampMs: lease.timestampMs, epoch: lease.epoch, mode: undefined, properties: {} };
+}
+
+/**
+ * The epoch `lease`'s id had when it was last deleted, if `lease` lies below it: `lease` was created late (its
+ * create sent before that delete landed after it), and must not be owned; `undefined` otherwise (and always in the
+ * `rxfeed` scheme, where a tombstone refused such a create). A lease created again legitimately (a bootstrap or a
+ * gap repair after a reset, at the epoch floor or above; an EPK token created again by a descendant) is at or
+ * above the record. Relies on the record's read being no older than the read of `lease` (the record is raised
+ * before the delete, the late create lands after it).
+ *
+ * @internal
+ */
+export async function buriedEpoch(store: LeaseStore, ids: LeaseIds, lease: Lease): Promise<number | undefined> {
+  if (ids.scheme !== 'dotnet') return undefined;
+  const record = await store.read(goneId(ids, lease.leaseToken));
+  return record !== undefined && lease.epoch < record.epoch ? record.epoch : undefined;
 }
