@@ -43,6 +43,11 @@ export class ObservedStores {
   readonly view: ViewStore<Row>;
   readonly groupView: ViewStore<Row>;
   readonly #lastContinuation = new Map<string, number>();
+  /**
+   * Lease tokens a reset deleted, until the token's lease is created again: that create, when it records no
+   * creator (a bootstrap's or a gap repair's, not a replacement's child), starts over from `startFrom`.
+   */
+  readonly #resetTokens = new Set<string>();
   readonly #deposedWrites = new WeakMap<ViewWrite<unknown>, string>();
 
   /** Which host incarnation issued a lease write (see {@link ObservedStores.tagWrites}). */
@@ -142,6 +147,7 @@ export class ObservedStores {
         // start from the configured start.
         this.#fenced(lease.leaseToken, lease.epoch, sim.clock.now());
         lastContinuation.clear();
+        this.#resetTokens.add(lease.leaseToken);
       }
     };
     return {
@@ -171,8 +177,18 @@ export class ObservedStores {
           this.#maxEpoch.set(created.id, Math.max(highest ?? 0, created.epoch));
         }
         if (created) {
-          // A split child continues its parent's LSNs; a merged child starts at the lowest of its parents'.
-          const parents = world.parentsOf.get(created.leaseToken) ?? [];
+          // A split child continues its parent's LSNs; a merged child starts at the lowest of its parents'. A lease
+          // a reset deleted, created again by a bootstrap or a gap repair (no creator recorded) once no parent's
+          // lease is left, starts over from `startFrom` as the reset promises, whatever checkpoint a parent wrote
+          // since: a reset that failed part way deleted a child, and the parent's owner finished replacing the
+          // parent after the reset (its checkpoint recorded again) and deleted it (seed 1645). A parent still
+          // stored keeps the check: its range is read, and a lease created beside it from the start is a bug.
+          const parentsOf = world.parentsOf.get(created.leaseToken) ?? [];
+          const startsOver =
+            this.#resetTokens.delete(created.leaseToken) &&
+            created.properties[PARENT_LEASE] === undefined &&
+            parentsOf.every((p) => this.leaseOf(p) === undefined);
+          const parents = startsOver ? [] : parentsOf;
           const known = parents.filter((p) => lastContinuation.has(p));
           const parentLsn = known.length === parents.length && parents.length > 0 ? Math.min(...known.map((p) => lastContinuation.get(p)!)) : undefined;
           if (parentLsn !== undefined && lsnOf(created.continuation) < parentLsn) {
