@@ -341,9 +341,12 @@ export class SimSse {
       if ((chain.rows.get(id) ?? -1) >= l) continue;
       if (this.world.leftOut(key) || this.world.excused(key) || this.world.isBeforeStart(key) || this.#superseded(key)) continue;
       // The chain holds a newer version of the document (received before, under another token: a range read again
-      // after an admin reset brings back versions older than the one the hub published): the hub keeps each
-      // document in order, and does not send the older one after it.
-      if ((chain.newest.get(id) ?? -1) > l) {
+      // after an admin reset brings back versions older than the one the hub published), or stands past one the
+      // hub was handed before under a token the id holds at or past it (a `reset` at the hub's position after
+      // the hub published it; seeds 1713, 1539, 1507): the hub keeps each document in order, and does not send
+      // the older one after it.
+      const readAtLsn = hub.read.get(token)?.get(lsn) ?? Infinity;
+      if ((chain.newest.get(id) ?? -1) > l || this.#newerStoodPast(hub, id, l, readAtLsn, positions)) {
         this.count('sse.olderVersion');
         continue;
       }
@@ -373,6 +376,14 @@ export class SimSse {
       }
       return;
     }
+  }
+
+  /**
+   * Whether `hub` was handed a version of document `id` newer than `lsn`, before its input numbered `before`, under a
+   * token where `positions` stand at or past that version (along lineage, as {@link standsAt} reads them).
+   */
+  #newerStoodPast(hub: SimHub, id: string, lsn: number, before: number, positions: ReadonlyMap<string, number>): boolean {
+    return hub.inputs.some((c, i) => i < before && c.id === id && c.lsn > lsn && (standsAt(c.token, positions, this.#ranges) ?? -1) >= c.lsn);
   }
 
   /** Whether `hub` was handed `key` (at `lsn`) under a token other than `token` that `positions` hold at or past `lsn`. */
@@ -530,10 +541,18 @@ class SimClient {
       if (other) this.sse.count('sse.readUnderOther');
       return other;
     };
+    // An older version of a document the browser stands past a newer version of, handed to the hub before under a
+    // token the browser stands at or past (a `reset` at the hub's position after it published it), is not owed: the
+    // hub never sends a document's older version after a newer one it holds (as in `sse-gap`, `sse.olderVersion`).
+    const newerPast = (c: { id: string; lsn: number }, index: number) => {
+      const newer = hub.inputs.some((o, i) => i < index && o.id === c.id && o.lsn > c.lsn && stands(o.token) >= o.lsn);
+      if (newer) this.sse.count('sse.olderVersion');
+      return newer;
+    };
     const behind = hub.inputs
       .map((c, index) => ({ c, index }))
       .slice(this.#since.input)
-      .filter(({ c, index }) => !chain.received.has(`${c.id}@${c.lsn}`) && (chain.newest.get(c.id) ?? -1) < c.lsn && !pastOwn(c) && c.lsn > stands(c.token) && !underOther(c, index))
+      .filter(({ c, index }) => !chain.received.has(`${c.id}@${c.lsn}`) && (chain.newest.get(c.id) ?? -1) < c.lsn && !pastOwn(c) && c.lsn > stands(c.token) && !underOther(c, index) && !newerPast(c, index))
       .map(({ c }) => c);
     if (behind.length > 0) {
       const e = behind.slice(0, 3).map((c) => `${c.id}@${c.lsn} (${c.token})`).join(', ');

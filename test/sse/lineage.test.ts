@@ -72,6 +72,21 @@ describe('SseHub: an older version of a document read after a newer one', () => 
     expect(sent(again)).toEqual(['x@9', 'w@3', 'y@6']);
   });
 
+  it('a client that starts at the hub\'s position is not sent an older version re-read below a newer one it stands past', () => {
+    // The shape of seeds 1713, 1539 and 1507 of the simulation: the hub published x@20 under an EPK-range lease over
+    // part of a merged range; a client starts at the hub's position (there, a `reset`), which holds that lease at 21;
+    // the merged partition's own lease then re-reads the range from below (an admin reset) and brings x@5.
+    const hub = hubOf('S', 100);
+    hub.publish(batch('1', LOW, change('a', 1)));
+    hub.publish(batch('40-80', { minInclusive: '40', maxExclusive: '80' }, change('x', 20), change('b', 21)));
+    const res = new FakeResponse();
+    hub.connect(res);
+    expect(res.parser.lastEventId).toBe('S.1:1,40-80:l');
+    hub.publish(batch('3', ALL, change('c', 3), change('x', 5), change('d', 6)));
+    // The re-read's changes go out, but not x@5: the client stands past x@20, a newer version of x.
+    expect(sent(res)).toEqual(['c@3', 'd@6']);
+  });
+
   it('keeps versions of a document read over ranges that do not overlap (another partition, whose LSNs are its own)', () => {
     const hub = hubOf();
     const res = new FakeResponse();
