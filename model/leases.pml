@@ -14,8 +14,16 @@
  *                           never come: the owner's ownership ends first)
  *   BUG_FINISH_BY_MARKER    (liveness) only the host that marked a parent replaced finishes the replacement:
  *                           when it crashes in between, the parent stays replaced and no child is ever read
+ * and, with -DDEEP (the child splits in turn, creates may land late):
+ *   BUG_NO_TOMBSTONE        a delete removes the document: a finisher's create of the child, sent before the
+ *                           child was created, taken, replaced and deleted, lands late below its old epoch
+ *   BUG_CHILDREN_FROM_LISTING  a finisher creates the children of its own listing, not those recorded with the
+ *                           mark: after the child's partition split, the grandchild beside the child
  *
  * Scope: H hosts, two lineages: lease 0 (split once into child lease 2, which replaces it) and lease 1.
+ * -DDEEP: the child's partition may split in turn (an event of the store, at any time): the child, read to its
+ * end, is replaced by lease 3 the same way (and deleted, leaving a tombstone at its epoch); the parent's
+ * finishers send the child's create and may pause: it lands later, at any time (even after they crashed).
  * Time is discrete and relative: every age and deadline below is a count of ticks, saturating, so the state
  * space is finite; epochs are bounded by MAXEP (no acquisition past it: an under-approximation, which the
  * liveness check shows does not bite there: a lease it kept from being taken would never be read).
@@ -37,7 +45,15 @@
 #ifndef H
 #define H 2            /* hosts 1..H */
 #endif
+#ifdef DEEP
+#ifdef LIVE
+#error "-DDEEP is a safety scope"
+#endif
+#define NL 4           /* lease slots: 0 = parent of lineage 0, 1 = lineage 1, 2 = the child replacing 0,
+                        * 3 = the grandchild replacing 2 */
+#else
 #define NL 3           /* lease slots: 0 = parent of lineage 0, 1 = lineage 1, 2 = the child replacing 0 */
+#endif
 #define LIN(l) ((l) == 1 -> 1 : 0)
 
 /* Timings in ticks (defaults in protocol/timings.ts: expiration 60 s, renew 40 s, deadline margin
@@ -52,7 +68,7 @@
 #define SKEW 2         /* wall clocks may differ by any offset; the bugs' model uses 0 or SKEW */
 #define MAXPOS 2       /* positions of lineage 0: 1 in the parent, 2 in the child; lineage 1: 1..2 */
 #define PARENT_END 1
-#define END(l) ((l) == 0 -> PARENT_END : MAXPOS)
+#define END(l) ((l) == 0 -> PARENT_END : ((l) == 3 -> MAXPOS + 1 : MAXPOS))   /* the grandchild: one more */
 #ifndef MAXEP
 #ifdef LIVE
 #define MAXEP 5
@@ -60,7 +76,7 @@
 #define MAXEP 3
 #endif
 #endif
-#define EPCAP(l) ((l) == 2 -> MAXEP + 2 : MAXEP)   /* the child starts above its parent's epoch */
+#define EPCAP(l) ((l) == 2 -> MAXEP + 2 : ((l) == 3 -> MAXEP + 4 : MAXEP))   /* a child starts above its parent's epoch */
 #define NONE 255
 #define SAT(x, m) if :: x != NONE && x < m -> x++ :: else -> skip fi
 
@@ -74,7 +90,18 @@ bit  ans[NL];          /* the owner wrote the lease since the request landed (th
 bit  untaken[NL];      /* rxfeed.untakenAtEpoch == epoch: handed over / a child, no process reads it yet */
 bit  notice[NL];       /* rxfeed.releasedBy: a stopping host's release notice */
 bit  repl;             /* rxfeed.replacedAtEpoch on the parent (lease 0): gone, being replaced by its children */
+#ifdef DEEP
+bit  repl2;            /* rxfeed.replacedAtEpoch on the child (lease 2), replaced by lease 3 */
+bit  psplit;           /* the store: the child's partition has split (listings show lease 3's partition) */
+bit  born[NL];         /* the lease was created (noted in its parent: rxfeed.replacedBy): never created again */
+byte tep[NL];          /* the tombstone's epoch (0: none) */
+byte fl[H + 1];        /* a host's create in flight: the lease it creates (0 = none) */
+byte fep[H + 1];       /* its epoch */
+byte fck[H + 1];       /* its checkpoint */
+#define REPL(l) ((l) == 0 && repl || (l) == 2 && repl2)
+#else
 #define REPL(l) ((l) == 0 && repl)
+#endif
 /* Observations (coordinator/Observations.ts), worst case: every host sees each version the moment it is
  * written, so one age per lease stands for every host's "first seen" (seeing it later only delays takeovers). */
 byte age[NL];          /* ticks since the current version was written (its etag first seen) */
@@ -89,7 +116,10 @@ byte off[H + 1];       /* wall-clock offset of each host */
 /* ---- the view (a sink fencing by key range along the lineage) ---- */
 byte vep[2];           /* highest epoch written per lineage */
 byte vsl[2];           /* the lease (key range) that wrote at vep: another range at the same epoch is refused */
-bit  cw;               /* the child (lease 2) has had a write accepted (for the assertion only) */
+bit  cw;               /* a descendant of lease 0 (2, or 3) has had a write accepted (for the assertion only) */
+#ifdef DEEP
+bit  cw3;              /* the grandchild (lease 3) has had a write accepted (for the assertion only) */
+#endif
 byte lck[2];           /* highest checkpoint ever stored per lineage (for the assertion only) */
 
 /* ---- hosts ---- */
@@ -170,8 +200,25 @@ byte rby;              /* the host that marked the parent */
 #define CAN_FINISH(h) (ex[0] && repl)
 #endif
 #endif
+#ifdef DEEP
+/* the child's reader reached the end of its partition, and the partition has split */
+#define GONE2(h) (held[I(h, 2)] && OURS(h, 2) && pos[I(h, 2)] == MAXPOS && psplit)
+#define CAN_SPLIT2(h) (GONE2(h) && !repl2)
+#define CAN_FINISH2(h) (ex[2] && repl2)
+/* the children of the parent a finisher creates: those recorded with the mark (the child), or, before the
+ * fix, those of its own listing (the child's children once the child's partition split) */
+#ifdef BUG_CHILDREN_FROM_LISTING
+#define KID (psplit -> 3 : 2)
+#else
+#define KID 2
+#endif
+#endif
 #define DUE(h, l) (CAN_TAKE(h, l) || CAN_RENEW(h, l) || CAN_EMIT(h, l) || CAN_HANDBACK(h, l))
+#ifdef DEEP
+#define BUSY(h) (alive[h] && (DUE(h, 0) || DUE(h, 1) || DUE(h, 2) || DUE(h, 3) || CAN_SPLIT(h) || CAN_FINISH(h) || CAN_SPLIT2(h) || CAN_FINISH2(h)))
+#else
 #define BUSY(h) (alive[h] && (DUE(h, 0) || DUE(h, 1) || DUE(h, 2) || CAN_SPLIT(h) || CAN_DELETE(h) || CAN_FINISH(h)))
+#endif
 #if H == 2
 #define ANY_BUSY (BUSY(1) || BUSY(2))
 #else
@@ -187,10 +234,15 @@ byte rby;              /* the host that marked the parent */
 #define CHECK(bit, e) assert(!(CHECKS & bit) || (e))
 
 /* Never two live ownerships in one lineage (checked whenever one starts or emits). */
+#ifdef DEEP
+#define HELD0(k) (held[I(k, 0)] || held[I(k, 2)] || held[I(k, 3)])
+#else
+#define HELD0(k) (held[I(k, 0)] || held[I(k, 2)])
+#endif
 inline mutex(h, l) {
   for (k : 1 .. H) {
     if
-    :: k != h -> CHECK(1, !held[I(k, 0)] && !held[I(k, 2)] || LIN(l) == 1);
+    :: k != h -> CHECK(1, !HELD0(k) || LIN(l) == 1);
                  CHECK(1, !held[I(k, 1)] || LIN(l) == 0)
     :: else -> skip
     fi
@@ -208,6 +260,15 @@ inline start(h, l, deadline) {
 
 /* The child replacing the parent: created once (deterministic id), free, untaken, from the parent's stored
  * checkpoint, at an epoch above every write of the parent (taking it writes one more). */
+#ifdef DEEP
+/* A lease created (free, untaken) at epoch e from checkpoint c. */
+inline createAt(l, e, c, by) {
+  ex[l] = 1; own[l] = 0; ep[l] = e; ck[l] = c; untaken[l] = 1; req[l] = 0; ans[l] = 0; notice[l] = 0;
+  born[l] = 1; if :: l == 2 -> repl2 = 0 :: else -> skip fi;
+  written(l, by)
+}
+#endif
+
 inline createChild(by) {
   ex[2] = 1; own[2] = 0; ck[2] = ck[0]; untaken[2] = 1; req[2] = 0; ans[2] = 0; notice[2] = 0;
 #if defined(BUG_CHILD_EPOCH)
@@ -228,6 +289,26 @@ inline deleteParent(by) {
 #endif
   skip
 }
+
+#ifdef DEEP
+/* The child deleted (replaced by lease 3): a tombstone keeps its epoch (the rxfeed scheme) */
+inline deleteChild(by) {
+#ifndef BUG_NO_TOMBSTONE
+  tep[2] = ep[2];
+#endif
+  ex[2] = 0; own[2] = 0; ep[2] = 0; ck[2] = 0; req[2] = 0; ans[2] = 0; untaken[2] = 0; notice[2] = 0; age[2] = 0; aage[2] = NONE;
+  skip
+}
+
+/* A create in flight lands: create if absent, over a tombstone only at its epoch or above. */
+inline land(k) {
+  if
+  :: !ex[fl[k]] && fep[k] >= tep[fl[k]] -> createAt(fl[k], fep[k], fck[k], k)
+  :: else -> skip          /* there, or below its tombstone: refused */
+  fi;
+  fl[k] = 0; fep[k] = 0; fck[k] = 0
+}
+#endif
 
 /* The host steps, each on one lease l (each an atomic step of the host, enabled by its CAN_ condition). */
 inline take(h, l) {
@@ -267,8 +348,13 @@ inline emit(h, l) {
   :: else ->
        mutex(h, l);
        /* along a lineage, a write under the replaced parent is never accepted after its child's */
+#ifdef DEEP
+       CHECK(8, l != 0 || !cw); CHECK(8, l != 2 || !cw3);
+       if :: l == 2 -> cw = 1 :: l == 3 -> cw = 1; cw3 = 1 :: else -> skip fi;
+#else
        CHECK(8, l != 0 || !cw);
        if :: l == 2 -> cw = 1 :: else -> skip fi;
+#endif
        vep[LIN(l)] = hep[I(h, l)]; vsl[LIN(l)] = l; pos[I(h, l)]++
   fi
 }
@@ -291,6 +377,18 @@ proctype Host(byte h) {
   STEPS(1)
 #endif
   STEPS(2)
+#ifdef DEEP
+  STEPS(3)
+  /* the child split in turn: marked replaced by its owner, finished by anyone (lease 3 from the child's
+   * stored checkpoint above its epoch, then the child deleted) */
+  :: atomic { alive[h] && CAN_SPLIT2(h) ->
+       repl2 = 1; req[2] = 0; ans[2] = 0; notice[2] = 0; written(2, h); lose(h, 2) }
+  :: atomic { alive[h] && CAN_FINISH2(h) ->
+       if
+       :: !ex[3] && !born[3] -> createAt(3, ep[2] + 1, ck[2], h)
+       :: else -> deleteChild(h)
+       fi }
+#endif
 #ifdef BUG_PARENT_OUTLIVES
   /* the split before the fix: the child created at the parent's epoch while the parent stays an ordinary
    * lease of this ownership; the parent deleted by a later step, which never comes if the ownership ends first
@@ -309,11 +407,20 @@ proctype Host(byte h) {
        skip }
   /* whoever finds a replaced parent (its owner next, or any host's scan) finishes the replacement,
    * idempotently: the missing child first, then the parent deleted */
+#ifdef DEEP
+  /* the create of a child never created is sent, and lands later (Clock); the host waits for its answer */
+  :: atomic { alive[h] && CAN_FINISH(h) && fl[h] == 0 ->
+       if
+       :: !born[KID] -> fl[h] = KID; fep[h] = ep[0] + 1; fck[h] = ck[0]
+       :: else -> deleteParent(h)
+       fi }
+#else
   :: atomic { alive[h] && CAN_FINISH(h) ->
        if
        :: !ex[2] -> createChild(h)
        :: else -> deleteParent(h)
        fi }
+#endif
 #endif
   /* hand a lease back to the host that asked for it (after draining): handBack */
   /* graceful stop(): release every ownership, settle the leases asked for, leave release notices */
@@ -370,6 +477,15 @@ proctype Clock() {
 #endif
        h = 0; l = 0
      }
+#ifdef DEEP
+  /* the store: the child's partition splits; a create in flight lands */
+  :: atomic { !psplit -> psplit = 1 }
+  :: atomic { fl[1] != 0 -> land(1) }
+  :: atomic { fl[2] != 0 -> land(2) }
+#if H == 3
+  :: atomic { fl[3] != 0 -> land(3) }
+#endif
+#endif
   od
 }
 

@@ -100,6 +100,7 @@ const SCOPES: ReadonlyArray<readonly [string, Mode, readonly string[], boolean]>
   ['two lineages (one split once), three hosts, up to 2 faults', 'safety', ['H=3', 'NF=2'], true],
   ['every lease eventually owned and read: two lineages (one split once), two hosts, up to 2 faults', 'liveness', ['NF=2'], true],
   ['every lease eventually owned and read: one lineage split once, three hosts, up to 2 faults', 'liveness', ['ONE_LEASE', 'H=3', 'NF=2'], false],
+  ['one lineage split twice (the child splits in turn), late creates, two hosts, up to 3 faults', 'safety', ['ONE_LEASE', 'DEEP', 'NF=3'], true],
 ];
 
 /** The scope every mutant runs in (some add a fault bound: see each). */
@@ -125,6 +126,9 @@ describe.skipIf(missing.length > 0)('the lease protocol model (spin)', () => {
     // checking the lineage order alone shows the write the fix is about. Two faults are enough.
     ['BUG_PARENT_OUTLIVES', "the split without the replaced mark: the parent, taken again above its child's epoch, writes after the child", 8, ['NF=2', 'CHECKS=8'], false],
     ['BUG_FINISH_BY_MARKER', 'only the host that marked a parent finishes its replacement: after its crash no child is read', 0, ['NF=2'], false],
+    // These two need the child's own split and creates landing late (-DDEEP); two faults are enough.
+    ['BUG_NO_TOMBSTONE', 'a delete leaving no tombstone: a late create brings the deleted child back below its epoch, beside its own child', 4, ['DEEP', 'NF=2'], false],
+    ['BUG_CHILDREN_FROM_LISTING', "a finisher creating the children of its own listing: the child's child beside the child over one range", 4, ['DEEP', 'NF=2'], false],
   ];
   for (const [bug, what, property, more, large] of bugs) {
     it(`finds a counterexample with ${bug} (${what})`, async () => {
