@@ -8,15 +8,23 @@
  * left: rxfeed's per-poll work, hot (its read loop, timers, credit, CosmosSource's read path).
  *
  * Run: npx tsx bench/idleOverhead.ts   (env: BENCH_RANGES=256 BENCH_POLL_MS=20 BENCH_WINDOW_MS=3000 BENCH_RUNS=3;
- * BENCH_PROFILE=path writes path.bare.cpuprofile and path.rxfeed.cpuprofile of the last round)
+ * BENCH_PROFILE=path writes path.bare.cpuprofile and path.rxfeed.cpuprofile of the last round; BENCH_COMPARE=dir also
+ * runs another build (`dir/esm/index.js`, e.g. a copy of `dist` made before a change) in the same rounds, in turn
+ * with this one, and prints the paired ratio)
  */
 import { CosmosClient, type Container } from '@azure/cosmos';
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 import { EMULATOR_KEY } from '../src/emulator/CosmosEmulator.js';
-import { CosmosSource, MemoryLeaseStore, checkpointEvery, createChangeFeed } from './built.js';
+import * as built from './built.js';
+import { pathToFileURL } from 'node:url';
+import type * as Rxfeed from '../src/index.js';
 import type { Page, ReadRequest, Source } from '../src/sources/Source.js';
+
+type Package = Pick<typeof Rxfeed, 'CosmosSource' | 'MemoryLeaseStore' | 'checkpointEvery' | 'createChangeFeed'>;
+const COMPARE = process.env.BENCH_COMPARE;
+const other = COMPARE ? ((await import(pathToFileURL(`${COMPARE}/esm/index.js`).href)) as Package) : undefined;
 
 const RANGES = Number(process.env.BENCH_RANGES ?? 256);
 const POLL_MS = Number(process.env.BENCH_POLL_MS ?? 20);
@@ -84,7 +92,8 @@ async function measure(name: string, profile: boolean): Promise<{ cpuMs: number;
   return { cpuMs: (used.user + used.system) / 1000, polls: n };
 }
 
-async function rxfeedRound(profile: boolean) {
+async function rxfeedRound(profile: boolean, rxfeed: Package = built, name = 'rxfeed') {
+  const { CosmosSource, MemoryLeaseStore, checkpointEvery, createChangeFeed } = rxfeed;
   let owned = 0;
   const feed = createChangeFeed<unknown>({
     source: counting(new CosmosSource<unknown>(fakeContainer())),
@@ -104,7 +113,7 @@ async function rxfeedRound(profile: boolean) {
   }
   await delay(4 * POLL_MS);
   try {
-    return await measure('rxfeed', profile);
+    return await measure(name, profile);
   } finally {
     subscription.unsubscribe();
     await feed.stop();
@@ -134,14 +143,24 @@ async function bareRound(profile: boolean) {
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 await bareRound(false);
 await rxfeedRound(false);
+if (other) await rxfeedRound(false, other, 'other');
 const rx: number[] = [];
 const bare: number[] = [];
+const others: number[] = [];
+const perPoll = (w: { cpuMs: number; polls: number }) => (1000 * w.cpuMs) / w.polls;
 for (let run = 0; run < RUNS; run++) {
   const last = PROFILE !== undefined && run === RUNS - 1;
-  const a = await rxfeedRound(last);
-  const b = await bareRound(last);
-  rx.push((1000 * a.cpuMs) / a.polls);
-  bare.push((1000 * b.cpuMs) / b.polls);
+  const steps = [
+    async () => void rx.push(perPoll(await rxfeedRound(last))),
+    async () => void bare.push(perPoll(await bareRound(last))),
+    ...(other ? [async () => void others.push(perPoll(await rxfeedRound(last, other, 'other')))] : []),
+  ];
+  // Each round starts one step later, so no side always follows the same one.
+  for (let i = 0; i < steps.length; i++) await steps[(run + i) % steps.length]!();
+}
+if (other) {
+  const paired = rx.map((x, i) => x / others[i]!);
+  console.log(`this build ÷ ${COMPARE}: CPU per poll ${median(paired).toFixed(2)}× (runs ${paired.map((x) => x.toFixed(2)).join(' ')}); medians ${median(rx).toFixed(1)} and ${median(others).toFixed(1)} µs`);
 }
 console.log(
   `${RANGES} idle ranges, poll ${POLL_MS} ms, ${RUNS} rounds of ${WINDOW_MS} ms: CPU µs per poll bare ${median(bare).toFixed(1)} (${bare.map((x) => x.toFixed(1)).join(' ')}), ` +
