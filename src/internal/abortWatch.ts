@@ -2,9 +2,13 @@
 interface Watch {
   readonly callbacks: Set<() => void>;
   readonly listener: () => void;
+  /** The listener is on the signal (not for a signal of an {@link AnnouncedAbortController}: its `abort()` calls it). */
+  readonly listening: boolean;
 }
 
 const watched = new WeakMap<AbortSignal, Watch>();
+/** Signals of {@link AnnouncedAbortController}s: their waits need no 'abort' listener. */
+const announced = new WeakSet<AbortSignal>();
 const noop = (): void => undefined;
 
 /**
@@ -37,9 +41,10 @@ export function onAbort(signal: AbortSignal, fn: () => void): () => void {
       callbacks.clear();
       for (const callback of due) callback();
     };
-    watch = { callbacks, listener };
+    const listening = !announced.has(signal);
+    watch = { callbacks, listener, listening };
     watched.set(signal, watch);
-    signal.addEventListener('abort', listener, { once: true });
+    if (listening) signal.addEventListener('abort', listener, { once: true });
   }
   // A wrapper per wait, so the same function can watch twice and each stop removes only its own.
   const entry = () => fn();
@@ -47,9 +52,40 @@ export function onAbort(signal: AbortSignal, fn: () => void): () => void {
   current.callbacks.add(entry);
   return () => {
     if (!current.callbacks.delete(entry) || current.callbacks.size > 0) return;
-    signal.removeEventListener('abort', current.listener);
+    if (current.listening) signal.removeEventListener('abort', current.listener);
     if (watched.get(signal) === current) watched.delete(signal);
   };
+}
+
+/**
+ * An `AbortController` whose own `abort()` calls the waits {@link onAbort} registered on its signal (right after
+ * the signal's 'abort' event), so those waits add no 'abort' listener to it. For a signal that is watched
+ * briefly and often, and aborted only through this controller: a partition reader's read signal, watched by
+ * the source for every read (adding and removing an event listener each time is most of an idle poll's cost
+ * of watching it). The signal is an ordinary `AbortSignal` to everyone else.
+ *
+ * @example
+ * ```ts
+ * const controller = new AnnouncedAbortController();
+ * const stop = onAbort(controller.signal, () => console.log('aborted')); // no listener on the signal
+ * controller.abort(); // logs 'aborted'
+ * ```
+ * @internal
+ */
+export class AnnouncedAbortController {
+  readonly #controller = new AbortController();
+  readonly signal: AbortSignal = this.#controller.signal;
+
+  constructor() {
+    announced.add(this.signal);
+  }
+
+  /** Aborts the signal (its 'abort' event, then the waits watching it); no-op when aborted already. */
+  abort(reason?: unknown): void {
+    if (this.signal.aborted) return;
+    this.#controller.abort(reason);
+    watched.get(this.signal)?.listener();
+  }
 }
 
 /**

@@ -10,13 +10,15 @@ import { onAbort } from './abortWatch.js';
 export function sleep(ms: number, scheduler: SchedulerLike, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal.aborted) return resolve();
-    const done = () => {
-      stopWatching();
+    // The timer's task ends by running (nothing to cancel then); an abort cancels it.
+    const stopWatching = onAbort(signal, () => {
       task.unsubscribe();
       resolve();
-    };
-    const stopWatching = onAbort(signal, done);
-    const task = scheduler.schedule(done, Math.max(0, ms));
+    });
+    const task = scheduler.schedule(() => {
+      stopWatching();
+      resolve();
+    }, Math.max(0, ms));
   });
 }
 

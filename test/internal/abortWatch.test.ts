@@ -2,10 +2,32 @@ import { getEventListeners } from 'node:events';
 import { asyncScheduler } from 'rxjs';
 import { describe, expect, it, vi } from 'vitest';
 import { aborted, sleep } from '../../src/internal/wait.js';
-import { abortWatchers, onAbort } from '../../src/internal/abortWatch.js';
+import { AnnouncedAbortController, abortWatchers, onAbort } from '../../src/internal/abortWatch.js';
 import { withFakeTimers } from '../support/fakeTimers.js';
 
 describe('onAbort', () => {
+  it('watches the signal of an AnnouncedAbortController without a listener on it: its abort() calls the waits, after the event', () => {
+    const controller = new AnnouncedAbortController();
+    const calls: string[] = [];
+    controller.signal.addEventListener('abort', () => calls.push('event'));
+    const ended = onAbort(controller.signal, () => calls.push('ended wait'));
+    onAbort(controller.signal, () => calls.push('first'));
+    onAbort(controller.signal, () => calls.push('second'));
+    ended();
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(1);
+    expect(abortWatchers(controller.signal)).toBe(2);
+    controller.abort(new Error('deadline'));
+    expect(controller.signal.aborted).toBe(true);
+    expect((controller.signal.reason as Error).message).toBe('deadline');
+    expect(calls).toEqual(['event', 'first', 'second']);
+    expect(abortWatchers(controller.signal)).toBe(0);
+    controller.abort(); // a second abort changes nothing and calls nothing
+    expect(calls).toHaveLength(3);
+    let late = 0;
+    onAbort(controller.signal, () => late++); // aborted already: never called
+    expect(late).toBe(0);
+  });
+
   it('calls each watching callback once on abort, through one listener on the signal', () => {
     const stop = new AbortController();
     const calls: number[] = [];

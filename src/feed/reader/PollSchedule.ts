@@ -2,6 +2,9 @@ import type { SchedulerLike } from 'rxjs';
 import { hashString } from '../../internal/random.js';
 import { sleep } from '../../internal/wait.js';
 
+/** What a full page waits for before the next read: nothing. */
+const NO_WAIT: Promise<void> = Promise.resolve();
+
 /** A backed-off wait is shortened by up to this share, differently for each partition. */
 const BACKOFF_JITTER = 0.25;
 
@@ -52,23 +55,29 @@ export class PollSchedule {
     this.#lastEmitAt = this.scheduler.now();
   }
 
-  /** Waits as the page just read (`count` changes of `credit` asked for) calls for; `idle` emits an idle batch. */
-  async afterRead(count: number, credit: number, signal: AbortSignal, idle: (() => void) | undefined): Promise<void> {
+  /**
+   * Waits as the page just read (`count` changes of `credit` asked for) calls for; `idle` emits an idle batch.
+   * Without idle batches the wait is the timer's own promise (no promise of its own per poll).
+   */
+  afterRead(count: number, credit: number, signal: AbortSignal, idle: (() => void) | undefined): Promise<void> {
     if (count > 0) {
       this.#emptyWaitMs = this.timings.pollIntervalMs;
-      if (count < credit) await this.#wait(this.timings.pollIntervalMs, signal, idle);
-      return;
+      return count < credit ? this.#wait(this.timings.pollIntervalMs, signal, idle) : NO_WAIT;
     }
     const ms = this.#emptyWaitMs;
     this.#emptyWaitMs = Math.min(this.#idlePollMs, Math.max(1, ms * 2));
     const pollMs = this.timings.pollIntervalMs;
-    await this.#wait(ms > pollMs ? Math.max(pollMs, Math.round(ms * (1 - this.#jitter))) : ms, signal, idle);
+    return this.#wait(ms > pollMs ? Math.max(pollMs, Math.round(ms * (1 - this.#jitter))) : ms, signal, idle);
   }
 
-  async #wait(ms: number, signal: AbortSignal, idle: (() => void) | undefined): Promise<void> {
+  #wait(ms: number, signal: AbortSignal, idle: (() => void) | undefined): Promise<void> {
+    return idle && this.timings.maxWaitTimeMs !== undefined ? this.#waitEmittingIdle(ms, signal, idle) : sleep(ms, this.scheduler, signal);
+  }
+
+  async #waitEmittingIdle(ms: number, signal: AbortSignal, idle: () => void): Promise<void> {
     const idleMs = this.timings.maxWaitTimeMs;
     let left = ms;
-    while (idle && idleMs !== undefined && !signal.aborted) {
+    while (idleMs !== undefined && !signal.aborted) {
       const dueIn = Math.max(0, this.#lastEmitAt + idleMs - this.scheduler.now());
       if (dueIn > left) break;
       await sleep(dueIn, this.scheduler, signal);

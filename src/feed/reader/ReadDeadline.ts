@@ -1,6 +1,6 @@
 import type { SchedulerLike, Subscription } from 'rxjs';
 import { TransientError } from '../../errors/index.js';
-import { onAbort } from '../../internal/abortWatch.js';
+import { AnnouncedAbortController, onAbort } from '../../internal/abortWatch.js';
 
 /**
  * Gives every read of one partition reader a deadline `timeoutMs` after it starts: a read still unanswered
@@ -9,14 +9,15 @@ import { onAbort } from '../../internal/abortWatch.js';
  *
  * Cheap per read, as most reads of an idle partition are: one timer for the reader instead of one per read
  * (armed at the deadline of the read in flight and, when it fires, re-armed for the deadline of the read in
- * flight then, if any), and one abort controller until a read times out (not one per read). Each read
+ * flight then, if any), and one abort controller until a read times out (not one per read), whose signal the
+ * source watches per read without adding an 'abort' listener to it (an {@link AnnouncedAbortController}). Each read
  * still gets its exact deadline: reads start one after another, so the timer is never due later than the
  * deadline of the read in flight.
  *
  * @internal
  */
 export class ReadDeadline {
-  #controller!: AbortController;
+  #controller!: AnnouncedAbortController;
   /** Ends the watch of `outer` for the current controller. */
   #stopWatchingOuter: (() => void) | undefined;
   #timer: Subscription | undefined;
@@ -74,7 +75,7 @@ export class ReadDeadline {
 
   #renew(): void {
     this.#stopWatchingOuter?.();
-    const controller = new AbortController();
+    const controller = new AnnouncedAbortController();
     this.#controller = controller;
     if (this.outer.aborted) controller.abort(this.outer.reason);
     else this.#stopWatchingOuter = onAbort(this.outer, () => controller.abort(this.outer.reason));

@@ -211,7 +211,8 @@ async function readLoop<T>(
       if (rate !== undefined) owned.reportLoad?.(rate);
       failures.succeeded();
       const moved = page.position !== lastPosition;
-      from = { position: page.position };
+      // Unmoved (an idle poll), `from` already names this position: the next read reuses it.
+      if (moved) from = { position: page.position };
       lastPosition = page.position;
       if (!pinned) {
         pinned = true;
