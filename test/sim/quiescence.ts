@@ -25,10 +25,11 @@ export async function checkQuiescence(
   hosts.clocks.calm(hosts.all);
   if (hosts.running().length === 0) hosts.join();
 
+  const converged = async () => world.missing().length === 0 && (await stores.viewDiffers(world)) === undefined && (await stores.uncontainedPoison(world)).length === 0;
   const quietFrom = clock.now();
   while (clock.now() - quietFrom < QUIESCE_MS) {
     await advance(500);
-    if (world.missing().length === 0 && (await stores.viewDiffers(world)) === undefined && (await stores.uncontainedPoison(world)).length === 0) break;
+    if (await converged()) break;
   }
   // A write issued before the faults stopped may still be on its way (the `late` set's view writes land up to
   // LATE_WRITE_MS after they left), and a partition's later batches wait behind it: credit returns only once it
@@ -47,6 +48,15 @@ export async function checkQuiescence(
     const moves = lease.epoch - (epochsBefore.get(lease.id) ?? lease.epoch);
     if (moves >= CHURN_MOVES) violations.report('lease-churn', `${lease.id} was taken ${moves} times in ${settleMs / 1000} s without faults (now ${lease.owner ?? 'free'})`);
   }
+
+  // Converged again, within the same bound, before the checks: under a halt policy halted partitions are retried
+  // all along (by design), and a retry can move what holds a change. A halted parent found gone is handed to its
+  // children from its checkpoint (readPartition's onHalt) and its lease deleted; until the children have read to
+  // their own poison changes and halted, the changes its stored halted lease excused are neither excused nor
+  // delivered yet. Seeds 50 and 72 (`--policy halt`) ran the checks in that window, 92 and 40 ms after the
+  // hand-over: seed 50's children halted 55 ms later (then excused), seed 72's delivered the changes below their
+  // poison changes 109 ms later. A change that never arrives stays missing, and is reported at the bound.
+  while (clock.now() - quietFrom < QUIESCE_MS && !(await converged())) await advance(500);
 
   const lost = world.missing();
   if (lost.length > 0) {
