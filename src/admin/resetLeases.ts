@@ -1,6 +1,6 @@
 import { InvalidOptionsError } from '../errors/index.js';
 import { LeaseConflictError } from '../errors/LeaseConflictError.js';
-import { floorDocument, floorId, markerIdsOf } from '../leases/protocol/index.js';
+import { floorDocument, markerIdsOf, raiseEpochRecord } from '../leases/protocol/index.js';
 import { changeLeases, type LeaseChange } from './changeLeases.js';
 import { type LeaseAdminOptions, type ResolvedAdminOptions, resolveAdminOptions, selectLeases } from './options.js';
 
@@ -62,17 +62,5 @@ export async function resetLeases(options: ResetLeasesOptions): Promise<LeaseCha
 
 /** Raises `<prefix>.floor` to `epoch` (never lowers it); written conditionally, retried on a concurrent write. */
 async function raiseEpochFloor(o: ResolvedAdminOptions, epoch: number): Promise<void> {
-  if (epoch === 0) return;
-  const id = floorId(o.ids.markerPrefix);
-  for (let attempt = 1; ; attempt++) {
-    const stored = await o.leases.read(id);
-    if (stored && stored.epoch >= epoch) return;
-    try {
-      if (stored) await o.leases.replace({ ...stored, epoch, timestampMs: o.now() });
-      else if (!(await o.leases.createIfAbsent(floorDocument(o.ids, epoch, o.now())))) throw new LeaseConflictError(id, 'changed');
-      return;
-    } catch (error) {
-      if (!(error instanceof LeaseConflictError) || attempt >= 5) throw error;
-    }
-  }
+  if (epoch > 0) await raiseEpochRecord(o.leases, floorDocument(o.ids, epoch, o.now()));
 }

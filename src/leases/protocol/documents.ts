@@ -159,19 +159,24 @@ export const goneId = (ids: LeaseIds, token: string): string => `${ids.markerPre
 export async function deleteLease(store: LeaseStore, ids: LeaseIds, lease: Lease): Promise<void> {
   if (ids.scheme === 'rxfeed') return store.tombstone ? store.tombstone(lease) : store.delete(lease);
   // At epoch 0 (never taken by rxfeed, or a .NET lease) no lease can lie below it: no record.
-  if (lease.epoch > 0) await raiseGoneRecord(store, ids, lease);
+  if (lease.epoch > 0) await raiseEpochRecord(store, goneDocument(goneId(ids, lease.leaseToken), lease));
   await store.delete(lease);
 }
 
-/** Raises the {@link goneId} record of `lease` to its epoch (never lowers it), conditionally, retried on a concurrent write. */
-async function raiseGoneRecord(store: LeaseStore, ids: LeaseIds, lease: Lease): Promise<void> {
-  const id = goneId(ids, lease.leaseToken);
+/**
+ * Raises the record `document.id` (an epoch floor, a {@link goneId} record) to `document.epoch`, never lowering
+ * it: a conditional replace of the stored record, or a create when there is none; retried on a concurrent write.
+ *
+ * @internal
+ */
+export async function raiseEpochRecord(store: LeaseStore, document: NewLease): Promise<void> {
+  const { id, epoch, timestampMs } = document;
   for (let attempt = 1; ; attempt++) {
     const stored = await store.read(id);
-    if (stored && stored.epoch >= lease.epoch) return;
+    if (stored && stored.epoch >= epoch) return;
     try {
-      if (stored) await store.replace({ ...stored, epoch: lease.epoch, timestampMs: lease.timestampMs });
-      else if (!(await store.createIfAbsent(goneDocument(id, lease)))) throw new LeaseConflictError(id, 'changed');
+      if (stored) await store.replace({ ...stored, epoch, timestampMs });
+      else if (!(await store.createIfAbsent(document))) throw new LeaseConflictError(id, 'changed');
       return;
     } catch (error) {
       if (!(error instanceof LeaseConflictError) || attempt >= 5) throw error;
