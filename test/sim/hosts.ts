@@ -239,6 +239,9 @@ export class Hosts {
       ...(world.startFrom ? { startFrom: world.startFrom } : {}),
       maxItemCount: settings.maxItemCount,
       maxInFlightChanges: settings.budget,
+      // `maxConcurrentReads`: in three runs of ten, hosts read at most 1–3 partitions at once (busy partitions first,
+      // idle polls queued), from a PRNG of its own; the others keep the default, far above their partitions.
+      ...readLimit(sim, name),
       scheduler: hostClock,
       // Two clocks, as a machine has them: lease time on the monotonic one (the scheduler), the timestamps
       // written into lease documents on the wall clock (skewed and stepped under the `clock` fault set).
@@ -415,4 +418,12 @@ export class Hosts {
       h.subscription.unsubscribe();
     });
   }
+}
+
+/** `maxConcurrentReads` for host `name`: 1–3 in three draws of ten (tallied `reads.limited`), else none (the default). */
+function readLimit(sim: Sim, name: string): { maxConcurrentReads?: number } {
+  const random = sim.randomFor(`reads:${name}`);
+  if (random() >= 0.3) return {};
+  sim.tally('reads.limited');
+  return { maxConcurrentReads: 1 + Math.floor(random() * 3) };
 }

@@ -685,7 +685,8 @@ describe('simulation: the SSE hub as an observer', () => {
     expect(violations).toEqual([]);
     expect(stats.faults['admin.reset']).toBeGreaterThan(0);
     expect(stats.faults['sse.resets']).toBeGreaterThan(0);
-    expect(stats.faults['sse.olderVersion']).toBeGreaterThan(0);
+    // Hosts drawing a read limit (`maxConcurrentReads`) moved this schedule past the older version's re-read: seed
+    // 1539 below still reaches it; this replay guards the reset scenario.
   });
   // sse-snapshot-behind (seed 801, a simulation bug): under startFrom 'now', an admin reset made partition 3's lease
   // anew, pinned at the new run's "now"; d71@72, written before it, was never read by anyone (owed to no one: the
