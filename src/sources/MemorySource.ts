@@ -1,10 +1,24 @@
-import { abortError, onAbort } from '../internal/abortWatch.js';
-import { hashString } from '../internal/random.js';
+import { abortError } from '../internal/abortWatch.js';
 import { asyncScheduler, type SchedulerLike } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import type { FeedMode, FeedRange, Partition, Position } from '../core/Partition.js';
-import { InvalidOptionsError, PartitionGoneError, RxfeedError, TransientError } from '../errors/index.js';
+import { InvalidOptionsError, PartitionGoneError, RxfeedError } from '../errors/index.js';
+import { ReadFaults, type MemoryFaults } from './memory/faults.js';
+import { KEY_END, hashKey, hexToKey, keyToHex } from './memory/keySpace.js';
+import {
+  collectPage,
+  firstAfterLsn,
+  firstAtOrAfterTime,
+  mergeLogs,
+  positionAtOrAfter,
+  positionOf,
+  lsnOf,
+  type Entry,
+  type MemoryPartition,
+} from './memory/log.js';
 import type { Page, ReadRequest, Source } from './Source.js';
+
+export type { MemoryFault, MemoryFaults } from './memory/faults.js';
 
 /** Options of {@link MemorySource}. */
 export interface MemorySourceOptions {
@@ -52,122 +66,9 @@ export interface MemoryWriteResult {
   readonly effectivePartitionKey: string;
 }
 
-/**
- * A fault to inject into reads. `count` is how many reads it affects (default 1; `Infinity` for all);
- * `partition` limits it to one partition id (default: any).
- *
- * - `throttle`: the read fails with a 429 {@link TransientError} carrying `retryAfterMs`;
- * - `transient`: the read fails with a {@link TransientError} (default status 503);
- * - `latency`: the read is delayed by `ms` (abortable through the read's signal);
- * - `error`: the read fails with `error` (e.g. a `ResourceGoneError`, or any unknown error).
- */
-export type MemoryFault =
-  | { readonly kind: 'throttle'; readonly retryAfterMs: number; readonly count?: number; readonly partition?: string }
-  | { readonly kind: 'transient'; readonly statusCode?: number; readonly count?: number; readonly partition?: string }
-  | { readonly kind: 'latency'; readonly ms: number; readonly count?: number; readonly partition?: string }
-  | { readonly kind: 'error'; readonly error: Error; readonly count?: number; readonly partition?: string };
-
-/** The fault injector of a {@link MemorySource}. */
-export interface MemoryFaults {
-  /** Adds a fault; faults apply in the order added. */
-  add(fault: MemoryFault): void;
-  /** Removes every pending fault. */
-  clear(): void;
-  /** Number of faults still pending. */
-  readonly pending: number;
-}
-
-interface Entry<T> {
-  readonly change: Change<T>;
-  /** Effective key (numeric hash), to filter a parent's log into its children. */
-  readonly key: number;
-  /** The change is a delete (LatestVersion mode hides it). */
-  readonly deleted: boolean;
-  /** A later write of the same document exists (LatestVersion mode hides this entry). */
-  superseded: boolean;
-}
-
-interface MemoryPartition<T> {
-  readonly partition: Partition;
-  /** Numeric range `[min, max)` of hashed keys. */
-  readonly min: number;
-  readonly max: number;
-  /** Entries in LSN order (shared with the parent's, filtered to this range, after a split). */
-  readonly log: Entry<T>[];
-  lsn: number;
-  lastTimestampMs: number;
-  gone: boolean;
-  /** Timestamps never decrease along the log (false for a merged log, whose parents' entries interleave). */
-  readonly timeOrdered: boolean;
-}
-
 interface StoredDocument<T> {
   readonly document: T;
   readonly entry: Entry<T>;
-}
-
-/** Hashed keys live in `[0, KEY_END)`; `KEY_END` is written as `'FF'`, the exclusive end of the key space. */
-const KEY_END = 0xff000000;
-const POSITION_PREFIX = 'mem:';
-
-function hexToKey(hex: string): number {
-  if (hex === '') return 0;
-  if (hex === 'FF') return KEY_END;
-  return parseInt(hex, 16);
-}
-
-function keyToHex(key: number): string {
-  if (key <= 0) return '';
-  if (key >= KEY_END) return 'FF';
-  return key.toString(16).toUpperCase().padStart(8, '0');
-}
-
-/** FNV-1a over the key's string form, mixed and folded into the key space. */
-function hashKey(value: unknown): number {
-  return hashString(typeof value === 'string' ? value : JSON.stringify(value)) % KEY_END;
-}
-
-function positionOf(lsn: number): Position {
-  return `${POSITION_PREFIX}${lsn}`;
-}
-
-function lsnOf(position: Position): number {
-  const lsn = position.startsWith(POSITION_PREFIX) ? Number(position.slice(POSITION_PREFIX.length)) : Number.NaN;
-  if (!Number.isInteger(lsn) || lsn < 0) {
-    throw new RxfeedError(`position ${JSON.stringify(position)} was not made by a MemorySource`);
-  }
-  return lsn;
-}
-
-/** Index of the first entry whose LSN is greater than `lsn`. */
-function firstAfterLsn<T>(log: readonly Entry<T>[], lsn: number): number {
-  let lo = 0;
-  let hi = log.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (log[mid]!.change.lsn <= lsn) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-/**
- * Index of the first entry committed at or after `timestampMs`. A log whose timestamps are not ordered (a
- * merged one) is scanned: reading from that index may return some older entries too, never misses one.
- */
-function firstAtOrAfterTime<T>(log: readonly Entry<T>[], timestampMs: number, timeOrdered = true): number {
-  if (!timeOrdered) {
-    const index = log.findIndex((e) => e.change.timestampMs >= timestampMs);
-    return index < 0 ? log.length : index;
-  }
-  let lo = 0;
-  let hi = log.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (log[mid]!.change.timestampMs < timestampMs) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
 }
 
 function documentId(document: unknown): string {
@@ -207,12 +108,11 @@ export class MemorySource<T = unknown> implements Source<T> {
   readonly faults: MemoryFaults;
 
   readonly #now: () => number;
-  readonly #scheduler: SchedulerLike;
   readonly #partitions = new Map<string, MemoryPartition<T>>();
   /** Live partitions ordered by range. */
   #live: MemoryPartition<T>[] = [];
   readonly #documents = new Map<string, StoredDocument<T>>();
-  readonly #faults: { fault: MemoryFault; left: number }[] = [];
+  readonly #faults: ReadFaults;
   readonly #drainGone: boolean;
   #nextId = 0;
   #writes = 0;
@@ -232,25 +132,12 @@ export class MemorySource<T = unknown> implements Source<T> {
     this.mode = mode;
     this.description = options.description ?? 'memory';
     this.#now = options.now ?? Date.now;
-    this.#scheduler = options.scheduler ?? asyncScheduler;
     this.#drainGone = options.drainGone ?? false;
     for (let i = 0; i < count; i++) {
       this.#addPartition(Math.floor((i * KEY_END) / count), Math.floor(((i + 1) * KEY_END) / count), [], 0, 0);
     }
-    const faults = this.#faults;
-    this.faults = {
-      add(fault: MemoryFault): void {
-        const left = fault.count ?? 1;
-        if (!(left > 0)) throw new InvalidOptionsError('count', 'a fault needs a positive count (or Infinity)');
-        faults.push({ fault, left });
-      },
-      clear(): void {
-        faults.length = 0;
-      },
-      get pending(): number {
-        return faults.length;
-      },
-    };
+    this.#faults = new ReadFaults(options.scheduler ?? asyncScheduler);
+    this.faults = this.#faults.controls;
   }
 
   /** Total number of changes written (creates, replaces, deletes). */
@@ -369,16 +256,7 @@ export class MemorySource<T = unknown> implements Source<T> {
     if (left.max !== right.min) throw new RxfeedError(`partitions ${leftId} and ${rightId} are not adjacent (left's range must end where right's starts)`);
     left.gone = true;
     right.gone = true;
-    // Both logs, in LSN order (equal LSNs of the two parents stay together, the left one's first).
-    const log: Entry<T>[] = [];
-    let i = 0;
-    let j = 0;
-    while (i < left.log.length || j < right.log.length) {
-      const a = left.log[i];
-      const b = right.log[j];
-      if (b === undefined || (a !== undefined && a.change.lsn <= b.change.lsn)) log.push(left.log[i++]!);
-      else log.push(right.log[j++]!);
-    }
+    const log = mergeLogs(left.log, right.log);
     const child = this.#addPartition(left.min, right.max, log, Math.max(left.lsn, right.lsn), Math.max(left.lastTimestampMs, right.lastTimestampMs), [leftId, rightId], false);
     this.#live = this.#live.filter((p) => p !== left && p !== right);
     return child.partition;
@@ -390,11 +268,12 @@ export class MemorySource<T = unknown> implements Source<T> {
     if (signal?.aborted) throw abortError(signal);
     const epk = this.#epk(request.partition);
     const target = epk?.target ?? this.#get(request.partition.id);
-    await this.#applyFaults(request.partition.id, signal);
+    await this.#faults.apply(request.partition.id, signal);
     if (epk === null) throw new PartitionGoneError(request.partition.id);
     const max = request.maxItemCount;
     if (!Number.isInteger(max) || max < 1) throw new RxfeedError(`maxItemCount must be a positive integer, got ${max}`);
     const inRange = epk ? (e: Entry<T>) => e.key >= epk.min && e.key < epk.max : () => true;
+    const latestOnly = this.mode === 'latestVersion';
 
     const from = request.from;
     let start: number;
@@ -411,21 +290,7 @@ export class MemorySource<T = unknown> implements Source<T> {
     // A gone partition answers what it held until it is read to the end (with `drainGone`), then is gone.
     if (target.gone && !(this.#drainGone && start < target.log.length)) throw new PartitionGoneError(target.partition.id);
 
-    const changes: Change<T>[] = [];
-    const log = target.log;
-    const latestOnly = this.mode === 'latestVersion';
-    let i = start;
-    for (; i < log.length && changes.length < max; i++) {
-      const entry = log[i]!;
-      if (!inRange(entry) || (latestOnly && (entry.superseded || entry.deleted))) continue;
-      changes.push(entry.change);
-    }
-    // A merged log holds equal LSNs of its two parents: a page never ends between them (one transaction).
-    const last = changes[changes.length - 1];
-    for (; last && i < log.length && log[i]!.change.lsn === last.lsn; i++) {
-      const entry = log[i]!;
-      if (inRange(entry) && !(latestOnly && (entry.superseded || entry.deleted))) changes.push(entry.change);
-    }
+    const changes = collectPage(target.log, start, max, (entry) => inRange(entry) && !(latestOnly && (entry.superseded || entry.deleted)));
     // A full page resumes after its last change; otherwise everything up to the end was scanned (including
     // entries this mode hides), so the position is the partition's latest LSN.
     const lsn = changes.length >= max ? changes[changes.length - 1]!.lsn : target.lsn;
@@ -459,9 +324,7 @@ export class MemorySource<T = unknown> implements Source<T> {
     const target = epk?.target ?? this.#get(partition.id);
     if (target.gone) throw new PartitionGoneError(target.partition.id);
     if (at === 'now') return positionOf(target.lsn);
-    const first = at === 'beginning' ? 0 : firstAtOrAfterTime(target.log, at.getTime(), target.timeOrdered);
-    if (!target.timeOrdered) return positionOf(first < target.log.length ? target.log[first]!.change.lsn - 1 : target.lsn);
-    return positionOf(first > 0 ? target.log[first - 1]!.change.lsn : (target.log[0]?.change.lsn ?? target.lsn + 1) - 1);
+    return positionAtOrAfter(target, at);
   }
 
   /**
@@ -544,43 +407,5 @@ export class MemorySource<T = unknown> implements Source<T> {
     else this.#documents.set(docKey, { document: document as T, entry });
     this.#writes++;
     return { partition: target.partition.id, lsn, effectivePartitionKey: keyToHex(key) };
-  }
-
-  async #applyFaults(partitionId: string, signal: AbortSignal | undefined): Promise<void> {
-    const index = this.#faults.findIndex((f) => f.fault.partition === undefined || f.fault.partition === partitionId);
-    if (index < 0) return;
-    const slot = this.#faults[index]!;
-    if (--slot.left <= 0) this.#faults.splice(index, 1);
-    const fault = slot.fault;
-    switch (fault.kind) {
-      case 'throttle':
-        throw new TransientError('request rate is too large (injected)', {
-          statusCode: 429,
-          retryAfterMs: fault.retryAfterMs,
-        });
-      case 'transient':
-        throw new TransientError('service unavailable (injected)', { statusCode: fault.statusCode ?? 503 });
-      case 'error':
-        throw fault.error;
-      case 'latency':
-        await this.#delay(fault.ms, signal);
-        if (signal?.aborted) throw abortError(signal);
-    }
-  }
-
-  #delay(ms: number, signal: AbortSignal | undefined): Promise<void> {
-    return new Promise((resolve, reject) => {
-      if (signal?.aborted) return reject(abortError(signal));
-      const stopWatching = signal
-        ? onAbort(signal, () => {
-            task.unsubscribe();
-            reject(abortError(signal));
-          })
-        : undefined;
-      const task = this.#scheduler.schedule(() => {
-        stopWatching?.();
-        resolve();
-      }, ms);
-    });
   }
 }
