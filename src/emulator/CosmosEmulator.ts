@@ -2,11 +2,11 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { InvalidOptionsError } from '../errors/InvalidOptionsError.js';
 import { logger } from '../internal/log.js';
-import { CosmosHttpError } from './errors.js';
+import { adminRequest } from './admin.js';
 import { FaultSet, seededRandom, type FaultHandle, type FaultRule } from './faults.js';
 import type { CrossPartitionQueries } from './handlers/context.js';
 import { QueryEngine, type SqlEngineChoice } from './QueryEngine.js';
-import { RequestHandler, type LoggedRequest, type Reply, type ServerContext } from './server.js';
+import { RequestHandler, type LoggedRequest, type ServerContext } from './server.js';
 import { inProcessClient, type EmulatorHttpClient } from './inProcess.js';
 import { Store, type Doc, type RangeState } from './store/Store.js';
 import { partitionsForThroughput } from './store/ranges.js';
@@ -181,7 +181,7 @@ export class CosmosEmulator {
       store,
       faults: faultSet,
       record: (entry) => this.#record(entry),
-      admin: (method, segments, body) => this.#adminRequest(method, segments, body),
+      admin: (method, segments, body) => adminRequest(this, method, segments, body),
       log: (message) => this.#log(message),
     });
     this.#server = createServer((req, res) => {
@@ -445,45 +445,6 @@ export class CosmosEmulator {
   #record(entry: LoggedRequest): void {
     this.#requestLog.push(entry);
     if (this.#requestLog.length > this.#requestLogSize) this.#requestLog.shift();
-  }
-
-  /** `/_emulator/...`: the admin operations over HTTP, for an emulator running in another process. */
-  #adminRequest(method: string, segments: string[], body: unknown): Reply {
-    const b = (body ?? {}) as Record<string, unknown>;
-    const str = (k: string): string => {
-      if (typeof b[k] !== 'string') throw new CosmosHttpError(400, `admin request needs a string "${k}"`);
-      return b[k];
-    };
-    const route = `${method} ${segments[0] ?? ''}`;
-    try {
-      switch (route) {
-        case 'GET ranges':
-          return { status: 200, body: this.partitionKeyRanges(segments[1] ?? '', segments[2] ?? '') };
-        case 'POST split': {
-          const boundary = typeof b['boundary'] === 'string' ? { boundary: b['boundary'] } : {};
-          return { status: 200, body: this.split(str('databaseId'), str('containerId'), str('rangeId'), boundary) };
-        }
-        case 'POST merge':
-          return { status: 200, body: this.merge(str('databaseId'), str('containerId'), str('leftRangeId'), str('rightRangeId')) };
-        case 'POST faults':
-          return { status: 201, body: { id: this.injectFault(b as unknown as FaultRule).id } };
-        case 'DELETE faults':
-          this.clearFaults();
-          return { status: 204 };
-        case 'POST reset':
-          this.reset();
-          return { status: 204 };
-        case 'GET dump':
-          return { status: 200, body: this.dump() };
-        case 'GET requests':
-          return { status: 200, body: this.requests() };
-        default:
-          throw new CosmosHttpError(404, `no admin operation ${route}; see the CosmosEmulator docs`);
-      }
-    } catch (err) {
-      if (err instanceof CosmosHttpError) throw err;
-      throw new CosmosHttpError(400, err instanceof Error ? err.message : String(err));
-    }
   }
 }
 
