@@ -1,6 +1,6 @@
 import { CosmosHttpError } from './errors.js';
 import { comparePositions, type PositionedDoc } from './store/Store.js';
-import { parseBuiltinQuery, QuerySyntaxError, UnsupportedQueryError, type BuiltinQuery } from './sql.js';
+import { parseBuiltinQuery, QuerySyntaxError, UnsupportedQueryError, type BuiltinQuery } from './sql/index.js';
 
 /** The optional full SQL engine could not be loaded. */
 class FullEngineMissing extends Error {}

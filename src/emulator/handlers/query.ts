@@ -2,7 +2,7 @@ import { queryCharge } from '../charges.js';
 import { CosmosHttpError } from '../errors.js';
 import { MAX_EPK, MIN_EPK } from '../hash.js';
 import { header, maxItems, partitionKeyOf, type Headers, type Reply } from '../http.js';
-import { UnsupportedQueryError } from '../sql.js';
+import { UnsupportedQueryError } from '../sql/index.js';
 import type { ContainerState, Doc, DocumentScope } from '../store/Store.js';
 import type { HandlerContext, RoutedRequest } from './context.js';
 
