@@ -20,6 +20,65 @@ const children: Partition[] = [
   { id: '3', range: { minInclusive: '', maxExclusive: '7F' }, parents: ['2'] },
   { id: '4', range: { minInclusive: '7F', maxExclusive: 'FF' }, parents: ['2'] },
 ];
+const quietLog = Object.assign(() => undefined, { enabled: false }) as unknown as BootstrapContext['log'];
+
+/** A bootstrap context with this file's settings (a 1 s expiration, claim 1, no log, no waits); `fields` set the rest. */
+function bootstrapContext(fields: Pick<BootstrapContext, 'store' | 'naming' | 'retryMs' | 'listPartitions'> & Partial<BootstrapContext>): BootstrapContext {
+  return {
+    expirationMs: 1_000,
+    stopped: () => false,
+    delay: async () => undefined,
+    log: quietLog,
+    warn: () => undefined,
+    claim: 1,
+    clock: () => 0,
+    background: () => undefined,
+    ...fields,
+  };
+}
+
+/** A store that hands each call to `inner` (its five methods only), but for the methods `overrides` gives. */
+function passThrough(inner: LeaseStore, overrides: Partial<LeaseStore>): LeaseStore {
+  return {
+    list: (prefix) => inner.list(prefix),
+    read: (id) => inner.read(id),
+    replace: (lease) => inner.replace(lease),
+    delete: (lease) => inner.delete(lease),
+    createIfAbsent: (lease: NewLease) => inner.createIfAbsent(lease),
+    ...overrides,
+  };
+}
+
+/**
+ * Hosts on one virtual clock whose reads lag the store's writes by 300 ms: `context` makes a host's bootstrap
+ * context (its store a lagging session by default, its listing the parent only by default), `finish` stops
+ * their background work and answers the partitions left with leases.
+ */
+function laggingHosts() {
+  const clock = new VirtualClock(0);
+  const inner = new MemoryLeaseStore();
+  const lagging = laggingLeaseStore(inner, clock, 300);
+  const stop = new AbortController();
+  const never = new AbortController().signal;
+  const background: Promise<unknown>[] = [];
+  const context = (owner: string, store: LeaseStore = lagging.session(owner), partitions: readonly Partition[] = [parent]): BootstrapContext =>
+    bootstrapContext({
+      store,
+      naming: namingOf('p.', 'rxfeed', owner, 'latestVersion', () => clock.now()),
+      retryMs: 100,
+      listPartitions: async () => partitions,
+      stopped: () => stop.signal.aborted,
+      delay: (ms) => sleep(ms, clock, stop.signal),
+      clock: () => clock.now(),
+      background: (work) => background.push(work),
+    });
+  const finish = async (): Promise<string[]> => {
+    stop.abort();
+    await Promise.all(background);
+    return inner.snapshot().map((l) => l.leaseToken).filter((t) => !t.startsWith('.')).sort();
+  };
+  return { clock, inner, lagging, never, context, finish };
+}
 
 describe('bootstrap after another host just finished one', () => {
   it('lists the leases once its lock is taken: the other host\'s leases cover its partitions, it creates none', async () => {
@@ -36,30 +95,13 @@ describe('bootstrap after another host just finished one', () => {
       await inner.createIfAbsent(markerDocument(a, infoId(a.markerPrefix)));
       await inner.delete((await inner.read(lockId(a.markerPrefix)))!);
     };
-    const store: LeaseStore = {
-      list: (prefix) => inner.list(prefix),
-      read: (id) => inner.read(id),
-      replace: (lease) => inner.replace(lease),
-      delete: (lease) => inner.delete(lease),
+    const store = passThrough(inner, {
       createIfAbsent: async (lease: NewLease) => {
         if (lease.id === lockId(a.markerPrefix)) await finishA();
         return inner.createIfAbsent(lease);
       },
-    };
-    const ctx: BootstrapContext = {
-      store,
-      naming: naming('b'),
-      expirationMs: 1_000,
-      retryMs: 10,
-      listPartitions: async () => children,
-      stopped: () => false,
-      delay: async () => undefined,
-      log: Object.assign(() => undefined, { enabled: false }) as unknown as BootstrapContext['log'],
-      warn: () => undefined,
-      claim: 1,
-      clock: () => 0,
-      background: () => undefined,
-    };
+    });
+    const ctx = bootstrapContext({ store, naming: naming('b'), retryMs: 10, listPartitions: async () => children });
     const result = await bootstrapLeases(ctx);
     expect(result.created).toEqual([]);
     const tokens = (await inner.list('p.')).leases.map((l) => l.leaseToken).filter((t) => !t.startsWith('.'));
@@ -87,31 +129,21 @@ describe('a bootstrap lock judged by a host whose wall clock runs ahead', () => 
       }
     };
     const deletedByB: string[] = [];
-    const store: LeaseStore = {
-      list: (prefix) => inner.list(prefix),
-      read: (id) => inner.read(id),
-      replace: (lease) => inner.replace(lease),
+    const store = passThrough(inner, {
       delete: async (lease) => {
         deletedByB.push(lease.id);
         await inner.delete(lease);
       },
-      createIfAbsent: (lease: NewLease) => inner.createIfAbsent(lease),
-    };
-    const ctx: BootstrapContext = {
+    });
+    const ctx = bootstrapContext({
       store,
       naming: b,
-      expirationMs: 1_000,
       retryMs: 100,
       // b's listing lags a split a's bootstrap saw: a lease of its own would be a gone parent's beside children.
       listPartitions: async () => [parent],
-      stopped: () => false,
       delay: advance,
-      log: Object.assign(() => undefined, { enabled: false }) as unknown as BootstrapContext['log'],
-      warn: () => undefined,
-      claim: 1,
       clock: () => local,
-      background: () => undefined,
-    };
+    });
     const result = await bootstrapLeases(ctx);
     expect(result.created).toEqual([]);
     expect(deletedByB).toEqual([]);
@@ -130,27 +162,8 @@ describe('a bootstrap that finished, and a host whose reads lag it', () => {
    * (`deposed-view-write-accepted`, seeds 433, 866, 1091 of `--faults all`).
    */
   it('keeps its lock for an expiration after .info landed: the host that lags sees .info and creates nothing', async () => {
-    const clock = new VirtualClock(0);
-    const inner = new MemoryLeaseStore();
-    const lagging = laggingLeaseStore(inner, clock, 300);
-    const naming = (owner: string) => namingOf('p.', 'rxfeed', owner, 'latestVersion', () => clock.now());
-    const stop = new AbortController();
-    const background: Promise<unknown>[] = [];
-    const context = (owner: string, partitions: readonly Partition[]): BootstrapContext => ({
-      store: lagging.session(owner),
-      naming: naming(owner),
-      expirationMs: 1_000,
-      retryMs: 100,
-      listPartitions: async () => partitions,
-      stopped: () => stop.signal.aborted,
-      delay: (ms) => sleep(ms, clock, stop.signal),
-      log: Object.assign(() => undefined, { enabled: false }) as unknown as BootstrapContext['log'],
-      warn: () => undefined,
-      claim: 1,
-      clock: () => clock.now(),
-      background: (work) => background.push(work),
-    });
-    const a = context('a', [parent]);
+    const { clock, inner, context, finish } = laggingHosts();
+    const a = context('a');
     const { created } = await bootstrapLeases(a);
     expect(created.map((l) => [l.leaseToken, l.owner, l.epoch])).toEqual([['2', 'a', 1]]);
     // a's reader found 2 gone at once: the children, one epoch above, then the parent deleted (the mark is left
@@ -161,40 +174,17 @@ describe('a bootstrap that finished, and a host whose reads lag it', () => {
     expect(await inner.read(infoId(a.naming.markerPrefix))).toBeDefined();
     // b starts now, its listing of the partitions from before the split.
     let settled = false;
-    const b = bootstrapLeases(context('b', [parent])).finally(() => (settled = true));
+    const b = bootstrapLeases(context('b')).finally(() => (settled = true));
     await clock.advanceUntil(() => settled, 5_000, 50);
     const result = await b;
     expect(result.created).toEqual([]);
     // a removes its lock once the expiration passed.
     await clock.advance(1_000);
     expect(inner.snapshot().map((l) => l.id)).not.toContain(lockId(a.naming.markerPrefix));
-    stop.abort();
-    await Promise.all(background);
-    const tokens = inner.snapshot().map((l) => l.leaseToken).filter((t) => !t.startsWith('.')).sort();
-    expect(tokens).toEqual(['3', '4']);
+    expect(await finish()).toEqual(['3', '4']);
   });
   it('reads .info again once the lock is its own: a lock create that lands after the hold finds .info, not a listing that lags a replacement', async () => {
-    const clock = new VirtualClock(0);
-    const inner = new MemoryLeaseStore();
-    const lagging = laggingLeaseStore(inner, clock, 300);
-    const naming = (owner: string) => namingOf('p.', 'rxfeed', owner, 'latestVersion', () => clock.now());
-    const stop = new AbortController();
-    const never = new AbortController().signal;
-    const background: Promise<unknown>[] = [];
-    const context = (owner: string, store: LeaseStore): BootstrapContext => ({
-      store,
-      naming: naming(owner),
-      expirationMs: 1_000,
-      retryMs: 100,
-      listPartitions: async () => [parent],
-      stopped: () => stop.signal.aborted,
-      delay: (ms) => sleep(ms, clock, stop.signal),
-      log: Object.assign(() => undefined, { enabled: false }) as unknown as BootstrapContext['log'],
-      warn: () => undefined,
-      claim: 1,
-      clock: () => clock.now(),
-      background: (work) => background.push(work),
-    });
+    const { clock, lagging, never, context, finish } = laggingHosts();
     const a = context('a', lagging.session('a'));
     let claimed: Lease | undefined;
     // b read `.info` before a's bootstrap; its lock create is slow, and lands 1.5 s later, after a's hold.
@@ -218,33 +208,10 @@ describe('a bootstrap that finished, and a host whose reads lag it', () => {
     await a.store.delete(claimed!);
     await clock.advanceUntil(() => settled, 5_000, 50);
     expect((await result).created).toEqual([]);
-    stop.abort();
-    await Promise.all(background);
-    const tokens = inner.snapshot().map((l) => l.leaseToken).filter((t) => !t.startsWith('.')).sort();
-    expect(tokens).toEqual(['3', '4']);
+    expect(await finish()).toEqual(['3', '4']);
   });
   it('touches its lock as .info lands: a host that waited on it since its create counts its expiration from then, not from the create', async () => {
-    const clock = new VirtualClock(0);
-    const inner = new MemoryLeaseStore();
-    const lagging = laggingLeaseStore(inner, clock, 300);
-    const naming = (owner: string) => namingOf('p.', 'rxfeed', owner, 'latestVersion', () => clock.now());
-    const stop = new AbortController();
-    const never = new AbortController().signal;
-    const background: Promise<unknown>[] = [];
-    const context = (owner: string, store: LeaseStore): BootstrapContext => ({
-      store,
-      naming: naming(owner),
-      expirationMs: 1_000,
-      retryMs: 100,
-      listPartitions: async () => [parent],
-      stopped: () => stop.signal.aborted,
-      delay: (ms) => sleep(ms, clock, stop.signal),
-      log: Object.assign(() => undefined, { enabled: false }) as unknown as BootstrapContext['log'],
-      warn: () => undefined,
-      claim: 1,
-      clock: () => clock.now(),
-      background: (work) => background.push(work),
-    });
+    const { clock, inner, lagging, never, context, finish } = laggingHosts();
     // a's lease creates are slow: its bootstrap takes 900 ms of a 1 000 ms expiration.
     const aSession = lagging.session('a');
     const a = context('a', {
@@ -269,9 +236,6 @@ describe('a bootstrap that finished, and a host whose reads lag it', () => {
     await aSession.delete(claimed!);
     await clock.advanceUntil(() => settled, 5_000, 50);
     expect((await result).created).toEqual([]);
-    stop.abort();
-    await Promise.all(background);
-    const tokens = inner.snapshot().map((l) => l.leaseToken).filter((t) => !t.startsWith('.')).sort();
-    expect(tokens).toEqual(['3', '4']);
+    expect(await finish()).toEqual(['3', '4']);
   });
 });
