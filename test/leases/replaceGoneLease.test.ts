@@ -36,6 +36,41 @@ async function splitParent(checkpoint: Position) {
   return { store, lease, ctx, ownership };
 }
 
+/** Partition 0 split into 1 and 2; a's replacement of lease 0 (epoch 3, pos-5) creates 1 and 2, its delete fails. */
+async function staleParent() {
+  const store = new MemoryLeaseStore();
+  const parts = new FakePartitions(1);
+  const grandparent = parts.list[0]!;
+  const lease = (await store.createIfAbsent({
+    id: 'p.0', leaseToken: '0', feedRange: grandparent.range, owner: 'a', continuation: 'pos-5', timestampMs: 0, epoch: 3, mode: 'latestVersion', properties: {},
+  }))!;
+  parts.split('0'); // into 1 and 2
+  const owned = { current: lease, epoch: 3, leaseToken: '0', partition: grandparent, parentDeleteSent: false };
+  await expect(replaceGoneLease({ store: failingDeleteOnce(store), naming: naming('a'), listPartitions: parts.listPartitions }, owned, 'pos-5')).rejects.toThrow(/injected/);
+  expect((await store.read('p.1'))!.properties[PARENT_LEASE]).toBe('0');
+  return { store, parts, owned };
+}
+
+/** `store` whose first delete fails with an injected transient error. */
+function failingDeleteOnce(store: LeaseStore): LeaseStore {
+  const env = new FaultEnv({ seed: 1, scheduler: new VirtualClock() });
+  return faultyLeaseStore(store, { delete: [{ kind: 'transient', count: 1 }] }, env);
+}
+
+/**
+ * Partition 0 split into two children beside partition 1; lease p.0 (over the children's range) owned by `a`
+ * under epoch 1 at pos-5. `two`, `three` and `one` are the children and partition 1.
+ */
+async function splitBesideNeighbour() {
+  const store = new MemoryLeaseStore();
+  const parts = new FakePartitions(2);
+  const [left, right] = parts.split('0');
+  const [two, three, one] = [parts.list.find((p) => p.id === left)!, parts.list.find((p) => p.id === right)!, parts.list.find((p) => p.id === '1')!];
+  const lease = (await store.createIfAbsent({ id: 'p.0', leaseToken: '0', feedRange: { minInclusive: two.range.minInclusive, maxExclusive: three.range.maxExclusive }, owner: 'a', continuation: 'pos-5', timestampMs: 0, epoch: 1, mode: 'latestVersion', properties: {} }))!;
+  const owned = { current: lease, epoch: 1, leaseToken: '0', partition: { id: '0', range: lease.feedRange! }, parentDeleteSent: false };
+  return { store, parts, left, right, two, three, one, lease, owned };
+}
+
 describe('replaceGoneLease', () => {
   it('creates the children at the parent stored checkpoint and deletes the parent', async () => {
     const { store, lease, ctx, ownership } = await splitParent('pos-5');
@@ -91,11 +126,12 @@ describe('replaceGoneLease', () => {
     let touch: ((l: Lease) => Promise<void>) | undefined = async (l) => {
       await store.replace({ ...l, properties: { ...l.properties, [RELEASED_BY]: 'c', [RELEASED_AT]: '1' } });
     };
-    const racing = { ...ctx('a'), store: withDelete(store, async (l) => {
+    const touchOnce = async (l: Lease) => {
       const t = touch;
       touch = undefined;
       await t?.(l);
-    }) };
+    };
+    const racing = { ...ctx('a'), store: withDelete(store, touchOnce) };
     expect(await replaceGoneLease(racing, ownership(lease), 'pos-5')).toMatchObject({ kind: 'replaced' });
     expect(await store.read('p.0')).toBeUndefined();
 
@@ -103,11 +139,7 @@ describe('replaceGoneLease', () => {
     touch = async (l) => {
       await second.store.replace({ ...l, owner: 'b', epoch: l.epoch + 1 }); // b takes the parent over
     };
-    const raced = { ...second.ctx('a'), store: withDelete(second.store, async (l) => {
-      const t = touch;
-      touch = undefined;
-      await t?.(l);
-    }) };
+    const raced = { ...second.ctx('a'), store: withDelete(second.store, touchOnce) };
     expect(await replaceGoneLease(raced, second.ownership(second.lease), 'pos-5')).toEqual({ kind: 'fenced', owner: 'b' });
     expect(await second.store.read('p.0')).toMatchObject({ owner: 'b', epoch: 4 }); // not deleted under b
   });
@@ -125,18 +157,8 @@ describe('replaceGoneLease', () => {
 
 describe('a retry after its children split again (the simulation, seed 44 of --faults all)', () => {
   it("leaves a child's own children to it: none is created from the grandparent's older checkpoint", async () => {
-    const store = new MemoryLeaseStore();
-    const parts = new FakePartitions(1);
-    const grandparent = parts.list[0]!;
-    const lease = (await store.createIfAbsent({
-      id: 'p.0', leaseToken: '0', feedRange: grandparent.range, owner: 'a', continuation: 'pos-5', timestampMs: 0, epoch: 3, mode: 'latestVersion', properties: {},
-    }))!;
-    parts.split('0'); // into 1 and 2
     // a's first attempt creates 1 and 2 at pos-5; its delete of the parent fails.
-    const env = new FaultEnv({ seed: 1, scheduler: new VirtualClock() });
-    const failingDelete = faultyLeaseStore(store, { delete: [{ kind: 'transient', count: 1 }] }, env);
-    const owned = { current: lease, epoch: 3, leaseToken: '0', partition: grandparent, parentDeleteSent: false };
-    await expect(replaceGoneLease({ store: failingDelete, naming: naming('a'), listPartitions: parts.listPartitions }, owned, 'pos-5')).rejects.toThrow(/injected/);
+    const { store, parts, owned } = await staleParent();
     // b takes child 1 and reads it on to pos-9; then partition 1 splits too (into 3 and 4).
     const child = (await store.read('p.1'))!;
     await store.replace({ ...child, owner: 'b', epoch: 4, continuation: 'pos-9', properties: withoutSignals(child.properties) });
@@ -170,23 +192,6 @@ describe('a retry after its children split again (the simulation, seed 44 of --f
 });
 
 describe("a parent whose delete never landed, beside its child (the simulation, seeds 9 and 226 of issue 25's fault sets)", () => {
-  /** Partition 0 split into 1 and 2; a's replacement of lease 0 (epoch 3, pos-5) creates 1 and 2, its delete fails. */
-  async function staleParent() {
-    const store = new MemoryLeaseStore();
-    const parts = new FakePartitions(1);
-    const grandparent = parts.list[0]!;
-    const lease = (await store.createIfAbsent({
-      id: 'p.0', leaseToken: '0', feedRange: grandparent.range, owner: 'a', continuation: 'pos-5', timestampMs: 0, epoch: 3, mode: 'latestVersion', properties: {},
-    }))!;
-    parts.split('0'); // into 1 and 2
-    const env = new FaultEnv({ seed: 1, scheduler: new VirtualClock() });
-    const failingDelete = faultyLeaseStore(store, { delete: [{ kind: 'transient', count: 1 }] }, env);
-    const owned = { current: lease, epoch: 3, leaseToken: '0', partition: grandparent, parentDeleteSent: false };
-    await expect(replaceGoneLease({ store: failingDelete, naming: naming('a'), listPartitions: parts.listPartitions }, owned, 'pos-5')).rejects.toThrow(/injected/);
-    expect((await store.read('p.1'))!.properties[PARENT_LEASE]).toBe('0');
-    return { store, parts };
-  }
-
   it("the parent's replacement leaves a grandchild its child created untaken where the child stood (seed 226)", async () => {
     const { store, parts } = await staleParent();
     // b takes child 1 (created at epoch 4, taken at 5) and reads it on to pos-9; partition 1 splits (into 3
@@ -220,10 +225,8 @@ describe("a parent whose delete never landed, beside its child (the simulation, 
     const epk = (await store.createIfAbsent({
       id: 'p.-8000', leaseToken: '-8000', feedRange: one.range, owner: 'a', continuation: 'pos-5', timestampMs: 0, epoch: 3, mode: 'latestVersion', properties: {},
     }))!;
-    const env = new FaultEnv({ seed: 1, scheduler: new VirtualClock() });
-    const failingDelete = faultyLeaseStore(store, { delete: [{ kind: 'transient', count: 1 }] }, env);
     const ownedEpk = { current: epk, epoch: 3, leaseToken: '-8000', partition: { id: '-8000', range: one.range }, parentDeleteSent: false };
-    await expect(replaceGoneLease({ store: failingDelete, naming: naming('a'), listPartitions: parts.listPartitions }, ownedEpk, 'pos-5')).rejects.toThrow(/injected/);
+    await expect(replaceGoneLease({ store: failingDeleteOnce(store), naming: naming('a'), listPartitions: parts.listPartitions }, ownedEpk, 'pos-5')).rejects.toThrow(/injected/);
     // b takes lease 1, reads on to pos-9; partition 1 splits into 3 and 4.
     const child = (await store.read('p.1'))!;
     const taken = await store.replace({ ...child, owner: 'b', epoch: 5, continuation: 'pos-9', properties: withoutSignals(child.properties) });
@@ -319,9 +322,8 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
 
   it('notes the children on the parent once all exist: a retry or a finisher never creates again a child replaced since (seed 209 of --faults all)', async () => {
     const { store, lease, ctx, ownership } = await splitParent('pos-5');
-    const failing: LeaseStore = { ...methodsOf(store), delete: async () => Promise.reject(new Error('delete failed')), tombstone: async () => Promise.reject(new Error('delete failed')) };
     const owned = ownership(lease);
-    await expect(replaceGoneLease({ ...ctx('a'), store: failing }, owned, 'pos-5')).rejects.toThrow('delete failed');
+    await expect(replaceGoneLease({ ...ctx('a'), store: failingDeletes(store, 'delete failed') }, owned, 'pos-5')).rejects.toThrow('delete failed');
     const noted = (await store.read('p.0'))!;
     expect(noted.properties).toEqual({ [REPLACED_AT_EPOCH]: '3', [REPLACEMENT_CHILDREN]: '[["1","","8000"],["2","8000","FF"]]', [REPLACED_BY]: '1,2' });
     // Child 1 is taken, read, gone in turn and replaced by its own children (deleted); its listing lags.
@@ -330,7 +332,7 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
     expect((await store.list('p.')).leases.map((l) => l.id)).toEqual(['p.2']);
     // The same for a host finishing it after the owner crashed (a fresh ownership object knows nothing).
     const second = await splitParent('pos-5');
-    await expect(replaceGoneLease({ ...second.ctx('a'), store: { ...methodsOf(second.store), delete: async () => Promise.reject(new Error('crashed')), tombstone: async () => Promise.reject(new Error('crashed')) } }, second.ownership(second.lease), 'pos-5')).rejects.toThrow('crashed');
+    await expect(replaceGoneLease({ ...second.ctx('a'), store: failingDeletes(second.store, 'crashed') }, second.ownership(second.lease), 'pos-5')).rejects.toThrow('crashed');
     await second.store.delete((await second.store.read('p.1'))!);
     const released = await second.store.replace({ ...(await second.store.read('p.0'))!, owner: null, epoch: 4 });
     expect(await finishReplacement(second.ctx('b'), released)).toEqual(['1', '2']);
@@ -382,15 +384,7 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
     for (const l of (await store.list('p.')).leases) if (l.id !== 'p..floor') await store.delete(l);
     // a's reads lag the reset (another writer's deletes show later): it still reads its marked parent.
     const created: string[] = [];
-    const lagging: LeaseStore = {
-      ...methodsOf(store),
-      read: async (id) => (id === 'p.0' ? marked : store.read(id)),
-      createIfAbsent: async (l) => {
-        const made = await store.createIfAbsent(l);
-        if (made) created.push(`${made.id}@${made.epoch}`);
-        return made;
-      },
-    };
+    const lagging = laggingParentRead(store, marked, created);
     const retry = await replaceGoneLease({ ...ctx('a'), store: lagging }, owned, 'pos-5');
     expect(created).toEqual([]); // p.1 again at epoch 4, below the 5 it had, would have its writes refused
     expect(retry).toMatchObject({ kind: 'fenced' });
@@ -399,8 +393,7 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
 
   it('finishing a lease another host finished already, read through a lagging read, reports nothing: the caller does not balance again at once (lease-request-spin, seed 142 of --faults all)', async () => {
     const { store, lease, ctx, ownership } = await splitParent('pos-5');
-    const failing: LeaseStore = { ...methodsOf(store), delete: async () => Promise.reject(new Error('crashed')), tombstone: async () => Promise.reject(new Error('crashed')) };
-    await expect(replaceGoneLease({ ...ctx('a'), store: failing }, ownership(lease), 'pos-5')).rejects.toThrow('crashed');
+    await expect(replaceGoneLease({ ...ctx('a'), store: failingDeletes(store, 'crashed') }, ownership(lease), 'pos-5')).rejects.toThrow('crashed');
     const released = await store.replace({ ...(await store.read('p.0'))!, owner: null, epoch: 4 });
     expect(await finishReplacement(ctx('c'), released)).toEqual(['1', '2']); // c finished it: the parent is deleted
     // b's reads lag c's delete (session consistency: another host's writes show later): it still reads the parent.
@@ -414,8 +407,7 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
 
   it("finishing through a lagging read a lease another host finished, whose child was taken and replaced since, creates no child below the epoch it had (epoch-went-back, seed 1062 of --faults all)", async () => {
     const { store, lease, ctx, ownership } = await splitParent('pos-5');
-    const failing: LeaseStore = { ...methodsOf(store), createIfAbsent: async () => Promise.reject(new Error('create failed')) };
-    await expect(replaceGoneLease({ ...ctx('a'), store: failing }, ownership(lease), 'pos-5')).rejects.toThrow('create failed');
+    await expect(replaceGoneLease({ ...ctx('a'), store: failingCreates(store) }, ownership(lease), 'pos-5')).rejects.toThrow('create failed');
     const released = await store.replace({ ...(await store.read('p.0'))!, owner: null, epoch: 4 }); // marked, no child yet
     expect(await finishReplacement(ctx('c'), released)).toEqual(['1', '2']); // children at epoch 5, the parent deleted
     // Child 1 is taken (epoch 7), split in turn and deleted by its own replacement.
@@ -424,15 +416,7 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
     await store.delete(taken);
     // d's reads lag c's delete: it still reads the marked parent, with no child noted on it.
     const created: string[] = [];
-    const lagging: LeaseStore = {
-      ...methodsOf(store),
-      read: async (id) => (id === 'p.0' ? released : store.read(id)),
-      createIfAbsent: async (l) => {
-        const made = await store.createIfAbsent(l);
-        if (made) created.push(`${made.id}@${made.epoch}`);
-        return made;
-      },
-    };
+    const lagging = laggingParentRead(store, released, created);
     expect(await finishReplacement({ ...ctx('d'), store: lagging }, released)).toBeUndefined();
     expect(created).toEqual([]); // p.1 again at epoch 5, below the 7 it had, would have its writes refused
     expect((await store.list('p.')).leases.map((l) => l.id)).toEqual(['p.2']);
@@ -443,16 +427,9 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
     const parts = new FakePartitions(1);
     parts.split('0');
     // a marks the parent and sends the creates of its children, then pauses: they land only when it resumes.
-    const held: (() => void)[] = [];
-    const paused: LeaseStore = {
-      ...methodsOf(store),
-      createIfAbsent: async (l) => {
-        await new Promise<void>((resume) => held.push(resume));
-        return store.createIfAbsent(l);
-      },
-    };
-    const zombie = replaceGoneLease({ ...ctx('a'), store: paused }, ownership(lease), 'pos-5');
-    while (held.length === 0) await new Promise((r) => setImmediate(r));
+    const paused = pausedCreates(store);
+    const zombie = replaceGoneLease({ ...ctx('a'), store: paused.store }, ownership(lease), 'pos-5');
+    await paused.held();
     // Meanwhile (a's lease expired) b finishes the replacement: the children at epoch 4, the parent deleted.
     const marked = (await store.read('p.0'))!;
     expect(isReplaced(marked)).toBe(true);
@@ -466,12 +443,7 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
     expect(await replaceGoneLease(grandParts, owned, 'pos-9')).toMatchObject({ kind: 'replaced', children: ['3', '4'] });
     expect(await store.read('p.1')).toBeUndefined();
     // a resumes: its create of child 1 (epoch 4, from pos-5) lands now. Refused: the id had epoch 5.
-    for (const resume of held.splice(0)) resume();
-    while (true) {
-      const settled = await Promise.race([zombie.then(() => true, () => true), new Promise<false>((r) => setImmediate(() => r(false)))]);
-      for (const resume of held.splice(0)) resume();
-      if (settled) break;
-    }
+    await paused.resumeUntil(zombie);
     expect(await store.read('p.1')).toBeUndefined();
     expect((await store.list('p.')).leases.map((l) => [l.id, l.epoch, l.continuation])).toEqual([
       ['p.2', 4, 'pos-5'],
@@ -482,23 +454,12 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
 
   it("one gone parent gets one set of children: a host finishing it creates the children the mark recorded, not those of its own newer listing (deposed-view-write-accepted, seed 434 of issue 25's fault sets)", async () => {
     // Partition 0 split into 2 and 3; lease p.0 owned by `a` under epoch 1.
-    const store = new MemoryLeaseStore();
-    const parts = new FakePartitions(2);
-    const [left, right] = parts.split('0');
-    const [two, three, one] = [parts.list.find((p) => p.id === left)!, parts.list.find((p) => p.id === right)!, parts.list.find((p) => p.id === '1')!];
-    const lease = (await store.createIfAbsent({ id: 'p.0', leaseToken: '0', feedRange: { minInclusive: two.range.minInclusive, maxExclusive: three.range.maxExclusive }, owner: 'a', continuation: 'pos-5', timestampMs: 0, epoch: 1, mode: 'latestVersion', properties: {} }))!;
+    const { store, parts, left, right, two, three, one, owned } = await splitBesideNeighbour();
     const ctx = (owner: string) => ({ store, naming: naming(owner), listPartitions: parts.listPartitions });
     // a lists 2 and 3, marks the parent and sends the creates of its children, then pauses: they land only when it resumes.
-    const held: (() => void)[] = [];
-    const paused: LeaseStore = {
-      ...methodsOf(store),
-      createIfAbsent: async (l) => {
-        await new Promise<void>((resume) => held.push(resume));
-        return store.createIfAbsent(l);
-      },
-    };
-    const zombie = replaceGoneLease({ ...ctx('a'), store: paused }, { current: lease, epoch: 1, leaseToken: '0', partition: { id: '0', range: lease.feedRange! }, parentDeleteSent: false }, 'pos-5');
-    while (held.length === 0) await new Promise((r) => setImmediate(r));
+    const paused = pausedCreates(store);
+    const zombie = replaceGoneLease({ ...ctx('a'), store: paused.store }, owned, 'pos-5');
+    await paused.held();
     // Meanwhile partition 3 merges with 1 (into 4), and a's lease expires: b finishes the replacement with a
     // listing that shows 2 and 4. From that listing it would create an EPK lease for 3's range beside a's lease 3.
     parts.list = [two, { id: '4', range: { minInclusive: three.range.minInclusive, maxExclusive: one.range.maxExclusive }, parents: [right, '1'] }];
@@ -506,12 +467,7 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
     expect(isReplaced(marked)).toBe(true);
     expect(await finishReplacement(ctx('b'), marked)).toEqual([left, right]);
     // a resumes: its creates find the children b created.
-    for (const resume of held.splice(0)) resume();
-    while (true) {
-      const settled = await Promise.race([zombie.then(() => true, () => true), new Promise<false>((r) => setImmediate(() => r(false)))]);
-      for (const resume of held.splice(0)) resume();
-      if (settled) break;
-    }
+    await paused.resumeUntil(zombie);
     expect((await store.list('p.')).leases.map((l) => [l.id, l.epoch, l.continuation, l.properties[PARENT_LEASE]])).toEqual([
       [`p.${left}`, 2, 'pos-5', '0'],
       [`p.${right}`, 2, 'pos-5', '0'], // one lease for 3's range: its own replacement gives the merged part its EPK lease
@@ -519,14 +475,8 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
   });
 
   it("the owner's retry creates the children its mark recorded, whatever its listing shows since (a merge after the mark)", async () => {
-    const store = new MemoryLeaseStore();
-    const parts = new FakePartitions(2);
-    const [left, right] = parts.split('0');
-    const [two, three, one] = [parts.list.find((p) => p.id === left)!, parts.list.find((p) => p.id === right)!, parts.list.find((p) => p.id === '1')!];
-    const lease = (await store.createIfAbsent({ id: 'p.0', leaseToken: '0', feedRange: { minInclusive: two.range.minInclusive, maxExclusive: three.range.maxExclusive }, owner: 'a', continuation: 'pos-5', timestampMs: 0, epoch: 1, mode: 'latestVersion', properties: {} }))!;
-    const owned = { current: lease, epoch: 1, leaseToken: '0', partition: { id: '0', range: lease.feedRange! }, parentDeleteSent: false };
-    const failing: LeaseStore = { ...methodsOf(store), createIfAbsent: async () => Promise.reject(new Error('create failed')) };
-    await expect(replaceGoneLease({ store: failing, naming: naming('a'), listPartitions: parts.listPartitions }, owned, 'pos-5')).rejects.toThrow('create failed');
+    const { store, parts, left, right, two, three, one, owned } = await splitBesideNeighbour();
+    await expect(replaceGoneLease({ store: failingCreates(store), naming: naming('a'), listPartitions: parts.listPartitions }, owned, 'pos-5')).rejects.toThrow('create failed');
     expect(recordedChildren(owned.current)).toEqual([
       { token: left, range: two.range },
       { token: right, range: three.range },
@@ -547,8 +497,7 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
 
   it('finishing leaves alone a marked lease its owner wrote since it was listed (alive after all), and one not marked', async () => {
     const { store, lease, ctx, ownership } = await splitParent('pos-5');
-    const failing: LeaseStore = { ...methodsOf(store), createIfAbsent: async () => Promise.reject(new Error('create failed')) };
-    await expect(replaceGoneLease({ ...ctx('a'), store: failing }, ownership(lease), 'pos-5')).rejects.toThrow('create failed');
+    await expect(replaceGoneLease({ ...ctx('a'), store: failingCreates(store) }, ownership(lease), 'pos-5')).rejects.toThrow('create failed');
     const listed = (await store.read('p.0'))!;
     const renewed = await store.replace({ ...listed, timestampMs: 2_000 }); // a's renewal, after b listed it
     expect(await finishReplacement(ctx('b'), listed)).toBeUndefined();
@@ -584,16 +533,69 @@ function methodsOf(store: LeaseStore): LeaseStore {
   };
 }
 
-/** `store` whose `delete` first runs `before` (another writer racing it). */
+/** `store` without tombstones, whose `delete` first runs `before` (another writer racing it). */
 function withDelete(store: MemoryLeaseStore, before: (lease: Lease) => Promise<void>): LeaseStore {
+  const { list, read, createIfAbsent, replace } = methodsOf(store);
   return {
-    list: (p) => store.list(p),
-    read: (id) => store.read(id),
-    createIfAbsent: (l) => store.createIfAbsent(l),
-    replace: (l) => store.replace(l),
+    list,
+    read,
+    createIfAbsent,
+    replace,
     delete: async (l) => {
       await before(l);
       return store.delete(l);
+    },
+  };
+}
+
+/** `store` whose creates all fail with 'create failed'. */
+function failingCreates(store: LeaseStore): LeaseStore {
+  return { ...methodsOf(store), createIfAbsent: async () => Promise.reject(new Error('create failed')) };
+}
+
+/** `store` whose deletes (and tombstones) all fail with `message`. */
+function failingDeletes(store: LeaseStore, message: string): LeaseStore {
+  return { ...methodsOf(store), delete: async () => Promise.reject(new Error(message)), tombstone: async () => Promise.reject(new Error(message)) };
+}
+
+/** `store` whose reads of p.0 still answer `parent` (they lag another host's writes), noting each lease it creates (`id@epoch`) in `created`. */
+function laggingParentRead(store: LeaseStore, parent: Lease, created: string[]): LeaseStore {
+  return {
+    ...methodsOf(store),
+    read: async (id) => (id === 'p.0' ? parent : store.read(id)),
+    createIfAbsent: async (l) => {
+      const made = await store.createIfAbsent(l);
+      if (made) created.push(`${made.id}@${made.epoch}`);
+      return made;
+    },
+  };
+}
+
+/**
+ * `store` whose creates are held until resumed (a host paused after sending them): `held()` waits until one is,
+ * `resumeUntil(work)` lets every held create land, again and again, until `work` settles.
+ */
+function pausedCreates(inner: LeaseStore) {
+  const held: (() => void)[] = [];
+  const store: LeaseStore = {
+    ...methodsOf(inner),
+    createIfAbsent: async (l) => {
+      await new Promise<void>((resume) => held.push(resume));
+      return inner.createIfAbsent(l);
+    },
+  };
+  return {
+    store,
+    held: async (): Promise<void> => {
+      while (held.length === 0) await new Promise((r) => setImmediate(r));
+    },
+    resumeUntil: async (work: Promise<unknown>): Promise<void> => {
+      for (const resume of held.splice(0)) resume();
+      while (true) {
+        const settled = await Promise.race([work.then(() => true, () => true), new Promise<false>((r) => setImmediate(() => r(false)))]);
+        for (const resume of held.splice(0)) resume();
+        if (settled) break;
+      }
     },
   };
 }
