@@ -2,34 +2,13 @@ import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jet
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { asyncScheduler, lastValueFrom, of, toArray } from 'rxjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ChangeBatch } from '../../src/core/ChangeBatch.js';
 import { publishToJetStream } from '../../src/nats/publishToJetStream.js';
 import { RelayStats } from '../../src/relay/relay.js';
 import { FaultEnv, faultyJetStream } from '../support/faults/index.js';
-import { batch, type RelayDoc } from '../support/brokers/relayScenario.js';
+import { batch, ownedBatch } from '../support/brokers/relayScenario.js';
 import { NATS_SERVERS, serviceUnavailable, uniqueName } from '../support/brokers/services.js';
 
 const skip = await serviceUnavailable('NATS JetStream', NATS_SERVERS);
-
-/** A reader stand-in that records what the relay hands back. */
-function owned(source: ChangeBatch<RelayDoc>) {
-  const ownership = new AbortController();
-  const calls: string[] = [];
-  const tracker = {
-    leaseToken: source.partition,
-    signal: ownership.signal,
-    acknowledge: () => undefined,
-    checkpoint: async () => undefined,
-    reportError: () => undefined,
-    drop: (sequence: number, error?: Error) => void calls.push(`drop ${sequence}${error ? ` ${error.name}` : ''}`),
-    halt: (sequence: number, error: Error) => {
-      calls.push(`halt ${sequence} ${error.name}`);
-      ownership.abort();
-    },
-  };
-  const b = new ChangeBatch<RelayDoc>({ ...source, origin: { tracker, sequence: 7, readCount: source.size } });
-  return { batch: b, ownership, calls };
-}
 
 describe.skipIf(skip !== undefined)('relay ownership and item failures (real JetStream)', () => {
   let nc: NatsConnection;
@@ -49,7 +28,7 @@ describe.skipIf(skip !== undefined)('relay ownership and item failures (real Jet
 
   it('hands a batch back unpublished and unemitted when its ownership ends while the broker is down', async () => {
     const before = await stored();
-    const { batch: b, ownership, calls } = owned(batch('0', ['a', 'b', 'c']));
+    const { batch: b, ownership, calls } = ownedBatch(batch('0', ['a', 'b', 'c']));
     const stats = new RelayStats();
     const js = faultyJetStream(jetstream(nc), { publish: [{ kind: 'drop', count: 1_000 }] }, new FaultEnv({ seed: 1, scheduler: asyncScheduler }));
     const out = lastValueFrom(of(b).pipe(publishToJetStream(js, { subject: (c) => `${stream}.${c.id}`, stats, ackTimeoutMs: 50, backoff: { initialMs: 5, maxMs: 10 } }), toArray()));
@@ -63,7 +42,7 @@ describe.skipIf(skip !== undefined)('relay ownership and item failures (real Jet
 
   it('halts the partition (the default onFailure) when subject throws: nothing of the batch is published or emitted', async () => {
     const before = await stored();
-    const { batch: b, calls } = owned(batch('0', ['a', 'bad', 'c']));
+    const { batch: b, calls } = ownedBatch(batch('0', ['a', 'bad', 'c']));
     const subject = (c: { id: string }) => {
       if (c.id === 'bad') throw new Error('no subject for this one');
       return `${stream}.${c.id}`;

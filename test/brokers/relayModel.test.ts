@@ -9,28 +9,12 @@ import { publishToJetStream } from '../../src/nats/publishToJetStream.js';
 import { checkpointEvery } from '../../src/operators/checkpointEvery.js';
 import { MemorySource } from '../../src/sources/MemorySource.js';
 import { RelayError, RelayStats } from '../../src/relay/relay.js';
-import { batch, type RelayDoc } from '../support/brokers/relayScenario.js';
+import { batch, ownedBatch, type RelayDoc } from '../support/brokers/relayScenario.js';
 import { type HeldMessage, MemoryAmqp, MemoryJetStream } from '../support/brokers/memoryBrokers.js';
 import { type BrokerFaultPlan, FaultEnv, faultyAmqp, faultyJetStream, faultyLeaseStore, VirtualClock } from '../support/faults/index.js';
 
 /** `id@lsn` of each message, in arrival order. */
 const arrivals = (messages: readonly HeldMessage[]) => messages.map((m) => JSON.parse(m.body) as { id: string; lsn: number }).map((b) => `${b.id}@${b.lsn}`);
-
-/** A reader stand-in whose ownership the test ends; records what the relay hands back. */
-function owned(source: ChangeBatch<RelayDoc>) {
-  const ownership = new AbortController();
-  const calls: string[] = [];
-  const tracker = {
-    leaseToken: source.partition,
-    signal: ownership.signal,
-    acknowledge: () => undefined,
-    checkpoint: async () => undefined,
-    reportError: () => undefined,
-    drop: (sequence: number) => void calls.push(`drop ${sequence}`),
-    halt: (sequence: number) => void calls.push(`halt ${sequence}`),
-  };
-  return { batch: new ChangeBatch<RelayDoc>({ ...source, origin: { tracker, sequence: 7, readCount: source.size } }), ownership, calls };
-}
 
 /** Runs `work` to its end on virtual time. */
 async function run<T>(clock: VirtualClock, work: Promise<T>): Promise<T> {
@@ -116,7 +100,7 @@ describe('relays over the broker models (virtual time, fault wrappers)', () => {
     // handover, would land after the next owner published the document's later change.
     const r = relays({ publish: [{ kind: 'blocked', after: 1, count: 1, ms: 400 }] });
     const { broker, operator } = r.amqp;
-    const { batch: b, ownership, calls } = owned(batch('0', ['a', 'b', 'c']));
+    const { batch: b, ownership, calls } = ownedBatch(batch('0', ['a', 'b', 'c']));
     r.clock.schedule(() => ownership.abort(), 200);
     const emitted = await run(r.clock, lastValueFrom(of(b).pipe(operator, toArray())));
     expect(emitted).toEqual([]);

@@ -140,6 +140,29 @@ export function batch(partition: string, ids: readonly string[], events?: FeedEv
   });
 }
 
+/**
+ * `source` as a batch handed out by a reader stand-in whose ownership the test ends (`ownership.abort()`), at
+ * sequence 7; `calls` records what the relay hands back (`drop 7`, `halt 7 HandlerError`; a halt ends the
+ * ownership too, as a reader's does).
+ */
+export function ownedBatch(source: ChangeBatch<RelayDoc>): { batch: ChangeBatch<RelayDoc>; ownership: AbortController; calls: string[] } {
+  const ownership = new AbortController();
+  const calls: string[] = [];
+  const tracker = {
+    leaseToken: source.partition,
+    signal: ownership.signal,
+    acknowledge: () => undefined,
+    checkpoint: async () => undefined,
+    reportError: () => undefined,
+    drop: (sequence: number, error?: Error) => void calls.push(`drop ${sequence}${error ? ` ${error.name}` : ''}`),
+    halt: (sequence: number, error: Error) => {
+      calls.push(`halt ${sequence} ${error.name}`);
+      ownership.abort();
+    },
+  };
+  return { batch: new ChangeBatch<RelayDoc>({ ...source, origin: { tracker, sequence: 7, readCount: source.size } }), ownership, calls };
+}
+
 function tracker(events: FeedEvent[]) {
   return {
     leaseToken: '0',
