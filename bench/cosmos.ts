@@ -30,7 +30,6 @@ import { Session } from 'node:inspector/promises';
 import { GCProfiler, setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { firstValueFrom, filter, scan } from 'rxjs';
-import type { Change } from '../src/core/Change.js';
 import type { Partition, StartFrom } from '../src/core/Partition.js';
 import { EMULATOR_KEY } from '../src/emulator/CosmosEmulator.js';
 import { CosmosLeaseStore, CosmosSource, MemoryLeaseStore, checkpointEvery, createChangeFeed, mapChanges } from './built.js';
@@ -38,6 +37,7 @@ import type { Lease, NewLease } from '../src/leases/Lease.js';
 import type { LeaseStore } from '../src/leases/LeaseStore.js';
 import type { Source } from '../src/sources/Source.js';
 import { requestKinds, requests } from './requests.js';
+import { checkpointingLoop, toTotal } from './checkpointingLoop.js';
 import { processCpuMs, spawnEmulator } from './spawnEmulator.js';
 
 setFlagsFromString('--expose-gc');
@@ -170,36 +170,15 @@ async function checkpointingLoops(container: Container, leaseContainer: Containe
   const stamp = `loops-${RUN_STAMP}-${++runId}`;
   let writes = 0;
   const counts = await Promise.all(
-    ranges.map(async (range, i) => {
-      const id = `${stamp}.${i}`;
-      const created = await leaseContainer.items.create({ id, continuation: null });
-      let etag = created.etag;
-      const checkpoint = async (continuation: string | undefined): Promise<void> => {
-        const { etag: next } = await leaseContainer.item(id, id).replace({ id, continuation: continuation ?? null }, { accessCondition: { type: 'IfMatch', condition: etag } });
-        etag = next;
-        writes++;
-      };
-      const iterator = container.items.getChangeFeedIterator<Doc>({ maxItemCount: PAGE, changeFeedStartFrom: ChangeFeedStartFrom.Beginning(range) });
-      let count = 0;
-      let since = 0;
-      let sum = 0;
-      let continuation: string | undefined;
-      for (;;) {
-        const page = await iterator.readNext();
-        if (page.statusCode === StatusCodes.NotModified) break;
-        for (const doc of page.result) sum += doc.total;
-        count += page.result.length;
-        since += page.result.length;
-        continuation = page.continuationToken;
-        if (since >= every) {
-          await checkpoint(continuation);
-          since = 0;
-        }
-      }
-      if (since > 0) await checkpoint(continuation);
-      if (sum < 0) throw new Error('unreachable');
-      return count;
-    }),
+    ranges.map((range, i) =>
+      checkpointingLoop(container, leaseContainer, range, `${stamp}.${i}`, {
+        page: PAGE,
+        every,
+        onWrite: () => {
+          writes++;
+        },
+      }),
+    ),
   );
   return { count: counts.reduce((a, b) => a + b, 0), writes };
 }
@@ -251,7 +230,6 @@ async function pipeline(
       if (e.type === 'checkpoint') checkpoints++;
     },
   });
-  const toTotal = (c: Change<Doc>): Change<number> => ({ id: c.id, operation: c.operation, lsn: c.lsn, timestampMs: c.timestampMs, document: c.document?.total });
   const count = await firstValueFrom(
     feed.changes$.pipe(
       mapChanges(toTotal),

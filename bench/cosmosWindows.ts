@@ -17,14 +17,14 @@
  * `node --perf-basic-prof --interpreted-frames-native-stack --expose-gc --import tsx bench/cosmosWindows.ts`;
  * `perf script -F tid | sort | uniq -c` then splits the samples by thread, the main thread's id being the pid)
  */
-import { ChangeFeedStartFrom, CosmosClient, StatusCodes, type Container } from '@azure/cosmos';
+import { CosmosClient, type Container } from '@azure/cosmos';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { filter, firstValueFrom, scan } from 'rxjs';
-import type { Change } from '../src/core/Change.js';
 import { EMULATOR_KEY } from '../src/emulator/CosmosEmulator.js';
 import { CosmosLeaseStore, CosmosSource, checkpointEvery, createChangeFeed, mapChanges } from './built.js';
+import { checkpointingLoop, toTotal } from './checkpointingLoop.js';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as () => void;
@@ -56,33 +56,7 @@ async function fair(container: Container, leases: Container): Promise<number> {
     await leases.items.query({ query: 'SELECT * FROM c WHERE STARTSWITH(c.id, @prefix)', parameters: [{ name: '@prefix', value: prefix }] }).fetchAll();
   }
   const counts = await Promise.all(
-    ranges.map(async (range, i) => {
-      const id = `${prefix}.${i}`;
-      let etag = (await leases.items.create({ id, continuation: null })).etag;
-      const checkpoint = async (continuation: string | undefined): Promise<void> => {
-        ({ etag } = await leases.item(id, id).replace({ id, continuation: continuation ?? null }, { accessCondition: { type: 'IfMatch', condition: etag } }));
-      };
-      const iterator = container.items.getChangeFeedIterator<Doc>({ maxItemCount: PAGE, changeFeedStartFrom: ChangeFeedStartFrom.Beginning(range) });
-      let count = 0;
-      let since = 0;
-      let sum = 0;
-      let continuation: string | undefined;
-      for (;;) {
-        const page = await iterator.readNext();
-        if (page.statusCode === StatusCodes.NotModified) break;
-        for (const doc of page.result) sum += doc.total;
-        count += page.result.length;
-        since += page.result.length;
-        continuation = page.continuationToken;
-        if (since >= CHECKPOINT) {
-          await checkpoint(continuation);
-          since = 0;
-        }
-      }
-      if (since > 0) await checkpoint(continuation);
-      if (sum < 0) throw new Error('unreachable');
-      return count;
-    }),
+    ranges.map((range, i) => checkpointingLoop(container, leases, range, `${prefix}.${i}`, { page: PAGE, every: CHECKPOINT })),
   );
   return counts.reduce((a, b) => a + b, 0);
 }
@@ -98,7 +72,6 @@ async function rxfeed(container: Container, leases: Container): Promise<{ count:
     maxItemCount: PAGE,
     maxInFlightChanges: Math.max(10_000, PAGE * 8),
   });
-  const toTotal = (c: Change<Doc>): Change<number> => ({ id: c.id, operation: c.operation, lsn: c.lsn, timestampMs: c.timestampMs, document: c.document?.total });
   const count = await firstValueFrom(
     feed.changes$.pipe(
       mapChanges(toTotal),
