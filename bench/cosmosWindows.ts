@@ -15,7 +15,11 @@
  * warm-up, write this process's id there and wait 2.5 s, so that a profiler can attach to the windows alone:
  * `perf record -e cpu-clock -F 2000 -g -p $(cat path)` with node started as
  * `node --perf-basic-prof --interpreted-frames-native-stack --expose-gc --import tsx bench/cosmosWindows.ts`;
- * `perf script -F tid | sort | uniq -c` then splits the samples by thread, the main thread's id being the pid)
+ * `perf script -F tid | sort | uniq -c` then splits the samples by thread, the main thread's id being the pid;
+ * BENCH_KEEP_FEEDS=1 keeps every stopped rxfeed feed referenced (an experiment: whether the optimized code V8
+ * drops between windows, once the previous feed's objects are collected, survives then);
+ * BENCH_MARK=1 prints a line `=== window <side> start|end` around each timed window, so that the output of
+ * `node --trace-opt --trace-deopt --import tsx bench/cosmosWindows.ts` can be split by window)
  */
 import { CosmosClient, type Container } from '@azure/cosmos';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -80,8 +84,11 @@ async function rxfeed(container: Container, leases: Container): Promise<{ count:
       filter((n) => n >= CHANGES),
     ),
   );
+  // BENCH_KEEP_FEEDS=1: every feed stays referenced after it stopped (what it still holds lives on).
+  if (process.env.BENCH_KEEP_FEEDS === '1') keptFeeds.push(feed);
   return { count, stop: () => feed.stop() };
 }
+const keptFeeds: unknown[] = [];
 
 /** The main thread's on-CPU time so far (ms), from the kernel's scheduler statistics. */
 const mainThreadMs = (): number => Number(readFileSync(`/proc/self/task/${process.pid}/schedstat`, 'utf8').split(' ')[0]) / 1e6;
@@ -95,8 +102,11 @@ try {
   const container = database.container('orders');
   const leases = database.container('leases');
   const sides = { fair: { cpu: [] as number[], main: [] as number[], wall: [] as number[] }, rxfeed: { cpu: [] as number[], main: [] as number[], wall: [] as number[] } };
+  // BENCH_MARK=1: a line before and after each timed window, to split a `node --trace-opt --trace-deopt` log by window.
+  const mark = process.env.BENCH_MARK === '1' ? (what: string) => console.log(`=== ${what}`) : () => undefined;
   const window = async (side: 'fair' | 'rxfeed'): Promise<void> => {
     gc();
+    mark(`window ${side} start`);
     const started = performance.now();
     const cpu = process.cpuUsage();
     const main = mainThreadMs();
@@ -108,6 +118,7 @@ try {
     sides[side].main.push(mainThreadMs() - main);
     sides[side].cpu.push((used.user + used.system) / 1000);
     sides[side].wall.push(performance.now() - started);
+    mark(`window ${side} end`);
     await stop?.();
     if (count < CHANGES) throw new Error(`${side} read ${count} changes, expected ${CHANGES}`);
   };

@@ -51,7 +51,7 @@ function rxfeedBatch(i: number): void {
   const p = partitions[i & 3]!;
   const sequence = sequences[i & 3]!++;
   clock++;
-  p.read(1, { page });
+  p.read(1, page);
   p.emitted(sequence, batch as never);
   p.activate(sequence, () => p.activate(sequence, () => sink++));
   p.acknowledged(sequence);

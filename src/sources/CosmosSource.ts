@@ -63,14 +63,16 @@ interface CachedIterator {
   /** The page size the iterator asks for. */
   maxItemCount: number;
   busy: boolean;
+  /** When the iterator was last used (a count of this source's reads): the least recent goes first (see `#remember`). */
+  usedAt: number;
   /**
    * The last reply found to belong to this partition: its continuation token and the range that answered.
    * An idle partition answers the same again and again, so a reply equal to it needs no parsing or checks;
    * a busy one answers the same token with the next etag, read through `shape` (no parse, same checks).
    */
-  checked?: { readonly token: string; readonly answeredBy: string | undefined; readonly etag: string; readonly shape: TokenShape | undefined };
+  checked: { readonly token: string; readonly answeredBy: string | undefined; readonly etag: string; readonly shape: TokenShape | undefined } | undefined;
   /** The last session token seen and the LSN read from it. */
-  session?: { readonly token: string; readonly lsn: number | undefined };
+  session: { readonly token: string; readonly lsn: number | undefined } | undefined;
 }
 
 /**
@@ -178,6 +180,8 @@ export class CosmosSource<T = unknown> implements Source<T> {
   readonly #priorityLevel: PriorityLevel | undefined;
   readonly #throughputBucket: number | undefined;
   readonly #iterators = new Map<string, CachedIterator>();
+  /** Reads whose iterator was kept, so far: the clock of {@link CachedIterator.usedAt}. */
+  #uses = 0;
   #info: Promise<ContainerInfo> | undefined;
   /** What `#info` resolved to, for the reads after the first (no await per read). */
   #infoValue: ContainerInfo | undefined;
@@ -419,14 +423,25 @@ export class CosmosSource<T = unknown> implements Source<T> {
    * last listed (at least `MIN_CACHED_ITERATORS`), so a host reading every partition never rebuilds them.
    */
   #remember(key: string, entry: CachedIterator): void {
-    this.#iterators.delete(key);
+    // Recency is a count on the entry, not the map's order: a read of a kept iterator (every read of a busy
+    // partition) costs a lookup, not a delete and an insert. The least recently used goes when over the bound.
+    entry.usedAt = ++this.#uses;
+    if (this.#iterators.get(key) === entry) return;
     this.#iterators.set(key, entry);
     while (this.#iterators.size > this.#maxIterators) {
-      const oldest = this.#iterators.keys().next().value;
+      let oldest: string | undefined;
+      let oldestAt = Infinity;
+      for (const [k, e] of this.#iterators) {
+        if (e.usedAt < oldestAt) {
+          oldest = k;
+          oldestAt = e.usedAt;
+        }
+      }
       if (oldest === undefined) break;
       this.#iterators.delete(oldest);
     }
   }
+
 
   /** The cached iterator for this partition if it stands exactly at the requested position and is idle. */
   #reusable(key: string, from: StartFrom, maxItemCount: number): CachedIterator | undefined {
@@ -478,7 +493,8 @@ export class CosmosSource<T = unknown> implements Source<T> {
       ...(this.#throughputBucket !== undefined ? { throughputBucket: this.#throughputBucket } : {}),
     });
     if (performance.now() - info.at <= RID_FRESH_MS) await seedIteratorRid(iterator, info.rid);
-    return { iterator, position: NO_POSITION, maxItemCount, busy: false };
+    // Every property in the literal: entries keep one shape (no property added later), held by this literal's site.
+    return { iterator, position: NO_POSITION, maxItemCount, busy: false, usedAt: 0, checked: undefined, session: undefined };
   }
 
   /**
@@ -534,7 +550,9 @@ export class CosmosSource<T = unknown> implements Source<T> {
           ? docs.map((d) => allVersionsChange<T>(d, keyPaths, fallbackLsn))
           : docs.map((d) => latestVersionChange<T>(d, keyPaths, fallbackLsn));
     }
-    // Built in place (no spread of optional parts): one object per page.
+    // A reply carries both as a rule: one literal with every property, so pages keep one shape, whose map
+    // this literal's site keeps alive (V8 drops optimized code whose maps were collected, e.g. between feeds).
+    if (latestLsn !== undefined && Number.isFinite(charge)) return { changes, position: etag, latestLsn, requestCharge: charge };
     const page: { -readonly [K in keyof Page<T>]: Page<T>[K] } = { changes, position: etag };
     if (latestLsn !== undefined) page.latestLsn = latestLsn;
     if (Number.isFinite(charge)) page.requestCharge = charge;

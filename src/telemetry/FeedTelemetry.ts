@@ -308,17 +308,17 @@ export class PartitionTelemetry {
   }
 
   /** A read finished (`page`) or failed (`error`) after `durationMs`. */
-  read(durationMs: number, outcome: { readonly page?: Page<unknown>; readonly error?: Error }): void {
+  read(durationMs: number, page: Page<unknown> | undefined, error?: Error): void {
     const base = this.#feed.readMetricAttributes;
-    const attributes = outcome.error ? { ...base, 'error.type': outcome.error.name } : base;
+    const attributes = error ? { ...base, 'error.type': error.name } : base;
     this.#feed.instruments.operationDuration.record(durationMs / 1000, attributes);
-    const page = outcome.page;
     if (!page) return;
     if (page.requestCharge !== undefined) this.readCharge += page.requestCharge;
     if (page.latestLsn !== undefined) this.#latestLsn = page.latestLsn;
     const last = page.changes[page.changes.length - 1]?.lsn;
     if (last !== undefined && this.#latestLsn !== undefined && last > this.#latestLsn) this.#latestLsn = last;
   }
+
 
   /** Batch `sequence` was emitted: its span starts. */
   emitted(sequence: number, batch: ChangeBatch<unknown>): void {

@@ -164,15 +164,17 @@ export class LeaseTracker implements PartitionTracker {
     const count = page.changes.length;
     const sequence = this.#ledger.record(count, this.#ctx.scheduler.now());
     this.#stall.read();
+    // Every property of the init, in the order `withChanges` gives them: one shape of init for the constructor.
     const batch = new ChangeBatch<T>({
       partition: this.leaseToken,
       changes: page.changes,
       position: page.position,
       epoch: this.#owned.epoch,
+      readLsn: undefined,
       // The lease's own range (a merge's per-parent lease reads only part of its partition).
       range: this.#owned.lease.feedRange ?? this.#owned.partition.range,
       origin: { tracker: this, sequence, readCount: count },
-      ...(page.requestCharge !== undefined ? { requestCharge: page.requestCharge } : {}),
+      requestCharge: page.requestCharge,
     });
     this.telemetry?.emitted(sequence, batch);
     return batch;

@@ -179,7 +179,7 @@ async function readLoop<T>(
       } catch (error) {
         reads?.release();
         tracker.settle(0);
-        tracker.telemetry?.read(ctx.scheduler.now() - startedAt, { error: error instanceof Error ? error : new Error(String(error)) });
+        tracker.telemetry?.read(ctx.scheduler.now() - startedAt, undefined, error instanceof Error ? error : new Error(String(error)));
         if (signal.aborted) break;
         if (error instanceof PartitionGoneError) return { kind: 'gone' };
         if (isFatal(error)) return { kind: 'fatal', error };
@@ -205,7 +205,7 @@ async function readLoop<T>(
       // A page larger than its credit (a transaction is never split) that the budget cannot hold now: read
       // it again from the same position once it fits.
       if (!tracker.settle(page.changes.length)) continue;
-      tracker.telemetry?.read(ctx.scheduler.now() - startedAt, { page });
+      tracker.telemetry?.read(ctx.scheduler.now() - startedAt, page);
       ctx.health?.read(owned.leaseToken);
       const rate = meter.add(page.changes.length, ctx.scheduler.now());
       if (rate !== undefined) owned.reportLoad?.(rate);
