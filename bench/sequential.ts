@@ -18,6 +18,9 @@
  * changes written after). The emulator runs in this process (the bench is bound by waits, not CPU).
  *
  * Run: npx tsx bench/sequential.ts   (env: BENCH_ROUNDS=10 BENCH_PAGES=20 (per range) BENCH_LATENCY_MS=10 BENCH_HANDLER_MS=20)
+ *
+ * Before → after in one run: `BENCH_BASELINE=/path/to/other/dist/esm/index.js` (another checkout's build) runs that
+ * build's rxfeed too, in the same rounds (the order of the three sides rotates), and prints it against this one.
  */
 import { ChangeFeedStartFrom, CosmosClient, StatusCodes, type Container } from '@azure/cosmos';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -26,6 +29,12 @@ import { CosmosEmulator, EMULATOR_KEY } from '../src/emulator/CosmosEmulator.js'
 import { faults } from '../src/emulator/faults.js';
 import { checkpointEvery, CosmosLeaseStore, CosmosSource, createChangeFeed, eachBatch } from './built.js';
 import { median, paired, ratioLine } from './stats.js';
+import type * as RxfeedApi from '../src/index.js';
+
+type Rxfeed = Pick<typeof RxfeedApi, 'checkpointEvery' | 'CosmosLeaseStore' | 'CosmosSource' | 'createChangeFeed' | 'eachBatch'>;
+const current: Rxfeed = { checkpointEvery, CosmosLeaseStore, CosmosSource, createChangeFeed, eachBatch };
+const BASELINE = process.env.BENCH_BASELINE;
+const baseline = BASELINE ? ((await import(BASELINE)) as Rxfeed) : undefined;
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 10);
 const PAGES = Number(process.env.BENCH_PAGES ?? 20);
@@ -109,7 +118,8 @@ interface RxfeedRun {
 }
 
 /** rxfeed: subscribe → every change at the checkpoint (start-up included; stop timed apart). */
-async function rxfeed(container: Container, leases: Container, prefix = `rx-${stamp}-${++runId}.`, expected = CHANGES): Promise<RxfeedRun> {
+async function rxfeed(container: Container, leases: Container, prefix = `rx-${stamp}-${++runId}.`, expected = CHANGES, lib: Rxfeed = current): Promise<RxfeedRun> {
+  const { checkpointEvery, CosmosLeaseStore, CosmosSource, createChangeFeed, eachBatch } = lib;
   const cpu = process.cpuUsage();
   const started = performance.now();
   let firstBatchAt: number | undefined;
@@ -185,11 +195,18 @@ try {
   );
   const seq: SequentialRun[] = [];
   const rx: RxfeedRun[] = [];
+  const base: RxfeedRun[] = [];
   await paired<void>(
     ROUNDS,
     async () => void seq.push(await sequential(container, leases)),
-    async () => void rx.push(await rxfeed(container, leases, undefined, total)),
+    async () => {
+      // With a baseline, it runs in every round too: before this build in even rounds, after it in odd ones.
+      if (baseline && rx.length % 2 === 0) base.push(await rxfeed(container, leases, undefined, total, baseline));
+      rx.push(await rxfeed(container, leases, undefined, total));
+      if (baseline && rx.length % 2 === 0) base.push(await rxfeed(container, leases, undefined, total, baseline));
+    },
   );
+  base.shift();
   // The unmeasured warm-up round is the first of each.
   seq.shift();
   rx.shift();
@@ -225,18 +242,34 @@ try {
       `${((2 * LATENCY_MS + HANDLER_MS) / HANDLER_MS).toFixed(2)}× without; with the measured pages on both sides ` +
       `(sequential ${seqPage.toFixed(1)} ms, handler ${handlerOwn.toFixed(1)} ms): ${((calls * seqPage) / (startup + calls * handlerOwn)).toFixed(2)}×`,
   );
+  if (baseline) {
+    console.log(`baseline (${BASELINE}) ÷ sequential, same rounds: ${ratioLine(seq.map((s, i) => s.ms / base[i]!.ms))}`);
+    console.log(`this build's time ÷ the baseline's, same rounds: ${ratioLine(rx.map((r, i) => r.ms / base[i]!.ms), 3)} (below 1: faster)`);
+    console.log(
+      `start-up on fresh leases, median: this build ${startup.toFixed(0)} ms, baseline ${median(base.map((r) => r.startupMs)).toFixed(0)} ms; ` +
+        `steady per call: ${(steady / calls).toFixed(1)} vs ${(median(base.map((r) => r.ms - r.startupMs)) / calls).toFixed(1)} ms`,
+    );
+  }
   // Start-up on existing leases: the leases of the last run (released by its stop), one new change per range.
-  const restarts: number[] = [];
-  for (let i = 0; i < Math.min(ROUNDS, 5); i++) {
+  const restart = async (i: number, lib: Rxfeed): Promise<number> => {
     const prefix = rx.at(-1)!.prefix;
-    for (let k = 0; k < 64; k++) await container.items.create({ id: `late-${i}-${k}`, pk: `late-${i}-${k}`, n: -1 });
+    for (let k = 0; k < 64; k++) await container.items.create({ id: `late-${lib === current ? '' : 'b'}${i}-${k}`, pk: `late-${i}-${k}`, n: -1 });
     const started = performance.now();
-    const feed = createChangeFeed<Doc>({ source: new CosmosSource<Doc>(container), leases: new CosmosLeaseStore({ container: leases, partitionKeyPath: '/id' }), instanceName: 'bench', leasePrefix: prefix, maxItemCount: PAGE, leaseAcquireIntervalMs: 200 });
-    await firstValueFrom(feed.changes$.pipe(filter((b) => b.size > 0), checkpointEvery(1)));
-    restarts.push(performance.now() - started);
+    const feed = lib.createChangeFeed<Doc>({ source: new lib.CosmosSource<Doc>(container), leases: new lib.CosmosLeaseStore({ container: leases, partitionKeyPath: '/id' }), instanceName: 'bench', leasePrefix: prefix, maxItemCount: PAGE, leaseAcquireIntervalMs: 200 });
+    await firstValueFrom(feed.changes$.pipe(filter((b) => b.size > 0), lib.checkpointEvery(1)));
+    const ms = performance.now() - started;
     await feed.stop();
+    return ms;
+  };
+  const restarts: number[] = [];
+  const baseRestarts: number[] = [];
+  for (let i = 0; i < Math.min(ROUNDS, 5); i++) {
+    if (baseline && i % 2 === 1) baseRestarts.push(await restart(i, baseline));
+    restarts.push(await restart(i, current));
+    if (baseline && i % 2 === 0) baseRestarts.push(await restart(i, baseline));
   }
   console.log(`start-up on existing leases (subscribe → first batch of new changes, ${restarts.length} runs): median ${median(restarts).toFixed(0)} ms (${restarts.map((r) => r.toFixed(0)).join(' ')})`);
+  if (baseline) console.log(`  baseline: median ${median(baseRestarts).toFixed(0)} ms (${baseRestarts.map((r) => r.toFixed(0)).join(' ')})`);
   console.log(`start-up on fresh leases (per round): ${rx.map((r) => r.startupMs.toFixed(0)).join(' ')} ms`);
 } finally {
   client.dispose();
