@@ -18,6 +18,9 @@
  * changes written after). The emulator runs in this process (the bench is bound by waits, not CPU).
  *
  * Run: npx tsx bench/sequential.ts   (env: BENCH_ROUNDS=10 BENCH_PAGES=20 (per range) BENCH_LATENCY_MS=10 BENCH_HANDLER_MS=20)
+ *
+ * Before → after in one run: `BENCH_BASELINE=/path/to/other/dist/esm/index.js` (another checkout's build) runs that
+ * build's rxfeed too, in the same rounds (the order of the three sides rotates), and prints it against this one.
  */
 import { ChangeFeedStartFrom, CosmosClient, StatusCodes, type Container } from '@azure/cosmos';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -26,6 +29,12 @@ import { CosmosEmulator, EMULATOR_KEY } from '../src/emulator/CosmosEmulator.js'
 import { faults } from '../src/emulator/faults.js';
 import { checkpointEvery, CosmosLeaseStore, CosmosSource, createChangeFeed, eachBatch } from './built.js';
 import { median, paired, ratioLine } from './stats.js';
+import type * as RxfeedApi from '../src/index.js';
+
+type Rxfeed = Pick<typeof RxfeedApi, 'checkpointEvery' | 'CosmosLeaseStore' | 'CosmosSource' | 'createChangeFeed' | 'eachBatch'>;
+const current: Rxfeed = { checkpointEvery, CosmosLeaseStore, CosmosSource, createChangeFeed, eachBatch };
+const BASELINE = process.env.BENCH_BASELINE;
+const baseline = BASELINE ? ((await import(BASELINE)) as Rxfeed) : undefined;
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 10);
 const PAGES = Number(process.env.BENCH_PAGES ?? 20);
@@ -46,21 +55,27 @@ let runId = 0;
 const stamp = Date.now().toString(36);
 
 /** The sequential model: per range, read → handle → checkpoint (conditional replace), until 304. */
-async function sequential(container: Container, leases: Container): Promise<{ ms: number; pages: number }> {
+async function sequential(container: Container, leases: Container): Promise<SequentialRun> {
+  const cpu = process.cpuUsage();
   const started = performance.now();
   const ranges = await container.getFeedRanges();
   let pages = 0;
+  let longest = 0;
+  const handlerMs: number[] = [];
   const run = ++runId;
   await Promise.all(
     ranges.map(async (range, i) => {
       const id = `seq-${stamp}-${run}-${i}`;
       let { resource: lease } = await leases.items.create<{ id: string; owner: string; continuation: string | null }>({ id, owner: 'bench', continuation: null });
       const iterator = container.items.getChangeFeedIterator<Doc>({ maxItemCount: PAGE, changeFeedStartFrom: ChangeFeedStartFrom.Beginning(range) });
-      for (;;) {
+      for (let own = 0; ; ) {
         const page = await iterator.readNext();
         if (page.statusCode === StatusCodes.NotModified) return;
         pages++;
+        longest = Math.max(longest, ++own);
+        const handling = performance.now();
         await handler();
+        handlerMs.push(performance.now() - handling);
         const { resource } = await leases.item(id, id).replace<{ id: string; owner: string; continuation: string | null }>(
           { ...lease!, continuation: page.continuationToken },
           { accessCondition: { type: 'IfMatch', condition: lease!._etag } },
@@ -69,8 +84,24 @@ async function sequential(container: Container, leases: Container): Promise<{ ms
       }
     }),
   );
-  return { ms: performance.now() - started, pages };
+  return { ms: performance.now() - started, pages, longest, handlerMs, cpuMs: cpuMsSince(cpu) };
 }
+
+interface SequentialRun {
+  ms: number;
+  pages: number;
+  /** Pages (handler calls) of the range with the most. */
+  longest: number;
+  /** How long each handler call took (a `setTimeout` of HANDLER_MS overshoots it a little). */
+  handlerMs: number[];
+  /** CPU of this process (the emulator included) during the run. */
+  cpuMs: number;
+}
+
+const cpuMsSince = (since: NodeJS.CpuUsage): number => {
+  const { user, system } = process.cpuUsage(since);
+  return (user + system) / 1000;
+};
 
 interface RxfeedRun {
   ms: number;
@@ -80,15 +111,23 @@ interface RxfeedRun {
   batches: number;
   /** Per partition, the waits between one handler call's end and the next one's start (ms): waiting for reads. */
   gaps: number[];
+  /** Handler calls (non-empty batches) of the partition with the most: the steady part is that many calls long. */
+  longest: number;
+  handlerMs: number[];
+  cpuMs: number;
 }
 
 /** rxfeed: subscribe → every change at the checkpoint (start-up included; stop timed apart). */
-async function rxfeed(container: Container, leases: Container, prefix = `rx-${stamp}-${++runId}.`, expected = CHANGES): Promise<RxfeedRun> {
+async function rxfeed(container: Container, leases: Container, prefix = `rx-${stamp}-${++runId}.`, expected = CHANGES, lib: Rxfeed = current): Promise<RxfeedRun> {
+  const { checkpointEvery, CosmosLeaseStore, CosmosSource, createChangeFeed, eachBatch } = lib;
+  const cpu = process.cpuUsage();
   const started = performance.now();
   let firstBatchAt: number | undefined;
   let batches = 0;
   const ended = new Map<string, number>();
+  const calls = new Map<string, number>();
   const gaps: number[] = [];
+  const handlerMs: number[] = [];
   const feed = createChangeFeed<Doc>({
     source: new CosmosSource<Doc>(container),
     leases: new CosmosLeaseStore({ container: leases, partitionKeyPath: '/id' }),
@@ -107,8 +146,11 @@ async function rxfeed(container: Container, leases: Container, prefix = `rx-${st
         const last = ended.get(batch.partition);
         if (last !== undefined) gaps.push(now - last);
         batches++;
+        calls.set(batch.partition, (calls.get(batch.partition) ?? 0) + 1);
         await handler();
-        ended.set(batch.partition, performance.now());
+        const end = performance.now();
+        handlerMs.push(end - now);
+        ended.set(batch.partition, end);
       }),
       checkpointEvery(1),
       scan((n, b) => n + b.size, 0),
@@ -116,9 +158,11 @@ async function rxfeed(container: Container, leases: Container, prefix = `rx-${st
     ),
   );
   const ms = performance.now() - started;
+  const cpuMs = cpuMsSince(cpu);
   const stopping = performance.now();
   await feed.stop();
-  return { ms, startupMs: (firstBatchAt ?? performance.now()) - started, stopMs: performance.now() - stopping, prefix, batches, gaps };
+  const longest = Math.max(...calls.values());
+  return { ms, startupMs: (firstBatchAt ?? performance.now()) - started, stopMs: performance.now() - stopping, prefix, batches, gaps, longest, handlerMs, cpuMs };
 }
 
 const emulator = await CosmosEmulator.start({ initialRangeCount: (_db, id) => (id === 'orders' ? RANGES : 1) });
@@ -149,28 +193,42 @@ try {
     `node ${process.version}; ${RANGES} ranges holding ${[...per.values()].join(' / ')} changes (${total}), pages of ${PAGE}, handler ${HANDLER_MS} ms per batch, ` +
       `checkpoint per batch, ${LATENCY_MS} ms latency on every request; ${ROUNDS} alternating rounds after one unmeasured`,
   );
-  const seq: { ms: number; pages: number }[] = [];
+  const seq: SequentialRun[] = [];
   const rx: RxfeedRun[] = [];
+  const base: RxfeedRun[] = [];
   await paired<void>(
     ROUNDS,
     async () => void seq.push(await sequential(container, leases)),
-    async () => void rx.push(await rxfeed(container, leases, undefined, total)),
+    async () => {
+      // With a baseline, it runs in every round too: before this build in even rounds, after it in odd ones.
+      if (baseline && rx.length % 2 === 0) base.push(await rxfeed(container, leases, undefined, total, baseline));
+      rx.push(await rxfeed(container, leases, undefined, total));
+      if (baseline && rx.length % 2 === 0) base.push(await rxfeed(container, leases, undefined, total, baseline));
+    },
   );
+  base.shift();
   // The unmeasured warm-up round is the first of each.
   seq.shift();
   rx.shift();
-  const longest = Math.max(...per.values()) / PAGE;
   const seqMs = median(seq.map((s) => s.ms));
   const rxMs = median(rx.map((r) => r.ms));
-  console.log(`sequential loops (read → handle → checkpoint): median ${seqMs.toFixed(0)} ms (${seq[0]!.pages} pages)`);
-  console.log(`rxfeed eachBatch → checkpointEvery(1):          median ${rxMs.toFixed(0)} ms (${rx[0]!.batches} batches)`);
+  console.log(`sequential loops (read → handle → checkpoint): median ${seqMs.toFixed(0)} ms (${seq[0]!.pages} pages), CPU ${median(seq.map((s) => s.cpuMs)).toFixed(0)} ms`);
+  console.log(`rxfeed eachBatch → checkpointEvery(1):          median ${rxMs.toFixed(0)} ms (${rx[0]!.batches} batches), CPU ${median(rx.map((r) => r.cpuMs)).toFixed(0)} ms`);
   console.log(`throughput rxfeed ÷ sequential: ${ratioLine(seq.map((s, i) => s.ms / rx[i]!.ms))} (target ≥ 2.0×)`);
+  // Per page: the longest range's handler calls (its last, partial page is a call of HANDLER_MS too).
+  const calls = Math.max(...rx.map((r) => r.longest));
   const startup = median(rx.map((r) => r.startupMs));
   const steady = median(rx.map((r) => r.ms - r.startupMs));
+  const handlerOwn = median(rx.flatMap((r) => r.handlerMs));
+  const seqPage = median(seq.map((s) => s.ms / s.longest));
   console.log(
     `where rxfeed's time goes (medians): start-up (subscribe → first batch, fresh leases) ${startup.toFixed(0)} ms; steady ${steady.toFixed(0)} ms for ` +
-      `${longest.toFixed(0)} pages on the longest range = ${(steady / longest).toFixed(1)} ms per page (handler ${HANDLER_MS} ms, ideal max(read, handle) = ${Math.max(HANDLER_MS, LATENCY_MS)} ms); ` +
-      `stop() ${median(rx.map((r) => r.stopMs)).toFixed(0)} ms, not counted`,
+      `${calls} handler calls on the longest range = ${(steady / calls).toFixed(1)} ms per call (the handler's own delay(${HANDLER_MS}) took ${handlerOwn.toFixed(1)} ms; ` +
+      `ideal max(read, handle) = ${Math.max(HANDLER_MS, LATENCY_MS)} ms); stop() ${median(rx.map((r) => r.stopMs)).toFixed(0)} ms, not counted`,
+  );
+  console.log(
+    `sequential per page on the longest range: ${seqPage.toFixed(1)} ms (${seq[0]!.longest} pages; handler ${median(seq.flatMap((s) => s.handlerMs)).toFixed(1)} ms, ` +
+      `ideal read + handle + checkpoint = ${2 * LATENCY_MS + HANDLER_MS} ms)`,
   );
   const gaps = rx.flatMap((r) => r.gaps);
   const late = (q: number) => [...gaps].sort((a, b) => a - b)[Math.floor(q * (gaps.length - 1))]?.toFixed(1);
@@ -178,23 +236,41 @@ try {
     `a partition's handler waiting for its next batch (end of one call → start of the next, ${gaps.length} waits): median ${late(0.5)} ms, p90 ${late(0.9)} ms, max ${late(1)} ms ` +
       `(0 when reads keep ahead; a read is ${LATENCY_MS} ms)`,
   );
+  const page = Math.max(HANDLER_MS, LATENCY_MS); // rxfeed's ideal page: max(read, handle)
   console.log(
-    `ideal ratio for these ranges: (${longest.toFixed(0)} × ${2 * LATENCY_MS + HANDLER_MS} ms) ÷ (start-up ${startup.toFixed(0)} ms + ${longest.toFixed(0)} × ${HANDLER_MS} ms) = ` +
-      `${((longest * (2 * LATENCY_MS + HANDLER_MS)) / (startup + longest * HANDLER_MS)).toFixed(2)}× given that start-up; ` +
-      `${((2 * LATENCY_MS + HANDLER_MS) / HANDLER_MS).toFixed(2)}× without`,
+    `ideal ratio for these ranges: (${calls} × ${2 * LATENCY_MS + HANDLER_MS} ms) ÷ (start-up ${startup.toFixed(0)} ms + ${calls} × ${page} ms) = ` +
+      `${((calls * (2 * LATENCY_MS + HANDLER_MS)) / (startup + calls * page)).toFixed(2)}× given that start-up; ` +
+      `${((2 * LATENCY_MS + HANDLER_MS) / page).toFixed(2)}× without; with the measured pages on both sides ` +
+      `(sequential ${seqPage.toFixed(1)} ms, handler ${handlerOwn.toFixed(1)} ms): ${((calls * seqPage) / (startup + calls * Math.max(handlerOwn, LATENCY_MS))).toFixed(2)}×`,
   );
+  if (baseline) {
+    console.log(`baseline (${BASELINE}) ÷ sequential, same rounds: ${ratioLine(seq.map((s, i) => s.ms / base[i]!.ms))}`);
+    console.log(`this build's time ÷ the baseline's, same rounds: ${ratioLine(rx.map((r, i) => r.ms / base[i]!.ms), 3)} (below 1: faster)`);
+    console.log(
+      `start-up on fresh leases, median: this build ${startup.toFixed(0)} ms, baseline ${median(base.map((r) => r.startupMs)).toFixed(0)} ms; ` +
+        `steady per call: ${(steady / calls).toFixed(1)} vs ${(median(base.map((r) => r.ms - r.startupMs)) / calls).toFixed(1)} ms`,
+    );
+  }
   // Start-up on existing leases: the leases of the last run (released by its stop), one new change per range.
-  const restarts: number[] = [];
-  for (let i = 0; i < Math.min(ROUNDS, 5); i++) {
+  const restart = async (i: number, lib: Rxfeed): Promise<number> => {
     const prefix = rx.at(-1)!.prefix;
-    for (let k = 0; k < 64; k++) await container.items.create({ id: `late-${i}-${k}`, pk: `late-${i}-${k}`, n: -1 });
+    for (let k = 0; k < 64; k++) await container.items.create({ id: `late-${lib === current ? '' : 'b'}${i}-${k}`, pk: `late-${i}-${k}`, n: -1 });
     const started = performance.now();
-    const feed = createChangeFeed<Doc>({ source: new CosmosSource<Doc>(container), leases: new CosmosLeaseStore({ container: leases, partitionKeyPath: '/id' }), instanceName: 'bench', leasePrefix: prefix, maxItemCount: PAGE, leaseAcquireIntervalMs: 200 });
-    await firstValueFrom(feed.changes$.pipe(filter((b) => b.size > 0), checkpointEvery(1)));
-    restarts.push(performance.now() - started);
+    const feed = lib.createChangeFeed<Doc>({ source: new lib.CosmosSource<Doc>(container), leases: new lib.CosmosLeaseStore({ container: leases, partitionKeyPath: '/id' }), instanceName: 'bench', leasePrefix: prefix, maxItemCount: PAGE, leaseAcquireIntervalMs: 200 });
+    await firstValueFrom(feed.changes$.pipe(filter((b) => b.size > 0), lib.checkpointEvery(1)));
+    const ms = performance.now() - started;
     await feed.stop();
+    return ms;
+  };
+  const restarts: number[] = [];
+  const baseRestarts: number[] = [];
+  for (let i = 0; i < Math.min(ROUNDS, 5); i++) {
+    if (baseline && i % 2 === 1) baseRestarts.push(await restart(i, baseline));
+    restarts.push(await restart(i, current));
+    if (baseline && i % 2 === 0) baseRestarts.push(await restart(i, baseline));
   }
   console.log(`start-up on existing leases (subscribe → first batch of new changes, ${restarts.length} runs): median ${median(restarts).toFixed(0)} ms (${restarts.map((r) => r.toFixed(0)).join(' ')})`);
+  if (baseline) console.log(`  baseline: median ${median(baseRestarts).toFixed(0)} ms (${baseRestarts.map((r) => r.toFixed(0)).join(' ')})`);
   console.log(`start-up on fresh leases (per round): ${rx.map((r) => r.startupMs.toFixed(0)).join(' ')} ms`);
 } finally {
   client.dispose();

@@ -3,8 +3,9 @@
 import { rangesOverlap, type Partition, type Position } from '../../core/Partition.js';
 import { CorruptLeaseError } from '../../errors/index.js';
 import type { Logger } from '../../internal/log.js';
-import type { Lease } from '../Lease.js';
+import type { Lease, NewLease } from '../Lease.js';
 import type { LeaseStore } from '../LeaseStore.js';
+import { listProcessorLeases } from '../protocol/listing.js';
 import { floorId, infoId, isLeaseOf, leaseDocument, lockId, markerDocument, type LeaseNaming } from '../protocol/documents.js';
 import { coversRange } from './splitMerge.js';
 
@@ -40,7 +41,21 @@ export interface BootstrapContext {
   readonly clock: () => number;
   /** Work that must finish before the host stops, but that nothing needs to wait for (marking the bootstrap done). */
   readonly background: (work: Promise<unknown>) => void;
+  /**
+   * Lists the processor's leases beside the first `.info` read, for the first balancing round to start on when
+   * `.info` is there (a start on existing leases saves the round trip of a listing after it). Never used to
+   * create leases: a bootstrap lists under its lock. Default false.
+   */
+  readonly listBeside?: boolean;
+  /**
+   * Told of each lease this host claims as its create is sent (its first page is read meanwhile); returns what
+   * to call when the create did not make it this host's.
+   */
+  readonly claiming?: (lease: NewLease) => (() => void) | void;
 }
+
+/** The processor's leases and unreadable lease documents, as the balance loop lists them. */
+export type ProcessorListing = Awaited<ReturnType<typeof listProcessorLeases>>;
 
 /** What {@link bootstrapLeases} found or did. */
 export interface BootstrapResult {
@@ -57,6 +72,8 @@ export interface BootstrapResult {
    * behind owned by nobody's reader (or by a host that stopped).
    */
   readonly failure?: unknown;
+  /** With `listBeside`: the listing sent beside the `.info` read that found `.info`, when it succeeded. */
+  readonly listing?: ProcessorListing;
 }
 
 /** What a listing of the processor's leases gave. */
@@ -102,8 +119,15 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
   const lock = lockId(naming.markerPrefix);
   let foreignLockSince: number | undefined;
   const lockWatch = new LockWatch();
+  let listBeside = ctx.listBeside ?? false;
   while (!ctx.stopped()) {
-    if (await readMarker(store, info)) return NOTHING_CREATED;
+    if (listBeside) {
+      // Only beside the first read: a listing is the balance loop's, never the bootstrap's (see below).
+      listBeside = false;
+      const [done, listing] = await Promise.allSettled([readMarker(store, info), listProcessorLeases(store, naming)]);
+      if (done.status === 'rejected') throw done.reason;
+      if (done.value) return listing.status === 'fulfilled' ? { ...NOTHING_CREATED, listing: listing.value } : NOTHING_CREATED;
+    } else if (await readMarker(store, info)) return NOTHING_CREATED;
     // The epoch floor is read beside the lock (no extra round trip), and used only if the lock is ours. The
     // leases already there are listed only once the lock is ours: a listing sent beside the lock may be
     // answered before the creates of a bootstrap that held the lock a moment ago land (it finished, or failed
@@ -221,13 +245,14 @@ async function createLeases(ctx: BootstrapContext, floor: number, existing: List
   const starts = await Promise.all(partitions.map((p) => ctx.startPosition?.(p) ?? null));
   const sentAt = ctx.clock();
   const settled = await Promise.allSettled(
-    partitions.map((p, i) =>
-      ctx.store.createIfAbsent(
-        i < ctx.claim
-          ? leaseDocument(ctx.naming, p.id, p.range, starts[i]!, {}, floor + 1, ctx.naming.owner)
-          : leaseDocument(ctx.naming, p.id, p.range, starts[i]!, {}, floor),
-      ),
-    ),
+    partitions.map((p, i) => {
+      if (i >= ctx.claim) return ctx.store.createIfAbsent(leaseDocument(ctx.naming, p.id, p.range, starts[i]!, {}, floor));
+      const claimed = leaseDocument(ctx.naming, p.id, p.range, starts[i]!, {}, floor + 1, ctx.naming.owner);
+      const unclaimed = ctx.claiming?.(claimed);
+      const created = ctx.store.createIfAbsent(claimed);
+      if (unclaimed) void created.then((lease) => lease === undefined && unclaimed(), unclaimed);
+      return created;
+    }),
   );
   const failed = settled.find((s) => s.status === 'rejected');
   // A covered partition counts as one whose lease existed (the bootstrap did not create every lease).
