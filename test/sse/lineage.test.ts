@@ -273,12 +273,14 @@ describe('SseHub: an older version re-read after an admin reset, its newer versi
     await read('4', PART, 1, change('d29', 15), del('d29', 42), change('d29', 67), change('k', 68));
     await read('3F-80', { minInclusive: '3F', maxExclusive: '80' }, 1, change('m', 60));
     expect(sent(res)).toEqual(['d29@15', 'd29@42', 'd29@67', 'k@68', 'm@60']);
-    // After an admin reset: the merged partition's re-read, in two pages.
+    // After an admin reset: the merged partition's re-read, in two pages. The client starts over after each (the
+    // view holds it; the reading may stop there), and nothing of it is sent as changes.
     await read('8', MERGED, 2, change('d29', 15), change('n', 20));
     await settle();
-    expect(res.events.filter((e) => e.type === 'snapshot-begin')).toHaveLength(1);
+    expect(res.events.filter((e) => e.type === 'snapshot-begin')).toHaveLength(2);
     await read('8', MERGED, 2, del('d29', 42), change('d29', 67), change('k', 68), change('p', 69));
     await settle();
+    expect(res.events.filter((e) => e.type === 'snapshot-begin')).toHaveLength(3);
     // Started over from the view, which holds the re-read: d29@67 and n@20 as rows; nothing older after them.
     const types = res.events.map((e) => e.type);
     const second = types.lastIndexOf('snapshot-begin');
@@ -321,6 +323,36 @@ describe('SseHub (snapshot mode): a merged range re-read after a snapshot that h
     expect(res.events.map((e) => e.type)).toEqual(['snapshot-begin', 'snapshot', 'up-to-date', 'snapshot-begin', 'snapshot', 'up-to-date']);
     hub.publish(batch('3', ALL, change('g', 9)));
     expect(sent(res)).toEqual(['g@9']);
+  });
+});
+
+describe('SseHub (snapshot mode): a snapshot holding a token beside a part of its range read further', () => {
+  it('starts the client over rather than send a change of the token at or below the part\'s position (seed 83)', async () => {
+    type Doc = { id: string };
+    const view = new MemoryViewStore<Doc>();
+    const write = (partition: string, range: FeedRange, epoch: number, ...changes: Change<Doc>[]) =>
+      view.write({
+        mode: 'guarded',
+        changes: changes.map((c) => ({ key: c.id, row: c.document, lsn: c.lsn, timestampMs: c.timestampMs, partition })),
+        partitions: [{ partition, epoch, position: `p${changes.at(-1)!.lsn}`, lsn: changes.at(-1)!.lsn, range }],
+      });
+    // Another process read the lower half as an EPK-range lease up to 388 (d343@361 among its rows); this one reads
+    // the whole range under partition 4's own lease, up to 359 so far.
+    const PART4 = { minInclusive: '', maxExclusive: 'BF' };
+    await write('-7F', LOW, 1, change('d343', 361), change('e', 388));
+    await write('4', PART4, 2, change('f', 359));
+    const hub = createSseHub<Doc, Doc>({ streamId: 'S', scheduler: new VirtualTimeScheduler(), view, project: (c) => c.document });
+    const res = new FakeResponse();
+    hub.connect(res);
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(res.events.map((e) => e.type)).toEqual(['snapshot-begin', 'snapshot', 'up-to-date']);
+    // 4 reads d343@361: of the lower half (the client has it as a row) or of the upper one (it has not): the hub
+    // cannot tell, and starts the client over.
+    await write('4', PART4, 2, change('d343', 361));
+    hub.publish(batch('4', PART4, change('d343', 361)));
+    expect(sent(res)).toEqual([]);
+    expect(res.events.at(-1)!.type).toBe('snapshot-begin');
   });
 });
 

@@ -67,8 +67,9 @@ export class ResumeLog<T> {
   /** The tokens of {@link ResumeLog.#rereadTo} whose re-read has not reached its end yet, with that end. */
   readonly #rereading = new Map<string, number>();
   /**
-   * Snapshot mode: a re-read's skipped part enters the hub's position only once the re-read has passed it, so
-   * clients start over from a view that holds it (in changes-only mode, at once: a `reset` reloads the state).
+   * Snapshot mode: a re-read's skipped part enters the hub's position only once the re-read has passed it, and
+   * clients start over from the view after each batch of it (the view holds it; in changes-only mode, at once
+   * past all of it: a `reset` reloads the state).
    */
   holdRereads = false;
   /** How many times clients were started over past a re-read: a snapshot read across one is read again. */
@@ -127,6 +128,7 @@ export class ResumeLog<T> {
         if (this.holdRereads) this.#passReread(token, end);
       }
       if (batch.isEmpty) continue;
+      const skipping = this.#rereading.has(token);
       // Along lineage: a split child's first batch is checked against its parent's mark.
       const seen = markOf(token, this.#marks, this.#ranges);
       const floor = seen ?? -1;
@@ -162,6 +164,12 @@ export class ResumeLog<T> {
         this.#newest.set(change.id, { lsn: change.lsn, seq: entry.seq, token });
         this.#replay.push(entry);
         fresh.push(entry);
+      }
+      // Snapshot mode, a re-read not published yet: the view holds this batch of it, clients start over from there
+      // (the reading may stop here: its lease moved to another process).
+      if (this.holdRereads && (skipping || this.#rereading.has(token))) {
+        this.startsOver++;
+        this.onRewind?.(token);
       }
       // A child that re-read only what its parent published still takes the parent's mark as its own.
       if (seen !== undefined && !this.#marks.has(token)) this.#marks.set(token, seen);
@@ -205,12 +213,13 @@ export class ResumeLog<T> {
   }
 
   /**
-   * Whether a client with its own marks `after`, which has none for `entry`'s token, may hold `entry` all the same:
-   * another token over the range stands at or past it (a range read before in parts at different positions, which
-   * inherits the least advanced: the entry may come from a part the client has, or from one it lacks).
+   * Whether a client with its own marks `after` may hold `entry` all the same: another token over the range stands
+   * at or past it (a range read before in parts at different positions, which inherits the least advanced: the
+   * entry may come from a part the client has, or from one it lacks). Also when the client has a mark of the
+   * entry's token below it: a snapshot's positions may hold the token (this process re-reading the range) beside a
+   * part of it another process read further (seed 83: `4` at 359 beside `-7F800000` at 388, d343@361 a row).
    */
   mayHold(entry: SseEntry<T>, after: ReadonlyMap<string, number>): boolean {
-    if (after.has(entry.partition)) return false;
     const range = this.#ranges.get(entry.partition);
     if (!range) return false;
     for (const [token, lsn] of after) {
