@@ -159,7 +159,7 @@ class SimResponse implements SseResponse {
  *   or past that version (its start: a `reset`'s or an `up-to-date`'s position, the id it resumed with, or the
  *   last id it got): it never received the newer one, but was told it has it (seed 1611);
  * - `sse-snapshot-behind` (at each `up-to-date`): a row older than its document's newest change at or below
- *   the positions `up-to-date` carries (in `latestVersion` mode, a version with a newer one written is passed
+ *   the positions `up-to-date` carries, or no row for it when that change is not a delete (nor followed by one) (in `latestVersion` mode, a version with a newer one written is passed
  *   over here and in `sse-gap`: the feed skips it);
  * - `sse-client-behind` (at quiescence, browsers calm, see {@link SimSse.settle});
  * - `sse-unbounded` (per connection): more unsent bytes than `maxBufferedBytes` (or one larger event) plus 4 KiB
@@ -183,6 +183,8 @@ export class SimSse {
   readonly #clients: SimClient[] = [];
   readonly #ranges = new Map<string, FeedRange>();
   readonly #written = new Map<string, Map<number, string>>();
+  /** Snapshots without a row of a document their positions hold (not a delete): judged at quiescence. */
+  readonly #rowless: { readonly detail: string; readonly once: string; readonly id: string; readonly key: string }[] = [];
   #indexed = 0;
   readonly #settings: { readonly snapshot: boolean; readonly replayLimit: number; readonly maxBufferedBytes: number };
   #incarnation = 0;
@@ -314,6 +316,11 @@ export class SimSse {
   async settle(advance: (ms: number) => Promise<void>): Promise<void> {
     this.calm = true;
     await advance(SETTLE_MS);
+    for (const r of this.#rowless) {
+      const { key } = r;
+      if (this.world.leftOut(key) || this.world.excused(key) || this.world.isBeforeStart(key) || this.#superseded(key) || this.#deletedAfter(r.id, key)) continue;
+      this.sim.violations.report('sse-snapshot-behind', r.detail, r.once);
+    }
     const live = new Set(this.liveHubs());
     for (const c of this.#clients) c.checkCaughtUp(live);
   }
@@ -413,11 +420,25 @@ export class SimSse {
       for (const [id, lsn] of newest) {
         const row = chain.rows.get(id);
         const key = `${id}@${lsn}`;
-        if (row === undefined || row >= lsn || this.world.leftOut(key) || this.world.excused(key) || this.world.isBeforeStart(key) || this.#superseded(key)) continue;
+        if ((row ?? -1) >= lsn || this.world.leftOut(key) || this.world.excused(key) || this.world.isBeforeStart(key) || this.#superseded(key)) continue;
+        // No row: right for a delete, or when a later delete of the document removed it (rows may run ahead of
+        // the positions); otherwise the view lacks a document the positions say it holds. Judged at quiescence,
+        // when what is owed is known (a later version, a lease pinned at a later "now", a halt).
+        if (row === undefined) {
+          if (!this.world.deletes.has(key)) this.#rowless.push({ detail: `client ${client.name} (chain ${chain.id}): the snapshot of ${hub.hub.streamId} has no row of ${id} under up-to-date ${token}:${upTo}, which holds ${key}`, once: `snapbehind:${client.name}:${chain.id}`, id, key });
+          continue;
+        }
         this.sim.violations.report('sse-snapshot-behind', `client ${client.name} (chain ${chain.id}): the snapshot of ${hub.hub.streamId} has ${id}@${row} under up-to-date ${token}:${upTo}, which holds ${key}`, `snapbehind:${client.name}:${chain.id}`);
         return;
       }
     }
+  }
+
+  /** Whether document `id` was deleted after its change `key` was written (in any partition). */
+  #deletedAfter(id: string, key: string): boolean {
+    const at = this.world.writtenAt.get(key) ?? Infinity;
+    for (const d of this.world.deletes) if (d.startsWith(`${id}@`) && (this.world.writtenAt.get(d) ?? -Infinity) > at) return true;
+    return false;
   }
 
   /** In `latestVersion` mode, a version with a newer one written may never be read: the feed skips it. */
