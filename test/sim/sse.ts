@@ -434,10 +434,13 @@ export class SimSse {
     }
   }
 
-  /** Whether document `id` was deleted after its change `key` was written (in any partition). */
+  /**
+   * Whether document `id` was deleted after its change `key` (in any partition: a document's LSNs grow along its
+   * partitions' lineage; writes before the start share one instant).
+   */
   #deletedAfter(id: string, key: string): boolean {
-    const at = this.world.writtenAt.get(key) ?? Infinity;
-    for (const d of this.world.deletes) if (d.startsWith(`${id}@`) && (this.world.writtenAt.get(d) ?? -Infinity) > at) return true;
+    const lsn = Number(key.slice(key.lastIndexOf('@') + 1));
+    for (const d of this.world.deletes) if (d.startsWith(`${id}@`) && Number(d.slice(d.lastIndexOf('@') + 1)) > lsn) return true;
     return false;
   }
 
