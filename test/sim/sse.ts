@@ -154,9 +154,12 @@ class SimResponse implements SseResponse {
  * through every resume the hubs served from their buffers. Invariants, per chain:
  * - `sse-duplicate`: one change (`id@lsn`), or a change and the snapshot row at its LSN, received twice;
  * - `sse-order`: a document's changes (and rows) out of LSN order (a parent's change from one hub after its
- *   child's newer change from another is counted as `sse.lineageFills`: see {@link SimClient});
+ *   child's newer change from another is counted as `sse.lineageFills`: see {@link SimClient}); also a change
+ *   older than a version of its document the hub was handed before, under a token where the browser stands at
+ *   or past that version (its start: a `reset`'s or an `up-to-date`'s position, the id it resumed with, or the
+ *   last id it got): it never received the newer one, but was told it has it (seed 1611);
  * - `sse-snapshot-behind` (at each `up-to-date`): a row older than its document's newest change at or below
- *   the positions `up-to-date` carries (in `latestVersion` mode, a version with a newer one written is passed
+ *   the positions `up-to-date` carries, or no row for it when that change is not a delete (nor followed by one) (in `latestVersion` mode, a version with a newer one written is passed
  *   over here and in `sse-gap`: the feed skips it);
  * - `sse-client-behind` (at quiescence, browsers calm, see {@link SimSse.settle});
  * - `sse-unbounded` (per connection): more unsent bytes than `maxBufferedBytes` (or one larger event) plus 4 KiB
@@ -180,6 +183,8 @@ export class SimSse {
   readonly #clients: SimClient[] = [];
   readonly #ranges = new Map<string, FeedRange>();
   readonly #written = new Map<string, Map<number, string>>();
+  /** Snapshots without a row of a document their positions hold (not a delete): judged at quiescence. */
+  readonly #rowless: { readonly detail: string; readonly once: string; readonly id: string; readonly key: string }[] = [];
   #indexed = 0;
   readonly #settings: { readonly snapshot: boolean; readonly replayLimit: number; readonly maxBufferedBytes: number };
   #incarnation = 0;
@@ -311,6 +316,11 @@ export class SimSse {
   async settle(advance: (ms: number) => Promise<void>): Promise<void> {
     this.calm = true;
     await advance(SETTLE_MS);
+    for (const r of this.#rowless) {
+      const { key } = r;
+      if (this.world.leftOut(key) || this.world.excused(key) || this.world.isBeforeStart(key) || this.#superseded(key) || this.#deletedAfter(r.id, key)) continue;
+      this.sim.violations.report('sse-snapshot-behind', r.detail, r.once);
+    }
     const live = new Set(this.liveHubs());
     for (const c of this.#clients) c.checkCaughtUp(live);
   }
@@ -410,11 +420,28 @@ export class SimSse {
       for (const [id, lsn] of newest) {
         const row = chain.rows.get(id);
         const key = `${id}@${lsn}`;
-        if (row === undefined || row >= lsn || this.world.leftOut(key) || this.world.excused(key) || this.world.isBeforeStart(key) || this.#superseded(key)) continue;
+        if ((row ?? -1) >= lsn || this.world.leftOut(key) || this.world.excused(key) || this.world.isBeforeStart(key) || this.#superseded(key)) continue;
+        // No row: right for a delete, or when a later delete of the document removed it (rows may run ahead of
+        // the positions); otherwise the view lacks a document the positions say it holds. Judged at quiescence,
+        // when what is owed is known (a later version, a lease pinned at a later "now", a halt).
+        if (row === undefined) {
+          if (!this.world.deletes.has(key)) this.#rowless.push({ detail: `client ${client.name} (chain ${chain.id}): the snapshot of ${hub.hub.streamId} has no row of ${id} under up-to-date ${token}:${upTo}, which holds ${key}`, once: `snapbehind:${client.name}:${chain.id}`, id, key });
+          continue;
+        }
         this.sim.violations.report('sse-snapshot-behind', `client ${client.name} (chain ${chain.id}): the snapshot of ${hub.hub.streamId} has ${id}@${row} under up-to-date ${token}:${upTo}, which holds ${key}`, `snapbehind:${client.name}:${chain.id}`);
         return;
       }
     }
+  }
+
+  /**
+   * Whether document `id` was deleted after its change `key` (in any partition: a document's LSNs grow along its
+   * partitions' lineage; writes before the start share one instant).
+   */
+  #deletedAfter(id: string, key: string): boolean {
+    const lsn = Number(key.slice(key.lastIndexOf('@') + 1));
+    for (const d of this.world.deletes) if (d.startsWith(`${id}@`) && Number(d.slice(d.lastIndexOf('@') + 1)) > lsn) return true;
+    return false;
   }
 
   /** In `latestVersion` mode, a version with a newer one written may never be read: the feed skips it. */
@@ -662,7 +689,28 @@ class SimClient {
     const change = JSON.parse(data) as { id: string; lsn: number; partition: string };
     sse.count('sse.changes');
     sse.checkGap(this, this.#chain, hub, change.partition, change.lsn, before);
+    this.#checkStoodPast(hub, change, before);
     this.#receive(`${change.partition}@${change.lsn} from ${hub.hub.streamId}${hub.host()?.everPaused ? ', a zombie' : ''}`, change.id, change.lsn, change.partition, hub.hub.streamId);
+  }
+
+  /**
+   * `sse-order` for a change the chain has no newer version of: the hub was handed a newer version before it read
+   * this one, under a token where the browser stands at or past it (the position it started from, or the id it held
+   * before the event, read along lineage as the hub does): the browser is told it has the newer version, then
+   * sent an older one (seed 1611: a `reset` at the hub's position past d29@67, then merged 8's re-read of d29@15).
+   */
+  #checkStoodPast(hub: SimHub, change: { id: string; lsn: number; partition: string }, before: string): void {
+    const at = new Map(this.#baseline);
+    for (const [token, lsn] of parseEventId(before)?.positions ?? []) at.set(token, Math.max(lsn, at.get(token) ?? -1));
+    const readAt = hub.read.get(change.partition)?.get(change.lsn) ?? Infinity;
+    const ranges = this.sse.ranges;
+    const newer = hub.inputs.find((o, i) => i < readAt && o.id === change.id && o.lsn > change.lsn && (standsAt(o.token, at, ranges) ?? -1) >= o.lsn);
+    if (!newer || (this.#chain.newest.get(change.id) ?? -1) > change.lsn) return;
+    this.sse.report(
+      'sse-order',
+      `client ${this.name} (chain ${this.#chain.id}) received ${change.id}@${change.lsn} (${change.partition} from ${hub.hub.streamId}) standing past ${newer.id}@${newer.lsn} (${newer.token}), which that hub was handed before`,
+      `order:${this.name}:${change.id}`,
+    );
   }
 
   /** Records a change (`token`) or a snapshot row (no token) of document `id` at `lsn`, from hub `stream`. */

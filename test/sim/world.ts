@@ -74,6 +74,8 @@ export class World {
   readonly latestKey = new Map<string, string>();
   /** Every write as `id@lsn`. */
   readonly written = new Set<string>();
+  /** The deletes among {@link World.written}. */
+  readonly deletes = new Set<string>();
   /** Every change that reached the sink, as `id@lsn`. */
   readonly delivered = new Set<string>();
   deliveries = 0;
@@ -191,6 +193,7 @@ export class World {
     }
     const key = `${id}@${result.lsn}`;
     this.written.add(key);
+    if (this.latest.get(id) === undefined) this.deletes.add(key);
     this.writtenAt.set(key, this.sim.clock.now());
     if (this.sdk && this.mode === 'allVersionsAndDeletes' && !this.#pinned(result.partition)) this.beforeStart.add(key);
     this.latestKey.set(id, key);

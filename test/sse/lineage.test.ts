@@ -157,7 +157,7 @@ describe('SseHub: a reading that goes back (admin reset or rewind)', () => {
     hub.publish(batch('2', HIGH, change('b', 2), change('d', 4), change('f', 6), change('g', 7), change('i', 8)));
   };
 
-  it('a live client gets a reset, then the re-read range, not the changes it has again', () => {
+  it('a live client gets a reset at a position past the re-read, then what follows it, not the changes it has again', () => {
     const hub = hubOf('S', 2);
     const res = new FakeResponse();
     hub.connect(res);
@@ -169,7 +169,10 @@ describe('SseHub: a reading that goes back (admin reset or rewind)', () => {
     // Up to the reset: each change once; after it, a new start at the hub's position.
     const before = res.events.slice(0, reset).filter((e) => e.type === 'message').map((e) => JSON.parse(e.data) as { id: string; lsn: number });
     expect(before.map((c) => `${c.id}@${c.lsn}`)).toEqual(['a@1', 'b@2', 'd@4', 'f@6', 'g@7', 'i@8']);
-    expect(JSON.parse(res.events[reset]!.data).resumeFrom).toBe('S.1:1,2:8,3:1');
+    // The reset stands past the re-read up to the furthest published over the range (2 at 8): b@2 and d@4 again,
+    // or c@3 (of the part 1 had not reached, which a reset's reload has), are not sent; j@9 is.
+    expect(JSON.parse(res.events[reset]!.data).resumeFrom).toBe('S.1:1,2:8,3:8');
+    expect(res.changes().slice(before.length).map((c) => `${c.id}@${c.lsn}`)).toEqual(['j@9']);
     expect(hub.stats().resets).toBe(1);
   });
 
@@ -200,7 +203,8 @@ describe('SseHub: a reading that goes back (admin reset or rewind)', () => {
     expect(reset).toBeGreaterThan(0);
     const before = res.events.slice(0, reset).filter((e) => e.type === 'message').map((e) => JSON.parse(e.data) as { id: string; lsn: number });
     expect(before.map((c) => `${c.id}@${c.lsn}`)).toEqual(['a@10', 'b@11', 'c@12']);
-    expect(JSON.parse(res.events[reset]!.data).resumeFrom).toBe('S.40-80:c');
+    expect(JSON.parse(res.events[reset]!.data).resumeFrom).toBe('S.40-80:c,3:c');
+    expect(res.changes().slice(before.length).map((c) => `${c.id}@${c.lsn}`)).toEqual(['e@13']);
   });
 
   it('a part ahead still in the buffer: its changes are known, nothing is sent twice and no one starts over', () => {
@@ -211,6 +215,82 @@ describe('SseHub: a reading that goes back (admin reset or rewind)', () => {
     hub.publish(batch('3', ALL, change('b', 2), change('c', 3), change('d', 4), change('j', 9)));
     expect(sent(res)).toEqual(['a@1', 'b@2', 'd@4', 'f@6', 'g@7', 'i@8', 'c@3', 'j@9']);
     expect(res.events.some((e) => e.type === 'reset')).toBe(false);
+  });
+});
+
+describe('SseHub: an older version re-read after an admin reset, its newer version out of the buffer', () => {
+  // The shape of seed 1611 of the simulation: the hub published d29@15, d29@42 (a delete) and d29@67 under partition
+  // 4 ([, 2A)); after an admin reset, merged partition 8 ([, 3F)), over a part the hub never read, re-read its range
+  // from the start. The hub reset its clients at its position (4 at 68), then sent them d29@15, d29@42, d29@67 again:
+  // a browser that reloaded its state went back to an older version, then lost the document, for a while.
+  const PART = { minInclusive: '', maxExclusive: '2A' };
+  const MERGED = { minInclusive: '', maxExclusive: '3F' };
+  const del = (id: string, lsn: number): Change<{ id: string }> => ({ id, operation: 'delete', document: undefined, lsn, timestampMs: lsn });
+
+  it('changes only: the reset stands past the re-read; no version of it is sent, what follows it is', () => {
+    const hub = hubOf('S', 3);
+    const res = new FakeResponse();
+    hub.connect(res);
+    hub.publish(batch('4', PART, change('d29', 15), del('d29', 42), change('d29', 67), change('k', 68)));
+    hub.publish(batch('3F-80', { minInclusive: '3F', maxExclusive: '80' }, change('m', 60)));
+    expect(sent(res)).toEqual(['d29@15', 'd29@42', 'd29@67', 'k@68', 'm@60']);
+    hub.publish(batch('8', MERGED, change('d29', 15), change('n', 20)));
+    hub.publish(batch('8', MERGED, del('d29', 42), change('d29', 67), change('k', 68), change('p', 69)));
+    const reset = res.events.findIndex((e) => e.type === 'reset');
+    expect(reset).toBeGreaterThan(0);
+    expect(JSON.parse(res.events[reset]!.data).resumeFrom).toBe('S.4:1w,3F-80:1o,8:1w');
+    // After the reset: p@69 only. Not d29@15 (older than d29@67, which the reset's position stands past), nor n@20
+    // (of the part never read here: the state a reset makes the browser load has it).
+    expect(sent(res)).toEqual(['d29@15', 'd29@42', 'd29@67', 'k@68', 'm@60', 'p@69']);
+    // An id given since resumes; one from before the re-read starts over.
+    const again = new FakeResponse();
+    hub.connect(again, { lastEventId: res.parser.lastEventId });
+    expect(again.events.map((e) => e.type)).toEqual([]);
+    const old = new FakeResponse();
+    hub.connect(old, { lastEventId: 'S.4:1w,3F-80:1o' });
+    expect(old.events.map((e) => e.type)).toEqual(['reset']);
+  });
+
+  it('snapshot mode: clients start over from the view once the re-read has passed what it cannot publish', async () => {
+    type Doc = { id: string };
+    const view = new MemoryViewStore<Doc>();
+    const hub = createSseHub<Doc, Doc>({ streamId: 'S', replayLimit: 3, scheduler: new VirtualTimeScheduler(), view, project: (c) => c.document });
+    // The pipeline: each batch written to the view, then published.
+    const read = async (partition: string, range: FeedRange, epoch: number, ...changes: Change<Doc>[]) => {
+      await view.write({
+        mode: 'guarded',
+        changes: changes.map((c) => ({ key: c.id, row: c.document, lsn: c.lsn, timestampMs: c.timestampMs, partition })),
+        partitions: [{ partition, epoch, position: `p${changes.at(-1)!.lsn}`, lsn: changes.at(-1)!.lsn, range }],
+      });
+      hub.publish(batch(partition, range, ...changes));
+    };
+    const settle = async () => {
+      for (let i = 0; i < 4; i++) await new Promise((resolve) => setImmediate(resolve));
+    };
+    const res = new FakeResponse();
+    hub.connect(res);
+    await settle();
+    await read('4', PART, 1, change('d29', 15), del('d29', 42), change('d29', 67), change('k', 68));
+    await read('3F-80', { minInclusive: '3F', maxExclusive: '80' }, 1, change('m', 60));
+    expect(sent(res)).toEqual(['d29@15', 'd29@42', 'd29@67', 'k@68', 'm@60']);
+    // After an admin reset: the merged partition's re-read, in two pages. The client starts over after each (the
+    // view holds it; the reading may stop there), and nothing of it is sent as changes.
+    await read('8', MERGED, 2, change('d29', 15), change('n', 20));
+    await settle();
+    expect(res.events.filter((e) => e.type === 'snapshot-begin')).toHaveLength(2);
+    await read('8', MERGED, 2, del('d29', 42), change('d29', 67), change('k', 68), change('p', 69));
+    await settle();
+    expect(res.events.filter((e) => e.type === 'snapshot-begin')).toHaveLength(3);
+    // Started over from the view, which holds the re-read: d29@67 and n@20 as rows; nothing older after them.
+    const types = res.events.map((e) => e.type);
+    const second = types.lastIndexOf('snapshot-begin');
+    expect(second).toBeGreaterThan(0);
+    expect(JSON.parse(res.events[second]!.data)).toEqual({ reason: 'too-old' });
+    const rows = res.events.slice(second).filter((e) => e.type === 'snapshot').flatMap((e) => JSON.parse(e.data) as { id: string; lsn: number }[]);
+    expect(rows.map((r) => `${r.id}@${r.lsn}`).sort()).toEqual(['d29@67', 'k@68', 'm@60', 'n@20', 'p@69']);
+    expect(res.events.slice(second).filter((e) => e.type === 'message')).toEqual([]);
+    await read('8', MERGED, 2, change('q', 70));
+    expect(sent(res)).toEqual(['d29@15', 'd29@42', 'd29@67', 'k@68', 'm@60', 'q@70']);
   });
 });
 
@@ -243,6 +323,36 @@ describe('SseHub (snapshot mode): a merged range re-read after a snapshot that h
     expect(res.events.map((e) => e.type)).toEqual(['snapshot-begin', 'snapshot', 'up-to-date', 'snapshot-begin', 'snapshot', 'up-to-date']);
     hub.publish(batch('3', ALL, change('g', 9)));
     expect(sent(res)).toEqual(['g@9']);
+  });
+});
+
+describe('SseHub (snapshot mode): a snapshot holding a token beside a part of its range read further', () => {
+  it('starts the client over rather than send a change of the token at or below the part\'s position (seed 83)', async () => {
+    type Doc = { id: string };
+    const view = new MemoryViewStore<Doc>();
+    const write = (partition: string, range: FeedRange, epoch: number, ...changes: Change<Doc>[]) =>
+      view.write({
+        mode: 'guarded',
+        changes: changes.map((c) => ({ key: c.id, row: c.document, lsn: c.lsn, timestampMs: c.timestampMs, partition })),
+        partitions: [{ partition, epoch, position: `p${changes.at(-1)!.lsn}`, lsn: changes.at(-1)!.lsn, range }],
+      });
+    // Another process read the lower half as an EPK-range lease up to 388 (d343@361 among its rows); this one reads
+    // the whole range under partition 4's own lease, up to 359 so far.
+    const PART4 = { minInclusive: '', maxExclusive: 'BF' };
+    await write('-7F', LOW, 1, change('d343', 361), change('e', 388));
+    await write('4', PART4, 2, change('f', 359));
+    const hub = createSseHub<Doc, Doc>({ streamId: 'S', scheduler: new VirtualTimeScheduler(), view, project: (c) => c.document });
+    const res = new FakeResponse();
+    hub.connect(res);
+    await new Promise((resolve) => setImmediate(resolve));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(res.events.map((e) => e.type)).toEqual(['snapshot-begin', 'snapshot', 'up-to-date']);
+    // 4 reads d343@361: of the lower half (the client has it as a row) or of the upper one (it has not): the hub
+    // cannot tell, and starts the client over.
+    await write('4', PART4, 2, change('d343', 361));
+    hub.publish(batch('4', PART4, change('d343', 361)));
+    expect(sent(res)).toEqual([]);
+    expect(res.events.at(-1)!.type).toBe('snapshot-begin');
   });
 });
 

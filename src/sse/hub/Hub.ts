@@ -42,6 +42,8 @@ export class Hub<T, R> implements SseHub<T, R> {
     this.#snapshots = settings.view
       ? new Snapshots<T, R>({ ...settings, view: settings.view, changes: this.#changes, counters: this.#counters, pump: (client) => this.#delivery.pump(client) })
       : undefined;
+    // Snapshot mode: clients start over from a view that holds a re-read the hub does not publish (see ResumeLog).
+    this.#changes.holdRereads = settings.view !== undefined;
     this.#changes.onRewind = () => {
       for (const client of this.#clients) if (client.open && client.state === 'live') this.#restart(client);
     };

@@ -57,7 +57,27 @@ export class ResumeLog<T> {
    * id at or below all of them is from before, and may hold changes the hub publishes again.
    */
   readonly #rewinds = new Map<string, Map<string, number>>();
-  /** Called when a reading goes back where the buffer cannot tell what clients have: they must start over. */
+  /**
+   * Per lease token whose reading went back, the furthest the hub had published over its range then (its own
+   * token's mark or another's): its re-read up to there, which the hub cannot tell from what clients were sent
+   * (an older version, a change they have, or one of a part never sent), is not published. Clients start over
+   * past it instead, and an id that does not hold the token at or past it is from before.
+   */
+  readonly #rereadTo = new Map<string, number>();
+  /** The tokens of {@link ResumeLog.#rereadTo} whose re-read has not reached its end yet, with that end. */
+  readonly #rereading = new Map<string, number>();
+  /**
+   * Snapshot mode: a re-read's skipped part enters the hub's position only once the re-read has passed it, and
+   * clients start over from the view after each batch of it (the view holds it; in changes-only mode, at once
+   * past all of it: a `reset` reloads the state).
+   */
+  holdRereads = false;
+  /** How many times clients were started over past a re-read: a snapshot read across one is read again. */
+  startsOver = 0;
+  /**
+   * Called when the hub's position moves past a re-read it does not publish (see `holdRereads`): clients must
+   * start over.
+   */
   onRewind: ((token: string) => void) | undefined;
   #eventId: string;
   #head = 0;
@@ -101,25 +121,37 @@ export class ResumeLog<T> {
     for (const batch of asBatches(value)) {
       const token = batch.partition;
       if (batch.range) this.#ranges.set(token, batch.range);
+      const end = this.#rereading.get(token);
+      if (end !== undefined && Math.max(batch.readLsn ?? -1, batch.lastLsn ?? -1) >= end) {
+        // The re-read passed what it could not publish (and the view, before the hub in the pipeline, holds it).
+        this.#rereading.delete(token);
+        if (this.holdRereads) this.#passReread(token, end);
+      }
       if (batch.isEmpty) continue;
+      const skipping = this.#rereading.has(token);
       // Along lineage: a split child's first batch is checked against its parent's mark.
       const seen = markOf(token, this.#marks, this.#ranges);
       const floor = seen ?? -1;
       for (const change of batch.changes) {
         // Changes of one transaction share an LSN, so compare with what earlier batches published.
-        if (change.lsn <= floor) continue;
+        if (change.lsn <= floor || change.lsn <= (this.#rereading.get(token) ?? -1)) continue;
         const identity = `${change.id}\u0000${change.lsn}`;
         if (this.#held.has(identity) || this.#superseded(token, change)) continue;
         // A range read before under other tokens (all of it, or a part: then it inherits no mark) read from below.
         if (this.#mayHave(token, floor, change.lsn)) {
-          // The change may be one published under another token over the range, no longer held: whoever has the
-          // hub's ids may have it. From here on the range is this token's own (later ids name it).
+          // The change may be one published under another token over the range, no longer held (or an older
+          // version of a document published newer there): whoever has the hub's ids may have it, or stand past
+          // it. Nothing of the range is published up to the furthest the hub had published over it; clients
+          // start over past that instead (from here on the range is this token's own: later ids name it).
           const range = this.#ranges.get(token)!;
-          this.#rewinds.set(token, new Map([...this.#marks].filter(([t]) => t === token || this.#overlaps(t, range))));
-          if (seen !== undefined) this.#marks.set(token, Math.max(floor, this.#marks.get(token) ?? -1));
-          this.#eventId = formatEventId(this.streamId, this.#marks);
-          log('%s re-read from %d below what was published over its range: clients start over', token, floor);
-          this.onRewind?.(token);
+          const then = new Map([...this.#marks].filter(([t]) => t === token || this.#overlaps(t, range)));
+          this.#rewinds.set(token, then);
+          const to = Math.max(...then.values());
+          this.#rereadTo.set(token, Math.max(to, this.#rereadTo.get(token) ?? -1));
+          this.#rereading.set(token, to);
+          log('%s re-read from %d below what was published over its range (up to %d): not published, clients start over', token, floor, to);
+          if (!this.holdRereads) this.#passReread(token, to);
+          continue;
         }
         if (seen === undefined && !this.#starts.has(token) && markOf(token, this.#starts, this.#ranges) === undefined) {
           this.#starts.set(token, change.lsn);
@@ -132,6 +164,12 @@ export class ResumeLog<T> {
         this.#newest.set(change.id, { lsn: change.lsn, seq: entry.seq, token });
         this.#replay.push(entry);
         fresh.push(entry);
+      }
+      // Snapshot mode, a re-read not published yet: the view holds this batch of it, clients start over from there
+      // (the reading may stop here: its lease moved to another process).
+      if (this.holdRereads && (skipping || this.#rereading.has(token))) {
+        this.startsOver++;
+        this.onRewind?.(token);
       }
       // A child that re-read only what its parent published still takes the parent's mark as its own.
       if (seen !== undefined && !this.#marks.has(token)) this.#marks.set(token, seen);
@@ -157,6 +195,8 @@ export class ResumeLog<T> {
       const range = this.#ranges.get(token)!;
       const over = [...have].filter(([t]) => t === token || this.#overlaps(t, range));
       if (over.length > 0 && over.every(([t, lsn]) => lsn <= (then.get(t) ?? -1))) return { kind: 'reset', reason: 'too-old' };
+      // From before the hub's position passed the re-read it did not publish: it may lack some of it.
+      if (over.length > 0 && (have.get(token) ?? -1) < (this.#rereadTo.get(token) ?? -1)) return { kind: 'reset', reason: 'too-old' };
     }
     const tokens = new Set([...this.#evicted.keys(), ...(ours ? [] : this.#starts.keys())]);
     for (const token of tokens) {
@@ -173,12 +213,13 @@ export class ResumeLog<T> {
   }
 
   /**
-   * Whether a client with its own marks `after`, which has none for `entry`'s token, may hold `entry` all the same:
-   * another token over the range stands at or past it (a range read before in parts at different positions, which
-   * inherits the least advanced: the entry may come from a part the client has, or from one it lacks).
+   * Whether a client with its own marks `after` may hold `entry` all the same: another token over the range stands
+   * at or past it (a range read before in parts at different positions, which inherits the least advanced: the
+   * entry may come from a part the client has, or from one it lacks). Also when the client has a mark of the
+   * entry's token below it: a snapshot's positions may hold the token (this process re-reading the range) beside a
+   * part of it another process read further (seed 83: `4` at 359 beside `-7F800000` at 388, d343@361 a row).
    */
   mayHold(entry: SseEntry<T>, after: ReadonlyMap<string, number>): boolean {
-    if (after.has(entry.partition)) return false;
     const range = this.#ranges.get(entry.partition);
     if (!range) return false;
     for (const [token, lsn] of after) {
@@ -229,6 +270,14 @@ export class ResumeLog<T> {
       log('could not read the positions of %s: %s', view.description, (error as Error).message);
       this.#starts.set('\u0000unknown', Number.MAX_SAFE_INTEGER);
     }
+  }
+
+  /** The hub's position passes `token`'s re-read up to `to` (not published): clients start over past it. */
+  #passReread(token: string, to: number): void {
+    this.#marks.set(token, Math.max(to, this.#marks.get(token) ?? -1));
+    this.#eventId = formatEventId(this.streamId, this.#marks);
+    this.startsOver++;
+    this.onRewind?.(token);
   }
 
   /**

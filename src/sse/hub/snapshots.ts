@@ -19,6 +19,8 @@ interface SnapshotRead<R> {
   readonly after: ReadonlyMap<string, number>;
   readonly ahead: ReadonlyMap<string, { readonly lsn: number; readonly partition: string }>;
   readonly frames: string[];
+  /** {@link ResumeLog.startsOver} when the positions were read: a read across a start-over is read again. */
+  readonly startsOver: number;
 }
 
 /** @internal How a hub sends snapshots: its view, rows per event, row projection, and what goes live after. */
@@ -55,6 +57,8 @@ export class Snapshots<T, R> {
     let read: SnapshotRead<R>;
     try {
       read = await this.#read();
+      // The hub's position passed a re-read it did not publish while the view was read: the view may lack it.
+      while (client.open && read.startsOver !== changes.startsOver) read = await this.#read();
     } catch (error) {
       log('client %d: the snapshot read of %s failed: %s', client.id, view.description, (error as Error).message);
       client.drop('view-error');
@@ -117,6 +121,7 @@ export class Snapshots<T, R> {
     const wave: Promise<SnapshotRead<R>> = new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
       // Later clients start a new read: their changes since connecting may be newer than these positions.
       if (this.#wave === wave) this.#wave = undefined;
+      const startsOver = changes.startsOver;
       const positions = await view.positions();
       const rows = await view.rows();
       const after = new Map<string, number>();
@@ -129,7 +134,7 @@ export class Snapshots<T, R> {
       for (const row of rows) {
         if (row.lsn > (changes.reached(row.partition, after) ?? -1)) ahead.set(row.key, { lsn: row.lsn, partition: row.partition });
       }
-      return { rows, after, ahead, frames: [] };
+      return { rows, after, ahead, frames: [], startsOver };
     });
     this.#wave = wave;
     return wave;
