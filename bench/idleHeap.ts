@@ -8,7 +8,7 @@
  *   `LeaseTracker`, an `Ownership`, an rxjs `Subscriber`, …) on its shortest path from the GC roots, and to the
  *   field it hangs from (`LeaseTracker.#stall`), with what the bytes are (`Map`, `(closure)`, `system / Context`).
  *
- * Run: npx tsx bench/idleHeap.ts   (env: BENCH_RANGES=1024 BENCH_POLL_MS=5000 BENCH_SETTLE_MS=12000;
+ * Run: npx tsx bench/idleHeap.ts   (env: BENCH_RANGES=1024 BENCH_POLL_MS=5000 BENCH_SETTLE_MS=12000 BENCH_START=beginning|now;
  * BENCH_BUILD=dir loads `dir/esm/index.js` instead of this build, e.g. a copy of `dist` made before a change;
  * BENCH_SNAPSHOT=path keeps the snapshots as path.before/after.heapsnapshot; BENCH_TOP=40 rows per table)
  */
@@ -36,6 +36,8 @@ const SETTLE_MS = Number(process.env.BENCH_SETTLE_MS ?? 12_000);
 const TOP = Number(process.env.BENCH_TOP ?? 40);
 const KEEP = process.env.BENCH_SNAPSHOT;
 const PATHS = process.env.BENCH_PATHS;
+/** `beginning`: each lease's first read moves it (one batch, which checkpointEvery then watches); `now`: pinned by the bootstrap, as bench/idle.ts's, no batch ever. */
+const START = (process.env.BENCH_START ?? 'beginning') as 'beginning' | 'now';
 
 const RID = 'benchRID=';
 const bound = (i: number): string => (i === 0 ? '' : i === RANGES ? 'FF' : Math.floor((i * 0xffff) / RANGES).toString(16).padStart(4, '0').toUpperCase());
@@ -323,7 +325,7 @@ const { beforePath, afterPath, heapBefore, heapAfter } = ANALYZE
 const before = ids(load(beforePath));
 const after = load(afterPath);
 console.log(
-  `${RANGES} idle leases, poll ${POLL_MS} ms, ${BUILD ?? 'this build'}: heap used after GC ${(heapBefore / 2 ** 20).toFixed(1)} → ${(heapAfter / 2 ** 20).toFixed(1)} MB ` +
+  `${RANGES} idle leases from ${START}, poll ${POLL_MS} ms, ${BUILD ?? 'this build'}: heap used after GC ${(heapBefore / 2 ** 20).toFixed(1)} → ${(heapAfter / 2 ** 20).toFixed(1)} MB ` +
     `(${((heapAfter - heapBefore) / RANGES).toFixed(0)} bytes per lease)`,
 );
 report(after, (id) => !before.has(id), RANGES);
