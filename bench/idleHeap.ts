@@ -10,7 +10,9 @@
  *
  * Run: npx tsx bench/idleHeap.ts   (env: BENCH_RANGES=1024 BENCH_POLL_MS=5000 BENCH_SETTLE_MS=12000 BENCH_START=beginning|now;
  * BENCH_BUILD=dir loads `dir/esm/index.js` instead of this build, e.g. a copy of `dist` made before a change;
- * BENCH_SNAPSHOT=path keeps the snapshots as path.before/after.heapsnapshot; BENCH_TOP=40 rows per table)
+ * BENCH_SNAPSHOT=path keeps the snapshots as path.before/after.heapsnapshot; BENCH_TOP=40 rows per table; BENCH_ANALYZE=path
+ * reads path.before/after.heapsnapshot instead of running; BENCH_PATHS=owner.field prints dominator chains of a few of its
+ * objects; BENCH_HEAP_ONLY=1: the heap used only, no snapshots)
  */
 import { CosmosClient, type Container } from '@azure/cosmos';
 import { readFileSync, rmSync } from 'node:fs';
@@ -35,6 +37,8 @@ const POLL_MS = Number(process.env.BENCH_POLL_MS ?? 5000);
 const SETTLE_MS = Number(process.env.BENCH_SETTLE_MS ?? 12_000);
 const TOP = Number(process.env.BENCH_TOP ?? 40);
 const KEEP = process.env.BENCH_SNAPSHOT;
+/** Only the heap used after GC, no snapshots (for many leases). */
+const HEAP_ONLY = process.env.BENCH_HEAP_ONLY === '1';
 const PATHS = process.env.BENCH_PATHS;
 /** `beginning`: each lease's first read moves it (one batch, which checkpointEvery then watches); `now`: pinned by the bootstrap, as bench/idle.ts's, no batch ever. */
 const START = (process.env.BENCH_START ?? 'beginning') as 'beginning' | 'now';
@@ -71,6 +75,7 @@ function fakeContainer(): Container {
 function snapshot(name: string): string {
   gc();
   gc();
+  if (HEAP_ONLY) return '';
   const path = KEEP ? `${KEEP}.${name}.heapsnapshot` : join(tmpdir(), `idleHeap-${process.pid}.${name}.heapsnapshot`);
   writeHeapSnapshot(path);
   return path;
@@ -322,6 +327,10 @@ const ANALYZE = process.env.BENCH_ANALYZE;
 const { beforePath, afterPath, heapBefore, heapAfter } = ANALYZE
   ? { beforePath: `${ANALYZE}.before.heapsnapshot`, afterPath: `${ANALYZE}.after.heapsnapshot`, heapBefore: NaN, heapAfter: NaN }
   : await run();
+if (HEAP_ONLY) {
+  console.log(`${RANGES} idle leases from ${START}, poll ${POLL_MS} ms, ${BUILD ?? 'this build'}: heap used after GC ${(heapBefore / 2 ** 20).toFixed(1)} → ${(heapAfter / 2 ** 20).toFixed(1)} MB (${((heapAfter - heapBefore) / RANGES).toFixed(0)} bytes per lease)`);
+  process.exit(0);
+}
 const before = ids(load(beforePath));
 const after = load(afterPath);
 console.log(
