@@ -279,15 +279,15 @@ export class PartitionTelemetry {
   readonly leaseToken: string;
   /** The partition's own metric attributes (`messaging.destination.partition.id` with the processor's). */
   readonly attributes: Attributes;
-  readonly readChargeAttributes: Attributes;
   /** Changes delivered to the pipeline, and request units of its reads, in all (what the counters report). */
   consumed = 0;
   readCharge = 0;
   readonly #feed: FeedTelemetry;
-  /** The batch span's attributes (with the lease and the client id, which the duration histograms leave out). */
-  readonly #processAttributes: Attributes;
-  /** Open spans by batch sequence, oldest first (sequences only grow). */
-  readonly #open = new Map<number, OpenBatch>();
+  /** The batch span's attributes (with the lease and the client id, which the duration histograms leave out); made with the first batch. */
+  #processAttributes: Attributes | undefined;
+  #readChargeAttributes: Attributes | undefined;
+  /** Open spans by batch sequence, oldest first (sequences only grow); made with the first batch (an idle lease may never have one). */
+  #open: Map<number, OpenBatch> | undefined;
   #latestLsn: number | undefined;
   #ackedLsn: number | undefined;
 
@@ -297,8 +297,11 @@ export class PartitionTelemetry {
     this.attributes = attributes;
     this.consumed = totals?.consumed ?? 0;
     this.readCharge = totals?.readCharge ?? 0;
-    this.readChargeAttributes = { ...attributes, 'rxfeed.operation': 'read_feed' };
-    this.#processAttributes = { ...attributes, 'messaging.operation.type': 'process', 'messaging.operation.name': 'process' };
+  }
+
+  /** The attributes of its read charge counter (made when first asked for, then the same object). */
+  get readChargeAttributes(): Attributes {
+    return (this.#readChargeAttributes ??= { ...this.attributes, 'rxfeed.operation': 'read_feed' });
   }
 
   /** Changes after the last acknowledged one as of the last read; `undefined` until a read said. */
@@ -323,15 +326,16 @@ export class PartitionTelemetry {
   /** Batch `sequence` was emitted: its span starts. */
   emitted(sequence: number, batch: ChangeBatch<unknown>): void {
     const at = this.#feed.now();
-    const span = this.#feed.startBatchSpan(batch, this.#processAttributes, at);
+    const processAttributes = (this.#processAttributes ??= { ...this.attributes, 'messaging.operation.type': 'process', 'messaging.operation.name': 'process' });
+    const span = this.#feed.startBatchSpan(batch, processAttributes, at);
     const active = span.isRecording() || this.#feed.api.trace.isSpanContextValid(span.spanContext());
-    this.#open.set(sequence, { span, context: undefined, parent: undefined, active, emittedAt: at, lsn: batch.readLsn });
+    (this.#open ??= new Map()).set(sequence, { span, context: undefined, parent: undefined, active, emittedAt: at, lsn: batch.readLsn });
     this.consumed += batch.size;
   }
 
   /** Runs `fn` with the span of batch `sequence` active (as is, if the span has ended). */
   activate<R>(sequence: number, fn: () => R): R {
-    const open = this.#open.get(sequence);
+    const open = this.#open?.get(sequence);
     // No context to switch to for a no-op tracer's span (no SDK): nothing would nest under it or propagate.
     if (!open || !open.active) return fn();
     const { context, trace } = this.#feed.api;
@@ -347,6 +351,7 @@ export class PartitionTelemetry {
 
   /** Batch `sequence` reached the checkpoint (with every batch before it): their spans end. */
   acknowledged(sequence: number): void {
+    if (this.#open === undefined) return;
     for (const [s, open] of this.#open) {
       if (s > sequence) break;
       if (s === sequence && open.lsn !== undefined) this.#ackedLsn = Math.max(this.#ackedLsn ?? 0, open.lsn);
@@ -356,18 +361,18 @@ export class PartitionTelemetry {
 
   /** Batch `sequence` left the pipeline without an acknowledgement (`error`: why, if it failed). */
   dropped(sequence: number, error?: Error): void {
-    const open = this.#open.get(sequence);
+    const open = this.#open?.get(sequence);
     if (open) this.#end(sequence, open, error?.name ?? 'dropped', error);
   }
 
   /** The ownership ended (`reason`): spans still open end unacknowledged. */
   closed(reason: string): void {
-    for (const [s, open] of this.#open) this.#end(s, open, reason);
+    if (this.#open) for (const [s, open] of this.#open) this.#end(s, open, reason);
     this.#feed.forget(this);
   }
 
   #end(sequence: number, open: OpenBatch, errorType: string | undefined, error?: Error): void {
-    this.#open.delete(sequence);
+    this.#open!.delete(sequence);
     const at = this.#feed.now();
     const { span } = open;
     let attributes = this.#feed.processMetricAttributes;

@@ -34,7 +34,8 @@ export class AckLedger {
   #ackedSequence = 0;
   #ackedPosition: Position | null;
   #ackedChanges = 0;
-  readonly #listeners = new Set<() => void>();
+  /** Made with the first listener (only a drain listens). */
+  #listeners: Set<() => void> | undefined;
 
   constructor(account: CreditAccount, position: Position | null) {
     this.#account = account;
@@ -124,16 +125,22 @@ export class AckLedger {
 
   /** Calls `fn` after every acknowledgement or drop, until the returned function is called. */
   onChange(fn: () => void): () => void {
-    this.#listeners.add(fn);
-    return () => this.#listeners.delete(fn);
+    const listeners = (this.#listeners ??= new Set());
+    listeners.add(fn);
+    return () => listeners.delete(fn);
   }
 
   #notify(): void {
-    if (this.#listeners.size > 0) for (const fn of [...this.#listeners]) fn();
+    const listeners = this.#listeners;
+    if (listeners !== undefined && listeners.size > 0) for (const fn of [...listeners]) fn();
   }
 
   #compact(): void {
-    if (this.#head > 1024 && this.#head * 2 > this.#queue.length) {
+    // All acknowledged (an idle partition's one batch, or a busy one caught up): nothing kept alive with the lease.
+    if (this.#head === this.#queue.length) {
+      this.#queue.length = 0;
+      this.#head = 0;
+    } else if (this.#head > 1024 && this.#head * 2 > this.#queue.length) {
       this.#queue.splice(0, this.#head);
       this.#head = 0;
     }

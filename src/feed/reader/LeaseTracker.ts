@@ -10,11 +10,15 @@ import type { Logger } from '../../internal/log.js';
 import type { OwnedLease } from '../../leases/LeaseCoordinator.js';
 import type { Page } from '../../sources/Source.js';
 import type { CreditAccount, CreditPool } from '../CreditPool.js';
+import { LinkedAbort } from '../../internal/linkedAbort.js';
 import { sleep } from '../../internal/wait.js';
 import { AckLedger } from './AckLedger.js';
 import { CheckpointWriter } from './CheckpointWriter.js';
 import { StallMonitor } from './StallMonitor.js';
 import type { FeedTelemetry, PartitionTelemetry } from '../../telemetry/FeedTelemetry.js';
+
+/** What waiting for the writes of a tracker that never wrote is. */
+const SETTLED: Promise<void> = Promise.resolve();
 
 /** @internal What a {@link LeaseTracker} needs from its processor. */
 export interface TrackerContext {
@@ -39,7 +43,6 @@ export interface TrackerContext {
  */
 export class LeaseTracker implements PartitionTracker {
   readonly leaseToken: string;
-  readonly signal: AbortSignal;
   /** Set when the subscriber went away: nothing will acknowledge the batches it held. */
   unsubscribed = false;
   /** Called once when user code halts the partition ({@link LeaseTracker.halt}); set by the reader. */
@@ -52,15 +55,23 @@ export class LeaseTracker implements PartitionTracker {
   readonly #log: Logger;
   readonly #account: CreditAccount;
   readonly #ledger: AckLedger;
-  readonly #writer: CheckpointWriter;
-  readonly #stall: StallMonitor;
+  /** Made at the first checkpoint (an idle lease that never moves writes none). */
+  #writer: CheckpointWriter | undefined;
+  /** Made at the first batch (an idle lease that never moves reads none); stopped with the tracker. */
+  #stall: StallMonitor | undefined;
+  #stallStopped = false;
   /** Credit taken for the read in flight (reads run concurrently across partitions, so reserve first). */
   #reserved = 0;
   #waitingForCredit = false;
-  /** Aborted when user code halts the partition; `signal` is this, {@link LeaseTracker.handOver}'s or the ownership's. */
-  readonly #halting = new AbortController();
-  /** Aborted when the batches still out are handed over to the next owners ({@link LeaseTracker.handOver}). */
-  readonly #handedOver: AbortController;
+  /** Set when user code halts the partition (or the pipeline fails for good): `signal` aborts then. */
+  #halting = false;
+  /**
+   * Aborted when the batches still out are handed over to the next owners ({@link LeaseTracker.handOver}), or when the
+   * ownership ends: the reader feed's signal (its link over the ownership's).
+   */
+  readonly #handover: LinkedAbort;
+  /** `signal`: the handover's (so the ownership's too), or a halt's. */
+  readonly #link: LinkedAbort;
   /** Sequence of the batch that halted the partition: nothing from it on is acknowledged. */
   #haltedAt = Infinity;
   /** When a batch of this ownership last left the pipeline (acknowledged or dropped; scheduler time). */
@@ -68,19 +79,26 @@ export class LeaseTracker implements PartitionTracker {
   /** This ownership's spans and metrics, when telemetry is on. */
   readonly telemetry: PartitionTelemetry | undefined;
 
-  /** `handedOver`: the reader's, whose signal its feed's signal includes (a handler's `context.signal`). */
-  constructor(owned: OwnedLease, ctx: TrackerContext, log: Logger, handedOver = new AbortController()) {
+  /**
+   * `feed`: the reader feed's signal (a handler's `context.signal`), a link over the ownership's that
+   * {@link LeaseTracker.handOver} aborts; default: one of the tracker's own.
+   */
+  constructor(owned: OwnedLease, ctx: TrackerContext, log: Logger, feed: LinkedAbort = new LinkedAbort([owned.signal])) {
     this.leaseToken = owned.leaseToken;
-    this.#handedOver = handedOver;
-    this.signal = AbortSignal.any([owned.signal, this.#halting.signal, this.#handedOver.signal]);
+    this.#handover = feed;
+    this.#link = new LinkedAbort([feed]);
     this.#owned = owned;
     this.#ctx = ctx;
     this.#log = log;
     this.telemetry = ctx.telemetry?.partition(owned.leaseToken);
     this.#account = ctx.pool.open();
     this.#ledger = new AckLedger(this.#account, owned.lease.continuation);
-    this.#writer = new CheckpointWriter(owned, ctx.writes, ctx.emit, ctx.owner, log, () => this.#ledger.ackedChanges);
-    this.#stall = new StallMonitor(ctx.scheduler, ctx.stallTimeoutMs, {
+  }
+
+  #stallMonitor(): StallMonitor {
+    if (this.#stall) return this.#stall;
+    const ctx = this.#ctx;
+    const stall = new StallMonitor(ctx.scheduler, ctx.stallTimeoutMs, {
       pending: () => this.#ledger.pending,
       oldestReadAt: () => this.#ledger.oldestReadAt,
       lastProgressAt: () => this.#lastProgressAt,
@@ -90,6 +108,21 @@ export class LeaseTracker implements PartitionTracker {
         ctx.emit({ type: 'stall', owner: ctx.owner, lease: this.leaseToken, message });
       },
     });
+    if (this.#stallStopped) stall.stop();
+    return (this.#stall = stall);
+  }
+
+  #checkpointWriter(): CheckpointWriter {
+    const ctx = this.#ctx;
+    return (this.#writer ??= new CheckpointWriter(this.#owned, ctx.writes, ctx.emit, ctx.owner, this.#log, () => this.#ledger.ackedChanges));
+  }
+
+  /**
+   * Aborted when this ownership ends (lost, released, handed over, shutdown), its batches are handed over
+   * ({@link LeaseTracker.handOver}), or user code halts the partition ({@link LeaseTracker.halt}, {@link LeaseTracker.fatal}).
+   */
+  get signal(): AbortSignal {
+    return this.#link.signal;
   }
 
   /** Changes read and not yet acknowledged. */
@@ -163,7 +196,7 @@ export class LeaseTracker implements PartitionTracker {
   batch<T>(page: Page<T>): ChangeBatch<T> {
     const count = page.changes.length;
     const sequence = this.#ledger.record(count, this.#ctx.scheduler.now());
-    this.#stall.read();
+    this.#stallMonitor().read();
     // Every property of the init, in the order `withChanges` gives them: one shape of init for the constructor.
     const batch = new ChangeBatch<T>({
       partition: this.leaseToken,
@@ -211,9 +244,10 @@ export class LeaseTracker implements PartitionTracker {
 
   /** The pipeline ends with `error` (a sink refusing for good): stop reading and give the lease back with `Error`. */
   fatal(error: Error): void {
-    if (this.#halting.signal.aborted) return;
+    if (this.#halting) return;
     this.#log('the pipeline failed for good: %s', error.message);
-    this.#halting.abort(error);
+    this.#halting = true;
+    this.#link.abort(error);
     this.onFatal?.(error);
   }
 
@@ -223,7 +257,8 @@ export class LeaseTracker implements PartitionTracker {
     if (this.#haltedAt !== Infinity) return;
     this.#haltedAt = sequence;
     this.#log('halted at batch %d: %s', sequence, error.message);
-    this.#halting.abort(error);
+    this.#halting = true;
+    this.#link.abort(error);
     this.onHalt?.(error);
   }
 
@@ -232,7 +267,8 @@ export class LeaseTracker implements PartitionTracker {
     const now = this.#ctx.scheduler.now();
     this.#lastProgressAt = now;
     this.#ctx.pool.lastAckAt = now;
-    this.#stall.progress();
+    // No monitor yet: no batch was read, so none is pending (progress would arm nothing).
+    this.#stall?.progress();
   }
 
   /** True once user code halted the partition. */
@@ -241,7 +277,7 @@ export class LeaseTracker implements PartitionTracker {
   }
 
   checkpoint(position: Position): Promise<void> {
-    return this.#writer.write(position);
+    return this.#checkpointWriter().write(position);
   }
 
   /** Reports `error` as an `error` event of this lease; `attempts`: how many times in a row it happened. */
@@ -269,7 +305,7 @@ export class LeaseTracker implements PartitionTracker {
    * would only eat into the time left to release the lease (a Kubernetes grace period); it says so at once.
    */
   async drain(timeoutMs: number): Promise<boolean> {
-    const stalled = this.#stall.reported && !this.unsubscribed && this.#ledger.pending > 0;
+    const stalled = this.#stall?.reported === true && !this.unsubscribed && this.#ledger.pending > 0;
     const settled = stalled ? false : await this.#quiet(timeoutMs);
     if (!settled) {
       const outstanding = `partition ${this.leaseToken}: ${this.#ledger.pending} batches (${this.held} changes) did not reach checkpointEvery`;
@@ -294,18 +330,20 @@ export class LeaseTracker implements PartitionTracker {
    * nothing more of them. The ownership itself goes on while its replacement is written.
    */
   handOver(reason: CloseReason): void {
-    if (this.#handedOver.signal.aborted || this.#owned.signal.aborted) return;
+    // The feed's signal is aborted once the ownership ended or the batches were handed over.
+    if (this.#handover.aborted || this.#owned.signal.aborted) return;
     this.#log('handing the batches still out over (%s)', reason);
-    this.#handedOver.abort(new DOMException(`ownership of lease ${this.leaseToken} ended: ${reason}`, 'AbortError'));
+    this.#handover.abort(new DOMException(`ownership of lease ${this.leaseToken} ended: ${reason}`, 'AbortError'));
   }
 
   /** Writes the last acknowledged position if it is not written yet, and waits for every write. */
   async flush(): Promise<void> {
     const acked = this.#ledger.ackedPosition;
-    if (acked !== null && acked !== this.#writer.written) {
+    // Before the first checkpoint, the lease's own is the one written.
+    if (acked !== null && acked !== (this.#writer ? this.#writer.written : this.#owned.lease.continuation)) {
       await this.checkpoint(acked).catch((error: unknown) => this.reportError(error as Error));
     }
-    await this.#writer.settled();
+    await (this.#writer?.settled() ?? SETTLED);
   }
 
   /**
@@ -316,7 +354,8 @@ export class LeaseTracker implements PartitionTracker {
     if (subscriberLeft) this.unsubscribed = true;
     this.telemetry?.closed(subscriberLeft ? 'unsubscribed' : 'ownership_ended');
     this.#ledger.releaseAll();
-    this.#stall.stop();
+    this.#stallStopped = true;
+    this.#stall?.stop();
     this.#account.close();
   }
 

@@ -8,6 +8,7 @@ import { InvalidOptionsError, PartitionGoneError, TransientError } from '../../e
 import { logger, type Logger } from '../../internal/log.js';
 import type { OwnedLease } from '../../leases/LeaseCoordinator.js';
 import type { Page, Source } from '../../sources/Source.js';
+import { LinkedAbort } from '../../internal/linkedAbort.js';
 import { aborted, sleep } from '../../internal/wait.js';
 import { LeaseTracker, type TrackerContext } from './LeaseTracker.js';
 import { startOf } from '../startPosition.js';
@@ -271,20 +272,21 @@ async function goneNow<T>(owned: OwnedLease, ctx: ReaderContext<T>): Promise<boo
  */
 export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): PartitionFeed<T> {
   const state: { closeReason: CloseReason | undefined } = { closeReason: undefined };
-  // Aborted when what is still out is handed over to the leases replacing this one (LeaseTracker.handOver): the
-  // feed's signal (a handler's `context.signal`) ends then, as the batches' own signal does.
-  const handedOver = new AbortController();
-  return new ReaderFeed<T>(owned, state, AbortSignal.any([owned.signal, handedOver.signal]), (subscriber) => {
+  // The feed's signal (a handler's `context.signal`): the ownership's, and aborted when what is still out is handed
+  // over to the leases replacing this one (LeaseTracker.handOver), as the batches' own signal is. A link (no
+  // `AbortSignal.any` per lease), whose signal is made only if asked for.
+  const feedAbort = new LinkedAbort([owned.signal]);
+  return new ReaderFeed<T>(owned, state, feedAbort, (subscriber) => {
     const log = logger('partition', { owner: ctx.owner, lease: owned.leaseToken });
     if (owned.signal.aborted) {
       state.closeReason = owned.closeReason ?? 'Shutdown';
       subscriber.complete();
       return;
     }
-    const tracker = new LeaseTracker(owned, ctx, log, handedOver);
+    const tracker = new LeaseTracker(owned, ctx, log, feedAbort);
     const reading = new AbortController();
     /** Aborted when the subscriber leaves. */
-    const detached = new AbortController();
+    const detached = new LinkedAbort();
     const stopReading = () => reading.abort();
     owned.signal.addEventListener('abort', stopReading, { once: true });
     tracker.onHalt = (error) => {
@@ -363,7 +365,7 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
           return close(owned.closeReason ?? 'Error');
         case 'stopped':
           // Ownership ended, or a drain began (then ownership ends once it is done).
-          await aborted(AbortSignal.any([owned.signal, detached.signal]));
+          await aborted(new LinkedAbort([owned.signal, detached]).signal);
           if (!tracker.unsubscribed) close(owned.closeReason ?? 'Shutdown');
       }
     };
@@ -392,16 +394,20 @@ class ReaderFeed<T> extends Observable<ChangeBatch<T>> implements PartitionFeed<
   readonly leaseToken: string;
   readonly epoch: number;
   readonly partition: Partition;
-  readonly signal: AbortSignal;
+  readonly #abort: LinkedAbort;
   readonly #state: { readonly closeReason: CloseReason | undefined };
 
-  constructor(owned: OwnedLease, state: { readonly closeReason: CloseReason | undefined }, signal: AbortSignal, subscribe: (subscriber: Subscriber<ChangeBatch<T>>) => TeardownLogic) {
+  constructor(owned: OwnedLease, state: { readonly closeReason: CloseReason | undefined }, abort: LinkedAbort, subscribe: (subscriber: Subscriber<ChangeBatch<T>>) => TeardownLogic) {
     super(subscribe);
     this.leaseToken = owned.leaseToken;
     this.epoch = owned.epoch;
     this.partition = owned.partition;
-    this.signal = signal;
+    this.#abort = abort;
     this.#state = state;
+  }
+
+  get signal(): AbortSignal {
+    return this.#abort.signal;
   }
 
   get closeReason(): CloseReason | undefined {

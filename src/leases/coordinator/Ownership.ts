@@ -3,6 +3,7 @@
 import type { SchedulerLike, Subscription } from 'rxjs';
 import type { CloseReason } from '../../core/events.js';
 import type { Partition, Position } from '../../core/Partition.js';
+import { LinkedAbort } from '../../internal/linkedAbort.js';
 import type { Logger } from '../../internal/log.js';
 import type { Lease } from '../Lease.js';
 import type { OwnedLease } from '../LeaseCoordinator.js';
@@ -47,7 +48,8 @@ export class Ownership implements OwnedLease {
   parentDeleteSent = false;
   /** Every child of its gone partition was created by this ownership: a retry only deletes the parent. */
   childrenCreated = false;
-  readonly #controller = new AbortController();
+  /** The ownership's signal: a link, so the reader's signals over it cost no `AbortSignal.any` each. */
+  readonly #abort = new LinkedAbort();
   /** Writes to one lease run one after the other, so renewals never race our own checkpoints. */
   #queue: Promise<unknown> = Promise.resolve();
   #deadlineTimer: Subscription | undefined;
@@ -70,7 +72,7 @@ export class Ownership implements OwnedLease {
   }
 
   get signal(): AbortSignal {
-    return this.#controller.signal;
+    return this.#abort.signal;
   }
 
   get ended(): boolean {
@@ -138,6 +140,6 @@ export class Ownership implements OwnedLease {
     this.#deadlineTimer?.unsubscribe();
     this.#handoffTimer?.unsubscribe();
     // An Error, not the bare reason: code that rethrows `signal.reason` (throwIfAborted, fetch) throws an AbortError.
-    this.#controller.abort(new DOMException(`ownership of lease ${this.leaseToken} ended: ${reason}`, 'AbortError'));
+    this.#abort.abort(new DOMException(`ownership of lease ${this.leaseToken} ended: ${reason}`, 'AbortError'));
   }
 }
