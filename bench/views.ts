@@ -14,6 +14,7 @@
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
 import { loadavg } from 'node:os';
+import { pathToFileURL } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { from, lastValueFrom } from 'rxjs';
 import type { Change } from '../src/core/Change.js';
@@ -75,15 +76,25 @@ function rangeOf(p: number): { minInclusive: string; maxExclusive: string } {
   return { minInclusive: p === 0 ? '' : hex(p * 0x40), maxExclusive: p === PARTITIONS - 1 ? 'FF' : hex((p + 1) * 0x40) };
 }
 
+/** Called at the start and the end of each timed part (bench/viewsProfile.ts reads CPU counters there). */
+let timed: (phase: 'start' | 'end') => void = () => undefined;
+/** Sets what runs at the start and the end of each timed part. */
+export function onTimed(hook: (phase: 'start' | 'end') => void): void {
+  timed = hook;
+}
+
 async function run(store: ViewStore<Row>, batchSize: number, mode: ViewMode): Promise<number> {
   const batches = feed(batchSize);
+  timed('start');
   const t0 = performance.now();
   await lastValueFrom(
     from(batches).pipe(
       materializeToView(store, { project: (c) => ({ customer: c.document!.customer, total: c.document!.total, lines: c.document!.lines }), mode }),
     ),
   );
-  return performance.now() - t0;
+  const ms = performance.now() - t0;
+  timed('end');
+  return ms;
 }
 
 /**
@@ -101,6 +112,7 @@ async function handLoop(pool: pg.Pool, table: string, batchSize: number): Promis
   }
   const byPartition = new Map<string, ChangeBatch<Order>[]>();
   for (const batch of feed(batchSize)) byPartition.set(batch.partition, [...(byPartition.get(batch.partition) ?? []), batch]);
+  timed('start');
   const t0 = performance.now();
   await Promise.all(
     [...byPartition.values()].map(async (batches) => {
@@ -132,7 +144,50 @@ async function handLoop(pool: pg.Pool, table: string, batchSize: number): Promis
       }
     }),
   );
-  return performance.now() - t0;
+  const ms = performance.now() - t0;
+  timed('end');
+  return ms;
+}
+
+let sharedPool: pg.Pool | undefined;
+let tables = 0;
+
+/**
+ * One timed run on a pool shared by every call (opened and warmed on the first): `'rxfeed'` is
+ * materializeToView (guarded), `'hand'` the hand-written loop; for bench/viewsProfile.ts. Resolves to ms.
+ */
+export async function runRound(which: 'rxfeed' | 'hand' | 'rxfeed-prestored', batchSize: number): Promise<number> {
+  if (!sharedPool) {
+    sharedPool = new pg.Pool({ connectionString: PG_URL, max: PARTITIONS });
+    await handLoop(sharedPool, `warm_hand_${process.pid}`, 100);
+    const warm = await PostgresViewStore.create<Row>({ connection: sharedPool, table: 'warmup_view', schema });
+    await run(warm, 100, 'guarded');
+    await warm.close();
+  }
+  if (which === 'hand') return handLoop(sharedPool, `ph${++tables}`, batchSize);
+  const store = await PostgresViewStore.create<Row>({ connection: sharedPool, table: `pt${++tables}`, schema });
+  if (which === 'rxfeed-prestored') {
+    // Untimed: each partition's range stored by an empty write, as after a partition's first batch.
+    for (let p = 0; p < PARTITIONS; p++) {
+      await store.write({ mode: 'guarded', changes: [], partitions: [{ partition: `p${p}`, epoch: 1, position: `p${p}@0`, lsn: 0, range: rangeOf(p) }] });
+    }
+  }
+  try {
+    return await run(store, batchSize, 'guarded');
+  } finally {
+    await store.close();
+  }
+}
+
+/** The pool {@link runRound} runs on (bench/viewsProfile.ts reads its connections' server processes). */
+export const roundPool = (): pg.Pool | undefined => sharedPool;
+
+/** Drops the schema {@link runRound} wrote into and closes its pool. */
+export async function endRounds(): Promise<void> {
+  if (!sharedPool) return;
+  await sharedPool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);
+  await sharedPool.end();
+  sharedPool = undefined;
 }
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -245,4 +300,4 @@ async function main(): Promise<void> {
   console.log(`\nload average (1 min): ${loadAtStart} at start, ${load()} at end`);
 }
 
-await main();
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) await main();
