@@ -23,6 +23,7 @@ import { materializeToView } from '../src/sinks/materializeToView.js';
 import { PGliteViewStore } from '../src/postgres/PGliteViewStore.js';
 import { PostgresViewStore } from '../src/postgres/PostgresViewStore.js';
 import { viewSql } from '../src/postgres/sql/viewSql.js';
+import { median, ratioLine } from './stats.js';
 import type { ViewMode, ViewStore } from '../src/sinks/ViewStore.js';
 
 const CHANGES = Number(process.argv[2] ?? 20_000);
@@ -39,12 +40,15 @@ interface Order {
 
 /**
  * Batches as a feed of `PARTITIONS` partitions would deliver them: each partition's changes in LSN order,
- * 85% upserts over a key space of a quarter of the changes (so rows get updated), 15% deletes.
+ * 85% upserts over a key space of a quarter of the changes (so rows get updated), 15% deletes. `generation` n
+ * continues the feed: the same key space, new versions of its documents at LSNs after generation n − 1's (for
+ * the steady state, where one view takes every round's writes); generation 0 is what a fresh view gets.
  */
-function feed(batchSize: number): ChangeBatch<Order>[] {
+function feed(batchSize: number, generation = 0): ChangeBatch<Order>[] {
   const batches: ChangeBatch<Order>[] = [];
   const perPartition = Math.ceil(CHANGES / PARTITIONS);
-  let seed = 42;
+  const base = generation * perPartition;
+  let seed = 42 + generation;
   const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
   for (let p = 0; p < PARTITIONS; p++) {
     const changes: Change<Order>[] = [];
@@ -55,13 +59,13 @@ function feed(batchSize: number): ChangeBatch<Order>[] {
         id,
         operation: deleted ? 'delete' : 'upsert',
         document: deleted ? undefined : { customer: `c${i % 500}`, total: Math.round(rnd() * 10_000) / 100, lines: [{ sku: `s${i % 50}`, qty: 1 + (i % 3) }] },
-        lsn: i + 1,
-        timestampMs: Date.UTC(2026, 0, 1) + i,
+        lsn: base + i + 1,
+        timestampMs: Date.UTC(2026, 0, 1) + base + i,
       });
     }
     for (let i = 0; i < changes.length; i += batchSize) {
       const slice = changes.slice(i, i + batchSize);
-      batches.push(new ChangeBatch({ partition: `p${p}`, changes: slice, position: `p${p}@${i + slice.length}`, epoch: 1, range: rangeOf(p) }));
+      batches.push(new ChangeBatch({ partition: `p${p}`, changes: slice, position: `p${p}@${base + i + slice.length}`, epoch: 1, range: rangeOf(p) }));
     }
   }
   // Interleave partitions, as a merged feed would.
@@ -83,8 +87,8 @@ export function onTimed(hook: (phase: 'start' | 'end') => void): void {
   timed = hook;
 }
 
-async function run(store: ViewStore<Row>, batchSize: number, mode: ViewMode): Promise<number> {
-  const batches = feed(batchSize);
+async function run(store: ViewStore<Row>, batchSize: number, mode: ViewMode, generation = 0): Promise<number> {
+  const batches = feed(batchSize, generation);
   timed('start');
   const t0 = performance.now();
   await lastValueFrom(
@@ -103,15 +107,28 @@ async function run(store: ViewStore<Row>, batchSize: number, mode: ViewMode): Pr
  * leave tombstones), one worker per partition, batches of a partition in order. No fencing, no positions.
  */
 async function handLoop(pool: pg.Pool, table: string, batchSize: number): Promise<number> {
-  const sql = viewSql({ schema, table });
+  await handTable(pool, table);
+  return handWrite(pool, table, feed(batchSize));
+}
+
+/** Creates the hand-written loop's tables (the same DDL as materializeToView's). */
+async function handTable(pool: pg.Pool, table: string): Promise<void> {
   const setup = await pool.connect();
   try {
-    for (const ddl of sql.ddl) await setup.query(ddl);
+    for (const ddl of viewSql({ schema, table }).ddl) await setup.query(ddl);
   } finally {
     setup.release();
   }
+}
+
+/**
+ * The hand-written loop's timed part: writes `feed` into `table` (created before), one worker per partition;
+ * resolves to ms. `onBatch` gets each batch's transaction time (ms, from `BEGIN` to `COMMIT`'s reply).
+ */
+async function handWrite(pool: pg.Pool, table: string, feedBatches: ChangeBatch<Order>[], onBatch?: (partition: string, ms: number) => void): Promise<number> {
+  const sql = viewSql({ schema, table });
   const byPartition = new Map<string, ChangeBatch<Order>[]>();
-  for (const batch of feed(batchSize)) byPartition.set(batch.partition, [...(byPartition.get(batch.partition) ?? []), batch]);
+  for (const batch of feedBatches) byPartition.set(batch.partition, [...(byPartition.get(batch.partition) ?? []), batch]);
   timed('start');
   const t0 = performance.now();
   await Promise.all(
@@ -130,6 +147,7 @@ async function handLoop(pool: pg.Pool, table: string, batchSize: number): Promis
               upserts.push({ key: c.id, doc: { customer: d.customer, total: d.total, lines: d.lines }, lsn: c.lsn, ts_ms: c.timestampMs, partition_id: batch.partition });
             }
           }
+          const b0 = performance.now();
           await client.query('BEGIN');
           if (upserts.length > 0) await client.query(sql.upsertGuarded, [JSON.stringify(upserts)]);
           if (deletes.length > 0) {
@@ -138,6 +156,7 @@ async function handLoop(pool: pg.Pool, table: string, batchSize: number): Promis
             await client.query(sql.deleteGuarded, [input]);
           }
           await client.query('COMMIT');
+          onBatch?.(batch.partition, performance.now() - b0);
         }
       } finally {
         client.release();
@@ -190,12 +209,138 @@ export async function endRounds(): Promise<void> {
   sharedPool = undefined;
 }
 
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-/** The middle half of `xs` (the 25th to the 75th percentile). */
-const middleHalf = (xs: number[]): [number, number] => {
-  const sorted = [...xs].sort((a, b) => a - b);
-  return [sorted[Math.floor((sorted.length - 1) / 4)]!, sorted[Math.ceil(((sorted.length - 1) * 3) / 4)]!];
-};
+/** Times each `write` of `store` (ms) and hands it to `onWrite` with the partitions the write commits. */
+function timingWrites(store: ViewStore<Row>, onWrite: (partitions: readonly string[], ms: number) => void): ViewStore<Row> {
+  return new Proxy(store, {
+    get(target, key) {
+      if (key === 'write') {
+        return async (write: Parameters<ViewStore<Row>['write']>[0]) => {
+          const t0 = performance.now();
+          try {
+            return await target.write(write);
+          } finally {
+            onWrite(
+              write.partitions.map((c) => c.partition),
+              performance.now() - t0,
+            );
+          }
+        };
+      }
+      const value: unknown = Reflect.get(target, key, target);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
+/**
+ * Per connection of `pool` (all `PARTITIONS` checked out at once), how many times the prepared statement
+ * materializeToView's writes come down to (the one-statement guarded write) ran with a custom and with a
+ * generic plan (pg_prepared_statements, PostgreSQL 14+); `undefined` for a connection that has not prepared it.
+ */
+async function writePlans(pool: pg.Pool): Promise<({ custom: number; generic: number } | undefined)[]> {
+  const clients = await Promise.all(Array.from({ length: PARTITIONS }, () => pool.connect()));
+  try {
+    return await Promise.all(
+      clients.map(async (client) => {
+        const { rows } = await client.query<{ custom: string; generic: string }>(
+          `SELECT custom_plans AS custom, generic_plans AS generic FROM pg_prepared_statements WHERE statement LIKE 'WITH expected%tombstoned%'`,
+        );
+        return rows[0] && { custom: Number(rows[0].custom), generic: Number(rows[0].generic) };
+      }),
+    );
+  } finally {
+    for (const client of clients) client.release();
+  }
+}
+
+/**
+ * The steady state: materializeToView and the hand-written loop each write into ONE table (the view; the
+ * loop's own) that lives across all rounds, on one pool of `PARTITIONS` connections that never closes an idle
+ * one. Warm-up, untimed in the ratio, the same for both sides: generation 0 at batch 1000 (each partition's
+ * first write; materializeToView stores its range there: timed per write and printed apart), then generations
+ * at batch 100 until materializeToView's prepared write has run more than 5 times (PostgreSQL's custom-plan
+ * executions, after which its plan cache may keep a generic plan) on every connection of the pool; the loop's
+ * statements are unnamed, so PostgreSQL plans them at every execution whatever the warm-up. Then `ROUNDS`
+ * alternating rounds per batch size, each writing the next generation (new versions of the documents, the same
+ * mix of upserts, tombstones and deletes) into each side's table; ratio paired per round.
+ */
+async function steadyState(): Promise<string[]> {
+  const lines: string[] = [];
+  const pool = new pg.Pool({ connectionString: PG_URL, max: PARTITIONS, idleTimeoutMillis: 0 });
+  try {
+    const handTableName = 'steady_hand';
+    await handTable(pool, handTableName);
+    const viewFirst = new Map<string, number>();
+    const viewLater: number[] = [];
+    const view = timingWrites(await PostgresViewStore.create<Row>({ connection: pool, table: 'steady_view', schema }), (partitions, ms) => {
+      const first = partitions.filter((p) => !viewFirst.has(p));
+      for (const p of first) viewFirst.set(p, ms);
+      if (first.length === 0) viewLater.push(ms);
+    });
+    const handFirst = new Map<string, number>();
+    const handLater: number[] = [];
+    const onHandBatch = (partition: string, ms: number) => {
+      if (handFirst.has(partition)) handLater.push(ms);
+      else handFirst.set(partition, ms);
+    };
+    let generation = 0;
+    // Generation 0: each side alone (the loop first), so that the first writes are timed without the other's.
+    const handPass = await handWrite(pool, handTableName, feed(1000, generation), onHandBatch);
+    const viewPass = await run(view, 1000, 'guarded', generation);
+    const laterMs = (xs: number[]) => (xs.length > 0 ? `median ${median(xs).toFixed(0)} ms` : 'none');
+    const firsts = (m: Map<string, number>) => [...m].sort(([a], [b]) => a.localeCompare(b)).map(([p, ms]) => `${p} ${ms.toFixed(0)}`).join(', ');
+    lines.push(
+      `First writes (steady-state warm-up, generation 0 into empty tables, batch 1000, ${PARTITIONS} partitions at once), ms from call to reply:\n` +
+        `  materializeToView: ${firsts(viewFirst)} (its later writes in that pass: ${laterMs(viewLater)}); whole pass ${viewPass.toFixed(0)} ms\n` +
+        `  hand-written loop: ${firsts(handFirst)} (its later batches in that pass: ${laterMs(handLater)}); whole pass ${handPass.toFixed(0)} ms`,
+    );
+    let plans = await writePlans(pool);
+    for (let pass = 0; pass < 10 && plans.some((p) => p === undefined || p.custom + p.generic <= 5); pass++) {
+      generation++;
+      await handWrite(pool, handTableName, feed(100, generation));
+      await run(view, 100, 'guarded', generation);
+      plans = await writePlans(pool);
+    }
+    // One more warm-up generation at batch 1000 (as the rounds alternate both sizes), both sides.
+    generation++;
+    await handWrite(pool, handTableName, feed(1000, generation));
+    await run(view, 1000, 'guarded', generation);
+    plans = await writePlans(pool);
+    lines.push(
+      `materializeToView's prepared write per pool connection after the warm-up (custom + generic plans): ` +
+        plans.map((p) => (p ? `${p.custom} + ${p.generic}` : 'not prepared')).join(', '),
+    );
+    for (const batchSize of [100, 1000]) {
+      const hand: number[] = [];
+      const ours: number[] = [];
+      for (let round = 0; round < ROUNDS; round++) {
+        const g = ++generation;
+        // Alternate which one goes first, so that neither always meets a warmer or a busier machine.
+        if (round % 2 === 0) {
+          hand.push(await handWrite(pool, handTableName, feed(batchSize, g)));
+          ours.push(await run(view, batchSize, 'guarded', g));
+        } else {
+          ours.push(await run(view, batchSize, 'guarded', g));
+          hand.push(await handWrite(pool, handTableName, feed(batchSize, g)));
+        }
+      }
+      const ratios = hand.map((h, i) => h / ours[i]!);
+      lines.push(
+        `PostgreSQL, batch ${batchSize}, guarded, steady state (one table each across rounds, warmed): materializeToView ${median(ours).toFixed(0)} ms, ` +
+          `hand-written pg loop ${median(hand).toFixed(0)} ms (medians of ${ROUNDS} alternating rounds): ${ratioLine(ratios)} the loop's throughput (paired per round)`,
+      );
+    }
+    plans = await writePlans(pool);
+    lines.push(
+      `materializeToView's prepared write per pool connection at the end (custom + generic plans): ` +
+        plans.map((p) => (p ? `${p.custom} + ${p.generic}` : 'not prepared')).join(', '),
+    );
+    await view.close();
+  } finally {
+    await pool.end();
+  }
+  return lines;
+}
 
 /** The 1-minute load average (ratios from a loaded machine are noisier: the client competes for the cores). */
 const load = (): string => loadavg()[0]!.toFixed(1);
@@ -274,16 +419,15 @@ async function main(): Promise<void> {
             ours.push(o);
             ratios.push(h / o);
           }
-          const [low, high] = middleHalf(ratios);
           comparisons.push(
-            `PostgreSQL, batch ${batchSize}, guarded: materializeToView ${median(ours).toFixed(0)} ms, hand-written pg loop ` +
-              `${median(hand).toFixed(0)} ms (medians of ${ROUNDS} alternating rounds): ${median(ratios).toFixed(2)}× the loop's throughput ` +
-              `(paired per round; middle half ${low.toFixed(2)}–${high.toFixed(2)})`,
+            `PostgreSQL, batch ${batchSize}, guarded, fresh view (first writes included; a new table each round): materializeToView ${median(ours).toFixed(0)} ms, ` +
+              `hand-written pg loop ${median(hand).toFixed(0)} ms (medians of ${ROUNDS} alternating rounds): ${ratioLine(ratios)} the loop's throughput (paired per round)`,
           );
         }
       } finally {
         await pool.end();
       }
+      comparisons.push(...(await steadyState()));
     } finally {
       await probe.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);
     }
