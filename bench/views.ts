@@ -8,6 +8,11 @@
  * per round, printed as the median with the middle half's spread. rxfeed's batches carry their partition's
  * key range, as a feed's do, so its writes pay for fencing by range and positions; the loop has neither. In those
  * rounds both run on the same pool, opened and warmed before the first round, so neither pays for connecting.
+ * Two comparisons: "fresh view (first writes included)", where each round writes into new tables (rxfeed stores
+ * every partition's range on its first write and plans its prepared write afresh on every connection: costs a
+ * running view pays once), and "steady state", where each side writes new versions of the same documents into
+ * ONE table kept across rounds, warmed first (first writes done, rxfeed's prepared write run past PostgreSQL's 5
+ * custom plans on every connection); the warm-up's first write per partition is printed apart.
  * PostgreSQL: RXFEED_BENCH_PG_URL, default postgresql://postgres@127.0.0.1:5432/test (skipped with a note when unreachable).
  * Each run writes into a fresh table of a schema of its own, dropped at the end.
  */
