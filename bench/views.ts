@@ -111,9 +111,9 @@ async function run(store: ViewStore<Row>, batchSize: number, mode: ViewMode, gen
  * in guarded mode (last change per key wins within a batch; upserts guarded by LSN and tombstones, deletes
  * leave tombstones), one worker per partition, batches of a partition in order. No fencing, no positions.
  */
-async function handLoop(pool: pg.Pool, table: string, batchSize: number): Promise<number> {
+async function handLoop(pool: pg.Pool, table: string, batchSize: number, onBatch?: (partition: string, ms: number) => void): Promise<number> {
   await handTable(pool, table);
-  return handWrite(pool, table, feed(batchSize));
+  return handWrite(pool, table, feed(batchSize), onBatch);
 }
 
 /** Creates the hand-written loop's tables (the same DDL as materializeToView's). */
@@ -212,6 +212,18 @@ export async function endRounds(): Promise<void> {
   await sharedPool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);
   await sharedPool.end();
   sharedPool = undefined;
+}
+
+/** Each partition's first write time (ms) and the times of the writes after (those that commit no first write). */
+function writeTimes(): { first: Map<string, number>; later: number[]; add: (partitions: readonly string[], ms: number) => void } {
+  const first = new Map<string, number>();
+  const later: number[] = [];
+  const add = (partitions: readonly string[], ms: number) => {
+    const fresh = partitions.filter((p) => !first.has(p));
+    for (const p of fresh) first.set(p, ms);
+    if (fresh.length === 0) later.push(ms);
+  };
+  return { first, later, add };
 }
 
 /** Times each `write` of `store` (ms) and hands it to `onWrite` with the partitions the write commits. */
@@ -403,11 +415,15 @@ async function main(): Promise<void> {
           const ours: number[] = [];
           const hand: number[] = [];
           const ratios: number[] = [];
+          // Per round, the slowest of the partitions' first writes (they run at once) and the median of the others.
+          const firstWrites = { view: [] as number[], hand: [] as number[], viewLater: [] as number[], handLater: [] as number[] };
           for (let round = 0; round < ROUNDS; round++) {
+            const viewWrites = writeTimes();
+            const handWrites = writeTimes();
             // Alternate which one goes first, so that neither always meets a warmer or a busier machine.
-            const loop = () => handLoop(pool, `h${++table}`, batchSize);
+            const loop = () => handLoop(pool, `h${++table}`, batchSize, (partition, ms) => handWrites.add([partition], ms));
             const view = async () => {
-              const store = await PostgresViewStore.create<Row>({ connection: pool, table: `t${++table}`, schema });
+              const store = timingWrites(await PostgresViewStore.create<Row>({ connection: pool, table: `t${++table}`, schema }), viewWrites.add);
               try {
                 return await run(store, batchSize, 'guarded');
               } finally {
@@ -426,10 +442,17 @@ async function main(): Promise<void> {
             hand.push(h);
             ours.push(o);
             ratios.push(h / o);
+            firstWrites.view.push(Math.max(...viewWrites.first.values()));
+            firstWrites.hand.push(Math.max(...handWrites.first.values()));
+            if (viewWrites.later.length > 0) firstWrites.viewLater.push(median(viewWrites.later));
+            if (handWrites.later.length > 0) firstWrites.handLater.push(median(handWrites.later));
           }
           comparisons.push(
             `PostgreSQL, batch ${batchSize}, guarded, fresh view (first writes included; a new table each round): materializeToView ${median(ours).toFixed(0)} ms, ` +
-              `hand-written pg loop ${median(hand).toFixed(0)} ms (medians of ${ROUNDS} alternating rounds): ${ratioLine(ratios)} the loop's throughput (paired per round)`,
+              `hand-written pg loop ${median(hand).toFixed(0)} ms (medians of ${ROUNDS} alternating rounds): ${ratioLine(ratios)} the loop's throughput (paired per round)\n` +
+              `  its first writes (slowest of the ${PARTITIONS} partitions' in a round, median over rounds): materializeToView ${median(firstWrites.view).toFixed(0)} ms, ` +
+              `loop ${median(firstWrites.hand).toFixed(0)} ms; later writes (median): materializeToView ${firstWrites.viewLater.length > 0 ? median(firstWrites.viewLater).toFixed(0) : '–'} ms, ` +
+              `loop ${firstWrites.handLater.length > 0 ? median(firstWrites.handLater).toFixed(0) : '–'} ms`,
           );
         }
       } finally {
