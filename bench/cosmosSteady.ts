@@ -163,8 +163,11 @@ function rxfeedSide(container: Container, o: SteadyOptions, prefix: string): Sid
     startFrom: 'beginning',
     maxItemCount: o.page,
     maxInFlightChanges: o.inFlight,
-    // A read waits at the gate while the other side runs: no stall is declared for it.
+    // A read waits at the gate while the other side runs and while its changes are written, which under load
+    // can exceed a minute: neither its read deadline (the lease expiration) nor the stall timeout may end it.
+    // Renewals keep their own interval (leaseRenewIntervalMs, 40 s), so the lease writes are those of the default.
     stallTimeoutMs: 3_600_000,
+    leaseExpirationMs: 3_600_000,
     ...o.feedOptions,
   });
   let acked = 0;
