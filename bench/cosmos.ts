@@ -19,7 +19,10 @@
  * BENCH_ACQUIRE_MS=n sets rxfeed's leaseAcquireIntervalMs (default: the processor's own, 13 s);
  * BENCH_EMULATOR_PID=n: the process id of the emulator at BENCH_ENDPOINT, to report its CPU per window;
  * BENCH_WARMUP=n runs n untimed passes of every window first (default 1);
- * BENCH_PIN=1 runs this process on the first CPU and the emulator on the second, which makes runs steadier)
+ * BENCH_PIN=1 runs this process on the first CPU and the emulator on the second, which makes runs steadier;
+ * BENCH_STEADY=1 measures the steady state instead: per side ONE feed (rxfeed) or set of per-range loops started
+ * once, then alternated windows of BENCH_CHANGES new changes written into that side's own container; no window
+ * starts a new feed, so none pays a feed's tier-up (bench/cosmosSteady.ts; BENCH_MARK=1 marks its windows))
  *
  * Each window starts with a full GC, so none pays for the garbage of the one before, and each run takes the
  * windows in another order (rotated by one), so none always follows the same one.
@@ -39,6 +42,7 @@ import type { Source } from '../src/sources/Source.js';
 import { requestKinds, requests } from './requests.js';
 import { checkpointingLoop, toTotal } from './checkpointingLoop.js';
 import { processCpuMs, spawnEmulator } from './spawnEmulator.js';
+import { steadyState } from './cosmosSteady.js';
 
 setFlagsFromString('--expose-gc');
 /** A full GC: each window starts with none of the previous window's garbage left to collect. */
@@ -69,6 +73,8 @@ const ACQUIRE = process.env.BENCH_ACQUIRE_MS === undefined ? {} : { leaseAcquire
 const GROUP_MS = process.env.BENCH_GROUP_MS === undefined ? {} : { groupWritesMs: Number(process.env.BENCH_GROUP_MS) };
 /** Untimed passes of every loop and of the pipeline before the measured runs (BENCH_WARMUP, default 1). */
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 1);
+/** BENCH_STEADY=1: one long-lived feed per side, timed over windows of new changes (bench/cosmosSteady.ts). */
+const STEADY = process.env.BENCH_STEADY === '1';
 
 interface Doc {
   id: string;
@@ -401,180 +407,184 @@ try {
     return bulk(operations, ...rest);
   };
   console.log(`node ${process.version}, ${process.platform}/${process.arch}; emulator (own process) with ${RANGES} ranges; page ${PAGE}; ${RUNS} runs each, interleaved, after ${WARMUP} untimed pass(es); ${LEASES === 'memory' ? 'leases in memory' : `lease store groupWritesMs ${GROUP_MS.groupWritesMs ?? 'default'}`}`);
-  const { resources: [existing] } = await container.items.query<number>('SELECT VALUE COUNT(1) FROM c').fetchAll();
-  if (existing === CHANGES) console.log(`the container already holds ${CHANGES} changes`);
-  else if (existing === 0) console.log(`loading ${CHANGES} changes … ${((await load(container)) / 1000).toFixed(1)} s`);
-  else throw new Error(`the container holds ${existing} documents, expected 0 or ${CHANGES}`);
+  if (STEADY) {
+    await steadyState({ database, leaseContainer, changes: CHANGES, page: PAGE, checkpoint: CHECKPOINT, ranges: RANGES, ruPerRange: RU_PER_RANGE, runs: RUNS, warmup: WARMUP, inFlight: IN_FLIGHT, feedOptions: ACQUIRE, storeOptions: GROUP_MS, timed: (fn) => timed(fn) });
+  } else {
+    const { resources: [existing] } = await container.items.query<number>('SELECT VALUE COUNT(1) FROM c').fetchAll();
+    if (existing === CHANGES) console.log(`the container already holds ${CHANGES} changes`);
+    else if (existing === 0) console.log(`loading ${CHANGES} changes … ${((await load(container)) / 1000).toFixed(1)} s`);
+    else throw new Error(`the container holds ${existing} documents, expected 0 or ${CHANGES}`);
 
-  const times = { fair: [] as number[], bare: [] as number[], ranges: [] as number[], source: [] as number[], pipeline: [] as number[], steady: [] as number[], startup: [] as number[], restart: [] as number[], sparse: [] as number[], stop: [] as number[] };
-  /** The main thread's share of the client CPU (without V8's compiler and GC threads). */
-  const mainCpu = { fair: [] as number[], pipeline: [] as number[] };
-  const cpu = { fair: [] as number[], bare: [] as number[], ranges: [] as number[], source: [] as number[], pipeline: [] as number[], sparse: [] as number[], stop: [] as number[] };
-  /** The emulator's CPU in each window: near the wall time, the emulator (not the client) sets the pace. */
-  const server = { ranges: [] as number[], pipeline: [] as number[], sparse: [] as number[] };
-  const serverOf = (list: number[], t: { emulatorMs: number | undefined }) => t.emulatorMs !== undefined && list.push(t.emulatorMs);
-  /** The requests each window sent (change feed reads, everything else) and the bytes their replies brought. */
-  const sent = { fair: [] as Sent[], ranges: [] as Sent[], pipeline: [] as Sent[], sparse: [] as Sent[] };
-  /** What each window's CPU went to besides its code (GC, kernel). */
-  const overheads = { bare: [] as Overheads[], ranges: [] as Overheads[], source: [] as Overheads[], pipeline: [] as Overheads[], sparse: [] as Overheads[] };
-  const leaseWrites: number[] = [];
-  const fairWrites: number[] = [];
-  const checkpointCounts: number[] = [];
-  // Untimed passes of each (BENCH_WARMUP, default 1) warm the JIT and the emulator's caches. The pipeline's
-  // also load what rxfeed loads on its first feed (the OpenTelemetry API, when installed): start-up, paid once
-  // per process, not part of any window. One pass leaves rxfeed's code (and the SDK code only it calls: bulk
-  // writes, listings) still being optimized during the first windows; see bench/PROFILE.md (issue 28, wip/pcpu).
-  for (let pass = 0; pass < WARMUP; pass++) {
-    await bare(container);
-    await perRange(container);
-    await checkpointingLoops(container, leaseContainer, CHECKPOINT);
-    await sourceLoop(container);
-    await (await pipeline(container, leaseContainer)).stop();
-  }
-  for (let run = 0; run < RUNS; run++) {
-    const profileAs = (name: string): string | undefined => (PROFILE && run === RUNS - 1 ? name : undefined);
-    /** Times one of the loops, checks it read every change, and records its wall time and CPU under `key`. */
-    const loop = async (key: 'bare' | 'ranges' | 'source', what: string, read: () => Promise<number>, profile?: string) => {
-      const t = await timed(read, profile);
-      if (t.result !== CHANGES) throw new Error(`${what} read ${t.result} changes, expected ${CHANGES}`);
-      times[key].push(t.ms);
-      cpu[key].push(t.cpuMs);
-      overheads[key].push(t.overheads);
-      return t;
-    };
-    const steps: (() => Promise<void>)[] = [
-      async () => {
-        const f = await timed(() => checkpointingLoops(container, leaseContainer, CHECKPOINT), profileAs('fair'));
-        if (f.result.count !== CHANGES) throw new Error(`checkpointing loops read ${f.result.count} changes, expected ${CHANGES}`);
-        times.fair.push(f.ms);
-        cpu.fair.push(f.cpuMs);
-        if (f.mainMs !== undefined) mainCpu.fair.push(f.mainMs);
-        fairWrites.push(f.result.writes);
-        sent.fair.push(f.sent);
-      },
-      async () => void (await loop('bare', 'bare loop', () => bare(container))),
-      async () => {
-        const r = await loop('ranges', 'per-range loops', () => perRange(container), profileAs('loops'));
-        serverOf(server.ranges, r);
-        sent.ranges.push(r.sent);
-      },
-      async () => void (await loop('source', 'source loop', () => sourceLoop(container))),
-      async () => {
-        const p = await timed(() => pipeline(container, leaseContainer), profileAs('rxfeed'));
-        const stopped = await timed(() => p.result.stop());
-        times.stop.push(stopped.ms);
-        cpu.stop.push(stopped.cpuMs);
-        times.pipeline.push(p.ms);
-        cpu.pipeline.push(p.cpuMs);
-        if (p.mainMs !== undefined) mainCpu.pipeline.push(p.mainMs);
-        serverOf(server.pipeline, p);
-        sent.pipeline.push(p.sent);
-        overheads.pipeline.push(p.overheads);
-        times.steady.push(p.ms - p.result.startupMs);
-        times.startup.push(p.result.startupMs);
-        leaseWrites.push(p.result.writes);
-        checkpointCounts.push(p.result.checkpoints);
-        times.restart.push(await restart(container, leaseContainer, p.result.prefix));
-      },
-      async () => {
-        // The same pipeline checkpointing every 10 pages: what the lease writes of checkpointEvery(1000) cost.
-        const q = await timed(() => pipeline(container, leaseContainer, PAGE * 10), profileAs('sparse'));
-        await q.result.stop();
-        times.sparse.push(q.ms);
-        cpu.sparse.push(q.cpuMs);
-        serverOf(server.sparse, q);
-        sent.sparse.push(q.sent);
-        overheads.sparse.push(q.overheads);
-      },
+    const times = { fair: [] as number[], bare: [] as number[], ranges: [] as number[], source: [] as number[], pipeline: [] as number[], steady: [] as number[], startup: [] as number[], restart: [] as number[], sparse: [] as number[], stop: [] as number[] };
+    /** The main thread's share of the client CPU (without V8's compiler and GC threads). */
+    const mainCpu = { fair: [] as number[], pipeline: [] as number[] };
+    const cpu = { fair: [] as number[], bare: [] as number[], ranges: [] as number[], source: [] as number[], pipeline: [] as number[], sparse: [] as number[], stop: [] as number[] };
+    /** The emulator's CPU in each window: near the wall time, the emulator (not the client) sets the pace. */
+    const server = { ranges: [] as number[], pipeline: [] as number[], sparse: [] as number[] };
+    const serverOf = (list: number[], t: { emulatorMs: number | undefined }) => t.emulatorMs !== undefined && list.push(t.emulatorMs);
+    /** The requests each window sent (change feed reads, everything else) and the bytes their replies brought. */
+    const sent = { fair: [] as Sent[], ranges: [] as Sent[], pipeline: [] as Sent[], sparse: [] as Sent[] };
+    /** What each window's CPU went to besides its code (GC, kernel). */
+    const overheads = { bare: [] as Overheads[], ranges: [] as Overheads[], source: [] as Overheads[], pipeline: [] as Overheads[], sparse: [] as Overheads[] };
+    const leaseWrites: number[] = [];
+    const fairWrites: number[] = [];
+    const checkpointCounts: number[] = [];
+    // Untimed passes of each (BENCH_WARMUP, default 1) warm the JIT and the emulator's caches. The pipeline's
+    // also load what rxfeed loads on its first feed (the OpenTelemetry API, when installed): start-up, paid once
+    // per process, not part of any window. One pass leaves rxfeed's code (and the SDK code only it calls: bulk
+    // writes, listings) still being optimized during the first windows; see bench/PROFILE.md (issue 28, wip/pcpu).
+    for (let pass = 0; pass < WARMUP; pass++) {
+      await bare(container);
+      await perRange(container);
+      await checkpointingLoops(container, leaseContainer, CHECKPOINT);
+      await sourceLoop(container);
+      await (await pipeline(container, leaseContainer)).stop();
+    }
+    for (let run = 0; run < RUNS; run++) {
+      const profileAs = (name: string): string | undefined => (PROFILE && run === RUNS - 1 ? name : undefined);
+      /** Times one of the loops, checks it read every change, and records its wall time and CPU under `key`. */
+      const loop = async (key: 'bare' | 'ranges' | 'source', what: string, read: () => Promise<number>, profile?: string) => {
+        const t = await timed(read, profile);
+        if (t.result !== CHANGES) throw new Error(`${what} read ${t.result} changes, expected ${CHANGES}`);
+        times[key].push(t.ms);
+        cpu[key].push(t.cpuMs);
+        overheads[key].push(t.overheads);
+        return t;
+      };
+      const steps: (() => Promise<void>)[] = [
+        async () => {
+          const f = await timed(() => checkpointingLoops(container, leaseContainer, CHECKPOINT), profileAs('fair'));
+          if (f.result.count !== CHANGES) throw new Error(`checkpointing loops read ${f.result.count} changes, expected ${CHANGES}`);
+          times.fair.push(f.ms);
+          cpu.fair.push(f.cpuMs);
+          if (f.mainMs !== undefined) mainCpu.fair.push(f.mainMs);
+          fairWrites.push(f.result.writes);
+          sent.fair.push(f.sent);
+        },
+        async () => void (await loop('bare', 'bare loop', () => bare(container))),
+        async () => {
+          const r = await loop('ranges', 'per-range loops', () => perRange(container), profileAs('loops'));
+          serverOf(server.ranges, r);
+          sent.ranges.push(r.sent);
+        },
+        async () => void (await loop('source', 'source loop', () => sourceLoop(container))),
+        async () => {
+          const p = await timed(() => pipeline(container, leaseContainer), profileAs('rxfeed'));
+          const stopped = await timed(() => p.result.stop());
+          times.stop.push(stopped.ms);
+          cpu.stop.push(stopped.cpuMs);
+          times.pipeline.push(p.ms);
+          cpu.pipeline.push(p.cpuMs);
+          if (p.mainMs !== undefined) mainCpu.pipeline.push(p.mainMs);
+          serverOf(server.pipeline, p);
+          sent.pipeline.push(p.sent);
+          overheads.pipeline.push(p.overheads);
+          times.steady.push(p.ms - p.result.startupMs);
+          times.startup.push(p.result.startupMs);
+          leaseWrites.push(p.result.writes);
+          checkpointCounts.push(p.result.checkpoints);
+          times.restart.push(await restart(container, leaseContainer, p.result.prefix));
+        },
+        async () => {
+          // The same pipeline checkpointing every 10 pages: what the lease writes of checkpointEvery(1000) cost.
+          const q = await timed(() => pipeline(container, leaseContainer, PAGE * 10), profileAs('sparse'));
+          await q.result.stop();
+          times.sparse.push(q.ms);
+          cpu.sparse.push(q.cpuMs);
+          serverOf(server.sparse, q);
+          sent.sparse.push(q.sent);
+          overheads.sparse.push(q.overheads);
+        },
+      ];
+      // Each run starts one step later than the one before: what a window costs depends on the window before
+      // it (by up to ±15% here), so every one comes after every other in turn.
+      for (let i = 0; i < steps.length; i++) await steps[(run + i) % steps.length]!();
+    }
+
+    const base = median(times.fair);
+    const rows: [string, number, number | undefined][] = [
+      [`per-range SDK loops checkpointing every ${CHECKPOINT} changes (the fair ceiling)`, base, median(cpu.fair)],
+      ['  the same loops without checkpoints (information)', median(times.ranges), median(cpu.ranges)],
+      ['bare getChangeFeedIterator loop (whole container)', median(times.bare), median(cpu.bare)],
+      ['CosmosSource.read loop (partition by partition)', median(times.source), median(cpu.source)],
+      [`rxfeed: createChangeFeed → mapChanges → checkpointEvery(${CHECKPOINT})`, median(times.pipeline), median(cpu.pipeline)],
+      ['  the same, from its first batch (lease bootstrap excluded)', median(times.steady), undefined],
+      [`  the same with checkpointEvery(${PAGE * 10}) (a lease write every 10 pages)`, median(times.sparse), median(cpu.sparse)],
     ];
-    // Each run starts one step later than the one before: what a window costs depends on the window before
-    // it (by up to ±15% here), so every one comes after every other in turn.
-    for (let i = 0; i < steps.length; i++) await steps[(run + i) % steps.length]!();
-  }
-
-  const base = median(times.fair);
-  const rows: [string, number, number | undefined][] = [
-    [`per-range SDK loops checkpointing every ${CHECKPOINT} changes (the fair ceiling)`, base, median(cpu.fair)],
-    ['  the same loops without checkpoints (information)', median(times.ranges), median(cpu.ranges)],
-    ['bare getChangeFeedIterator loop (whole container)', median(times.bare), median(cpu.bare)],
-    ['CosmosSource.read loop (partition by partition)', median(times.source), median(cpu.source)],
-    [`rxfeed: createChangeFeed → mapChanges → checkpointEvery(${CHECKPOINT})`, median(times.pipeline), median(cpu.pipeline)],
-    ['  the same, from its first batch (lease bootstrap excluded)', median(times.steady), undefined],
-    [`  the same with checkpointEvery(${PAGE * 10}) (a lease write every 10 pages)`, median(times.sparse), median(cpu.sparse)],
-  ];
-  const width = Math.max(...rows.map(([name]) => name.length));
-  console.log(`\n${'what'.padEnd(width)} | median ms | changes/s | × fair  | client CPU ms`);
-  console.log(`${'-'.repeat(width)}-|-----------|-----------|---------|-------------`);
-  for (const [name, ms, cpuMs] of rows) {
+    const width = Math.max(...rows.map(([name]) => name.length));
+    console.log(`\n${'what'.padEnd(width)} | median ms | changes/s | × fair  | client CPU ms`);
+    console.log(`${'-'.repeat(width)}-|-----------|-----------|---------|-------------`);
+    for (const [name, ms, cpuMs] of rows) {
+      console.log(
+        `${name.padEnd(width)} | ${ms.toFixed(0).padStart(9)} | ${Math.round(CHANGES / (ms / 1000)).toString().padStart(9)} | ` +
+          `${(base / ms).toFixed(2).padStart(7)} | ${cpuMs === undefined ? '' : cpuMs.toFixed(0).padStart(12)}`,
+      );
+    }
     console.log(
-      `${name.padEnd(width)} | ${ms.toFixed(0).padStart(9)} | ${Math.round(CHANGES / (ms / 1000)).toString().padStart(9)} | ` +
-        `${(base / ms).toFixed(2).padStart(7)} | ${cpuMs === undefined ? '' : cpuMs.toFixed(0).padStart(12)}`,
+      `client CPU per change, rxfeed ÷ per-range loops without checkpoints: ${(median(cpu.pipeline) / median(cpu.ranges)).toFixed(2)}× ` +
+        `(${(median(cpu.sparse) / median(cpu.ranges)).toFixed(2)}× checkpointing every 10 pages); ` +
+        `start-up: subscribe → first batch on fresh leases ${median(times.startup).toFixed(0)} ms; on existing leases, subscribe → every partition read once ${median(times.restart).toFixed(0)} ms (medians)`,
+    );
+    // Each run measures the loops and then rxfeed back to back, so a ratio per run cancels what drifts between runs.
+    // The middle half of the runs' ratios shows how far one run's figure can be trusted on this machine.
+    const perRun = (a: number[], b: number[]): string => {
+      const ratios = a.map((x, i) => x / b[i]!);
+      const [low, high] = middleHalf(ratios);
+      return `${median(ratios).toFixed(2)}×, middle half ${low.toFixed(2)}–${high.toFixed(2)} (runs ${ratios.map((r) => r.toFixed(2)).join(' ')})`;
+    };
+    console.log(
+      `against the fair ceiling, paired in each run, medians: throughput rxfeed ÷ checkpointing loops ${perRun(times.fair, times.pipeline)} (target ≥ 0.95); ` +
+        `client CPU per change rxfeed ÷ checkpointing loops ${perRun(cpu.pipeline, cpu.fair)} (target ≤ 1.05); ` +
+        `lease writes per 100k changes: rxfeed ${((median(leaseWrites) * 100_000) / CHANGES).toFixed(1)}, loops ${((median(fairWrites) * 100_000) / CHANGES).toFixed(1)}`,
+    );
+    if (mainCpu.fair.length === cpu.fair.length && mainCpu.pipeline.length === cpu.pipeline.length) {
+      const share = (main: number[], all: number[]) => `${((100 * median(main)) / median(all)).toFixed(0)}%`;
+      console.log(
+        `client CPU of the main thread alone (without V8's compiler and GC threads), rxfeed ÷ checkpointing loops ${perRun(mainCpu.pipeline, mainCpu.fair)}; ` +
+          `main thread's share of the client CPU (medians): loops ${share(mainCpu.fair, cpu.fair)}, rxfeed ${share(mainCpu.pipeline, cpu.pipeline)}`,
+      );
+    }
+    console.log(
+      `against the loops without checkpoints (information), paired: throughput rxfeed ÷ loops ${perRun(times.ranges, times.pipeline)}; ` +
+        `client CPU rxfeed ÷ loops ${perRun(cpu.pipeline, cpu.ranges)}; checkpointing every 10 pages ${perRun(cpu.sparse, cpu.ranges)}`,
+    );
+    console.log(`(runs, ms: loops ${times.ranges.map((t) => t.toFixed(0)).join(' ')}; bare ${times.bare.map((t) => t.toFixed(0)).join(' ')}; source ${times.source.map((t) => t.toFixed(0)).join(' ')}; pipeline ${times.pipeline.map((t) => t.toFixed(0)).join(' ')})`);
+    if (server.ranges.length > 0) {
+      const busy = (name: keyof typeof server, wall: number[]): string =>
+        `${median(server[name]).toFixed(0)} ms (${((100 * median(server[name])) / median(wall)).toFixed(0)}% of its wall time)`;
+      console.log(
+        `emulator CPU per window (medians): loops ${busy('ranges', times.ranges)}; rxfeed ${busy('pipeline', times.pipeline)}; ` +
+          `rxfeed checkpointing every 10 pages ${busy('sparse', times.sparse)}`,
+      );
+    }
+    // With two cores, the reader and the emulator each have one: when both are near 100%, the wall ratio follows
+    // whichever of the two CPU ratios is worse.
+    const clientBusy = (name: 'ranges' | 'pipeline' | 'sparse'): string => `${((100 * median(cpu[name])) / median(times[name])).toFixed(0)}%`;
+    console.log(`client CPU per window, % of its wall time (medians): loops ${clientBusy('ranges')}; rxfeed ${clientBusy('pipeline')}; rxfeed checkpointing every 10 pages ${clientBusy('sparse')}`);
+    console.log(
+      `rxfeed's stop() after the run (last checkpoints, then ${RANGES} releases; timed apart from the rows above): ` +
+        `${median(times.stop).toFixed(0)} ms, client CPU ${median(cpu.stop).toFixed(0)} ms (medians)`,
+    );
+    const requestsOf = (name: keyof typeof sent): string => {
+      const of = (key: Exclude<keyof Sent, 'kinds' | 'bulkCalls' | 'bulkOperations'>) => median(sent[name].map((r) => r[key]));
+      return `${of('changeFeed')} change feed + ${of('other')} other, ${(of('bytes') / 1e6).toFixed(1)} MB, ${of('connections')} new connections`;
+    };
+    console.log(`requests per window (medians): loops ${requestsOf('ranges')}; rxfeed ${requestsOf('pipeline')}; rxfeed checkpointing every 10 pages ${requestsOf('sparse')}`);
+    const kindsOf = (name: keyof typeof sent): string =>
+      (Object.keys(requestKinds) as (keyof typeof requestKinds)[]).map((kind) => `${kind} ${median(sent[name].map((r) => r.kinds[kind]))}`).join(', ') +
+      ` (items.bulk calls ${median(sent[name].map((r) => r.bulkCalls))}, carrying ${median(sent[name].map((r) => r.bulkOperations))} writes)`;
+    console.log(`other requests by kind per window (medians): fair loops ${kindsOf('fair')}; rxfeed ${kindsOf('pipeline')}; rxfeed checkpointing every 10 pages ${kindsOf('sparse')}`);
+    const overheadsOf = (name: keyof typeof overheads): string => {
+      const of = (key: keyof Overheads) => median(overheads[name].map((k) => k[key])).toFixed(0);
+      return `GC ${of('minorGcMs')} ms young + ${of('majorGcs')} full (${of('majorGcMs')} ms), ${of('systemMs')} ms system CPU, ${of('pageFaults')} page faults, ${of('switches')} preemptions`;
+    };
+    console.log(`GC and kernel per window (medians): loops ${overheadsOf('ranges')}; bare ${overheadsOf('bare')}; source loop ${overheadsOf('source')}; rxfeed ${overheadsOf('pipeline')}; rxfeed checkpointing every 10 pages ${overheadsOf('sparse')}`);
+    const per100k = (n: number): string => ((n * 100_000) / CHANGES).toFixed(1);
+    console.log(
+      `\nlease-store writes per 100k changes (pipeline, bootstrap + acquire + checkpoints + renewals, before stop): ` +
+        `${per100k(median(leaseWrites))} (checkpoints ${per100k(median(checkpointCounts))}; ${RANGES} ranges, checkpointEvery(${CHECKPOINT}))`,
     );
   }
-  console.log(
-    `client CPU per change, rxfeed ÷ per-range loops without checkpoints: ${(median(cpu.pipeline) / median(cpu.ranges)).toFixed(2)}× ` +
-      `(${(median(cpu.sparse) / median(cpu.ranges)).toFixed(2)}× checkpointing every 10 pages); ` +
-      `start-up: subscribe → first batch on fresh leases ${median(times.startup).toFixed(0)} ms; on existing leases, subscribe → every partition read once ${median(times.restart).toFixed(0)} ms (medians)`,
-  );
-  // Each run measures the loops and then rxfeed back to back, so a ratio per run cancels what drifts between runs.
-  // The middle half of the runs' ratios shows how far one run's figure can be trusted on this machine.
-  const perRun = (a: number[], b: number[]): string => {
-    const ratios = a.map((x, i) => x / b[i]!);
-    const [low, high] = middleHalf(ratios);
-    return `${median(ratios).toFixed(2)}×, middle half ${low.toFixed(2)}–${high.toFixed(2)} (runs ${ratios.map((r) => r.toFixed(2)).join(' ')})`;
-  };
-  console.log(
-    `against the fair ceiling, paired in each run, medians: throughput rxfeed ÷ checkpointing loops ${perRun(times.fair, times.pipeline)} (target ≥ 0.95); ` +
-      `client CPU per change rxfeed ÷ checkpointing loops ${perRun(cpu.pipeline, cpu.fair)} (target ≤ 1.05); ` +
-      `lease writes per 100k changes: rxfeed ${((median(leaseWrites) * 100_000) / CHANGES).toFixed(1)}, loops ${((median(fairWrites) * 100_000) / CHANGES).toFixed(1)}`,
-  );
-  if (mainCpu.fair.length === cpu.fair.length && mainCpu.pipeline.length === cpu.pipeline.length) {
-    const share = (main: number[], all: number[]) => `${((100 * median(main)) / median(all)).toFixed(0)}%`;
-    console.log(
-      `client CPU of the main thread alone (without V8's compiler and GC threads), rxfeed ÷ checkpointing loops ${perRun(mainCpu.pipeline, mainCpu.fair)}; ` +
-        `main thread's share of the client CPU (medians): loops ${share(mainCpu.fair, cpu.fair)}, rxfeed ${share(mainCpu.pipeline, cpu.pipeline)}`,
-    );
-  }
-  console.log(
-    `against the loops without checkpoints (information), paired: throughput rxfeed ÷ loops ${perRun(times.ranges, times.pipeline)}; ` +
-      `client CPU rxfeed ÷ loops ${perRun(cpu.pipeline, cpu.ranges)}; checkpointing every 10 pages ${perRun(cpu.sparse, cpu.ranges)}`,
-  );
-  console.log(`(runs, ms: loops ${times.ranges.map((t) => t.toFixed(0)).join(' ')}; bare ${times.bare.map((t) => t.toFixed(0)).join(' ')}; source ${times.source.map((t) => t.toFixed(0)).join(' ')}; pipeline ${times.pipeline.map((t) => t.toFixed(0)).join(' ')})`);
-  if (server.ranges.length > 0) {
-    const busy = (name: keyof typeof server, wall: number[]): string =>
-      `${median(server[name]).toFixed(0)} ms (${((100 * median(server[name])) / median(wall)).toFixed(0)}% of its wall time)`;
-    console.log(
-      `emulator CPU per window (medians): loops ${busy('ranges', times.ranges)}; rxfeed ${busy('pipeline', times.pipeline)}; ` +
-        `rxfeed checkpointing every 10 pages ${busy('sparse', times.sparse)}`,
-    );
-  }
-  // With two cores, the reader and the emulator each have one: when both are near 100%, the wall ratio follows
-  // whichever of the two CPU ratios is worse.
-  const clientBusy = (name: 'ranges' | 'pipeline' | 'sparse'): string => `${((100 * median(cpu[name])) / median(times[name])).toFixed(0)}%`;
-  console.log(`client CPU per window, % of its wall time (medians): loops ${clientBusy('ranges')}; rxfeed ${clientBusy('pipeline')}; rxfeed checkpointing every 10 pages ${clientBusy('sparse')}`);
-  console.log(
-    `rxfeed's stop() after the run (last checkpoints, then ${RANGES} releases; timed apart from the rows above): ` +
-      `${median(times.stop).toFixed(0)} ms, client CPU ${median(cpu.stop).toFixed(0)} ms (medians)`,
-  );
-  const requestsOf = (name: keyof typeof sent): string => {
-    const of = (key: Exclude<keyof Sent, 'kinds' | 'bulkCalls' | 'bulkOperations'>) => median(sent[name].map((r) => r[key]));
-    return `${of('changeFeed')} change feed + ${of('other')} other, ${(of('bytes') / 1e6).toFixed(1)} MB, ${of('connections')} new connections`;
-  };
-  console.log(`requests per window (medians): loops ${requestsOf('ranges')}; rxfeed ${requestsOf('pipeline')}; rxfeed checkpointing every 10 pages ${requestsOf('sparse')}`);
-  const kindsOf = (name: keyof typeof sent): string =>
-    (Object.keys(requestKinds) as (keyof typeof requestKinds)[]).map((kind) => `${kind} ${median(sent[name].map((r) => r.kinds[kind]))}`).join(', ') +
-    ` (items.bulk calls ${median(sent[name].map((r) => r.bulkCalls))}, carrying ${median(sent[name].map((r) => r.bulkOperations))} writes)`;
-  console.log(`other requests by kind per window (medians): fair loops ${kindsOf('fair')}; rxfeed ${kindsOf('pipeline')}; rxfeed checkpointing every 10 pages ${kindsOf('sparse')}`);
-  const overheadsOf = (name: keyof typeof overheads): string => {
-    const of = (key: keyof Overheads) => median(overheads[name].map((k) => k[key])).toFixed(0);
-    return `GC ${of('minorGcMs')} ms young + ${of('majorGcs')} full (${of('majorGcMs')} ms), ${of('systemMs')} ms system CPU, ${of('pageFaults')} page faults, ${of('switches')} preemptions`;
-  };
-  console.log(`GC and kernel per window (medians): loops ${overheadsOf('ranges')}; bare ${overheadsOf('bare')}; source loop ${overheadsOf('source')}; rxfeed ${overheadsOf('pipeline')}; rxfeed checkpointing every 10 pages ${overheadsOf('sparse')}`);
-  const per100k = (n: number): string => ((n * 100_000) / CHANGES).toFixed(1);
-  console.log(
-    `\nlease-store writes per 100k changes (pipeline, bootstrap + acquire + checkpoints + renewals, before stop): ` +
-      `${per100k(median(leaseWrites))} (checkpoints ${per100k(median(checkpointCounts))}; ${RANGES} ranges, checkpointEvery(${CHECKPOINT}))`,
-  );
 } finally {
   client.dispose();
   emulator.child?.kill('SIGTERM');
