@@ -339,6 +339,36 @@ describe('the replacement mark (issue 25: a gone parent taken again after its ch
     expect((await second.store.list('p.')).leases.map((l) => l.id)).toEqual(['p.2']);
   });
 
+  it('a finisher never creates again a child its listing showed, replaced and deleted before its create would land (sim seed 916)', async () => {
+    const { store, lease, ctx, ownership } = await splitParent('pos-5');
+    // a marks p.0 replaced and creates children 1 and 2, then crashes before it notes them on the parent (REPLACED_BY).
+    const noNote: LeaseStore = { ...methodsOf(store), replace: async (l) => (l.properties[REPLACED_BY] === undefined ? store.replace(l) : Promise.reject(new Error('crashed'))) };
+    await expect(replaceGoneLease({ ...ctx('a'), store: noNote }, ownership(lease), 'pos-5')).rejects.toThrow('crashed');
+    const released = await store.replace({ ...(await store.read('p.0'))!, owner: null, epoch: 4 });
+    expect(released.properties[REPLACED_BY]).toBeUndefined();
+    // b finishes p.0 in the round that also takes child 1; right after b's listing, child 1 (b's own) is
+    // gone in turn: replaced by its children 3 and 4, then deleted.
+    let race: (() => Promise<void>) | undefined = async () => {
+      for (const token of ['3', '4']) {
+        await store.createIfAbsent({ id: `p.${token}`, leaseToken: token, feedRange: undefined, owner: 'b', continuation: 'pos-9', timestampMs: 0, epoch: 6, mode: 'latestVersion', properties: {} });
+      }
+      await store.delete((await store.read('p.1'))!);
+    };
+    const racing: LeaseStore = {
+      ...methodsOf(store),
+      list: async (prefix) => {
+        const listing = await store.list(prefix);
+        const r = race;
+        race = undefined;
+        await r?.();
+        return listing;
+      },
+    };
+    expect(await finishReplacement({ ...ctx('b'), store: racing }, released)).toEqual(['1', '2']);
+    // Child 1 is not created again from the parent's pos-5 beside its own children.
+    expect((await store.list('p.')).leases.map((l) => l.id)).toEqual(['p.2', 'p.3', 'p.4']);
+  });
+
   it('removes the children it created when a reset deleted the parent meanwhile (raising the epoch floor): hosts then bootstrap again', async () => {
     const { store, lease, ctx, ownership } = await splitParent('pos-5');
     let reset: (() => Promise<void>) | undefined = async () => {

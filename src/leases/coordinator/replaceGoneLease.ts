@@ -224,9 +224,15 @@ async function createChildren(ctx: ReplaceContext, parent: Lease, range: FeedRan
   const epoch = parent.epoch + 1;
   // A child records its creator (overwriting the one the parent inherited from its own creator): see PARENT_LEASE.
   const untaken = { ...inheritedProperties(parent.properties), [UNTAKEN_AT_EPOCH]: String(epoch), [PARENT_LEASE]: parent.leaseToken };
-  for (const c of await notYetReplaced(ctx, parent, range, children)) {
+  const { missing, listed } = await notYetReplaced(ctx, parent, range, children);
+  for (const c of missing) {
     const child = leaseDocument(ctx.naming, c.token, c.range, from, untaken, epoch);
-    const created = create ? await ctx.store.createIfAbsent(child) : undefined;
+    // A child the listing showed is never created again: it existed, so it was created once, and if it is
+    // gone by the time a create would land, it was taken, replaced and deleted in turn since the listing (say
+    // by this very host, which took it in the round that started this finish): created again, from the
+    // parent's older checkpoint, it would be read beside its own children (sim seed 916: child 4 of 1 created
+    // again after its split into 6 and 7, then read under an epoch above theirs).
+    const created = create && !listed.has(child.id) ? await ctx.store.createIfAbsent(child) : undefined;
     if (created) {
       made.push(created);
       continue;
@@ -259,7 +265,12 @@ async function createChildren(ctx: ReplaceContext, parent: Lease, range: FeedRan
  * move backwards). A listed partition such a lease covers in part (it merged with a part nobody read since
  * the parent) gets an EPK lease for each part left uncovered.
  */
-async function notYetReplaced(ctx: ReplaceContext, parent: Lease, range: FeedRange, children: readonly ChildLease[]): Promise<readonly ChildLease[]> {
+async function notYetReplaced(
+  ctx: ReplaceContext,
+  parent: Lease,
+  range: FeedRange,
+  children: readonly ChildLease[],
+): Promise<{ readonly missing: readonly ChildLease[]; readonly listed: ReadonlySet<string> }> {
   const tokens = new Set(children.map((c) => c.token));
   const inside = (r: FeedRange) => r.minInclusive >= range.minInclusive && r.maxExclusive <= range.maxExclusive;
   // The lease this one was created from is no descendant, though its range may be this one's (an EPK lease
@@ -276,12 +287,14 @@ async function notYetReplaced(ctx: ReplaceContext, parent: Lease, range: FeedRan
   const descendants = listing.leases
     .filter((l) => isLeaseOf(ctx.naming, l) && l.id !== parent.id && l.leaseToken !== createdFrom && !tokens.has(l.leaseToken) && l.feedRange !== undefined && inside(l.feedRange) && !ancestor(l))
     .map((l) => l.feedRange!);
-  if (descendants.length === 0) return children;
-  return children.flatMap((c) => {
+  const listed = new Set(listing.leases.map((l) => l.id));
+  if (descendants.length === 0) return { missing: children, listed };
+  const missing = children.flatMap((c) => {
     const parts = uncoveredParts(c.range, descendants);
     if (parts.length === 1 && parts[0]!.minInclusive === c.range.minInclusive && parts[0]!.maxExclusive === c.range.maxExclusive) return [c];
     return parts.map((r) => ({ token: `${r.minInclusive}-${r.maxExclusive}`, range: r }));
   });
+  return { missing, listed };
 }
 
 /**
