@@ -273,3 +273,52 @@ describe('a bootstrap whose .info write failed, and a host whose reads lag it', 
     await Promise.all(markings);
   });
 });
+
+describe('a stale bootstrap lock whose delete does not land', () => {
+  /**
+   * Host b's reads of the lock lag: they answer a version another host has replaced since (the lock is live, or
+   * was removed and taken again). b judges that version stale (seen unchanged for an expiration); its delete,
+   * conditional on it, conflicts. b tried again at once, its reads answered the same version, and it looped
+   * without a delay (sim seed 948 with the listing beside the first `.info` read: h6 made more than 200
+   * lease-store calls within 1 virtual ms, removing h1's lock).
+   */
+  it('waits its retry delay before it looks again: it retries at once only after a delete that landed', async () => {
+    const naming = (owner: string) => namingOf('p.', 'rxfeed', owner, 'latestVersion', () => 1_000);
+    const inner = new MemoryLeaseStore();
+    const lock = lockId(naming('a').markerPrefix);
+    const seen = (await inner.createIfAbsent(markerDocument(naming('a'), lock)))!;
+    await inner.replace({ ...seen, timestampMs: 2_000 }); // the lock as it stands now: a newer version
+    let deletes = 0;
+    let delays = 0;
+    let calls = 0;
+    const counted = <T>(call: () => Promise<T>): Promise<T> => {
+      calls++;
+      return call();
+    };
+    const store = passThrough(inner, {
+      read: (id) => counted(() => (id === lock ? Promise.resolve(seen) : inner.read(id))),
+      createIfAbsent: (lease) => counted(() => inner.createIfAbsent(lease)),
+      delete: (lease) => {
+        deletes++;
+        return counted(() => inner.delete(lease));
+      },
+    });
+    let now = 0;
+    const ctx = bootstrapContext({
+      store,
+      naming: naming('b'),
+      retryMs: 10,
+      listPartitions: async () => [parent],
+      clock: () => (now += 600), // every look at the lock is more than an expiration after the one before
+      delay: async () => {
+        delays++;
+      },
+      stopped: () => calls > 100,
+    });
+    await bootstrapLeases(ctx);
+    expect(deletes).toBeGreaterThan(1);
+    // Each delete that conflicted is followed by the retry delay, not by the next look at once.
+    expect(deletes).toBeLessThanOrEqual(delays);
+    expect(await inner.read(lock)).toBeDefined();
+  });
+});
