@@ -45,6 +45,11 @@ export async function checkQuiescence(
   await advance(settleMs);
   for (const lease of stores.leaseSnapshot()) {
     if (world.halted.has(lease.leaseToken)) continue; // a halted partition is given back and retried by design
+    // A dotnet-scheme gone-record (`<prefix>.gone.<token>`, no token of its own) is no lease: nobody takes it. Its
+    // epoch moves once per delete of its lease, by all the takes of that lease since the one before, which the
+    // lease itself was checked for while it existed (seed 534 with the early start-up listing: halted lease 1
+    // retried by design to epoch 20, then split and deleted, its record raised 14 → 20 in one write).
+    if (lease.id.includes('.gone.')) continue;
     const moves = lease.epoch - (epochsBefore.get(lease.id) ?? lease.epoch);
     if (moves >= CHURN_MOVES) violations.report('lease-churn', `${lease.id} was taken ${moves} times in ${settleMs / 1000} s without faults (now ${lease.owner ?? 'free'})`);
   }
