@@ -240,40 +240,6 @@ describe('a bootstrap that finished, and a host whose reads lag it', () => {
   });
 });
 
-describe('a bootstrap whose .info write failed, and a host whose reads lag it', () => {
-  /**
-   * Host a creates (and claims) the lease of partition 2; its `.info` create fails. Partition 2 splits, and host
-   * b, whose reads lag a's writes by 300 ms, starts with a listing of the children. With a's lock removed as
-   * `.info` failed, b took it at once, listed the leases as they stood before a's create, found no parent
-   * lease covering 3 and 4, and created them from `startFrom` beside lease 2 and below its checkpoint
-   * (seed 532 of `--faults lease,source,hang,view,host,sink,clock,late,bootstrap,poison,topology,admin,broker
-   * --start now`: checkpoint-moved-backwards, deposed-view-write-accepted).
-   */
-  it('keeps its lock for an expiration all the same: the host that lags lists lease 2 under it and creates no child', async () => {
-    const { clock, inner, lagging, context, finish } = laggingHosts();
-    const aSession = lagging.session('a');
-    const infoFails = passThrough(aSession, {
-      createIfAbsent: async (lease: NewLease) => {
-        if (lease.id === infoId('p.')) throw new Error('lease store unavailable (injected)');
-        return aSession.createIfAbsent(lease);
-      },
-    });
-    const markings: Promise<unknown>[] = [];
-    const a = { ...context('a', infoFails), background: (work: Promise<unknown>) => void markings.push(work.catch(() => undefined)) };
-    const { created } = await bootstrapLeases(a);
-    expect(created.map((l) => [l.leaseToken, l.owner, l.epoch])).toEqual([['2', 'a', 1]]);
-    await clock.advance(0); // a's `.info` create fails
-    expect(await inner.read(infoId('p.'))).toBeUndefined();
-    // b starts now, its listing of the partitions from after the split.
-    let settled = false;
-    const b = bootstrapLeases(context('b', lagging.session('b'), children)).finally(() => (settled = true));
-    await clock.advanceUntil(() => settled, 5_000, 50);
-    expect((await b).created).toEqual([]);
-    expect(await finish()).toEqual(['2']);
-    await Promise.all(markings);
-  });
-});
-
 describe('a stale bootstrap lock whose delete does not land', () => {
   /**
    * Host b's reads of the lock lag: they answer a version another host has replaced since (the lock is live, or

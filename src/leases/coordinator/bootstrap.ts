@@ -242,19 +242,14 @@ async function createLeases(ctx: BootstrapContext, floor: number, existing: List
 }
 
 /**
- * Records that the leases exist (`<prefix>.info`), then removes our lock, if we hold one, an expiration later
- * ({@link holdLock}); also when `.info` failed (the failure is thrown at once, the hold goes on in the
- * background): every lease was created, and a host whose reads lag ours that took the lock at once would list
- * the leases without them. It then created the children of a claimed lease's partition that split meanwhile
- * from `startFrom`, beside that lease and below its checkpoint (seed 532 of the `late`, `topology` sets,
- * `--start now`: child lease 3 created at LSN 6 beside parent 2 at 11). The next bootstrap, this host's too,
- * takes the lock once the hold ends, lists the leases under it, creates none and writes `.info`.
+ * Records that the leases exist (`<prefix>.info`), then removes our lock, if we hold one: at once when `.info`
+ * failed, else an expiration later ({@link holdLock}).
  */
 async function markDone(ctx: BootstrapContext, lock?: Lease): Promise<void> {
   try {
     await ctx.store.createIfAbsent(markerDocument(ctx.naming, infoId(ctx.naming.markerPrefix)));
   } catch (error) {
-    if (lock) ctx.background(holdLock(ctx, lock));
+    if (lock) await ctx.store.delete(lock).catch(() => undefined);
     throw error;
   }
   if (lock) await holdLock(ctx, lock);
