@@ -357,13 +357,14 @@ describe('simulation: seeds the admin, topology and broker fault sets found', ()
   // found leases 0, 1 and 2 there, and then a forced reset deleted them and h2's lock; h2's `.info` landed
   // after it. No lease at all and `.info` present: no host bootstraps, and Coverage only ran beside a listing
   // with leases, so the whole key space was read by nobody (282 of 488 changes). A processor with no lease
-  // treats the whole key space as a gap now (Coordinator, test/leases/coverage.test.ts).
+  // treats the whole key space as a gap now (Coordinator, test/leases/coverage.test.ts). The stale-lock retry
+  // delay (a delete that conflicted waits before the next look) moved this schedule off the gap repair: the replay
+  // guards the scenario (no violation, a reset in the run); the unit test above holds the repair itself.
   const resetBeforeInfo: SimConfig = { ...whole, seed: 962, balanceBy: 'count', view: 'guarded', start: 'beginning', positions: 'opaque', sse: 'off' };
   it(`change-never-delivered: a reset between a bootstrap's creates and its .info write left no lease at all: ${replayLine(resetBeforeInfo)}`, async () => {
     const { stats, violations } = await runSimulation(resetBeforeInfo);
     expect(violations).toEqual([]);
     expect(stats.faults['admin.reset']).toBeGreaterThan(0);
-    expect(stats.faults['lease.gapRepaired']).toBeGreaterThan(0);
   });
   // broker-key-order (seed 1722 of the whole product): h4 read split parent 0 to its end (drainGone) while slow
   // acknowledgements held its relay three rounds behind; the drain gave up after 500 ms and h4 replaced the lease
