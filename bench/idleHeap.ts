@@ -14,7 +14,6 @@
  * reads path.before/after.heapsnapshot instead of running; BENCH_PATHS=owner.field prints dominator chains of a few of its
  * objects; BENCH_HEAP_ONLY=1: the heap used only, no snapshots)
  */
-import { CosmosClient, type Container } from '@azure/cosmos';
 import { readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,7 +21,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import { setFlagsFromString, writeHeapSnapshot } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { EMULATOR_KEY } from '../src/emulator/CosmosEmulator.js';
+import { idleRanges } from './idleContainer.js';
 import type * as Rxfeed from '../src/index.js';
 
 setFlagsFromString('--expose-gc');
@@ -43,34 +42,7 @@ const PATHS = process.env.BENCH_PATHS;
 /** `beginning`: each lease's first read moves it (one batch, which checkpointEvery then watches); `now`: pinned by the bootstrap, as bench/idle.ts's, no batch ever. */
 const START = (process.env.BENCH_START ?? 'beginning') as 'beginning' | 'now';
 
-const RID = 'benchRID=';
-const bound = (i: number): string => (i === 0 ? '' : i === RANGES ? 'FF' : Math.floor((i * 0xffff) / RANGES).toString(16).padStart(4, '0').toUpperCase());
-const ranges = Array.from({ length: RANGES }, (_, i) => ({ id: String(i), minInclusive: bound(i), maxExclusive: bound(i + 1), parents: [] as string[] }));
-const LSN = 42;
-const idle = ranges.map((range) => ({
-  statusCode: 304,
-  result: [],
-  continuationToken: JSON.stringify({ rid: RID, Continuation: [{ minInclusive: range.minInclusive, maxExclusive: range.maxExclusive, continuationToken: `"${LSN}"` }] }),
-  requestCharge: 1,
-  headers: { 'x-ms-session-token': `${range.id}:-1#${LSN}`, etag: `"${LSN}"` },
-}));
-const rangeOf = (token: string): number => {
-  const { Continuation } = JSON.parse(token) as { Continuation: { minInclusive: string }[] };
-  return ranges.findIndex((x) => x.minInclusive === Continuation[0]!.minInclusive);
-};
-const iterator = (r: number) => ({ hasMoreResults: true, readNext: async () => idle[r]! });
-
-function fakeContainer(): Container {
-  const client = new CosmosClient({ endpoint: 'http://127.0.0.1:1/', key: EMULATOR_KEY });
-  const container = client.database('bench').container('orders');
-  (container.items as unknown as Record<string, unknown>).getChangeFeedIterator = (options: { changeFeedStartFrom: unknown }) => {
-    const from = options.changeFeedStartFrom as Record<string, unknown>;
-    return iterator(rangeOf((from.continuationToken ?? from.continuation) as string));
-  };
-  (container as unknown as Record<string, unknown>).read = async () => ({ resource: { id: 'orders', _rid: RID, partitionKey: { paths: ['/pk'] } }, headers: { date: new Date().toUTCString() } });
-  (container as unknown as Record<string, unknown>).readPartitionKeyRanges = () => ({ fetchAll: async () => ({ resources: ranges }) });
-  return container;
-}
+const { container: fakeContainer } = idleRanges(RANGES);
 
 function snapshot(name: string): string {
   gc();

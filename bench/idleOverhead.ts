@@ -12,11 +12,10 @@
  * runs another build (`dir/esm/index.js`, e.g. a copy of `dist` made before a change) in the same rounds, in turn
  * with this one, and prints the paired ratio)
  */
-import { CosmosClient, type Container } from '@azure/cosmos';
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { setTimeout as delay } from 'node:timers/promises';
-import { EMULATOR_KEY } from '../src/emulator/CosmosEmulator.js';
+import { idleRanges } from './idleContainer.js';
 import * as built from './built.js';
 import { pathToFileURL } from 'node:url';
 import type * as Rxfeed from '../src/index.js';
@@ -32,36 +31,7 @@ const WINDOW_MS = Number(process.env.BENCH_WINDOW_MS ?? 3000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const PROFILE = process.env.BENCH_PROFILE;
 
-const RID = 'benchRID=';
-const bound = (i: number): string => (i === 0 ? '' : i === RANGES ? 'FF' : Math.floor((i * 0xffff) / RANGES).toString(16).padStart(4, '0').toUpperCase());
-const ranges = Array.from({ length: RANGES }, (_, i) => ({ id: String(i), minInclusive: bound(i), maxExclusive: bound(i + 1), parents: [] as string[] }));
-const LSN = 42;
-/** The one reply of range `r` to every read: "not modified", as an idle range answers. */
-const idle = ranges.map((range) => ({
-  statusCode: 304,
-  result: [],
-  continuationToken: JSON.stringify({ rid: RID, Continuation: [{ minInclusive: range.minInclusive, maxExclusive: range.maxExclusive, continuationToken: `"${LSN}"` }] }),
-  requestCharge: 1,
-  headers: { 'x-ms-session-token': `${range.id}:-1#${LSN}`, etag: `"${LSN}"` },
-}));
-const rangeOf = (token: string): number => {
-  const { Continuation } = JSON.parse(token) as { Continuation: { minInclusive: string }[] };
-  return ranges.findIndex((x) => x.minInclusive === Continuation[0]!.minInclusive);
-};
-const iterator = (r: number) => ({ hasMoreResults: true, readNext: async () => idle[r]! });
-
-/** A real SDK Container (no request is ever sent) whose change feed, read and range listing answer from memory. */
-function fakeContainer(): Container {
-  const client = new CosmosClient({ endpoint: 'http://127.0.0.1:1/', key: EMULATOR_KEY });
-  const container = client.database('bench').container('orders');
-  (container.items as unknown as Record<string, unknown>).getChangeFeedIterator = (options: { changeFeedStartFrom: unknown }) => {
-    const from = options.changeFeedStartFrom as Record<string, unknown>;
-    return iterator(rangeOf((from.continuationToken ?? from.continuation) as string));
-  };
-  (container as unknown as Record<string, unknown>).read = async () => ({ resource: { id: 'orders', _rid: RID, partitionKey: { paths: ['/pk'] } }, headers: { date: new Date().toUTCString() } });
-  (container as unknown as Record<string, unknown>).readPartitionKeyRanges = () => ({ fetchAll: async () => ({ resources: ranges }) });
-  return container;
-}
+const { ranges, iterator, container: fakeContainer } = idleRanges(RANGES);
 
 let polls = 0;
 function counting<T>(inner: Source<T>): Source<T> {
