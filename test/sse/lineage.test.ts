@@ -15,6 +15,13 @@ const ALL = { minInclusive: '', maxExclusive: 'FF' };
 const LOW = { minInclusive: '', maxExclusive: '80' };
 const HIGH = { minInclusive: '80', maxExclusive: 'FF' };
 const sent = (res: FakeResponse) => res.changes().map((c) => `${c.id}@${c.lsn}`);
+/** Writes `changes` into `view` as partition `partition` (owned at `epoch`, over `range`) would: guarded, its position the last LSN. */
+const writeToView = (view: MemoryViewStore<{ id: string }>, partition: string, range: FeedRange, epoch: number, changes: Change<{ id: string }>[]) =>
+  view.write({
+    mode: 'guarded',
+    changes: changes.map((c) => ({ key: c.id, row: c.document, lsn: c.lsn, timestampMs: c.timestampMs, partition })),
+    partitions: [{ partition, epoch, position: `p${changes.at(-1)!.lsn}`, lsn: changes.at(-1)!.lsn, range }],
+  });
 
 describe('SseHub: de-duplication along lineage', () => {
   it('split children re-reading from the parent\'s checkpoint send nothing twice; their new changes go out', () => {
@@ -257,11 +264,7 @@ describe('SseHub: an older version re-read after an admin reset, its newer versi
     const hub = createSseHub<Doc, Doc>({ streamId: 'S', replayLimit: 3, scheduler: new VirtualTimeScheduler(), view, project: (c) => c.document });
     // The pipeline: each batch written to the view, then published.
     const read = async (partition: string, range: FeedRange, epoch: number, ...changes: Change<Doc>[]) => {
-      await view.write({
-        mode: 'guarded',
-        changes: changes.map((c) => ({ key: c.id, row: c.document, lsn: c.lsn, timestampMs: c.timestampMs, partition })),
-        partitions: [{ partition, epoch, position: `p${changes.at(-1)!.lsn}`, lsn: changes.at(-1)!.lsn, range }],
-      });
+      await writeToView(view, partition, range, epoch, changes);
       hub.publish(batch(partition, range, ...changes));
     };
     const settle = async () => {
@@ -298,12 +301,7 @@ describe('SseHub (snapshot mode): a merged range re-read after a snapshot that h
   it('starts the client over with a new snapshot rather than send a change it has as a row', async () => {
     type Doc = { id: string };
     const view = new MemoryViewStore<Doc>();
-    const write = (partition: string, range: FeedRange, epoch: number, ...changes: Change<Doc>[]) =>
-      view.write({
-        mode: 'guarded',
-        changes: changes.map((c) => ({ key: c.id, row: c.document, lsn: c.lsn, timestampMs: c.timestampMs, partition })),
-        partitions: [{ partition, epoch, position: `p${changes.at(-1)!.lsn}`, lsn: changes.at(-1)!.lsn, range }],
-      });
+    const write = (partition: string, range: FeedRange, epoch: number, ...changes: Change<Doc>[]) => writeToView(view, partition, range, epoch, changes);
     // Another host read the parts: the low one up to 3, the high one up to 8.
     await write('1', LOW, 1, change('a', 1), change('c', 3));
     await write('2', HIGH, 1, change('b', 2), change('d', 5), change('f', 8));
@@ -330,12 +328,7 @@ describe('SseHub (snapshot mode): a snapshot holding a token beside a part of it
   it('starts the client over rather than send a change of the token at or below the part\'s position (seed 83)', async () => {
     type Doc = { id: string };
     const view = new MemoryViewStore<Doc>();
-    const write = (partition: string, range: FeedRange, epoch: number, ...changes: Change<Doc>[]) =>
-      view.write({
-        mode: 'guarded',
-        changes: changes.map((c) => ({ key: c.id, row: c.document, lsn: c.lsn, timestampMs: c.timestampMs, partition })),
-        partitions: [{ partition, epoch, position: `p${changes.at(-1)!.lsn}`, lsn: changes.at(-1)!.lsn, range }],
-      });
+    const write = (partition: string, range: FeedRange, epoch: number, ...changes: Change<Doc>[]) => writeToView(view, partition, range, epoch, changes);
     // Another process read the lower half as an EPK-range lease up to 388 (d343@361 among its rows); this one reads
     // the whole range under partition 4's own lease, up to 359 so far.
     const PART4 = { minInclusive: '', maxExclusive: 'BF' };
