@@ -16,6 +16,7 @@ import { etagOfShape, lsnOfPosition, lsnOfSessionToken, parseToken, rangeIdOfSes
 import { networkCode, routingMapError, toSourceError } from './cosmos/errors.js';
 import { endpointOf, HostCheck } from './cosmos/reachability.js';
 import { concurrentReadsOf } from './cosmos/agentSockets.js';
+import { IteratorCache, registerIteratorCache } from './cosmos/iteratorCache.js';
 import { sdkOfContainer } from './cosmos/sdkOfContainer.js';
 import { seedIteratorRid } from './cosmos/seedIteratorRid.js';
 import { allVersionsChange, latestVersionChange, partitionKeyPaths, type PartitionKeyPaths } from './cosmos/mapChange.js';
@@ -47,12 +48,6 @@ export interface CosmosSourceOptions {
   readonly throughputBucket?: number;
 }
 
-/**
- * Iterators kept for reuse at least (one per partition read recently); the bound grows with the number of
- * partitions the container was last listed with (see {@link CosmosSource.listPartitions}).
- */
-const MIN_CACHED_ITERATORS = 1024;
-
 /** A position no partition has: the state of an iterator that has not yet answered. */
 const NO_POSITION = '\u0000';
 
@@ -63,7 +58,7 @@ interface CachedIterator {
   /** The page size the iterator asks for. */
   maxItemCount: number;
   busy: boolean;
-  /** When the iterator was last used (a count of this source's reads): the least recent goes first (see `#remember`). */
+  /** When the iterator was last used (a count of this source's reads): the least recent goes first (see {@link IteratorCache}). */
   usedAt: number;
   /**
    * The last reply found to belong to this partition: its continuation token and the range that answered.
@@ -179,14 +174,11 @@ export class CosmosSource<T = unknown> implements Source<T> {
   readonly #reuseIterators: boolean;
   readonly #priorityLevel: PriorityLevel | undefined;
   readonly #throughputBucket: number | undefined;
-  readonly #iterators = new Map<string, CachedIterator>();
-  /** Reads whose iterator was kept, so far: the clock of {@link CachedIterator.usedAt}. */
-  #uses = 0;
+  /** One iterator per partition read recently, the least recently used evicted past the bound. */
+  readonly #iterators = new IteratorCache<CachedIterator>();
   #info: Promise<ContainerInfo> | undefined;
   /** What `#info` resolved to, for the reads after the first (no await per read). */
   #infoValue: ContainerInfo | undefined;
-  /** Most iterators kept: never fewer than the partitions last listed, with room for EPK parts and moves. */
-  #maxIterators = MIN_CACHED_ITERATORS;
   readonly #log = logger('cosmos');
   /** The account's host name is looked up before the first request and after network failures. */
   readonly #host: HostCheck;
@@ -218,6 +210,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
     }
     this.#throughputBucket = options.throughputBucket;
     this.#host = new HostCheck(endpointOf(container), this.description);
+    registerIteratorCache(this, this.#iterators);
   }
 
   /**
@@ -256,7 +249,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
       // A gone parent listed next to its children would overlap them; keep only the live ranges.
       const parents = new Set(resources.flatMap((r) => r.parents ?? []));
       // One host may read every range (and parts of merged ones): keep an iterator for each of them.
-      this.#maxIterators = Math.max(MIN_CACHED_ITERATORS, 2 * (resources.length - parents.size));
+      this.#iterators.fitTo(resources.length - parents.size);
       return resources
         .filter((r) => !parents.has(r.id))
         .sort((a, b) => (a.minInclusive < b.minInclusive ? -1 : a.minInclusive > b.minInclusive ? 1 : 0))
@@ -299,12 +292,12 @@ export class CosmosSource<T = unknown> implements Source<T> {
       this.#checkForward(partition, from, page.position);
       entry.position = page.position;
       entry.busy = false;
-      if (this.#reuseIterators) this.#remember(key, entry);
+      if (this.#reuseIterators) this.#iterators.remember(key, entry);
       return page;
     } catch (err) {
       // After an abort or a failure the iterator's state is unknown (a request may still land): drop it and
       // start a fresh one from the caller's position next time.
-      if (entry && this.#iterators.get(key) === entry) this.#iterators.delete(key);
+      if (entry) this.#iterators.drop(key, entry);
       if (entry) entry.checked = undefined;
       if (!isAbortError(err) && !signal?.aborted) {
         const mapped = await this.#readError(err, partition.id);
@@ -416,32 +409,6 @@ export class CosmosSource<T = unknown> implements Source<T> {
     const first = page.changes[0];
     return first && first.lsn > 0 ? `"${first.lsn - 1}"` : page.position;
   }
-
-  /**
-   * Keeps the iterator for the next read of its partition, most recently used last. Partitions whose leases
-   * moved to another host leave theirs behind; the oldest go once there are more than twice the partitions
-   * last listed (at least `MIN_CACHED_ITERATORS`), so a host reading every partition never rebuilds them.
-   */
-  #remember(key: string, entry: CachedIterator): void {
-    // Recency is a count on the entry, not the map's order: a read of a kept iterator (every read of a busy
-    // partition) costs a lookup, not a delete and an insert. The least recently used goes when over the bound.
-    entry.usedAt = ++this.#uses;
-    if (this.#iterators.get(key) === entry) return;
-    this.#iterators.set(key, entry);
-    while (this.#iterators.size > this.#maxIterators) {
-      let oldest: string | undefined;
-      let oldestAt = Infinity;
-      for (const [k, e] of this.#iterators) {
-        if (e.usedAt < oldestAt) {
-          oldest = k;
-          oldestAt = e.usedAt;
-        }
-      }
-      if (oldest === undefined) break;
-      this.#iterators.delete(oldest);
-    }
-  }
-
 
   /** The cached iterator for this partition if it stands exactly at the requested position and is idle. */
   #reusable(key: string, from: StartFrom, maxItemCount: number): CachedIterator | undefined {
