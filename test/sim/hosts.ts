@@ -203,7 +203,7 @@ export class Hosts {
     const sinkWrites = new Map<string, number>();
     // Outermost first: the host's gate, then the seam's faults, then the shared stores. In the SDK mode, the
     // host's own CosmosSource and CosmosLeaseStore, faults striking at the emulator (see sdkWorld.ts).
-    const sdk = world.sdk?.connect(hostClock);
+    const sdk = world.sdk?.connect(hostClock, name);
     // Under `topology`, this process's listings lag splits and merges now and then (its routing map's cache).
     const listed =
       !sdk && sim.faults.has('topology')

@@ -8,8 +8,9 @@ import { CosmosLeaseStore } from '../../src/leases/CosmosLeaseStore.js';
 import { fromDocument } from '../../src/leases/protocol/cosmosDocuments.js';
 import type { Lease } from '../../src/leases/Lease.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
+import { limitIteratorCache } from '../../src/sources/cosmos/iteratorCache.js';
 import { CosmosSource } from '../../src/sources/CosmosSource.js';
-import type { Source } from '../../src/sources/Source.js';
+import type { ReadRequest, Source } from '../../src/sources/Source.js';
 import type { FaultPlan, FaultRule, VirtualClock } from '../support/faults/index.js';
 import type { Sim } from './context.js';
 import type { FaultPlans } from './faultPlans.js';
@@ -192,8 +193,12 @@ export class SdkWorld {
     return leases;
   }
 
-  /** A new process: a client of its own, with the SDK's default retry policies and a 2 s request timeout. */
-  connect(scheduler: SchedulerLike): SdkConnection {
+  /**
+   * A new process: a client of its own, with the SDK's default retry policies and a 2 s request timeout. Half the
+   * processes keep at most 1–3 SDK iterators (see {@link iteratorBound}), and every process's reads are checked
+   * (`read-went-back`, see {@link checkReads}).
+   */
+  connect(scheduler: SchedulerLike, name: string): SdkConnection {
     const client = new CosmosClient({
       endpoint: this.emulator.endpoint,
       key: this.emulator.key,
@@ -202,10 +207,35 @@ export class SdkWorld {
     });
     this.#clients.push(client);
     const database = client.database(DATABASE);
+    const source = new CosmosSource<Doc>(database.container(ITEMS), { mode: this.mode });
+    const evicted = new Set<string>();
+    const bound = this.#iteratorBound(name);
+    if (bound !== undefined) {
+      limitIteratorCache(source, bound, (partitionId) => {
+        this.#sim.tally('sdk.iteratorEvicted');
+        evicted.add(partitionId);
+      });
+    }
     return {
-      source: new CosmosSource<Doc>(database.container(ITEMS), { mode: this.mode }),
+      source: checkReads(source, this.#sim, name, evicted),
       leases: new CosmosLeaseStore({ container: database.container(LEASES), scheduler }),
     };
+  }
+
+  /**
+   * The iterator bound of process `name`: in half the processes (a PRNG of its own per name,
+   * `randomFor('iterators:<name>')`, so the rest of a seed draws as before) 1–3 iterators, fewer than the
+   * partitions a host reads once it holds two or more leases (1–4 partitions, and their split children), so
+   * its reads evict each other's iterators and rebuild them from their positions (tallied
+   * `sdk.iteratorsLimited` per process, `sdk.iteratorEvicted` per eviction, `sdk.iteratorRebuilt` per read of
+   * an evicted partition that answered); the others keep `CosmosSource`'s own bound (at least 1,024), which no
+   * run reaches.
+   */
+  #iteratorBound(name: string): number | undefined {
+    const random = this.#sim.randomFor(`iterators:${name}`);
+    if (random() >= 0.5) return undefined;
+    this.#sim.tally('sdk.iteratorsLimited');
+    return 1 + Math.floor(random() * 3);
   }
 
   /**
@@ -277,6 +307,50 @@ export class SdkWorld {
       this.#restoreTimers();
     }
   }
+}
+
+/**
+ * `read-went-back`: a page read from a position (an etag `"N"`) holds a change at or below LSN N, so the
+ * iterator that read it did not continue where the position stood (a rebuilt iterator, after an eviction or a
+ * failed read, from the wrong place; `CosmosSource` itself refuses an answered position below N). Losses show
+ * as `change-never-delivered`. A read of a partition whose iterator was evicted since its last read is tallied
+ * `sdk.iteratorRebuilt` once it answers.
+ */
+function checkReads(source: CosmosSource<Doc>, sim: Sim, host: string, evicted: Set<string>): Source<Doc> {
+  const read = async (request: ReadRequest) => {
+    const { partition, from } = request;
+    const rebuilt = evicted.delete(partition.id);
+    const page = await source.read(request);
+    if (rebuilt) sim.tally('sdk.iteratorRebuilt');
+    const after = typeof from === 'object' && !(from instanceof Date) ? lsnOfEtag(from.position) : undefined;
+    const back = after === undefined ? undefined : page.changes.find((c) => c.lsn <= after);
+    if (back) {
+      sim.violations.report(
+        'read-went-back',
+        `${host} read ${back.id}@${back.lsn} of ${partition.id} from position ${(from as { position: string }).position}${rebuilt ? ' (its iterator was evicted)' : ''}`,
+        `back:${host}:${partition.id}:${back.id}@${back.lsn}`,
+      );
+    }
+    return page;
+  };
+  return {
+    description: source.description,
+    destination: source.destination,
+    mode: source.mode,
+    concurrentReads: source.concurrentReads,
+    checkStart: (from) => source.checkStart(from),
+    positionAt: (partition, at, signal) => source.positionAt(partition, at, signal),
+    currentTime: (signal) => source.currentTime(signal),
+    checkReachable: (signal) => source.checkReachable(signal),
+    listPartitions: (signal) => source.listPartitions(signal),
+    read,
+  };
+}
+
+/** The LSN of an etag position (`"42"`), or `undefined` for another shape. */
+function lsnOfEtag(position: string): number | undefined {
+  const match = /^"(\d+)"$/.exec(position);
+  return match ? Number(match[1]) : undefined;
 }
 
 /** An emulator range as the partition the hosts see (the same id and key range `CosmosSource` lists). */
