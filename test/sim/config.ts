@@ -76,6 +76,12 @@ export interface SimConfig {
    * process (`'sdk'`, see `sdkWorld.ts`), faults striking at the emulator's fault layer.
    */
   readonly source?: 'memory' | 'sdk';
+  /**
+   * SDK mode only: the most SDK iterators each process's `CosmosSource` keeps (`limitIteratorCache`), a count
+   * of at least 1, or `'default'` (its own bound, which no run reaches). Not given (default): drawn per process,
+   * half of them 1–3 (see `SdkWorld.connect`).
+   */
+  readonly iterators?: number | 'default';
 }
 
 /** What a product variant sets: the options of {@link SimConfig} that `--faults all` draws per seed. */
@@ -206,5 +212,6 @@ export function replayLine(config: SimConfig): string {
   const source = config.source !== undefined ? ` --source ${config.source}` : '';
   const relay = config.relay !== undefined ? ` --relay ${config.relay}` : '';
   const sse = config.sse !== undefined ? ` --sse ${config.sse}` : '';
-  return `npm run sim -- --seed ${config.seed} --faults ${config.faults.join(',') || 'none'} --hosts ${config.hosts.min}-${config.hosts.max}${chaos}${onError}${balance}${view}${groups}${form}${policy}${start}${scheme}${positions}${relay}${source}${sse}`;
+  const iterators = config.iterators !== undefined ? ` --iterators ${config.iterators}` : '';
+  return `npm run sim -- --seed ${config.seed} --faults ${config.faults.join(',') || 'none'} --hosts ${config.hosts.min}-${config.hosts.max}${chaos}${onError}${balance}${view}${groups}${form}${policy}${start}${scheme}${positions}${relay}${source}${sse}${iterators}`;
 }

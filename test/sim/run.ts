@@ -7,7 +7,7 @@
  * `--form rx|handler` (default rx), `--policy deadLetter|halt` (default deadLetter), `--start beginning|now|time|function`
  * (default beginning), `--lease-scheme rxfeed|dotnet` (default rxfeed), `--positions lsn|opaque` (default lsn),
  * `--relay jetstream|amqp|off` (default off; Rx form only), `--sse on|off` (default off; Rx form only), `--source memory|sdk`
- * (default memory), `--verbose`.
+ * (default memory), `--iterators N|default` (SDK mode: each process's iterator bound; default drawn per process), `--verbose`.
  * With `--faults all`, options not given are drawn per seed (the whole product; see test/sim/README.md).
  * Prints one line per failing seed that replays it; exits 1 when any seed failed.
  */
@@ -57,6 +57,9 @@ function parse(argv: readonly string[]): { configs: SimConfig[]; verbose: boolea
   const source = args.get('source');
   if (source !== undefined && source !== 'memory' && source !== 'sdk') throw new Error('--source: give memory or sdk');
   if (source === 'sdk' && positions === 'opaque') throw new Error('--positions opaque: not in the SDK mode (--source sdk), which reads Cosmos DB continuations');
+  const iteratorsArg = args.get('iterators');
+  const iterators = iteratorsArg === undefined || iteratorsArg === 'default' ? iteratorsArg : Number(iteratorsArg);
+  if (typeof iterators === 'number' && !(Number.isInteger(iterators) && iterators >= 1)) throw new Error('--iterators: give a count of at least 1, or default');
   const explicit: Variant = {
     ...(positions ? { positions } : {}),
     ...(start ? { start: start as NonNullable<Variant['start']> } : {}),
@@ -84,7 +87,7 @@ function parse(argv: readonly string[]): { configs: SimConfig[]; verbose: boolea
   const seeds = args.has('seed') ? [Number(args.get('seed'))] : Array.from({ length: Number(args.get('seeds') ?? 20) }, (_, i) => Number(args.get('from') ?? 1) + i);
   return {
     verbose,
-    configs: seeds.map((seed) => ({ seed, faults, hosts: { min: min!, max: max! }, ...(chaosMs !== undefined ? { chaosMs } : {}), ...(onError ? { onError } : {}), ...variant(seed) })),
+    configs: seeds.map((seed) => ({ seed, faults, hosts: { min: min!, max: max! }, ...(chaosMs !== undefined ? { chaosMs } : {}), ...(onError ? { onError } : {}), ...variant(seed), ...(iterators !== undefined ? { iterators } : {}) })),
   };
 }
 

@@ -229,13 +229,15 @@ export class SdkWorld {
    * its reads evict each other's iterators and rebuild them from their positions (tallied
    * `sdk.iteratorsLimited` per process, `sdk.iteratorEvicted` per eviction, `sdk.iteratorRebuilt` per read of
    * an evicted partition that answered); the others keep `CosmosSource`'s own bound (at least 1,024), which no
-   * run reaches.
+   * run reaches. `--iterators N|default` sets it for every process instead.
    */
   #iteratorBound(name: string): number | undefined {
+    const given = this.#sim.config.iterators;
+    if (given === 'default') return undefined;
     const random = this.#sim.randomFor(`iterators:${name}`);
-    if (random() >= 0.5) return undefined;
+    if (given === undefined && random() >= 0.5) return undefined;
     this.#sim.tally('sdk.iteratorsLimited');
-    return 1 + Math.floor(random() * 3);
+    return given ?? 1 + Math.floor(random() * 3);
   }
 
   /**

@@ -613,6 +613,18 @@ describe('simulation: the SDK path', () => {
   const bootstrapAfterSplit: SimConfig = { seed: 22, faults: ['lease', 'source', 'view', 'host', 'sink', 'hang'], hosts: { min: 2, max: 4 }, chaosMs: 3_000, source: 'sdk' };
   it(`a re-bootstrap leaves a split parent's children to its lease: ${replayLine(bootstrapAfterSplit)}`, () => expectNoViolations(bootstrapAfterSplit));
 
+  // CosmosSource's iterator cache past its bound: with one iterator per process, every read of another partition
+  // evicts, and the evicted partition's next read rebuilds its iterator from its position (read-went-back,
+  // change-never-delivered; unit test in test/sources/cosmosIteratorEviction.test.ts).
+  const oneIterator: SimConfig = { seed: 5, faults: ['lease', 'source', 'view', 'host', 'sink', 'topology'], hosts: { min: 2, max: 4 }, chaosMs: 4_000, source: 'sdk', iterators: 1 };
+  it(`evicted iterators rebuilt where they stood, over splits: ${replayLine(oneIterator)}`, async () => {
+    const { stats, violations } = await runSimulation(oneIterator);
+    expect(violations).toEqual([]);
+    expect(stats.faults['sdk.iteratorEvicted']).toBeGreaterThan(0);
+    expect(stats.faults['sdk.iteratorRebuilt']).toBeGreaterThan(0);
+    expect(stats.faults['source.split']).toBeGreaterThan(0);
+  });
+
   it('replays an SDK seed exactly: same violations, same stats, faults of the HTTP path among them', async () => {
     // Seed 11: its run meets three kinds of SDK faults (sdk.reset, sdk.migrating, sdk.bulkPartly); seed 8 met one
     // until the start-up change moved its schedule.
