@@ -853,7 +853,8 @@ describe('simulation: dead-letter events, the ownership signal and telemetry', (
  * deposed-view-write-accepted: h1's bootstrap created and claimed leases 0-2, its `.info` create failed and its
  * lock was removed at once; h0, whose lease reads lagged by 256 ms, took the lock 100 ms later, listed no lease,
  * and created split children 3 and 4 from "now" beside lease 2 (child 3 at LSN 6, parent's checkpoint 11). The
- * bootstrap now keeps its lock an expiration after a failed `.info` too. 534, view-differs-from-source (a
+ * bootstrap now keeps its lock an expiration after a failed `.info` too (handed over, naming the leases, if
+ * its host stops meanwhile). 534, view-differs-from-source (a
  * simulation bug): a rewind re-read d28@57, written before partition 1's "now" start, into the exactlyOnce view,
  * which skipped it as a replay (so it counted as delivered); an admin reset then let h2, running since before
  * the first leases' creator started, create lease 1 again at its own earlier "now", so d28@57 no longer counted

@@ -15,7 +15,7 @@ import type { LeaseCoordinator, OwnedLease } from '../LeaseCoordinator.js';
 import { namingOf } from '../protocol/documents.js';
 import { Acquirer } from './Acquirer.js';
 import { Balancer } from './Balancer.js';
-import { bootstrapLeases, type BootstrapResult } from './bootstrap.js';
+import { bootstrapLeases, HeldLock, type BootstrapResult } from './bootstrap.js';
 import { delay, PartitionList, Tasks, type CoordinatorContext } from './context.js';
 import { Departure } from './Departure.js';
 import { Endings } from './Endings.js';
@@ -48,6 +48,8 @@ export class Coordinator implements LeaseCoordinator {
   readonly #endings: Endings;
   readonly #departure: Departure;
   readonly #coverage: Coverage;
+  /** The bootstrap lock a failed bootstrap of this host keeps, for its next bootstrap to take back. */
+  readonly #heldLock = new HeldLock();
   #started = false;
   #stopping: Promise<void> | undefined;
   #failedFatally = false;
@@ -201,6 +203,7 @@ export class Coordinator implements LeaseCoordinator {
       log: ctx.log,
       warn: (message) => ctx.emit({ type: 'stall', owner: this.owner, message }),
       background: (work) => ctx.track(work.catch((error: unknown) => this.#fatal(error) || ctx.failures.failed('bootstrap', error))),
+      held: this.#heldLock,
     });
     if (bootstrap.failure === undefined) ctx.failures.succeeded('bootstrap');
     await partitions.catch((error: unknown) => this.#fatal(error) || ctx.failures.failed('partitions', error));
