@@ -170,7 +170,7 @@ export class Coordinator implements LeaseCoordinator {
     const ctx = this.#ctx;
     let bootstrap: BootstrapResult;
     try {
-      bootstrap = await this.#bootstrap();
+      bootstrap = await this.#bootstrap(true);
     } catch (error) {
       if (this.#fatal(error)) return;
       ctx.failures.failed('bootstrap', error);
@@ -178,11 +178,15 @@ export class Coordinator implements LeaseCoordinator {
       return;
     }
     // Leases this host just created are all there are: the first round starts on them without a listing.
-    this.#balancer.soon(0, bootstrap.complete ? bootstrap.created : undefined);
+    // On existing leases, the listing made beside the `.info` read stands in for the first round's.
+    this.#balancer.soon(0, bootstrap.complete ? bootstrap.created : undefined, bootstrap.listing);
   }
 
-  /** Creates the leases unless `.info` says they exist, and owns those it claimed; throws what failed. */
-  async #bootstrap(): Promise<BootstrapResult> {
+  /**
+   * Creates the leases unless `.info` says they exist, and owns those it claimed; throws what failed. At the
+   * start (`listBeside`), the leases are listed beside the first `.info` read, for the first balancing round.
+   */
+  async #bootstrap(listBeside = false): Promise<BootstrapResult> {
     const ctx = this.#ctx;
     const maxLeases = this.#options.maxLeases;
     // The partitions are listed while the bootstrap looks for its marker: a fresh container needs them to
@@ -202,6 +206,7 @@ export class Coordinator implements LeaseCoordinator {
       delay: (ms) => delay(ctx, ms),
       log: ctx.log,
       warn: (message) => ctx.emit({ type: 'stall', owner: this.owner, message }),
+      listBeside,
       background: (work) => ctx.track(work.catch((error: unknown) => this.#fatal(error) || ctx.failures.failed('bootstrap', error))),
       held: this.#heldLock,
     });

@@ -5,6 +5,7 @@ import { CorruptLeaseError } from '../../errors/index.js';
 import type { Logger } from '../../internal/log.js';
 import type { Lease } from '../Lease.js';
 import type { LeaseStore } from '../LeaseStore.js';
+import { listProcessorLeases } from '../protocol/listing.js';
 import { floorId, infoId, isLeaseOf, leaseDocument, lockId, markerDocument, type LeaseNaming } from '../protocol/documents.js';
 import { coversRange } from './splitMerge.js';
 
@@ -40,6 +41,12 @@ export interface BootstrapContext {
   readonly clock: () => number;
   /** Work that must finish before the host stops, but that nothing needs to wait for (marking the bootstrap done). */
   readonly background: (work: Promise<unknown>) => void;
+  /**
+   * Lists the processor's leases beside the first `.info` read, for the first balancing round to start on when
+   * `.info` is there (a start on existing leases saves the round trip of a listing after it). Never used to
+   * create leases: a bootstrap lists under its lock. Default false.
+   */
+  readonly listBeside?: boolean;
   /** The lock this host's last bootstrap keeps after it failed: its next bootstrap takes it back at once. */
   readonly held?: HeldLock;
 }
@@ -74,6 +81,9 @@ export class HeldLock {
   }
 }
 
+/** The processor's leases and unreadable lease documents, as the balance loop lists them. */
+export type ProcessorListing = Awaited<ReturnType<typeof listProcessorLeases>>;
+
 /** What {@link bootstrapLeases} found or did. */
 export interface BootstrapResult {
   /** The leases this call created (those it claims are this host's own from `sentAt` on). */
@@ -90,6 +100,8 @@ export interface BootstrapResult {
    * behind owned by nobody's reader (or by a host that stopped).
    */
   readonly failure?: unknown;
+  /** With `listBeside`: the listing sent beside the `.info` read that found `.info`, when it succeeded. */
+  readonly listing?: ProcessorListing;
 }
 
 /** What a listing of the processor's leases gave. */
@@ -136,8 +148,15 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
   const lock = lockId(naming.markerPrefix);
   let foreignLockSince: number | undefined;
   const lockWatch = new LockWatch();
+  let listBeside = ctx.listBeside ?? false;
   while (!ctx.stopped()) {
-    if (await readMarker(store, info)) return NOTHING_CREATED;
+    if (listBeside) {
+      // Only beside the first read: a listing is the balance loop's, never the bootstrap's (see below).
+      listBeside = false;
+      const [done, listing] = await Promise.allSettled([readMarker(store, info), listProcessorLeases(store, naming)]);
+      if (done.status === 'rejected') throw done.reason;
+      if (done.value) return listing.status === 'fulfilled' ? { ...NOTHING_CREATED, listing: listing.value } : NOTHING_CREATED;
+    } else if (await readMarker(store, info)) return NOTHING_CREATED;
     const mine = ctx.held?.takeBack();
     if (mine) {
       // This host's last bootstrap failed and keeps the lock: taken back (touched, conditional on its version:
