@@ -10,7 +10,7 @@ import { fatalCloseReason } from '../../errors/classify.js';
 import type { FeedEvent } from '../../core/events.js';
 import { monotonicOf, wallClockOf } from '../../internal/clocks.js';
 import { logger } from '../../internal/log.js';
-import type { Lease } from '../Lease.js';
+import type { Lease, NewLease } from '../Lease.js';
 import type { LeaseCoordinator, OwnedLease } from '../LeaseCoordinator.js';
 import { namingOf } from '../protocol/documents.js';
 import { Acquirer } from './Acquirer.js';
@@ -141,6 +141,7 @@ export class Coordinator implements LeaseCoordinator {
       stopSignal: this.#stopSignal.signal,
       fatal: (error) => this.#fatal(error),
       track: (work) => this.#tasks.track(work),
+      ...(options.claiming ? { claiming: options.claiming } : {}),
     };
   }
 
@@ -207,6 +208,7 @@ export class Coordinator implements LeaseCoordinator {
       log: ctx.log,
       warn: (message) => ctx.emit({ type: 'stall', owner: this.owner, message }),
       listBeside,
+      ...(ctx.claiming ? { claiming: (lease: NewLease) => ctx.claiming!(lease, ctx.partitions.of(lease.leaseToken, lease.feedRange)) } : {}),
       background: (work) => ctx.track(work.catch((error: unknown) => this.#fatal(error) || ctx.failures.failed('bootstrap', error))),
       held: this.#heldLock,
     });

@@ -3,7 +3,7 @@
 import { rangesOverlap, type FeedRange, type Partition, type Position } from '../../core/Partition.js';
 import { CorruptLeaseError } from '../../errors/index.js';
 import type { Logger } from '../../internal/log.js';
-import type { Lease } from '../Lease.js';
+import type { Lease, NewLease } from '../Lease.js';
 import type { LeaseStore } from '../LeaseStore.js';
 import { listProcessorLeases } from '../protocol/listing.js';
 import { floorId, infoId, isLeaseOf, leaseDocument, lockId, markerDocument, type LeaseNaming } from '../protocol/documents.js';
@@ -47,6 +47,11 @@ export interface BootstrapContext {
    * create leases: a bootstrap lists under its lock. Default false.
    */
   readonly listBeside?: boolean;
+  /**
+   * Told of each lease this host claims as its create is sent (its first page is read meanwhile); returns what
+   * to call when the create did not make it this host's.
+   */
+  readonly claiming?: (lease: NewLease) => (() => void) | void;
   /** The lock this host's last bootstrap keeps after it failed: its next bootstrap takes it back at once. */
   readonly held?: HeldLock;
 }
@@ -362,13 +367,14 @@ async function createLeases(ctx: BootstrapContext, floor: number, leased: readon
   const starts = await Promise.all(partitions.map((p) => ctx.startPosition?.(p) ?? null));
   const sentAt = ctx.clock();
   const settled = await Promise.allSettled(
-    partitions.map((p, i) =>
-      ctx.store.createIfAbsent(
-        i < ctx.claim
-          ? leaseDocument(ctx.naming, p.id, p.range, starts[i]!, {}, floor + 1, ctx.naming.owner)
-          : leaseDocument(ctx.naming, p.id, p.range, starts[i]!, {}, floor),
-      ),
-    ),
+    partitions.map((p, i) => {
+      if (i >= ctx.claim) return ctx.store.createIfAbsent(leaseDocument(ctx.naming, p.id, p.range, starts[i]!, {}, floor));
+      const claimed = leaseDocument(ctx.naming, p.id, p.range, starts[i]!, {}, floor + 1, ctx.naming.owner);
+      const unclaimed = ctx.claiming?.(claimed);
+      const created = ctx.store.createIfAbsent(claimed);
+      if (unclaimed) void created.then((lease) => lease === undefined && unclaimed(), unclaimed);
+      return created;
+    }),
   );
   const failed = settled.find((s) => s.status === 'rejected');
   // A covered partition counts as one whose lease existed (the bootstrap did not create every lease).
