@@ -4,12 +4,14 @@ import { errorEvent } from '../errors/errorEvent.js';
 import type { CloseReason, FeedEvent } from '../core/events.js';
 import { ProcessWarnings } from './processWarnings.js';
 import type { Partition, StartFrom } from '../core/Partition.js';
+import type { NewLease } from '../leases/Lease.js';
 import type { Source } from '../sources/Source.js';
 import { logger, type Logger } from '../internal/log.js';
 import { createLeaseCoordinator } from '../leases/createLeaseCoordinator.js';
 import { CreditPool } from './CreditPool.js';
 import { type ChangeFeedOptions, coordinatorOptionsOf, type ResolvedOptions, resolveOptions } from './options.js';
 import { type PartitionFeed, type ReaderContext, readPartition } from './reader/readPartition.js';
+import { FirstPages } from './reader/FirstPages.js';
 import { ReadLimiter } from './reader/ReadLimiter.js';
 import { mayStartNow, pinStart, RunStart, startOf, startsFromTimes } from './startPosition.js';
 import { FeedTelemetry } from '../telemetry/FeedTelemetry.js';
@@ -166,7 +168,18 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
     log('start of %s (%s) pinned at %s', partition.id, start instanceof Date ? start.toISOString() : String(start), position ?? 'its first read');
     return position;
   };
-  const coordinator = (o.coordinator ?? createLeaseCoordinator)(coordinatorOptionsOf(o, startPosition));
+  // The first page of a lease this host is about to own is read beside the write that makes it its own.
+  const firstPages = new FirstPages<T>(o.source, reads, o.scheduler, runEnded.signal, o.maxItemCount, o.leaseRenewIntervalMs);
+  const claiming = (lease: NewLease, partition: Partition) => {
+    let start: StartFrom;
+    try {
+      start = startFor(partition);
+    } catch {
+      return undefined; // the reader reports it
+    }
+    return firstPages.read(lease.id, lease.epoch, partition, lease.continuation, start);
+  };
+  const coordinator = (o.coordinator ?? createLeaseCoordinator)({ ...coordinatorOptionsOf(o, startPosition), claiming });
   const coordinatorEvents = coordinator.events$.subscribe({ next: emit });
   // What the lease requests cost, where the store says (Cosmos DB request units): into the telemetry.
   const telemetry = watchers.telemetry;
@@ -218,6 +231,7 @@ function startRun<T>(o: ResolvedOptions<T>, startFromGiven: boolean, emit: (even
     telemetry: watchers.telemetry,
     health: watchers.health,
     reads,
+    firstPages,
     fatal: (error) => {
       watchers.health.status = 'failed';
       failed.error(error);

@@ -401,7 +401,9 @@ describe('bootstrap', () => {
     expect(rounds(/create p\.\.lock/)).toEqual([2]);
     // The leases already there are listed once the lock is ours, not beside it: a listing sent with the lock
     // may be answered before the creates of a bootstrap that finished in between land (test/leases/bootstrapRace).
-    expect(rounds(/:list$/)).toEqual([3]);
+    // The listing of round 1, beside the first `.info` read, is the balance loop's, for a start on existing
+    // leases; the bootstrap never uses it.
+    expect(rounds(/:list$/)).toEqual([1, 3]);
     expect(rounds(/create p\.[01]$/)).toEqual([4, 4]);
     // Created as its own (epoch 1): no acquisition before the readers start.
     expect(calls.some((c) => /:replace p\.[01]$/.test(c))).toBe(false);
@@ -416,6 +418,42 @@ describe('bootstrap', () => {
     const stopped = host.coordinator.stop();
     await clock.advance(1_000);
     await stopped;
+  });
+
+  it('starts on existing leases in two round trips: marker read with the listing (and the partitions), free leases taken', async () => {
+    const clock = new VirtualScheduler();
+    const inner = new MemoryLeaseStore();
+    const parts = new FakePartitions(2);
+    const first = startHost('a', inner, clock, parts.listPartitions, timings);
+    await clock.advance(200);
+    expect(first.coordinator.owned()).toHaveLength(2);
+    const stopped = first.coordinator.stop();
+    await clock.advance(1_000);
+    await stopped;
+    const calls: string[] = [];
+    const startedAt = clock.now();
+    const record = <R>(what: string, work: () => Promise<R>): Promise<R> => {
+      calls.push(`${Math.floor((clock.now() - startedAt) / 10) + 1}:${what}`);
+      return new Promise<void>((resolve) => clock.schedule(() => resolve(), 10)).then(work);
+    };
+    const store: LeaseStore = {
+      list: (p) => record('list', () => inner.list(p)),
+      read: (id) => record(`read ${id}`, () => inner.read(id)),
+      createIfAbsent: (l) => record(`create ${l.id}`, () => inner.createIfAbsent(l)),
+      replace: (l) => record(`replace ${l.id}`, () => inner.replace(l)),
+      delete: (l) => record(`delete ${l.id}`, () => inner.delete(l)),
+    };
+    const host = startHost('b', store, clock, () => record('partitions', () => parts.listPartitions()), timings);
+    await clock.advance(200);
+    expect(host.coordinator.owned()).toHaveLength(2);
+    const rounds = (what: RegExp) => calls.filter((c) => what.test(c)).map((c) => Number(c.split(':')[0]));
+    expect(rounds(/read p\.\.info|partitions|:list$/)).toEqual([1, 1, 1]);
+    // The first balancing round plans on the listing sent beside `.info`: the leases are taken in round 2.
+    expect(rounds(/replace p\.[01]$/)).toEqual([2, 2]);
+    expect(calls.some((c) => /lock/.test(c))).toBe(false);
+    const stopping = host.coordinator.stop();
+    await clock.advance(1_000);
+    await stopping;
   });
 
   it('creates no more leases as its own than maxLeases; the rest are free for other hosts', async () => {

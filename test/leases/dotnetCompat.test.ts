@@ -244,4 +244,10 @@ describe('markers of the .NET scheme', () => {
     // a lease without LeaseToken is still corrupt
     expect(fromDocument({ id: 'p..0', _etag: '"3"' })).toBeInstanceOf(Error);
   });
+  it('keep the properties of a lock handed over at a stop (the leases its unfinished bootstrap knew of), and only then carry any', () => {
+    const handed = { id: 'p.lock', leaseToken: '', feedRange: undefined, owner: null, continuation: null, timestampMs: 1_700_000_000_000, epoch: 0, mode: 'latestVersion' as const, properties: { 'rxfeed.bootstrapLeases': '[["0","","FF"]]' } };
+    const doc = toDocument(handed);
+    expect(doc).toEqual({ id: 'p.lock', Owner: null, timestamp: '2023-11-14T22:13:20.000Z', epoch: 0, properties: { 'rxfeed.bootstrapLeases': '[["0","","FF"]]' } });
+    expect(fromDocument({ ...doc, _etag: '"1"' })).toMatchObject({ owner: null, properties: { 'rxfeed.bootstrapLeases': '[["0","","FF"]]' } });
+  });
 });

@@ -16,6 +16,7 @@ import { RateMeter } from './RateMeter.js';
 import { PollSchedule } from './PollSchedule.js';
 import { ReadDeadline } from './ReadDeadline.js';
 import { ReadFailures } from './ReadFailures.js';
+import type { FirstPages } from './FirstPages.js';
 import type { ReadLimiter } from './ReadLimiter.js';
 
 /**
@@ -70,6 +71,8 @@ export interface ReaderContext<T> extends TrackerContext {
   readonly health?: { read(lease: string): void };
   /** Bounds the reads in flight over all this processor's partitions (`maxConcurrentReads`); none: unbounded. */
   readonly reads?: ReadLimiter;
+  /** First pages read while this host's writes that make leases its own were on their way. */
+  readonly firstPages?: FirstPages<T>;
 }
 
 /** How a read loop ended. */
@@ -157,6 +160,10 @@ async function readLoop<T>(
   async function readPages(): Promise<LoopEnd> {
     /** The last read found changes: the next one continues a busy partition (see {@link ReadLimiter}). */
     let busy = false;
+    // The first page, when it was read beside the write that made this lease ours (FirstPages): holding its
+    // own read slot, run under this reader's credit and deadline like a read of its own.
+    const firstFrom = from === 'beginning' ? null : typeof from === 'object' && !(from instanceof Date) ? from.position : undefined;
+    let early = firstFrom !== undefined ? ctx.firstPages?.take(owned.lease.id, owned.epoch, firstFrom) : undefined;
     while (!signal.aborted) {
       // Most reads find credit at once; only wait (a promise and a tick) when there is none.
       const credit = tracker.tryCredit() || (await tracker.awaitCredit(signal));
@@ -166,7 +173,9 @@ async function readLoop<T>(
       }
       // A read waits for a slot among the processor's reads in flight (a read that continues a partition with
       // changes goes before waiting polls); the wait is not the read's, so it is outside its deadline.
-      const reads = ctx.reads;
+      const read = early;
+      early = undefined;
+      const reads = read ? undefined : ctx.reads;
       if (reads && !reads.tryAcquire() && !(await reads.acquire(busy, signal))) {
         tracker.settle(0);
         break;
@@ -175,7 +184,7 @@ async function readLoop<T>(
       const startedAt = ctx.scheduler.now();
       try {
         const position = from;
-        page = await deadline.run((attempt) => ctx.source.read({ partition, from: position, maxItemCount: credit, signal: attempt }), what);
+        page = await deadline.run((attempt) => (read ? read(attempt) : ctx.source.read({ partition, from: position, maxItemCount: credit, signal: attempt })), what);
         reads?.release();
       } catch (error) {
         reads?.release();

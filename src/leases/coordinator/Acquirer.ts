@@ -50,15 +50,12 @@ export class Acquirer {
       let stored: Lease;
       // Noted before it is sent: a write of an older ownership of this lease may meet this epoch first.
       ctx.names.wrote(lease.id, lease.epoch + 1);
+      const taking: Lease = { ...lease, owner: ctx.owner, epoch: lease.epoch + 1, timestampMs: ctx.now(), properties: withoutSignals(lease.properties) };
+      const unclaimed = ctx.claiming?.(taking, ctx.partitions.of(lease.leaseToken, lease.feedRange));
       try {
-        stored = await ctx.store.replace({
-          ...lease,
-          owner: ctx.owner,
-          epoch: lease.epoch + 1,
-          timestampMs: ctx.now(),
-          properties: withoutSignals(lease.properties),
-        });
+        stored = await ctx.store.replace(taking);
       } catch (error) {
+        unclaimed?.();
         if (error instanceof LeaseConflictError) {
           const fresh = error.kind === 'missing' || attempt >= 3 ? undefined : await ctx.store.read(lease.id).catch(() => undefined);
           if (fresh && onlyNoticeChanged(lease, fresh)) {

@@ -13,6 +13,7 @@ import { haltsHeldBack } from '../protocol/haltBackoff.js';
 import { isReplaced } from '../protocol/signals.js';
 import { isLeaseExpired } from '../protocol/timings.js';
 import type { Acquirer } from './Acquirer.js';
+import type { ProcessorListing } from './bootstrap.js';
 import type { CoordinatorContext } from './context.js';
 import type { Endings } from './Endings.js';
 import type { LeaseWriter } from './LeaseWriter.js';
@@ -57,8 +58,11 @@ export class Balancer {
     return this.#round;
   }
 
-  /** Schedules a round in `delayMs` (at once after the one running); `known` stands in for the first round's listing. */
-  soon(delayMs: number, known?: readonly Lease[]): void {
+  /**
+   * Schedules a round in `delayMs` (at once after the one running); `known` (the leases a bootstrap just created,
+   * all there are) stands in for the first round's listing, or `listed`, a listing made a moment ago.
+   */
+  soon(delayMs: number, known?: readonly Lease[], listed?: ProcessorListing): void {
     const { ctx } = this;
     if (ctx.stopped()) return;
     if (this.#round) {
@@ -67,7 +71,7 @@ export class Balancer {
     }
     this.#timer?.unsubscribe();
     this.#timer = ctx.scheduler.schedule(() => {
-      this.#round = this.#scan(known)
+      this.#round = this.#scan(known, listed)
         .then(
           (nextMs) => {
             ctx.failures.succeeded('scan');
@@ -95,9 +99,9 @@ export class Balancer {
   }
 
   /** One balancing round; returns the delay until the next one. */
-  async #scan(known?: readonly Lease[]): Promise<number> {
+  async #scan(known?: readonly Lease[], listed?: ProcessorListing): Promise<number> {
     const { ctx, links } = this;
-    const { leases, corrupt } = known ? { leases: known, corrupt: [] } : await listProcessorLeases(ctx.store, ctx.naming);
+    const { leases, corrupt } = known ? { leases: known, corrupt: [] } : (listed ?? (await listProcessorLeases(ctx.store, ctx.naming)));
     if (ctx.stopped()) return 0;
     if (leases.length === 0 && corrupt.length === 0) {
       this.#reconcile(leases);

@@ -10,12 +10,12 @@ import { fatalCloseReason } from '../../errors/classify.js';
 import type { FeedEvent } from '../../core/events.js';
 import { monotonicOf, wallClockOf } from '../../internal/clocks.js';
 import { logger } from '../../internal/log.js';
-import type { Lease } from '../Lease.js';
+import type { Lease, NewLease } from '../Lease.js';
 import type { LeaseCoordinator, OwnedLease } from '../LeaseCoordinator.js';
 import { namingOf } from '../protocol/documents.js';
 import { Acquirer } from './Acquirer.js';
 import { Balancer } from './Balancer.js';
-import { bootstrapLeases, type BootstrapResult } from './bootstrap.js';
+import { bootstrapLeases, HeldLock, type BootstrapResult } from './bootstrap.js';
 import { delay, PartitionList, Tasks, type CoordinatorContext } from './context.js';
 import { Departure } from './Departure.js';
 import { Endings } from './Endings.js';
@@ -48,6 +48,8 @@ export class Coordinator implements LeaseCoordinator {
   readonly #endings: Endings;
   readonly #departure: Departure;
   readonly #coverage: Coverage;
+  /** The bootstrap lock a failed bootstrap of this host keeps, for its next bootstrap to take back. */
+  readonly #heldLock = new HeldLock();
   #started = false;
   #stopping: Promise<void> | undefined;
   #failedFatally = false;
@@ -139,6 +141,7 @@ export class Coordinator implements LeaseCoordinator {
       stopSignal: this.#stopSignal.signal,
       fatal: (error) => this.#fatal(error),
       track: (work) => this.#tasks.track(work),
+      ...(options.claiming ? { claiming: options.claiming } : {}),
     };
   }
 
@@ -168,7 +171,7 @@ export class Coordinator implements LeaseCoordinator {
     const ctx = this.#ctx;
     let bootstrap: BootstrapResult;
     try {
-      bootstrap = await this.#bootstrap();
+      bootstrap = await this.#bootstrap(true);
     } catch (error) {
       if (this.#fatal(error)) return;
       ctx.failures.failed('bootstrap', error);
@@ -176,11 +179,15 @@ export class Coordinator implements LeaseCoordinator {
       return;
     }
     // Leases this host just created are all there are: the first round starts on them without a listing.
-    this.#balancer.soon(0, bootstrap.complete ? bootstrap.created : undefined);
+    // On existing leases, the listing made beside the `.info` read stands in for the first round's.
+    this.#balancer.soon(0, bootstrap.complete ? bootstrap.created : undefined, bootstrap.listing);
   }
 
-  /** Creates the leases unless `.info` says they exist, and owns those it claimed; throws what failed. */
-  async #bootstrap(): Promise<BootstrapResult> {
+  /**
+   * Creates the leases unless `.info` says they exist, and owns those it claimed; throws what failed. At the
+   * start (`listBeside`), the leases are listed beside the first `.info` read, for the first balancing round.
+   */
+  async #bootstrap(listBeside = false): Promise<BootstrapResult> {
     const ctx = this.#ctx;
     const maxLeases = this.#options.maxLeases;
     // The partitions are listed while the bootstrap looks for its marker: a fresh container needs them to
@@ -200,7 +207,10 @@ export class Coordinator implements LeaseCoordinator {
       delay: (ms) => delay(ctx, ms),
       log: ctx.log,
       warn: (message) => ctx.emit({ type: 'stall', owner: this.owner, message }),
+      listBeside,
+      ...(ctx.claiming ? { claiming: (lease: NewLease) => ctx.claiming!(lease, ctx.partitions.of(lease.leaseToken, lease.feedRange)) } : {}),
       background: (work) => ctx.track(work.catch((error: unknown) => this.#fatal(error) || ctx.failures.failed('bootstrap', error))),
+      held: this.#heldLock,
     });
     if (bootstrap.failure === undefined) ctx.failures.succeeded('bootstrap');
     await partitions.catch((error: unknown) => this.#fatal(error) || ctx.failures.failed('partitions', error));

@@ -1,10 +1,11 @@
 // Role: the bootstrap — creates one lease per partition exactly once, however many hosts start together
 // (`.info` / `.lock` markers, the epoch floor), claiming the first ones for this host.
-import { rangesOverlap, type Partition, type Position } from '../../core/Partition.js';
+import { rangesOverlap, type FeedRange, type Partition, type Position } from '../../core/Partition.js';
 import { CorruptLeaseError } from '../../errors/index.js';
 import type { Logger } from '../../internal/log.js';
-import type { Lease } from '../Lease.js';
+import type { Lease, NewLease } from '../Lease.js';
 import type { LeaseStore } from '../LeaseStore.js';
+import { listProcessorLeases } from '../protocol/listing.js';
 import { floorId, infoId, isLeaseOf, leaseDocument, lockId, markerDocument, type LeaseNaming } from '../protocol/documents.js';
 import { coversRange } from './splitMerge.js';
 
@@ -40,7 +41,53 @@ export interface BootstrapContext {
   readonly clock: () => number;
   /** Work that must finish before the host stops, but that nothing needs to wait for (marking the bootstrap done). */
   readonly background: (work: Promise<unknown>) => void;
+  /**
+   * Lists the processor's leases beside the first `.info` read, for the first balancing round to start on when
+   * `.info` is there (a start on existing leases saves the round trip of a listing after it). Never used to
+   * create leases: a bootstrap lists under its lock. Default false.
+   */
+  readonly listBeside?: boolean;
+  /**
+   * Told of each lease this host claims as its create is sent (its first page is read meanwhile); returns what
+   * to call when the create did not make it this host's.
+   */
+  readonly claiming?: (lease: NewLease) => (() => void) | void;
+  /** The lock this host's last bootstrap keeps after it failed: its next bootstrap takes it back at once. */
+  readonly held?: HeldLock;
 }
+
+/**
+ * @internal The lock a host keeps after its bootstrap failed ({@link holdLock}), with the leases that bootstrap
+ * knew of: the host's next bootstrap takes it back at once (and counts them as listed) rather than wait the
+ * hold out. This host's own writes are no lag to it.
+ */
+export class HeldLock {
+  #held: { readonly lock: Lease; readonly known: readonly KnownLease[] } | undefined;
+
+  /** Keeps `lock` for the next bootstrap to take back; the token {@link end} takes. */
+  keep(lock: Lease, known: readonly KnownLease[]): object {
+    const held = { lock, known };
+    this.#held = held;
+    return held;
+  }
+
+  /** Ends the hold `token` gave: false when a bootstrap took the lock back meanwhile (its fate is that one's). */
+  end(token: object): boolean {
+    if (this.#held !== token) return false;
+    this.#held = undefined;
+    return true;
+  }
+
+  /** Takes the lock back from its hold, if one keeps it. */
+  takeBack(): { readonly lock: Lease; readonly known: readonly KnownLease[] } | undefined {
+    const held = this.#held;
+    this.#held = undefined;
+    return held;
+  }
+}
+
+/** The processor's leases and unreadable lease documents, as the balance loop lists them. */
+export type ProcessorListing = Awaited<ReturnType<typeof listProcessorLeases>>;
 
 /** What {@link bootstrapLeases} found or did. */
 export interface BootstrapResult {
@@ -51,12 +98,15 @@ export interface BootstrapResult {
   /** When the creates were sent (scheduler time): where the local deadline of a claimed lease counts from. */
   readonly sentAt: number;
   /**
-   * Why some of the creates failed, when any did: the bootstrap is not done (its lock is removed, `.info` is
-   * not written; the next attempt creates what is missing). The creates that landed are in `created` all the
+   * Why some of the creates failed, when any did: the bootstrap is not done (`.info` is not written; its lock
+   * is kept an expiration, or handed over at a stop; the next attempt, which takes it back, creates what is
+   * missing). The creates that landed are in `created` all the
    * same, once every create settled: those claimed are this host's, to own (or release), never to leave
    * behind owned by nobody's reader (or by a host that stopped).
    */
   readonly failure?: unknown;
+  /** With `listBeside`: the listing sent beside the `.info` read that found `.info`, when it succeeded. */
+  readonly listing?: ProcessorListing;
 }
 
 /** What a listing of the processor's leases gave. */
@@ -89,8 +139,9 @@ async function readMarker(store: LeaseStore, id: string): Promise<Lease | typeof
 
 /**
  * Creates one lease per partition unless `<prefix>.info` says that was done, one host at a time (the host
- * that creates `<prefix>.lock`, and reads `.info` absent again under it; it keeps the lock an expiration after
- * its `.info` landed), above the epoch floor a reset left (`<prefix>.floor`). A lock of ours whose version this host saw unchanged for an
+ * that creates `<prefix>.lock`, or takes over one handed over at a stop, and reads `.info` absent again under
+ * it; it keeps the lock an expiration after its last write: its `.info`, or, when the bootstrap failed, its
+ * lease creates), above the epoch floor a reset left (`<prefix>.floor`). A lock of ours whose version this host saw unchanged for an
  * expiration on its monotonic clock is stale (its host died) and is removed. A lock in another format (another processor's, which we cannot date) is waited on for one
  * expiration, then ignored: creating leases is idempotent (deterministic ids), the lock only saves work.
  *
@@ -102,8 +153,26 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
   const lock = lockId(naming.markerPrefix);
   let foreignLockSince: number | undefined;
   const lockWatch = new LockWatch();
+  let listBeside = ctx.listBeside ?? false;
   while (!ctx.stopped()) {
-    if (await readMarker(store, info)) return NOTHING_CREATED;
+    if (listBeside) {
+      // Only beside the first read: a listing is the balance loop's, never the bootstrap's (see below).
+      listBeside = false;
+      const [done, listing] = await Promise.allSettled([readMarker(store, info), listProcessorLeases(store, naming)]);
+      if (done.status === 'rejected') throw done.reason;
+      if (done.value) return listing.status === 'fulfilled' ? { ...NOTHING_CREATED, listing: listing.value } : NOTHING_CREATED;
+    } else if (await readMarker(store, info)) return NOTHING_CREATED;
+    const mine = ctx.held?.takeBack();
+    if (mine) {
+      // This host's last bootstrap failed and keeps the lock: taken back (touched, conditional on its version:
+      // a reset may have deleted it), the floor read beside.
+      const [touch, floorRead] = await Promise.allSettled([store.replace({ ...mine.lock, timestampMs: naming.now() }), epochFloor(ctx)]);
+      if (touch.status === 'fulfilled' && floorRead.status === 'fulfilled') return await underLock(ctx, touch.value, floorRead.value, mine.known);
+      // Kept again (to hand over at a stop) unless the lock changed: a reset deleted it, or another host took it.
+      const current = touch.status === 'fulfilled' ? touch.value : await readMarker(store, lock).catch(() => undefined);
+      if (current && current !== FOREIGN && current.owner === naming.owner) ctx.background(holdLock(ctx, current, mine.known));
+      throw touch.status === 'rejected' ? touch.reason : (floorRead as PromiseRejectedResult).reason;
+    }
     // The epoch floor is read beside the lock (no extra round trip), and used only if the lock is ours. The
     // leases already there are listed only once the lock is ours: a listing sent beside the lock may be
     // answered before the creates of a bootstrap that held the lock a moment ago land (it finished, or failed
@@ -113,38 +182,24 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
     // removed, not left behind (nor landing after a stop() that did not wait for it).
     const [lockCreate, floorRead] = await Promise.allSettled([store.createIfAbsent(markerDocument(naming, lock)), epochFloor(ctx)]);
     if (lockCreate.status === 'rejected') throw lockCreate.reason;
-    const ours = lockCreate.value;
+    const created = lockCreate.value;
     if (floorRead.status === 'rejected') {
-      if (ours) await store.delete(ours).catch(() => undefined);
+      if (created) await store.delete(created).catch(() => undefined);
       throw floorRead.reason;
     }
     const floor = (floorRead as PromiseFulfilledResult<number>).value;
-    if (ours) {
-      let creates: Creates;
-      try {
-        // `.info` is read again under the lock, beside the listing: the read before the lock may be older than
-        // an expiration (a slow lock create), and a bootstrap that finished keeps its lock an expiration after
-        // its `.info` landed (`holdLock`), so a read sent once the lock is ours sees that `.info`.
-        const [done, existing] = await Promise.all([readMarker(store, info), store.list(naming.prefix)]);
-        if (done) {
-          await store.delete(ours).catch(() => undefined);
-          return NOTHING_CREATED;
-        }
-        creates = await createLeases(ctx, floor, existing);
-      } catch (error) {
-        await store.delete(ours).catch(() => undefined);
-        throw error;
-      }
-      if (creates.failure !== undefined) {
-        await store.delete(ours).catch(() => undefined);
-        return createdBy(creates);
-      }
-      // The leases exist: this host may start on them while the bootstrap is marked done and unlocked.
-      ctx.background(markDone(ctx, ours));
-      return createdBy(creates);
-    }
+    if (created) return await underLock(ctx, created, floor, []);
     const existing = await readMarker(store, lock);
-    if (existing === FOREIGN) {
+    const handed = existing && existing !== FOREIGN ? handedOverLeases(existing) : undefined;
+    if (existing && existing !== FOREIGN && handed) {
+      // A bootstrap that failed handed its lock over as its host stopped, with the leases it knew of: taken
+      // over at once (conditional on that version), the listing under it counted with them.
+      const taken = await store.replace({ ...existing, owner: naming.owner, timestampMs: naming.now(), properties: {} }).catch(() => undefined);
+      if (taken) {
+        log('taking over the bootstrap lock handed over by a host that stopped (%d leases known)', handed.length);
+        return await underLock(ctx, taken, floor, handed);
+      }
+    } else if (existing === FOREIGN) {
       // How long it has been there, on this host's monotonic clock (a step of the wall clock does not shorten it).
       foreignLockSince ??= ctx.clock();
       if (ctx.clock() - foreignLockSince >= ctx.expirationMs) {
@@ -153,7 +208,7 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
             'creating the leases without it (safe: lease ids are deterministic)',
         );
         const [floor, existing] = await Promise.all([epochFloor(ctx), store.list(naming.prefix)]);
-        const creates = await createLeases(ctx, floor, existing);
+        const creates = await createLeases(ctx, floor, knownOf(ctx.naming, existing));
         if (creates.failure === undefined) await markDone(ctx);
         return createdBy(creates);
       }
@@ -179,6 +234,92 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
 }
 
 /**
+ * The bootstrap under our lock `ours`: reads `.info` again and lists the leases, counted with those a lock
+ * handed over to us named (`handed`), and creates the missing ones. The lock is removed at once only when
+ * nothing was written under it and nothing was handed over with it; else it is kept an expiration after
+ * the last write ({@link holdLock}), whether the bootstrap finished or not: a host whose reads lag ours
+ * that took the lock at once would list the leases without those writes (seed 532 of the `late`,
+ * `topology` sets, `--start now`, with FirstPages: `.info` failed, the lock was removed, a lagging host took
+ * it, listed no lease and created split children 3 and 4 from `startFrom` beside claimed parent 2, child 3 at
+ * LSN 6 below 2's checkpoint at 11).
+ */
+async function underLock(ctx: BootstrapContext, ours: Lease, floor: number, handed: readonly KnownLease[]): Promise<BootstrapResult> {
+  const { store, naming } = ctx;
+  let creates: Creates;
+  let known: readonly KnownLease[];
+  try {
+    // `.info` is read again under the lock, beside the listing: the read before the lock may be older than
+    // an expiration (a slow lock create), and a bootstrap that finished keeps its lock an expiration after
+    // its `.info` landed (`holdLock`), so a read sent once the lock is ours sees that `.info`.
+    const [done, existing] = await Promise.all([readMarker(store, infoId(naming.markerPrefix)), store.list(naming.prefix)]);
+    if (done) {
+      // A lock handed over may follow a `.info` create that failed and landed all the same, a moment ago.
+      if (handed.length > 0) ctx.background(holdLock(ctx, ours));
+      else await store.delete(ours).catch(() => undefined);
+      return NOTHING_CREATED;
+    }
+    known = [...knownOf(naming, existing), ...handed];
+    creates = await createLeases(ctx, floor, known);
+  } catch (error) {
+    // Nothing was created: the leases handed over are handed on.
+    if (handed.length > 0) ctx.background(holdLock(ctx, ours, handed));
+    else await store.delete(ours).catch(() => undefined);
+    throw error;
+  }
+  const knowledge = [...known, ...creates.results.filter((l) => l !== undefined).map(knownLease)];
+  // The leases exist (or some failed: the bootstrap is not done, its lock kept all the same): this host may
+  // start on them while the bootstrap is marked done and unlocked.
+  if (creates.failure !== undefined) ctx.background(holdLock(ctx, ours, knowledge));
+  else ctx.background(markDone(ctx, ours, knowledge));
+  return createdBy(creates);
+}
+
+/** What a bootstrap knows exists: a lease's token and, when known, its range. */
+interface KnownLease {
+  readonly leaseToken: string;
+  readonly feedRange: FeedRange | undefined;
+}
+
+/**
+ * @internal The property of a bootstrap lock handed over at a stop (owner `null`): the leases its unfinished
+ * bootstrap knew of, JSON `[token, min?, max?][]`.
+ */
+export const HANDED_OVER_LEASES = 'rxfeed.bootstrapLeases';
+
+function knownLease(lease: KnownLease): KnownLease {
+  return { leaseToken: lease.leaseToken, feedRange: lease.feedRange };
+}
+
+function knownOf(naming: LeaseNaming, listing: Listing): KnownLease[] {
+  return listing.leases.filter((l) => isLeaseOf(naming, l)).map(knownLease);
+}
+
+/** The leases a lock handed over names, `undefined` unless it is one (released, with the property, readable). */
+function handedOverLeases(lock: Lease): KnownLease[] | undefined {
+  const recorded = lock.properties[HANDED_OVER_LEASES];
+  if (lock.owner !== null || recorded === undefined) return undefined;
+  try {
+    const entries: unknown = JSON.parse(recorded);
+    if (!Array.isArray(entries)) return undefined;
+    const known: KnownLease[] = [];
+    for (const entry of entries) {
+      if (!Array.isArray(entry) || !entry.every((x) => typeof x === 'string') || (entry.length !== 1 && entry.length !== 3)) return undefined;
+      const [leaseToken, min, max] = entry as string[];
+      known.push({ leaseToken: leaseToken!, feedRange: min !== undefined && max !== undefined ? { minInclusive: min, maxExclusive: max } : undefined });
+    }
+    return known;
+  } catch {
+    return undefined;
+  }
+}
+
+function handOverProperty(known: readonly KnownLease[]): Record<string, string> {
+  const byToken = new Map(known.map((l) => [l.leaseToken, l]));
+  const entries = [...byToken.values()].map((l) => (l.feedRange ? [l.leaseToken, l.feedRange.minInclusive, l.feedRange.maxExclusive] : [l.leaseToken]));
+  return { [HANDED_OVER_LEASES]: JSON.stringify(entries) };
+}
+
+/**
  * @internal Judges a bootstrap lock stale by observation: the same version of it seen unchanged for an
  * expiration on this host's monotonic clock. Never by the lock's wall-clock timestamp, which another host's
  * clock wrote (see docs/lease-protocol.md, Clocks).
@@ -201,12 +342,12 @@ async function epochFloor(ctx: BootstrapContext): Promise<number> {
 
 /**
  * Creates one lease per partition, in parallel (the first `claim` owned by us), above the epoch `floor`,
- * leaving out partitions an `existing` lease covers, and waits for every create to settle, failed or not: a create still in flight when another failed may land
+ * leaving out partitions a `leased` one (listed, or handed over) covers, and waits for every create to settle, failed or not: a create still in flight when another failed may land
  * later, claimed by this host, and must be in the result. Throws only when nothing was sent. `sentAt` is taken
  * when the creates leave (after the listings and the start positions), so that the leases this host claims are
  * not counted as its own from before.
  */
-async function createLeases(ctx: BootstrapContext, floor: number, existing: Listing): Promise<Creates> {
+async function createLeases(ctx: BootstrapContext, floor: number, leased: readonly KnownLease[]): Promise<Creates> {
   const all = await ctx.listPartitions();
   // A listing that misses a partition (a routing map that lags a split: one new child not listed yet) would
   // leave its range without a lease for good: no lease's owner ever sees it gone, and `.info` says the
@@ -217,7 +358,6 @@ async function createLeases(ctx: BootstrapContext, floor: number, existing: List
   // A bootstrap that never marked itself done (its host died, or its `.info` write failed) may have left leases
   // of partitions that split or merged since. Their children are not created here, from `startFrom`: the gone
   // lease's owner creates them from its checkpoint (else the changes in between would be skipped).
-  const leased = existing.leases.filter((l) => isLeaseOf(ctx.naming, l));
   const covered = (p: Partition): boolean =>
     leased.some((l) => l.leaseToken !== p.id && ((p.parents?.includes(l.leaseToken) ?? false) || (l.feedRange !== undefined && rangesOverlap(l.feedRange, p.range))));
   const partitions = all.filter((p) => !covered(p));
@@ -227,13 +367,14 @@ async function createLeases(ctx: BootstrapContext, floor: number, existing: List
   const starts = await Promise.all(partitions.map((p) => ctx.startPosition?.(p) ?? null));
   const sentAt = ctx.clock();
   const settled = await Promise.allSettled(
-    partitions.map((p, i) =>
-      ctx.store.createIfAbsent(
-        i < ctx.claim
-          ? leaseDocument(ctx.naming, p.id, p.range, starts[i]!, {}, floor + 1, ctx.naming.owner)
-          : leaseDocument(ctx.naming, p.id, p.range, starts[i]!, {}, floor),
-      ),
-    ),
+    partitions.map((p, i) => {
+      if (i >= ctx.claim) return ctx.store.createIfAbsent(leaseDocument(ctx.naming, p.id, p.range, starts[i]!, {}, floor));
+      const claimed = leaseDocument(ctx.naming, p.id, p.range, starts[i]!, {}, floor + 1, ctx.naming.owner);
+      const unclaimed = ctx.claiming?.(claimed);
+      const created = ctx.store.createIfAbsent(claimed);
+      if (unclaimed) void created.then((lease) => lease === undefined && unclaimed(), unclaimed);
+      return created;
+    }),
   );
   const failed = settled.find((s) => s.status === 'rejected');
   // A covered partition counts as one whose lease existed (the bootstrap did not create every lease).
@@ -242,21 +383,23 @@ async function createLeases(ctx: BootstrapContext, floor: number, existing: List
 }
 
 /**
- * Records that the leases exist (`<prefix>.info`), then removes our lock, if we hold one: at once when `.info`
- * failed, else an expiration later ({@link holdLock}).
+ * Records that the leases exist (`<prefix>.info`), then removes our lock, if we hold one, an expiration later
+ * ({@link holdLock}); also when `.info` failed (the failure is thrown at once, the hold goes on in the
+ * background, and hands the lock over with the leases `known` if the host stops meanwhile).
  */
-async function markDone(ctx: BootstrapContext, lock?: Lease): Promise<void> {
+async function markDone(ctx: BootstrapContext, lock?: Lease, known: readonly KnownLease[] = []): Promise<void> {
   try {
     await ctx.store.createIfAbsent(markerDocument(ctx.naming, infoId(ctx.naming.markerPrefix)));
   } catch (error) {
-    if (lock) await ctx.store.delete(lock).catch(() => undefined);
+    if (lock) ctx.background(holdLock(ctx, lock, known));
     throw error;
   }
   if (lock) await holdLock(ctx, lock);
 }
 
 /**
- * Keeps the lock of a bootstrap that finished for an expiration after its `.info` landed, then removes it. A
+ * Keeps the lock of a bootstrap for an expiration after its last write (`.info`, or the lease creates of one
+ * that failed), then removes it. A
  * host's reads may lag other hosts' writes (the protocol assumes by less than an expiration): one that read
  * `.info` absent just before it landed, and took the lock the moment it was removed, bootstrapped again on
  * listings that lagged this bootstrap's creates and the replacements since (a lease created again for a
@@ -265,14 +408,22 @@ async function markDone(ctx: BootstrapContext, lock?: Lease): Promise<void> {
  * after theirs; seeds 433, 866, 1091 of `--faults all`). A host that takes the lock after the hold reads
  * `.info` under it, and sees it. The lock is touched first, so that a host waiting on it counts its
  * expiration from then, not from the lock's create: the bootstrap may have taken most of one, and a lag is per
- * document (a host may see the lock at once and `.info` late). A `stop()` during the hold releases the lock
- * to nobody rather than removing it (removed early, it would let a lagging host bootstrap again): `.info`
- * exists, so no host waits on it to start; it goes stale an expiration later (a reset deletes it).
+ * document (a host may see the lock at once and `.info` late).
+ *
+ * A `stop()` during the hold never removes the lock (removed early, it would let a lagging host bootstrap
+ * again), and leaves it owned by nobody. After a bootstrap that finished (`unfinished` not given) it is
+ * released as it stands: `.info` exists, so no host waits on it; it goes stale an expiration later (a reset
+ * deletes it). After one that did not, it is handed over: released with the leases the bootstrap knew of
+ * (listed, handed to it, created: `unfinished`) in {@link HANDED_OVER_LEASES}; the next host to bootstrap
+ * takes it over at once and counts them as listed, so its own listing, however it lags, never leaves them out.
  */
-async function holdLock(ctx: BootstrapContext, lock: Lease): Promise<void> {
+async function holdLock(ctx: BootstrapContext, lock: Lease, unfinished?: readonly KnownLease[]): Promise<void> {
   const held = (await ctx.store.replace({ ...lock, timestampMs: ctx.naming.now() }).catch(() => undefined)) ?? lock;
+  const kept = unfinished && ctx.held?.keep(held, unfinished);
   await ctx.delay(ctx.expirationMs);
+  if (kept && !ctx.held!.end(kept)) return; // this host's next bootstrap took it back
   // Conditional on our version: a reset since deleted it (and a bootstrap after it may hold a lock of its own).
-  if (ctx.stopped()) await ctx.store.replace({ ...held, owner: null }).catch(() => undefined);
-  else await ctx.store.delete(held).catch(() => undefined);
+  if (!ctx.stopped()) await ctx.store.delete(held).catch(() => undefined);
+  else if (unfinished) await ctx.store.replace({ ...held, owner: null, properties: handOverProperty(unfinished) }).catch(() => undefined);
+  else await ctx.store.replace({ ...held, owner: null }).catch(() => undefined);
 }

@@ -6,6 +6,7 @@ import type { FeedEvent } from '../../core/events.js';
 import type { FeedRange, Partition } from '../../core/Partition.js';
 import type { Logger } from '../../internal/log.js';
 import { sleep } from '../../internal/wait.js';
+import type { NewLease } from '../Lease.js';
 import type { LeaseStore } from '../LeaseStore.js';
 import type { LeaseNaming } from '../protocol/documents.js';
 import type { Timings } from '../protocol/timings.js';
@@ -43,6 +44,8 @@ export interface CoordinatorContext {
   readonly fatal: (error: unknown) => boolean;
   /** Work `stop()` waits for (voluntary releases, split replacements, a bootstrap in flight). */
   readonly track: (work: Promise<unknown>) => void;
+  /** Told as a write that would make a lease this host's is sent (`LeaseCoordinatorOptions.claiming`). */
+  readonly claiming?: (lease: NewLease, partition: Partition) => (() => void) | void;
 }
 
 const FULL_RANGE: FeedRange = { minInclusive: '', maxExclusive: 'FF' };

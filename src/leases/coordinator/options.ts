@@ -4,6 +4,7 @@ import { asyncScheduler, type SchedulerLike } from 'rxjs';
 import type { FeedMode, Partition, Position } from '../../core/Partition.js';
 import { InvalidOptionsError } from '../../errors/index.js';
 import { durationMs, hasMethods, integerAtLeast, oneOf, positiveMs, schedulerLike } from '../../options/validate.js';
+import type { NewLease } from '../Lease.js';
 import type { LeaseStore } from '../LeaseStore.js';
 import { DEFAULT_LEASE_SCHEME, type LeaseScheme } from '../protocol/documents.js';
 import { resolveTimings, type Timings } from '../protocol/timings.js';
@@ -109,6 +110,13 @@ export interface LeaseCoordinatorOptions extends LeaseOptions {
    * read. Default: every lease starts with `null`.
    */
   readonly startPosition?: (partition: Partition) => Promise<Position | null>;
+  /**
+   * @internal Told as a write that would make a lease this host's is sent (a create the bootstrap claims, an
+   * acquisition), with the lease as written: the feed reads the partition's first page meanwhile, instead of
+   * after the write's round trip. A hint only: the write may fail, and nothing is read for the handler before
+   * the lease is owned. Returns what to call when the write did not make the lease this host's.
+   */
+  readonly claiming?: (lease: NewLease, partition: Partition) => (() => void) | void;
   /** This host's unique name, written to the lease `Owner` field. Required, non-empty. */
   readonly owner: string;
   /**

@@ -41,6 +41,8 @@ export interface CosmosMarkerDocument extends ItemDefinition {
   timestamp: string;
   /** Always 0 (markers are never fenced). */
   epoch: number;
+  /** Only on a bootstrap lock handed over at a stop: the leases its bootstrap knew of (coordinator/bootstrap.ts). */
+  properties?: Record<string, string>;
 }
 
 /**
@@ -100,6 +102,7 @@ export function toDocument(lease: NewLease, partitionKeyPath: '/id' | '/partitio
       Owner: lease.owner,
       timestamp: new Date(lease.timestampMs).toISOString(),
       epoch: lease.epoch,
+      ...(Object.keys(lease.properties).length > 0 ? { properties: { ...lease.properties } } : {}),
     };
   }
   const range = lease.feedRange;
