@@ -4,7 +4,7 @@
  * bootstrap whose creates partly fail, a renewal that lands after its lease was lost.
  */
 import { describe, expect, it } from 'vitest';
-import { HANDED_OVER_LEASES } from '../../src/leases/coordinator/bootstrap.js';
+import { HANDED_OVER_LEASES } from '../../src/leases/coordinator/bootstrapLock.js';
 import { isUntaken } from '../../src/leases/protocol/index.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';

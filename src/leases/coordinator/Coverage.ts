@@ -6,7 +6,8 @@ import { CorruptLeaseError } from '../../errors/index.js';
 import type { Lease } from '../Lease.js';
 import { floorId, leaseDocument, lockId, markerDocument } from '../protocol/documents.js';
 import { listProcessorLeases } from '../protocol/listing.js';
-import { KEY_SPACE, LockWatch } from './bootstrap.js';
+import { KEY_SPACE } from './bootstrap.js';
+import { LockWatch } from './bootstrapLock.js';
 import type { CoordinatorContext } from './context.js';
 import { childLeases, type ChildLease, coversRange, uncoveredParts } from './splitMerge.js';
 

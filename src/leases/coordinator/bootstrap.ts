@@ -1,13 +1,14 @@
 // Role: the bootstrap — creates one lease per partition exactly once, however many hosts start together
 // (`.info` / `.lock` markers, the epoch floor), claiming the first ones for this host.
-import { rangesOverlap, type FeedRange, type Partition, type Position } from '../../core/Partition.js';
+import { rangesOverlap, type Partition, type Position } from '../../core/Partition.js';
 import { CorruptLeaseError } from '../../errors/index.js';
 import type { Logger } from '../../internal/log.js';
 import type { Lease, NewLease } from '../Lease.js';
 import type { LeaseStore } from '../LeaseStore.js';
 import { listProcessorLeases } from '../protocol/listing.js';
-import { floorId, infoId, isLeaseOf, leaseDocument, lockId, markerDocument, type LeaseNaming } from '../protocol/documents.js';
+import { floorId, infoId, leaseDocument, lockId, markerDocument, type LeaseNaming } from '../protocol/documents.js';
 import { coversRange } from './splitMerge.js';
+import { handedOverLeases, handOverProperty, knownLease, knownOf, LockWatch, type HeldLock, type KnownLease } from './bootstrapLock.js';
 
 /** @internal The whole key space: what the partitions a bootstrap creates leases for must cover between them. */
 export const KEY_SPACE = { minInclusive: '', maxExclusive: 'FF' } as const;
@@ -56,36 +57,6 @@ export interface BootstrapContext {
   readonly held?: HeldLock;
 }
 
-/**
- * @internal The lock a host keeps after its bootstrap failed ({@link holdLock}), with the leases that bootstrap
- * knew of: the host's next bootstrap takes it back at once (and counts them as listed) rather than wait the
- * hold out. This host's own writes are no lag to it.
- */
-export class HeldLock {
-  #held: { readonly lock: Lease; readonly known: readonly KnownLease[] } | undefined;
-
-  /** Keeps `lock` for the next bootstrap to take back; the token {@link end} takes. */
-  keep(lock: Lease, known: readonly KnownLease[]): object {
-    const held = { lock, known };
-    this.#held = held;
-    return held;
-  }
-
-  /** Ends the hold `token` gave: false when a bootstrap took the lock back meanwhile (its fate is that one's). */
-  end(token: object): boolean {
-    if (this.#held !== token) return false;
-    this.#held = undefined;
-    return true;
-  }
-
-  /** Takes the lock back from its hold, if one keeps it. */
-  takeBack(): { readonly lock: Lease; readonly known: readonly KnownLease[] } | undefined {
-    const held = this.#held;
-    this.#held = undefined;
-    return held;
-  }
-}
-
 /** The processor's leases and unreadable lease documents, as the balance loop lists them. */
 export type ProcessorListing = Awaited<ReturnType<typeof listProcessorLeases>>;
 
@@ -108,9 +79,6 @@ export interface BootstrapResult {
   /** With `listBeside`: the listing sent beside the `.info` read that found `.info`, when it succeeded. */
   readonly listing?: ProcessorListing;
 }
-
-/** What a listing of the processor's leases gave. */
-type Listing = Awaited<ReturnType<LeaseStore['list']>>;
 
 const NOTHING_CREATED: BootstrapResult = { created: [], complete: false, sentAt: 0 };
 
@@ -272,66 +240,6 @@ async function underLock(ctx: BootstrapContext, ours: Lease, floor: number, hand
   if (creates.failure !== undefined) ctx.background(holdLock(ctx, ours, knowledge));
   else ctx.background(markDone(ctx, ours, knowledge));
   return createdBy(creates);
-}
-
-/** What a bootstrap knows exists: a lease's token and, when known, its range. */
-interface KnownLease {
-  readonly leaseToken: string;
-  readonly feedRange: FeedRange | undefined;
-}
-
-/**
- * @internal The property of a bootstrap lock handed over at a stop (owner `null`): the leases its unfinished
- * bootstrap knew of, JSON `[token, min?, max?][]`.
- */
-export const HANDED_OVER_LEASES = 'rxfeed.bootstrapLeases';
-
-function knownLease(lease: KnownLease): KnownLease {
-  return { leaseToken: lease.leaseToken, feedRange: lease.feedRange };
-}
-
-function knownOf(naming: LeaseNaming, listing: Listing): KnownLease[] {
-  return listing.leases.filter((l) => isLeaseOf(naming, l)).map(knownLease);
-}
-
-/** The leases a lock handed over names, `undefined` unless it is one (released, with the property, readable). */
-function handedOverLeases(lock: Lease): KnownLease[] | undefined {
-  const recorded = lock.properties[HANDED_OVER_LEASES];
-  if (lock.owner !== null || recorded === undefined) return undefined;
-  try {
-    const entries: unknown = JSON.parse(recorded);
-    if (!Array.isArray(entries)) return undefined;
-    const known: KnownLease[] = [];
-    for (const entry of entries) {
-      if (!Array.isArray(entry) || !entry.every((x) => typeof x === 'string') || (entry.length !== 1 && entry.length !== 3)) return undefined;
-      const [leaseToken, min, max] = entry as string[];
-      known.push({ leaseToken: leaseToken!, feedRange: min !== undefined && max !== undefined ? { minInclusive: min, maxExclusive: max } : undefined });
-    }
-    return known;
-  } catch {
-    return undefined;
-  }
-}
-
-function handOverProperty(known: readonly KnownLease[]): Record<string, string> {
-  const byToken = new Map(known.map((l) => [l.leaseToken, l]));
-  const entries = [...byToken.values()].map((l) => (l.feedRange ? [l.leaseToken, l.feedRange.minInclusive, l.feedRange.maxExclusive] : [l.leaseToken]));
-  return { [HANDED_OVER_LEASES]: JSON.stringify(entries) };
-}
-
-/**
- * @internal Judges a bootstrap lock stale by observation: the same version of it seen unchanged for an
- * expiration on this host's monotonic clock. Never by the lock's wall-clock timestamp, which another host's
- * clock wrote (see docs/lease-protocol.md, Clocks).
- */
-export class LockWatch {
-  #seen: { readonly etag: string; readonly since: number } | undefined;
-
-  /** Whether `lock`, seen at `now` (monotonic ms), has stood unchanged for `expirationMs`. */
-  stale(lock: Lease, now: number, expirationMs: number): boolean {
-    if (this.#seen?.etag !== lock.etag) this.#seen = { etag: lock.etag, since: now };
-    return now - this.#seen.since >= expirationMs;
-  }
 }
 
 /** The highest epoch of the leases a reset deleted (`<prefix>.floor`), 0 if none: new leases start above it. */
