@@ -75,7 +75,9 @@ export class FeedTelemetry {
     const tracerProvider = resolved.tracerProvider ?? api.trace.getTracerProvider();
     const tracer = tracerProvider.getTracer(NAME) as Tracer;
     const meter = (resolved.meterProvider ?? api.metrics.getMeterProvider()).getMeter(NAME) as Meter;
-    const proxy = tracerProvider instanceof api.ProxyTracerProvider && tracer instanceof api.ProxyTracer ? tracerProvider : undefined;
+    // The API's proxy classes (exported in 1.x; a later major may drop them: then every batch takes the full path).
+    const { ProxyTracerProvider: Proxy, ProxyTracer } = api as Partial<Pick<OtelApi, 'ProxyTracerProvider' | 'ProxyTracer'>>;
+    const proxy = typeof Proxy === 'function' && typeof ProxyTracer === 'function' && tracerProvider instanceof Proxy && tracer instanceof ProxyTracer ? tracerProvider : undefined;
     return new FeedTelemetry(api, tracer, meter, identity, resolved.traceContextField, proxy);
   }
 
