@@ -22,7 +22,10 @@
  * BENCH_PIN=1 runs this process on the first CPU and the emulator on the second, which makes runs steadier;
  * BENCH_STEADY=1 measures the steady state instead: per side ONE feed (rxfeed) or set of per-range loops started
  * once, then alternated windows of BENCH_CHANGES new changes written into that side's own container; no window
- * starts a new feed, so none pays a feed's tier-up (bench/cosmosSteady.ts; BENCH_MARK=1 marks its windows))
+ * starts a new feed, so none pays a feed's tier-up (bench/cosmosSteady.ts; BENCH_MARK=1 marks its windows;
+ * BENCH_PROFILE=path profiles every timed window there: path.rxfeed.r<round>.cpuprofile, path.loops.r<round>…;
+ * BENCH_COMPARE=dir adds a third side, the same pipeline on another build of rxfeed (`dir/esm/index.js`, e.g. a
+ * copy of `dist` made before a change), printed paired with this build))
  *
  * Each window starts with a full GC, so none pays for the garbage of the one before, and each run takes the
  * windows in another order (rotated by one), so none always follows the same one.
@@ -42,7 +45,8 @@ import type { Source } from '../src/sources/Source.js';
 import { requestKinds, requests } from './requests.js';
 import { checkpointingLoop, toTotal } from './checkpointingLoop.js';
 import { processCpuMs, spawnEmulator } from './spawnEmulator.js';
-import { steadyState } from './cosmosSteady.js';
+import { steadyState, type RxfeedPackage } from './cosmosSteady.js';
+import { pathToFileURL } from 'node:url';
 
 setFlagsFromString('--expose-gc');
 /** A full GC: each window starts with none of the previous window's garbage left to collect. */
@@ -75,6 +79,9 @@ const GROUP_MS = process.env.BENCH_GROUP_MS === undefined ? {} : { groupWritesMs
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 1);
 /** BENCH_STEADY=1: one long-lived feed per side, timed over windows of new changes (bench/cosmosSteady.ts). */
 const STEADY = process.env.BENCH_STEADY === '1';
+/** BENCH_COMPARE=dir (steady mode): also runs another build of rxfeed (`dir/esm/index.js`) as a third side, paired with this one. */
+const COMPARE = process.env.BENCH_COMPARE;
+if (COMPARE && !STEADY) throw new Error('BENCH_COMPARE is supported in the steady mode (BENCH_STEADY=1) only');
 
 interface Doc {
   id: string;
@@ -408,7 +415,7 @@ try {
   };
   console.log(`node ${process.version}, ${process.platform}/${process.arch}; emulator (own process) with ${RANGES} ranges; page ${PAGE}; ${RUNS} runs each, interleaved, after ${WARMUP} untimed pass(es); ${LEASES === 'memory' ? 'leases in memory' : `lease store groupWritesMs ${GROUP_MS.groupWritesMs ?? 'default'}`}`);
   if (STEADY) {
-    await steadyState({ database, leaseContainer, changes: CHANGES, page: PAGE, checkpoint: CHECKPOINT, ranges: RANGES, ruPerRange: RU_PER_RANGE, runs: RUNS, warmup: WARMUP, inFlight: IN_FLIGHT, feedOptions: ACQUIRE, storeOptions: GROUP_MS, timed: (fn) => timed(fn) });
+    await steadyState({ database, leaseContainer, changes: CHANGES, page: PAGE, checkpoint: CHECKPOINT, ranges: RANGES, ruPerRange: RU_PER_RANGE, runs: RUNS, warmup: WARMUP, inFlight: IN_FLIGHT, feedOptions: ACQUIRE, storeOptions: GROUP_MS, timed: (fn, profileAs) => timed(fn, profileAs), profile: PROFILE !== undefined, ...(COMPARE ? { compare: { dir: COMPARE, pkg: (await import(pathToFileURL(`${COMPARE}/esm/index.js`).href)) as RxfeedPackage } } : {}) });
   } else {
     const { resources: [existing] } = await container.items.query<number>('SELECT VALUE COUNT(1) FROM c').fetchAll();
     if (existing === CHANGES) console.log(`the container already holds ${CHANGES} changes`);

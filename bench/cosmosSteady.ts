@@ -24,9 +24,12 @@ import { ChangeFeedStartFrom, StatusCodes, type Container, type Database, type F
 import type { Subscription } from 'rxjs';
 import type { Lease, NewLease } from '../src/leases/Lease.js';
 import type { LeaseStore } from '../src/leases/LeaseStore.js';
-import { CosmosLeaseStore, CosmosSource, checkpointEvery, createChangeFeed, mapChanges } from './built.js';
+import * as built from './built.js';
 import { toTotal } from './checkpointingLoop.js';
 import { median, ratioLine } from './stats.js';
+
+/** The parts of rxfeed the steady mode runs: this build's (bench/built.ts), or another's (BENCH_COMPARE). */
+export type RxfeedPackage = Pick<typeof built, 'CosmosLeaseStore' | 'CosmosSource' | 'checkpointEvery' | 'createChangeFeed' | 'mapChanges'>;
 
 /** What bench/cosmos.ts measures around a window (its `timed`): wall, client CPU, main thread, requests sent. */
 export interface Timed<R> {
@@ -54,7 +57,15 @@ export interface SteadyOptions {
   /** Extra options of the rxfeed feed (BENCH_ACQUIRE_MS). */
   readonly feedOptions: { leaseAcquireIntervalMs?: number };
   readonly storeOptions: { groupWritesMs?: number };
-  readonly timed: <R>(fn: () => Promise<R>) => Promise<Timed<R>>;
+  /** Times a window; with `profileAs`, also writes its CPU profile (BENCH_PROFILE). */
+  readonly timed: <R>(fn: () => Promise<R>, profileAs?: string) => Promise<Timed<R>>;
+  /** BENCH_PROFILE set: each timed window writes a CPU profile `<path>.<side>.r<round>.cpuprofile`. */
+  readonly profile: boolean;
+  /**
+   * BENCH_COMPARE=dir: a third side, the same pipeline on another build of rxfeed (`dir/esm/index.js`, e.g. a
+   * copy of `dist` made before a change), on a container of its own, in the same rounds; printed paired with this build.
+   */
+  readonly compare?: { readonly dir: string; readonly pkg: RxfeedPackage };
 }
 
 interface Doc {
@@ -63,6 +74,9 @@ interface Doc {
   n: number;
   total: number;
 }
+
+/** The sides: rxfeed (this build), the loops, and rxfeed of another build (BENCH_COMPARE). */
+type Name = 'rxfeed' | 'fair' | 'other';
 
 /** rxfeed's default poll interval after an empty read (ms): the loops wait as long. */
 const POLL_MS = 5_000;
@@ -144,7 +158,8 @@ interface Side {
 }
 
 /** The rxfeed pipeline of the existing windows, subscribed once, its reads behind a gate (closed from the start). */
-function rxfeedSide(container: Container, o: SteadyOptions, prefix: string): Side {
+function rxfeedSide(container: Container, o: SteadyOptions, prefix: string, pkg: RxfeedPackage = built): Side {
+  const { CosmosLeaseStore, CosmosSource, checkpointEvery, createChangeFeed, mapChanges } = pkg;
   const gate = new Gate();
   gate.close();
   const source = new CosmosSource<Doc>(container);
@@ -303,14 +318,17 @@ async function write(container: Container, round: string, changes: number): Prom
 
 /**
  * Runs the steady-state mode and prints its lines. BENCH_MARK=1 prints `=== window <side> start|end` around
- * each timed window (to split a `node --trace-opt` log by window).
+ * each timed window (to split a `node --trace-opt` log by window); BENCH_PROFILE=path writes a CPU profile of
+ * each timed window (`path.rxfeed.r<round>.cpuprofile`, `path.loops.r<round>.cpuprofile`; bench/profileTop.ts
+ * sums several given as one comma-separated argument).
  */
 export async function steadyState(o: SteadyOptions): Promise<void> {
   const stamp = `${Date.now().toString(36)}-${process.pid}`;
   const mark = process.env.BENCH_MARK === '1' ? (what: string) => console.log(`=== ${what}`) : () => undefined;
   const containerOf = async (name: string) =>
     (await o.database.containers.createIfNotExists({ id: `steady-${name}-${stamp}`, partitionKey: { paths: ['/pk'], version: 2 }, throughput: o.ranges * o.ruPerRange })).container;
-  const containers = { rxfeed: await containerOf('rxfeed'), fair: await containerOf('loops') };
+  const compare = o.compare;
+  const containers = { rxfeed: await containerOf('rxfeed'), fair: await containerOf('loops'), ...(compare ? { other: await containerOf('other') } : {}) } as Record<Name, Container>;
   console.log(
     `steady state: one feed per side, each on a container of its own (${o.ranges} ranges), started once; windows of ${o.changes} new changes each, ` +
       `written untimed while the side's reads wait; ${o.runs} rounds after ${o.warmup} untimed one(s)`,
@@ -331,29 +349,31 @@ export async function steadyState(o: SteadyOptions): Promise<void> {
       `bootstrap (subscribe → every range's lease owned and its first read sent; timed apart): rxfeed ${rx.t.ms.toFixed(0)} ms, client CPU ${rx.t.cpuMs.toFixed(0)} ms; ` +
         `loops ${fair.t.ms.toFixed(0)} ms, client CPU ${fair.t.cpuMs.toFixed(0)} ms`,
     );
-    const sides = { rxfeed: rx.side, fair: fair.side };
-    const rec = {
-      rxfeed: { ms: [] as number[], cpu: [] as number[], main: [] as number[], emulator: [] as number[], feed: [] as number[], other: [] as number[], leaseWrites: [] as number[] },
-      fair: { ms: [] as number[], cpu: [] as number[], main: [] as number[], emulator: [] as number[], feed: [] as number[], other: [] as number[], leaseWrites: [] as number[] },
-    };
-    /** What the idle side did during the other's timed windows (lease requests, change feed reads). */
-    const idleDuring = { rxfeed: { leaseWrites: 0, leaseReads: 0, feedReads: 0 }, fair: { leaseWrites: 0, leaseReads: 0, feedReads: 0 } };
-    let windows = 0;
-    const window = async (name: 'rxfeed' | 'fair', round: number, timedRound: boolean): Promise<void> => {
+    const otherSide = compare ? await bootstrap(() => rxfeedSide(containers.other, o, `steady-other-${stamp}.`, compare.pkg)) : undefined;
+    if (compare && otherSide) console.log(`bootstrap of the other build (${compare.dir}): ${otherSide.t.ms.toFixed(0)} ms, client CPU ${otherSide.t.cpuMs.toFixed(0)} ms`);
+    const sides = { rxfeed: rx.side, fair: fair.side, ...(otherSide ? { other: otherSide.side } : {}) } as Record<Name, Side>;
+    const names = Object.keys(sides) as Name[];
+    const record = () => ({ ms: [] as number[], cpu: [] as number[], main: [] as number[], emulator: [] as number[], feed: [] as number[], other: [] as number[], leaseWrites: [] as number[] });
+    const rec = { rxfeed: record(), fair: record(), other: record() };
+    /** What the idle sides did during the others' timed windows (lease requests, change feed reads). */
+    const idleCounts = () => ({ leaseWrites: 0, leaseReads: 0, feedReads: 0 });
+    const idleDuring = { rxfeed: idleCounts(), fair: idleCounts(), other: idleCounts() };
+    const window = async (name: Name, round: number, timedRound: boolean): Promise<void> => {
       const side = sides[name];
-      const other = name === 'rxfeed' ? 'fair' : 'rxfeed';
+      const idleNames = names.filter((n) => n !== name);
       await write(containers[name], `w${round}`, o.changes);
       await side.gate.heldBy(o.ranges);
       const own = side.counts();
-      const idleBefore = sides[other].counts();
+      const idleBefore = idleNames.map((n) => sides[n].counts());
       mark(`window ${name} start`);
-      const t = await o.timed(() => side.window(o.changes));
+      const t = await o.timed(() => side.window(o.changes), o.profile && timedRound ? `${name === 'fair' ? 'loops' : name}.r${round}` : undefined);
       mark(`window ${name} end`);
       if (!timedRound) return;
-      windows++;
       const ownAfter = side.counts();
-      const idleAfter = sides[other].counts();
-      for (const key of ['leaseWrites', 'leaseReads', 'feedReads'] as const) idleDuring[other][key] += idleAfter[key] - idleBefore[key];
+      idleNames.forEach((n, i) => {
+        const after = sides[n].counts();
+        for (const key of ['leaseWrites', 'leaseReads', 'feedReads'] as const) idleDuring[n][key] += after[key] - idleBefore[i]![key];
+      });
       const r = rec[name];
       r.ms.push(t.ms);
       r.cpu.push(t.cpuMs);
@@ -365,13 +385,15 @@ export async function steadyState(o: SteadyOptions): Promise<void> {
     };
     for (let round = 0; round < o.warmup + o.runs; round++) {
       const timedRound = round >= o.warmup;
-      // Alternate which side goes first, so neither always follows the other.
-      const order: ('rxfeed' | 'fair')[] = round % 2 === 0 ? ['rxfeed', 'fair'] : ['fair', 'rxfeed'];
+      // Alternate which side goes first, so neither always follows the other (three sides: rotated by one a round).
+      const order: Name[] =
+        names.length === 2 ? (round % 2 === 0 ? ['rxfeed', 'fair'] : ['fair', 'rxfeed']) : [...names.slice(round % names.length), ...names.slice(0, round % names.length)];
       for (const name of order) await window(name, round, timedRound);
     }
-    const rows: [string, 'fair' | 'rxfeed'][] = [
+    const rows: [string, Name][] = [
       [`per-range SDK loops checkpointing every ${o.checkpoint} changes (the fair ceiling), kept running`, 'fair'],
       [`rxfeed: createChangeFeed → mapChanges → checkpointEvery(${o.checkpoint}), one feed`, 'rxfeed'],
+      ...(compare ? [[`the same, other build (${compare.dir})`, 'other'] as [string, Name]] : []),
     ];
     const base = median(rec.fair.ms);
     const width = Math.max(...rows.map(([name]) => name.length));
@@ -399,20 +421,34 @@ export async function steadyState(o: SteadyOptions): Promise<void> {
     if (rec.fair.emulator.length > 0 && rec.rxfeed.emulator.length > 0) {
       console.log(`emulator CPU per window (medians): loops ${median(rec.fair.emulator).toFixed(0)} ms; rxfeed ${median(rec.rxfeed.emulator).toFixed(0)} ms`);
     }
+    if (compare) {
+      console.log(
+        `this build ÷ the other build (${compare.dir}), paired in each round: client CPU ${paired(rec.rxfeed.cpu, rec.other.cpu)}; ` +
+          `main thread ${rec.rxfeed.main.length === rec.rxfeed.cpu.length && rec.other.main.length === rec.other.cpu.length ? paired(rec.rxfeed.main, rec.other.main) : 'n/a'}; throughput ${paired(rec.other.ms, rec.rxfeed.ms)}`,
+      );
+      console.log(
+        `the other build against the fair ceiling: throughput ${paired(rec.fair.ms, rec.other.ms)}; client CPU per change ${paired(rec.other.cpu, rec.fair.cpu)}` +
+          (rec.other.main.length === rec.other.cpu.length && rec.fair.main.length === rec.fair.cpu.length ? `; main thread ${paired(rec.other.main, rec.fair.main)}` : ''),
+      );
+      console.log(`(other build, rounds, ms: ${rec.other.ms.map((t) => t.toFixed(0)).join(' ')}; client CPU ms: ${rec.other.cpu.map((t) => t.toFixed(0)).join(' ')})`);
+    }
     console.log(`(rounds, ms: loops ${rec.fair.ms.map((t) => t.toFixed(0)).join(' ')}; rxfeed ${rec.rxfeed.ms.map((t) => t.toFixed(0)).join(' ')}; client CPU ms: loops ${rec.fair.cpu.map((t) => t.toFixed(0)).join(' ')}; rxfeed ${rec.rxfeed.cpu.map((t) => t.toFixed(0)).join(' ')})`);
     const per100k = (n: number) => ((n * 100_000) / o.changes).toFixed(1);
     console.log(
       `requests per window (medians): loops ${median(rec.fair.feed)} change feed + ${median(rec.fair.other)} other; rxfeed ${median(rec.rxfeed.feed)} change feed + ${median(rec.rxfeed.other)} other; ` +
         `lease writes per 100k changes: loops ${per100k(median(rec.fair.leaseWrites))}, rxfeed ${per100k(median(rec.rxfeed.leaseWrites))}`,
     );
-    const idle = (key: 'fair' | 'rxfeed') =>
-      `${(idleDuring[key].feedReads / Math.max(1, windows / 2)).toFixed(1)} change feed reads (sent or waiting at the gate), ` +
-      `${(idleDuring[key].leaseWrites / Math.max(1, windows / 2)).toFixed(1)} lease writes, ${(idleDuring[key].leaseReads / Math.max(1, windows / 2)).toFixed(1)} lease reads/listings`;
-    console.log(`the idle side during the other's window (per window, means; its change feed reads wait at its gate): rxfeed ${idle('rxfeed')}; loops ${idle('fair')}`);
-    await sides.rxfeed.stop();
-    await sides.fair.stop();
+    // Per window of another side (each side is idle during the others' timed windows).
+    const othersWindows = (key: Name) => Math.max(1, names.filter((n) => n !== key).reduce((sum, n) => sum + rec[n].ms.length, 0));
+    const idle = (key: Name) =>
+      `${(idleDuring[key].feedReads / othersWindows(key)).toFixed(1)} change feed reads (sent or waiting at the gate), ` +
+      `${(idleDuring[key].leaseWrites / othersWindows(key)).toFixed(1)} lease writes, ${(idleDuring[key].leaseReads / othersWindows(key)).toFixed(1)} lease reads/listings`;
+    console.log(
+      `the idle side during the other's window (per window, means; its change feed reads wait at its gate): rxfeed ${idle('rxfeed')}; loops ${idle('fair')}` +
+        (compare ? `; other build ${idle('other')}` : ''),
+    );
+    for (const name of names) await sides[name].stop();
   } finally {
-    await containers.rxfeed.delete().catch(() => undefined);
-    await containers.fair.delete().catch(() => undefined);
+    for (const container of Object.values(containers)) await container.delete().catch(() => undefined);
   }
 }

@@ -7,7 +7,10 @@
  * Given two profiles (say, the per-range loops and rxfeed, or rxfeed before and after a change), it prints
  * both side by side with the difference, frames ordered by the larger of the two.
  *
- * Run: npx tsx bench/profileTop.ts a.cpuprofile [b.cpuprofile] [top=25]
+ * A side may be several profiles summed (say, every steady window of one side), given as one argument with
+ * the files separated by commas.
+ *
+ * Run: npx tsx bench/profileTop.ts a.cpuprofile[,a2.cpuprofile…] [b.cpuprofile[,…]] [top=25]
  */
 import { readFileSync } from 'node:fs';
 
@@ -47,25 +50,30 @@ const shortUrl = (url: string): string => {
 };
 
 function summarize(file: string): Summary {
-  const profile = JSON.parse(readFileSync(file, 'utf8')) as Profile;
-  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const frames = new Map<string, number>();
   const places = new Map<string, number>();
   let totalUs = 0;
   let idleUs = 0;
-  profile.samples.forEach((id, i) => {
-    const us = profile.timeDeltas[i] ?? 0;
-    const { functionName, url, lineNumber } = byId.get(id)!.callFrame;
-    totalUs += us;
-    if (functionName === '(idle)') {
-      idleUs += us;
-      return;
-    }
-    const name = `${functionName || '(anonymous)'} ${url ? `${shortUrl(url)}:${lineNumber + 1}` : ''}`.trim();
-    frames.set(name, (frames.get(name) ?? 0) + us);
-    const place = placeOf(url);
-    places.set(place, (places.get(place) ?? 0) + us);
-  });
+  for (const one of file.split(',')) {
+    const profile = JSON.parse(readFileSync(one, 'utf8')) as Profile;
+    const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+    profile.samples.forEach((id, i) => {
+      // The first delta runs from the profile's start to its first sample (the inspector's `dispatch` of
+      // `Profiler.start`, up to 150 ms): not time of any frame.
+      if (i === 0) return;
+      const us = profile.timeDeltas[i] ?? 0;
+      const { functionName, url, lineNumber } = byId.get(id)!.callFrame;
+      totalUs += us;
+      if (functionName === '(idle)') {
+        idleUs += us;
+        return;
+      }
+      const name = `${functionName || '(anonymous)'} ${url ? `${shortUrl(url)}:${lineNumber + 1}` : ''}`.trim();
+      frames.set(name, (frames.get(name) ?? 0) + us);
+      const place = placeOf(url);
+      places.set(place, (places.get(place) ?? 0) + us);
+    });
+  }
   return { file, frames, places, busyUs: totalUs - idleUs, totalUs };
 }
 
@@ -81,7 +89,7 @@ const ms = (us: number | undefined) => ((us ?? 0) / 1000).toFixed(1).padStart(9)
 const pct = (us: number | undefined, of: number) => `${((100 * (us ?? 0)) / Math.max(1, of)).toFixed(1)}%`.padStart(6);
 
 for (const [i, s] of summaries.entries()) {
-  console.log(`${'ab'[i]}: ${s.file}: ${(s.totalUs / 1000).toFixed(0)} ms profiled, ${(s.busyUs / 1000).toFixed(0)} ms not idle`);
+  console.log(`${'ab'[i]}: ${s.file.split(',').length > 1 ? `${s.file.split(',').length} profiles (${s.file.split(',')[0]} …)` : s.file}: ${(s.totalUs / 1000).toFixed(0)} ms profiled, ${(s.busyUs / 1000).toFixed(0)} ms not idle`);
 }
 const [a, b] = summaries as [Summary, Summary | undefined];
 const header = b ? `   a ms   |    b ms   |  b − a   |` : `self ms   | % busy |`;

@@ -2,13 +2,11 @@
 interface Watch {
   readonly callbacks: Set<() => void>;
   readonly listener: () => void;
-  /** The listener is on the signal (not for a signal of an {@link AnnouncedAbortController}: its `abort()` calls it). */
-  readonly listening: boolean;
 }
 
 const watched = new WeakMap<AbortSignal, Watch>();
-/** Signals of {@link AnnouncedAbortController}s: their waits need no 'abort' listener. */
-const announced = new WeakSet<AbortSignal>();
+/** Signals of {@link AnnouncedAbortController}s, with their controller: it keeps their waits (no 'abort' listener, no {@link Watch}). */
+const announced = new WeakMap<AbortSignal, AnnouncedAbortController>();
 const noop = (): void => undefined;
 
 /**
@@ -32,6 +30,8 @@ const noop = (): void => undefined;
  */
 export function onAbort(signal: AbortSignal, fn: () => void): () => void {
   if (signal.aborted) return noop;
+  const controller = announced.get(signal);
+  if (controller !== undefined) return controller.watch(fn);
   let watch = watched.get(signal);
   if (!watch) {
     const callbacks = new Set<() => void>();
@@ -41,10 +41,9 @@ export function onAbort(signal: AbortSignal, fn: () => void): () => void {
       callbacks.clear();
       for (const callback of due) callback();
     };
-    const listening = !announced.has(signal);
-    watch = { callbacks, listener, listening };
+    watch = { callbacks, listener };
     watched.set(signal, watch);
-    if (listening) signal.addEventListener('abort', listener, { once: true });
+    signal.addEventListener('abort', listener, { once: true });
   }
   // A wrapper per wait, so the same function can watch twice and each stop removes only its own.
   const entry = () => fn();
@@ -52,7 +51,7 @@ export function onAbort(signal: AbortSignal, fn: () => void): () => void {
   current.callbacks.add(entry);
   return () => {
     if (!current.callbacks.delete(entry) || current.callbacks.size > 0) return;
-    if (current.listening) signal.removeEventListener('abort', current.listener);
+    signal.removeEventListener('abort', current.listener);
     if (watched.get(signal) === current) watched.delete(signal);
   };
 }
@@ -75,16 +74,50 @@ export function onAbort(signal: AbortSignal, fn: () => void): () => void {
 export class AnnouncedAbortController {
   readonly #controller = new AbortController();
   readonly signal: AbortSignal = this.#controller.signal;
+  /**
+   * The waits on the signal, in the order they began: the first in a slot of its own (most often the only
+   * one: the read in flight), any more in a set made while there are. A wait goes to the slot only when no
+   * other is waiting, so the slot's wait is always the oldest. Nothing is kept between waits.
+   */
+  #first: (() => void) | undefined;
+  #more: Set<() => void> | undefined;
 
   constructor() {
-    announced.add(this.signal);
+    announced.set(this.signal, this);
   }
 
-  /** Aborts the signal (its 'abort' event, then the waits watching it); no-op when aborted already. */
+  /** @internal {@link onAbort} on this controller's signal (not aborted yet). */
+  watch(fn: () => void): () => void {
+    // A wrapper per wait, so the same function can watch twice and each stop removes only its own.
+    const entry = () => fn();
+    if (this.#first === undefined && this.#more === undefined) {
+      this.#first = entry;
+      return () => {
+        if (this.#first === entry) this.#first = undefined;
+      };
+    }
+    const more = (this.#more ??= new Set());
+    more.add(entry);
+    return () => {
+      if (more.delete(entry) && more.size === 0 && this.#more === more) this.#more = undefined;
+    };
+  }
+
+  /** @internal How many waits watch the signal now. */
+  get watchers(): number {
+    return (this.#first === undefined ? 0 : 1) + (this.#more?.size ?? 0);
+  }
+
+  /** Aborts the signal (its 'abort' event, then the waits watching it, oldest first); no-op when aborted already. */
   abort(reason?: unknown): void {
     if (this.signal.aborted) return;
     this.#controller.abort(reason);
-    watched.get(this.signal)?.listener();
+    const first = this.#first;
+    const more = this.#more;
+    this.#first = undefined;
+    this.#more = undefined;
+    first?.();
+    if (more !== undefined) for (const callback of [...more]) callback();
   }
 }
 
@@ -94,7 +127,7 @@ export class AnnouncedAbortController {
  * @internal
  */
 export function abortWatchers(signal: AbortSignal): number {
-  return watched.get(signal)?.callbacks.size ?? 0;
+  return announced.get(signal)?.watchers ?? watched.get(signal)?.callbacks.size ?? 0;
 }
 
 /** @internal What an operation aborted by `signal` rejects with: the signal's reason, else a DOMException `AbortError`. */

@@ -1,4 +1,4 @@
-import type { Attributes, Context, Counter, Histogram, Meter, Observable, ObservableResult, Span, SpanOptions, Tracer } from '@opentelemetry/api';
+import type { Attributes, Context, Counter, Histogram, Meter, Observable, ObservableResult, ProxyTracerProvider, Span, SpanOptions, Tracer } from '@opentelemetry/api';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import type { FeedEvent } from '../core/events.js';
 import type { Page } from '../sources/Source.js';
@@ -59,20 +59,33 @@ export class FeedTelemetry {
   readonly #retired = new Map<Attributes, { consumed: number; readCharge: number }>();
   readonly #retiredByLease = new Map<string, Attributes>();
   readonly #leaseCharges = new Map<string, number>();
+  /**
+   * The global tracer provider (a proxy) when the tracer is its: until an SDK is registered there, the tracer
+   * is a no-op one; `undefined` once one was (or for a provider of the app's own).
+   */
+  #proxy: ProxyTracerProvider | undefined;
+  /** What a no-op tracer gives every batch: a non-recording span with the invalid context. */
+  readonly #noopSpan: Span;
 
   /** Telemetry for a processor, or `undefined` when turned off or `@opentelemetry/api` is not installed. */
   static create(option: TelemetryOptions | false | undefined, identity: TelemetryIdentity): FeedTelemetry | undefined {
     const resolved = resolveTelemetryOptions(option);
     const api = resolved === false ? undefined : openTelemetryApi();
     if (resolved === false || api === undefined) return undefined;
-    const tracer = (resolved.tracerProvider ?? api.trace.getTracerProvider()).getTracer(NAME) as Tracer;
+    const tracerProvider = resolved.tracerProvider ?? api.trace.getTracerProvider();
+    const tracer = tracerProvider.getTracer(NAME) as Tracer;
     const meter = (resolved.meterProvider ?? api.metrics.getMeterProvider()).getMeter(NAME) as Meter;
-    return new FeedTelemetry(api, tracer, meter, identity, resolved.traceContextField);
+    // The API's proxy classes (exported in 1.x; a later major may drop them: then every batch takes the full path).
+    const { ProxyTracerProvider: Proxy, ProxyTracer } = api as Partial<Pick<OtelApi, 'ProxyTracerProvider' | 'ProxyTracer'>>;
+    const proxy = typeof Proxy === 'function' && typeof ProxyTracer === 'function' && tracerProvider instanceof Proxy && tracer instanceof ProxyTracer ? tracerProvider : undefined;
+    return new FeedTelemetry(api, tracer, meter, identity, resolved.traceContextField, proxy);
   }
 
-  private constructor(api: OtelApi, tracer: Tracer, meter: Meter, identity: TelemetryIdentity, linkField: string | null) {
+  private constructor(api: OtelApi, tracer: Tracer, meter: Meter, identity: TelemetryIdentity, linkField: string | null, proxy: ProxyTracerProvider | undefined) {
     this.#api = api;
     this.#tracer = tracer;
+    this.#proxy = proxy;
+    this.#noopSpan = api.trace.wrapSpanContext(api.INVALID_SPAN_CONTEXT);
     this.#now = identity.now;
     this.#linkField = linkField;
     this.#spanName = `process ${identity.destination}`;
@@ -220,8 +233,19 @@ export class FeedTelemetry {
     return this.#now();
   }
 
-  /** @internal Starts the CONSUMER span of a batch (`attributes`: its partition's process attributes). */
+  /**
+   * @internal Starts the CONSUMER span of a batch (`attributes`: its partition's process attributes). With no
+   * SDK registered behind the global provider, its proxy tracer answers every span with the no-op tracer's
+   * non-recording span of the invalid context, whatever the links and attributes: that span is given without
+   * reading the documents for links. Once an SDK is registered there, every batch goes through the tracer
+   * (the proxy tracer keeps that SDK's tracer from then on too).
+   */
   startBatchSpan(batch: ChangeBatch<unknown>, attributes: Attributes, at: number): Span {
+    const proxy = this.#proxy;
+    if (proxy !== undefined) {
+      if (proxy.getDelegateTracer(NAME) === undefined) return this.#noopSpan;
+      this.#proxy = undefined;
+    }
     const links = this.#linkField === null ? undefined : traceLinks(this.#api, batch.changes, this.#linkField);
     const options: SpanOptions = links === undefined ? { kind: this.#api.SpanKind.CONSUMER, startTime: at, attributes } : { kind: this.#api.SpanKind.CONSUMER, startTime: at, attributes, links };
     const span = this.#tracer.startSpan(this.#spanName, options, this.#api.ROOT_CONTEXT);
@@ -328,7 +352,10 @@ export class PartitionTelemetry {
     const at = this.#feed.now();
     const processAttributes = (this.#processAttributes ??= { ...this.attributes, 'messaging.operation.type': 'process', 'messaging.operation.name': 'process' });
     const span = this.#feed.startBatchSpan(batch, processAttributes, at);
-    const active = span.isRecording() || this.#feed.api.trace.isSpanContextValid(span.spanContext());
+    // A no-op span's context is the invalid one itself: no need to check its ids.
+    const spanContext = span.spanContext();
+    const api = this.#feed.api;
+    const active = span.isRecording() || (spanContext !== api.INVALID_SPAN_CONTEXT && api.trace.isSpanContextValid(spanContext));
     (this.#open ??= new Map()).set(sequence, { span, context: undefined, parent: undefined, active, emittedAt: at, lsn: batch.readLsn });
     this.consumed += batch.size;
   }

@@ -28,6 +28,26 @@ describe('onAbort', () => {
     expect(late).toBe(0);
   });
 
+  it('calls the waits on an AnnouncedAbortController\'s signal in the order they began, whichever ended between', () => {
+    const controller = new AnnouncedAbortController();
+    const calls: string[] = [];
+    const same = () => calls.push('same');
+    const a = onAbort(controller.signal, () => calls.push('a'));
+    a();
+    expect(abortWatchers(controller.signal)).toBe(0);
+    const stopSame = onAbort(controller.signal, same);
+    onAbort(controller.signal, same);
+    const c = onAbort(controller.signal, () => calls.push('c'));
+    stopSame(); // the oldest ends: the next ones are still called in order, the same function once
+    onAbort(controller.signal, () => calls.push('d'));
+    c();
+    c(); // a second stop of the same wait does nothing
+    expect(abortWatchers(controller.signal)).toBe(2);
+    controller.abort();
+    expect(calls).toEqual(['same', 'd']);
+    expect(abortWatchers(controller.signal)).toBe(0);
+  });
+
   it('calls each watching callback once on abort, through one listener on the signal', () => {
     const stop = new AbortController();
     const calls: number[] = [];

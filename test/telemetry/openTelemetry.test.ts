@@ -387,4 +387,26 @@ describe('OpenTelemetry', () => {
       trace.disable();
     }
   });
+
+  it('gives batches no-op spans until an SDK is registered globally, and real ones, with their links, from then on', async () => {
+    const { exporter, tracerProvider, clock, source, options } = world();
+    const parent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    source.write({ id: 'before', n: 1, traceparent: parent });
+    const feed = createChangeFeed<Doc>({ ...options, telemetry: undefined });
+    const subscription = feed.changes$.pipe(checkpointEvery(1)).subscribe();
+    try {
+      await clock.advance(1_000);
+      trace.setGlobalTracerProvider(tracerProvider);
+      expect(processSpans(exporter.getFinishedSpans())).toEqual([]);
+      source.write({ id: 'after', n: 2, traceparent: parent });
+      await clock.advance(1_000);
+      const spans = processSpans(exporter.getFinishedSpans());
+      expect(spans.map((s) => s.attributes['messaging.batch.message_count'])).toEqual([1]);
+      expect(spans[0]!.links.map((l) => l.context.spanId)).toEqual(['b7ad6b7169203331']);
+    } finally {
+      await feed.stop();
+      subscription.unsubscribe();
+      trace.disable();
+    }
+  });
 });
