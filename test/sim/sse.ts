@@ -38,9 +38,37 @@ interface SimHub {
   readonly first: Map<string, number>;
   /** Every change handed to the hub, in order. */
   readonly inputs: { readonly token: string; readonly id: string; readonly lsn: number }[];
+  /** Highest LSN handed to the hub per token (changes and empty reads). */
+  readonly handed: Map<string, number>;
+  /** Per token, the re-read it is in: see {@link Reread}. */
+  readonly rereads: Map<string, Reread>;
+  /** Every re-read, open or over. */
+  readonly rereadLog: Reread[];
   closed: boolean;
   dead: boolean;
 }
+
+/**
+ * A token's reading handed to a hub that went back below what the hub was handed over its range under other
+ * tokens (an admin reset or rewind, a child reading from its parent's checkpoint): the hub may not publish it up
+ * to there (`end`), and may refuse ids from before the reading gets there. `live`: the virtual-ms spans in which
+ * it could still get there on this host (its reading went on, under an ownership that had not ended).
+ */
+interface Reread {
+  end: number;
+  readonly live: { readonly from: number; to: number | undefined }[];
+  signal: AbortSignal | undefined;
+}
+
+/** Where the browser's last event id came from: the hub whose frame carried it, when, and what it had evicted then. */
+interface IdFrom {
+  readonly hub: SimHub;
+  readonly atMs: number;
+  readonly evicted: number;
+}
+
+/** Changes a hub has pushed out of its replay buffer. */
+const evictedBy = (hub: SseHub<Doc, unknown>): number => hub.stats().head - hub.stats().replayable;
 
 /** A browser's view of one connection: what it read, in order, and the last event id it holds. */
 interface Chain {
@@ -73,7 +101,7 @@ const SLACK_BYTES = 4_096;
  * unread bytes are lost, the pending callbacks get an error, as Node's do).
  */
 class SimResponse implements SseResponse {
-  #pending: { chunk: string; read: number; flushed: ((error?: Error | null) => void) | undefined }[] = [];
+  #pending: { chunk: string; read: number; flushed: ((error?: Error | null) => void) | undefined; stamp: IdFrom }[] = [];
   #unsent = 0;
   #listeners: (() => void)[] = [];
   ended = false;
@@ -82,15 +110,28 @@ class SimResponse implements SseResponse {
   /** Largest chunk written. */
   #largest = 0;
 
+  /** What the hub wrote first after the `retry:` frame, until {@link SimResponse.decided}. */
+  firstWrite: string | undefined;
+  #deciding = true;
+
   constructor(
-    private readonly onText: (text: string) => void,
+    /** Called with text as the client reads it, and when, with what evicted, the hub wrote it. */
+    private readonly onText: (text: string, stamp: IdFrom) => void,
     /** `maxBufferedBytes` of the hub, and what to call when unsent bytes pass it by more than one chunk and slack. */
     private readonly bound: { readonly bytes: number; readonly exceeded: (unsent: number, largest: number) => void },
+    /** When, and with what evicted, a chunk is written now. */
+    private readonly stamp: () => IdFrom,
   ) {}
+
+  /** The hub has decided where the client starts: later writes are not its answer to the `Last-Event-ID`. */
+  decided(): void {
+    this.#deciding = false;
+  }
 
   write(chunk: string, flushed?: (error?: Error | null) => void): boolean {
     if (this.closed || this.ended) return false;
-    this.#pending.push({ chunk, read: 0, flushed });
+    if (this.#deciding && this.firstWrite === undefined && !chunk.startsWith('retry:')) this.firstWrite = chunk;
+    this.#pending.push({ chunk, read: 0, flushed, stamp: this.stamp() });
     this.#unsent += chunk.length;
     this.#largest = Math.max(this.#largest, chunk.length);
     // The bound, or one event larger than it, plus control frames (positions, heartbeats, a farewell).
@@ -125,7 +166,7 @@ class SimResponse implements SseResponse {
       this.#unsent -= take;
       budget -= take;
       if (head.read === head.chunk.length) this.#pending.shift();
-      this.onText(text);
+      this.onText(text, head.stamp);
       if (head.read === head.chunk.length) head.flushed?.();
     }
     if (this.ended && this.#unsent === 0) this.close();
@@ -164,6 +205,9 @@ class SimResponse implements SseResponse {
  * - `sse-client-behind` (at quiescence, browsers calm, see {@link SimSse.settle});
  * - `sse-unbounded` (per connection): more unsent bytes than `maxBufferedBytes` (or one larger event) plus 4 KiB
  *   of control frames, as the hub promises a client never holds more of the server's memory;
+ * - `sse-own-id-refused` (per resume, and once more per browser at quiescence: {@link SimClient.probeResume}): a
+ *   running hub refuses an id its own frame carried, having evicted nothing since and with no re-read of its live
+ *   at or after that frame (see {@link SimSse.checkOwnIdRefused});
  * - `sse-gap`: a change of partition P at LSN L received after the chain's last event id had P (along the
  *   lineage) at a position below L, while a change written to P between the two was not received, and the
  *   serving hub had read it before it published that change (it had it and did not send it), or the hub served a resume from another hub's id for
@@ -223,6 +267,36 @@ export class SimSse {
     return this.#settings.maxBufferedBytes;
   }
 
+  get snapshotMode(): boolean {
+    return this.#settings.snapshot;
+  }
+
+  /**
+   * The hub's answer to a connection with `lastEventId`, once decided: at once (changes only) or once its start
+   * positions are loaded (a reaction queued in `connect`, which runs before this one). A `snapshot-begin` or `reset`
+   * first, with no resume counted, is a refusal (a restart after a replay counts the resume): checked when the id is
+   * one of the hub's own (`own`).
+   */
+  async answered(client: SimClient, hub: SimHub, res: SimResponse, lastEventId: string, own: IdFrom | undefined): Promise<void> {
+    if (this.snapshotMode) await Promise.resolve();
+    res.decided();
+    const resumed = this.resumedSince(hub);
+    const first = res.firstWrite;
+    if (resumed || !own || first === undefined || !/^event: (snapshot-begin|reset)$/m.test(first)) return;
+    const reason = /"reason":"([a-z-]+)"/.exec(first)?.[1] ?? 'none';
+    this.checkOwnIdRefused(client, hub, own, lastEventId, reason);
+  }
+
+  /** Whether `hub` served a resume from its buffer since the last call for it. */
+  resumedSince(hub: SimHub): boolean {
+    const now = hub.hub.stats().resumed;
+    const before = this.#resumedMark.get(hub) ?? 0;
+    this.#resumedMark.set(hub, now);
+    return now > before;
+  }
+
+  readonly #resumedMark = new Map<SimHub, number>();
+
   get now(): number {
     return this.sim.clock.now();
   }
@@ -247,11 +321,12 @@ export class SimSse {
       snapshotChunkRows: 20,
       ...(snapshot ? { view: this.#slowReads(view, hostClock) } : {}),
     });
-    const entry: SimHub = { hub, host, read: new Map(), first: new Map(), inputs: [], closed: false, dead: false };
+    const entry: SimHub = { hub, host, read: new Map(), first: new Map(), inputs: [], handed: new Map(), rereads: new Map(), rereadLog: [], closed: false, dead: false };
     this.#hubs.push(entry);
     return pipe(
       tap((batch: ChangeBatch<Doc>) => {
         if (batch.range) this.#ranges.set(batch.partition, batch.range);
+        this.#trackReread(entry, batch);
         let read = entry.read.get(batch.partition);
         if (!read) entry.read.set(batch.partition, (read = new Map()));
         for (const c of batch.changes) {
@@ -261,6 +336,74 @@ export class SimSse {
         }
       }),
       hub.broadcast(),
+    );
+  }
+
+  /**
+   * Keeps {@link SimHub.rereads}: a batch below what the hub was handed over its token's range under other tokens
+   * opens one (or extends it); one that reaches its end closes it; its ownership ending here stops it being live
+   * until a batch of a later ownership comes.
+   */
+  #trackReread(entry: SimHub, batch: ChangeBatch<Doc>): void {
+    const token = batch.partition;
+    const now = this.sim.clock.now();
+    const reached = Math.max(batch.readLsn ?? -1, batch.lastLsn ?? -1);
+    const range = this.#ranges.get(token);
+    let over = -1;
+    for (const [other, lsn] of entry.handed) if (other !== token && range !== undefined && overlaps(range, this.#ranges.get(other))) over = Math.max(over, lsn);
+    let reread = entry.rereads.get(token);
+    if (reread && reached >= reread.end) {
+      const last = reread.live.at(-1);
+      if (last && last.to === undefined) last.to = now;
+      entry.rereads.delete(token);
+      reread = undefined;
+    }
+    const first = batch.changes[0]?.lsn;
+    if (first !== undefined && first <= over) {
+      if (!reread) {
+        entry.rereads.set(token, (reread = { end: over, live: [], signal: undefined }));
+        entry.rereadLog.push(reread);
+      }
+      reread.end = Math.max(reread.end, over);
+      this.count('sse.rereads');
+    }
+    if (reread) {
+      const signal = batch.origin?.tracker.signal;
+      const last = reread.live.at(-1);
+      if (signal && !signal.aborted && signal !== reread.signal) {
+        reread.signal = signal;
+        if (!last || last.to !== undefined) reread.live.push({ from: now, to: undefined });
+        const ended = reread;
+        signal.addEventListener(
+          'abort',
+          () => {
+            const open = ended.live.at(-1);
+            if (ended.signal === signal && open && open.to === undefined) open.to = this.sim.clock.now();
+          },
+          { once: true },
+        );
+      } else if (!signal && !last) {
+        reread.live.push({ from: now, to: undefined });
+      }
+    }
+    entry.handed.set(token, Math.max(reached, entry.handed.get(token) ?? -1));
+  }
+
+  /**
+   * `sse-own-id-refused`: a running hub refused a resume from an id one of its own frames carried, having pushed
+   * nothing out of its buffer since, and no re-read of its could still reach its end on this host in between (one
+   * that reached it, or was read on, may have skipped what the id lacks): everything after the id is in its buffer.
+   */
+  checkOwnIdRefused(client: SimClient, hub: SimHub, from: IdFrom, lastEventId: string, reason: string): void {
+    this.count('sse.ownIdRefused');
+    const now = this.sim.clock.now();
+    if (evictedBy(hub.hub) !== from.evicted) return this.count('sse.ownIdRefused.evicted');
+    if (hub.rereadLog.some((r) => r.live.some((l) => l.to === undefined || l.to >= from.atMs))) return this.count('sse.ownIdRefused.rereading');
+    const held = [...hub.rereads].map(([token, r]) => `${token} up to ${r.end}`).join(', ') || 'none';
+    this.sim.violations.report(
+      'sse-own-id-refused',
+      `client ${client.name} resumed at ${hub.hub.streamId} with ${lastEventId}, which it sent ${now - from.atMs} ms before, and was refused (${reason}) with nothing evicted since (re-reads open: ${held})`,
+      `ownid:${hub.hub.streamId}`,
     );
   }
 
@@ -323,6 +466,7 @@ export class SimSse {
     }
     const live = new Set(this.liveHubs());
     for (const c of this.#clients) c.checkCaughtUp(live);
+    for (const c of this.#clients) await c.probeResume(live);
   }
 
   /** Set at quiescence: no disconnects, stalls or slow reads any more. */
@@ -487,6 +631,8 @@ class SimClient {
   #chain: Chain;
   /** The browser's last event id (kept across connections, as `EventSource` keeps it). */
   #lastEventId = '';
+  /** Where {@link SimClient.#lastEventId} came from (`undefined` for an empty one). */
+  #idFrom: IdFrom | undefined;
   #buffer = '';
   #reconnectAt: number;
   #stalledUntil = 0;
@@ -601,11 +747,15 @@ class SimClient {
     }
     const target = this.hub && live.includes(this.hub) ? this.hub : live[Math.floor(sse.random() * live.length)]!;
     if (this.hub && target !== this.hub) sse.count('sse.failovers');
-    const res = new SimResponse((text) => this.#onText(target, text), {
-      bytes: sse.maxBufferedBytes,
-      exceeded: (unsent, largest) =>
-        sse.report('sse-unbounded', `client ${this.name} at ${target.hub.streamId}: ${unsent} bytes unsent, bound ${sse.maxBufferedBytes} (largest event ${largest})`, `unbounded:${this.name}:${target.hub.streamId}`),
-    });
+    const res = new SimResponse(
+      (text, stamp) => this.#onText(target, text, stamp),
+      {
+        bytes: sse.maxBufferedBytes,
+        exceeded: (unsent, largest) =>
+          sse.report('sse-unbounded', `client ${this.name} at ${target.hub.streamId}: ${unsent} bytes unsent, bound ${sse.maxBufferedBytes} (largest event ${largest})`, `unbounded:${this.name}:${target.hub.streamId}`),
+      },
+      () => ({ hub: target, atMs: sse.now, evicted: evictedBy(target.hub) }),
+    );
     this.#res = res;
     this.hub = target;
     this.#buffer = '';
@@ -627,17 +777,40 @@ class SimClient {
       const position = parseEventId(lastEventId);
       if (position && position.stream !== target.hub.streamId) this.#chain.vouched = { hub: target, positions: position.positions, first: new Map(target.first) };
     }
+    // An id one of this hub's own frames carried (`sse-own-id-refused`).
+    const own = lastEventId !== '' && this.#idFrom?.hub === target && parseEventId(lastEventId)?.stream === target.hub.streamId ? this.#idFrom : undefined;
+    sse.resumedSince(target);
     try {
       target.hub.connect(res, lastEventId === '' ? {} : { lastEventId });
     } catch {
       // A hub closed meanwhile refuses: try again later.
       this.#res = undefined;
       this.#reconnectAt = sse.now + 500;
+      return;
     }
+    void sse.answered(this, target, res, lastEventId, own);
   }
 
-  /** Parses what was read, frame by frame, as `EventSource` does. */
-  #onText(hub: SimHub, text: string): void {
+  /**
+   * At quiescence, a browser connected to a running hub comes back once more with its id, in another tab (its chain
+   * and connection go on): the hub must resume it, unless it lost something since (`sse-own-id-refused`).
+   */
+  async probeResume(live: ReadonlySet<SimHub>): Promise<void> {
+    const { sse } = this;
+    const hub = this.hub;
+    const id = this.#lastEventId;
+    const own = this.#idFrom;
+    if (!this.#res || !hub || !live.has(hub) || id === '' || own?.hub !== hub || parseEventId(id)?.stream !== hub.hub.streamId) return;
+    sse.count('sse.probes');
+    const res = new SimResponse(() => undefined, { bytes: Infinity, exceeded: () => undefined }, () => ({ hub, atMs: sse.now, evicted: evictedBy(hub.hub) }));
+    sse.resumedSince(hub);
+    hub.hub.connect(res, { lastEventId: id });
+    await sse.answered(this, hub, res, id, own);
+    res.close();
+  }
+
+  /** Parses what was read, frame by frame, as `EventSource` does (`stamp`: when the hub wrote the text). */
+  #onText(hub: SimHub, text: string, stamp: IdFrom): void {
     this.#buffer += text;
     let end: number;
     while ((end = this.#buffer.indexOf('\n\n')) >= 0) {
@@ -656,7 +829,10 @@ class SimClient {
         else if (field === 'data') data.push(value);
       }
       const before = this.#lastEventId;
-      if (id !== undefined) this.#lastEventId = id;
+      if (id !== undefined) {
+        this.#lastEventId = id;
+        this.#idFrom = id === '' ? undefined : stamp;
+      }
       if (data.length > 0) this.#event(hub, type, data.join('\n'), before);
     }
   }

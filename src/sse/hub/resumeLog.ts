@@ -1,5 +1,5 @@
 import type { Change } from '../../core/Change.js';
-import { asBatches, type BatchOrBatches } from '../../core/ChangeBatch.js';
+import { asBatches, type BatchOrBatches, type ChangeBatch } from '../../core/ChangeBatch.js';
 import { type FeedRange, rangesOverlap } from '../../core/Partition.js';
 import { logger } from '../../internal/log.js';
 import type { ViewStore } from '../../sinks/ViewStore.js';
@@ -38,6 +38,8 @@ export class ResumeLog<T> {
    * whose lineage it does not know.
    */
   readonly #starts = new Map<string, number>();
+  /** Tokens whose positions the hub's snapshots handed out (its own ids may hold them). */
+  readonly #snapshotTokens = new Set<string>();
   /** Per token, the highest LSN up to which the hub knows it published nothing (clients had it from elsewhere). */
   readonly #unpublished = new Map<string, number>();
   /**
@@ -58,14 +60,26 @@ export class ResumeLog<T> {
    */
   readonly #rewinds = new Map<string, Map<string, number>>();
   /**
-   * Per lease token whose reading went back, the furthest the hub had published over its range then (its own
-   * token's mark or another's): its re-read up to there, which the hub cannot tell from what clients were sent
-   * (an older version, a change they have, or one of a part never sent), is not published. Clients start over
-   * past it instead, and an id that does not hold the token at or past it is from before.
+   * Per lease token whose reading went back and whose hub position passed the re-read's end (the furthest the hub
+   * had published over its range then, its own token's mark or another's): its re-read up to there, which the hub
+   * cannot tell from what clients were sent (an older version, a change they have, or one of a part never sent),
+   * is not published. Clients start over past it instead, and an id that does not stand at or past it over the
+   * token's range (its own mark, or along lineage the other tokens') is from before.
    */
   readonly #rereadTo = new Map<string, number>();
-  /** The tokens of {@link ResumeLog.#rereadTo} whose re-read has not reached its end yet, with that end. */
+  /** The tokens whose re-read has not reached its end yet, with that end: nothing of them is published up to it. */
   readonly #rereading = new Map<string, number>();
+  /**
+   * Per token of {@link ResumeLog.#rereading}, the furthest the hub was handed of its re-read so far (read, not
+   * published): once the re-read will not reach its end on this host, what an id must stand at over its range.
+   */
+  readonly #rereadRead = new Map<string, number>();
+  /**
+   * Per token of {@link ResumeLog.#rereading}, the ownership (the batch's tracker's signal) its re-read was last
+   * read under here: once it ends (the lease lost, released, handed over, the partition gone and replaced by its
+   * children), the re-read will not reach its end on this host.
+   */
+  readonly #rereadOwner = new Map<string, AbortSignal>();
   /**
    * Snapshot mode: a re-read's skipped part enters the hub's position only once the re-read has passed it, and
    * clients start over from the view after each batch of it (the view holds it; in changes-only mode, at once
@@ -124,7 +138,7 @@ export class ResumeLog<T> {
       const end = this.#rereading.get(token);
       if (end !== undefined && Math.max(batch.readLsn ?? -1, batch.lastLsn ?? -1) >= end) {
         // The re-read passed what it could not publish (and the view, before the hub in the pipeline, holds it).
-        this.#rereading.delete(token);
+        this.#endReread(token);
         if (this.holdRereads) this.#passReread(token, end);
       }
       if (batch.isEmpty) continue;
@@ -147,8 +161,7 @@ export class ResumeLog<T> {
           const then = new Map([...this.#marks].filter(([t]) => t === token || this.#overlaps(t, range)));
           this.#rewinds.set(token, then);
           const to = Math.max(...then.values());
-          this.#rereadTo.set(token, Math.max(to, this.#rereadTo.get(token) ?? -1));
-          this.#rereading.set(token, to);
+          this.#rereading.set(token, Math.max(to, this.#rereading.get(token) ?? -1));
           log('%s re-read from %d below what was published over its range (up to %d): not published, clients start over', token, floor, to);
           if (!this.holdRereads) this.#passReread(token, to);
           continue;
@@ -165,6 +178,7 @@ export class ResumeLog<T> {
         this.#replay.push(entry);
         fresh.push(entry);
       }
+      if (this.#rereading.has(token)) this.#readReread(batch);
       // Snapshot mode, a re-read not published yet: the view holds this batch of it, clients start over from there
       // (the reading may stop here: its lease moved to another process).
       if (this.holdRereads && (skipping || this.#rereading.has(token))) {
@@ -185,8 +199,12 @@ export class ResumeLog<T> {
     const have = position.positions;
     const ours = position.stream === this.streamId;
     // Ids may run ahead of what this hub published (a snapshot's positions, a previous process's changes that come
-    // again): the client's marks skip those. But the hub must know where each partition's replay starts.
+    // again): the client's marks skip those. But the hub must know where each partition's replay starts. Its own
+    // ids may also hold the positions of the snapshots it sent (a partition it never read, whose changes the view
+    // had from another process; one it re-reads and has published nothing of): a live client goes on from them,
+    // and so does one resumed.
     for (const token of have.keys()) {
+      if (ours && (this.#snapshotTokens.has(token) || this.#rewinds.has(token))) continue;
       if (markOf(token, this.#marks, this.#ranges) === undefined && markOf(token, this.#starts, this.#ranges) === undefined) {
         return { kind: 'reset', reason: 'unknown-stream' };
       }
@@ -195,8 +213,9 @@ export class ResumeLog<T> {
       const range = this.#ranges.get(token)!;
       const over = [...have].filter(([t]) => t === token || this.#overlaps(t, range));
       if (over.length > 0 && over.every(([t, lsn]) => lsn <= (then.get(t) ?? -1))) return { kind: 'reset', reason: 'too-old' };
-      // From before the hub's position passed the re-read it did not publish: it may lack some of it.
-      if (over.length > 0 && (have.get(token) ?? -1) < (this.#rereadTo.get(token) ?? -1)) return { kind: 'reset', reason: 'too-old' };
+      // From before the hub's position passed the re-read it did not publish (or, while the re-read may still reach
+      // its end here, from before it does): it may lack some of it.
+      if (over.length > 0 && this.#standsAt(token, have) < this.#rereadNeed(token)) return { kind: 'reset', reason: 'too-old' };
     }
     const tokens = new Set([...this.#evicted.keys(), ...(ours ? [] : this.#starts.keys())]);
     for (const token of tokens) {
@@ -250,6 +269,11 @@ export class ResumeLog<T> {
     return (markOf(token, this.#marks, this.#ranges) ?? -1) >= lsn;
   }
 
+  /** A snapshot this hub sends holds `token`'s position: ids of this hub may name it. */
+  snapshotHolds(token: string): void {
+    this.#snapshotTokens.add(token);
+  }
+
   /** Learns a lease token's key range (from a view's positions): what lineage is worked out from. */
   learnRange(token: string, range: FeedRange): void {
     this.#ranges.set(token, range);
@@ -272,8 +296,53 @@ export class ResumeLog<T> {
     }
   }
 
+  /**
+   * Where an id's `have` stands over `token`'s range: its own mark of the token or, where further, the one the other
+   * tokens it holds give along lineage (a split child, the parts of a merge).
+   */
+  #standsAt(token: string, have: ReadonlyMap<string, number>): number {
+    const others = new Map(have);
+    others.delete(token);
+    return Math.max(have.get(token) ?? -1, markOf(token, others, this.#ranges) ?? -1);
+  }
+
+  /**
+   * What an id must stand at over `token`'s range not to lack a re-read of it the hub did not publish: the end of
+   * each one it passed and, for one still open, its end while it may reach it on this host. One that will not (its
+   * ownership here ended, or other tokens, its children or parts, published past its end over its whole range) is
+   * over: an id must stand at or past what the hub was handed of it (ids given since hold that; the changes past it
+   * that the hub publishes are in its buffer, as any others).
+   */
+  #rereadNeed(token: string): number {
+    const passed = this.#rereadTo.get(token) ?? -1;
+    const end = this.#rereading.get(token);
+    if (end === undefined) return passed;
+    const others = new Map(this.#marks);
+    others.delete(token);
+    const over = this.#rereadOwner.get(token)?.aborted === true || (markOf(token, others, this.#ranges) ?? -1) >= end;
+    return Math.max(passed, over ? Math.min(end, this.#rereadRead.get(token) ?? -1) : end);
+  }
+
+  /** Records a batch of an open re-read: how far it was read, and the ownership it was read under. */
+  #readReread(batch: ChangeBatch<T>): void {
+    const token = batch.partition;
+    this.#rereadRead.set(token, Math.max(batch.readLsn ?? -1, batch.lastLsn ?? -1, this.#rereadRead.get(token) ?? -1));
+    const signal = batch.origin?.tracker.signal;
+    const current = this.#rereadOwner.get(token);
+    // A late batch of an ended ownership does not end a newer one's reading.
+    if (signal && (!signal.aborted || current === undefined || current.aborted)) this.#rereadOwner.set(token, signal);
+  }
+
+  /** `token`'s re-read reached its end. */
+  #endReread(token: string): void {
+    this.#rereading.delete(token);
+    this.#rereadRead.delete(token);
+    this.#rereadOwner.delete(token);
+  }
+
   /** The hub's position passes `token`'s re-read up to `to` (not published): clients start over past it. */
   #passReread(token: string, to: number): void {
+    this.#rereadTo.set(token, Math.max(to, this.#rereadTo.get(token) ?? -1));
     this.#marks.set(token, Math.max(to, this.#marks.get(token) ?? -1));
     this.#eventId = formatEventId(this.streamId, this.#marks);
     this.startsOver++;

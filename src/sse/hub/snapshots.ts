@@ -127,7 +127,10 @@ export class Snapshots<T, R> {
       const after = new Map<string, number>();
       for (const [token, state] of positions) {
         if (state.range) changes.learnRange(token, state.range);
-        if (state.lsn !== undefined) after.set(token, state.lsn);
+        if (state.lsn !== undefined) {
+          after.set(token, state.lsn);
+          changes.snapshotHolds(token);
+        }
       }
       // Rows already past the positions (written between the two reads): their changes, held meanwhile, are not sent.
       const ahead = new Map<string, { lsn: number; partition: string }>();
