@@ -20,7 +20,8 @@
  * Run: npx tsx bench/idle.ts   (env: BENCH_RANGES=1024 BENCH_POLL_MS=5000 BENCH_WINDOW_MS=10000 BENCH_RUNS=3
  * BENCH_WARMUP_MS=2×poll BENCH_PHASES=mirror|spread|together BENCH_LEASES=cosmos|memory; BENCH_IDLE_POLL_MS=60000 sets rxfeed's
  * idlePollIntervalMs (compare % of a core then, not CPU per poll; warm-up 2×that);
- * BENCH_MAX_READS=n sets rxfeed's maxConcurrentReads (default: the source's advice; 100000: unbounded, as before it existed);
+ * BENCH_MAX_READS=n sets rxfeed's maxConcurrentReads (default: the source's advice; 100000: unbounded, as before it existed), and the bare
+ * loops' bound with it; BENCH_BARE_READS=n bounds the bare loops' reads in flight alone (0: unbounded);
  * BENCH_PROFILE=path writes CPU profiles of the windows only: path.rxfeed.cpuprofile, path.bare.cpuprofile,
  * to read with bench/profileTop.ts; BENCH_PIN=1 pins this process and the emulator to a CPU each; BENCH_BUSY=8 BENCH_BUSY_MS=1000: that many partition keys are written
  * every that many ms throughout, by a process of their own, and rxfeed's write → processed latency for them
@@ -58,6 +59,14 @@ const PROFILE = process.env.BENCH_PROFILE;
 const IDLE_POLL_MS = process.env.BENCH_IDLE_POLL_MS ? Number(process.env.BENCH_IDLE_POLL_MS) : undefined;
 /** rxfeed's `maxConcurrentReads` (default: the source's advice); a large value shows rxfeed without the bound. */
 const MAX_READS = process.env.BENCH_MAX_READS ? Number(process.env.BENCH_MAX_READS) : undefined;
+/**
+ * The most bare reads in flight at once: by default the bound rxfeed's reads have (`BENCH_MAX_READS`, else the
+ * source's advice, 128 with the SDK's agent); `BENCH_BARE_READS=0`: unbounded, as before. Unbounded loops that
+ * fall behind (a loaded machine) poll in one burst: thousands of reads in flight, a new connection for each
+ * beyond the agent's kept-alive ones, and every loop's next poll due at once again, so the bursts persist and a
+ * bare window costs several times what it costs spread (bench/PROFILE.md, wip/idlecpu).
+ */
+const BARE_READS = process.env.BENCH_BARE_READS !== undefined ? Number(process.env.BENCH_BARE_READS) : undefined;
 /** Wait before each window, once ready (ms). With idlePollIntervalMs, quiet partitions reach the longest wait after a few doublings. */
 const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 2 * (IDLE_POLL_MS ?? POLL_MS));
 /**
@@ -287,6 +296,22 @@ async function bareWindow(container: Container, profile: Uint32Array, windowMs?:
   const counter = new Counter();
   let stopped = false;
   const ranges = await container.getFeedRanges();
+  // The bound on reads in flight, first come first served (as rxfeed's for polls); 0: none.
+  const bound = BARE_READS ?? MAX_READS ?? new CosmosSource<unknown>(container).concurrentReads;
+  let inFlight = 0;
+  const queued: (() => void)[] = [];
+  const slot = (): Promise<void> | undefined => {
+    if (bound === 0 || inFlight < bound) {
+      inFlight++;
+      return undefined;
+    }
+    return new Promise((resolve) => queued.push(resolve));
+  };
+  const release = () => {
+    const next = queued.shift();
+    if (next) next();
+    else inFlight--;
+  };
   // A plain timer between polls, as the least a loop of one's own would do. (A timer given an abort signal
   // adds a listener to it per wait; with 1,024 loops on one signal, each add scans the others: ~12% of the
   // window, which would be the harness's cost, not the SDK's.) Stopping waits for the last timers instead.
@@ -295,8 +320,13 @@ async function bareWindow(container: Container, profile: Uint32Array, windowMs?:
     if (phase > 0) await delay(phase);
     const iterator = container.items.getChangeFeedIterator({ maxItemCount: 100, changeFeedStartFrom: ChangeFeedStartFrom.Now(range) });
     while (!stopped) {
+      await slot();
       counter.count();
-      await iterator.readNext();
+      try {
+        await iterator.readNext();
+      } finally {
+        release();
+      }
       await delay(POLL_MS);
     }
   });
@@ -323,7 +353,7 @@ try {
     BUSY > 0
       ? spawn(...besideEmulator(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('busyWriter.ts', import.meta.url)), emulator.endpoint, 'idle', 'orders', String(BUSY), String(BUSY_MS)]), { stdio: 'inherit' })
       : undefined;
-  console.log(`node ${process.version}; emulator (own process) with ${RANGES} ranges; poll ${POLL_MS} ms; windows of ${WINDOW_MS} ms after ${WARMUP_MS} ms of warm-up; bare polls ${PHASES === 'mirror' ? "phased as rxfeed's were" : PHASES === 'spread' ? 'phased evenly across the interval' : 'all at once'}; rxfeed's leases in ${LEASES === 'memory' ? 'memory' : 'the Cosmos lease container'}; ${RUNS} paired rounds, the first side alternating${process.env.BENCH_PIN === '1' ? '; pinned: this process (all threads) on CPU 0, the emulator and the writer on CPU 1' : ''}${IDLE_POLL_MS !== undefined ? `; rxfeed idlePollIntervalMs ${IDLE_POLL_MS}` : ''}${MAX_READS !== undefined ? `; rxfeed maxConcurrentReads ${MAX_READS}` : ''}; ${BUSY > 0 ? `${BUSY} busy partition keys written every ${BUSY_MS} ms` : 'no busy partitions'}`);
+  console.log(`node ${process.version}; emulator (own process) with ${RANGES} ranges; poll ${POLL_MS} ms; windows of ${WINDOW_MS} ms after ${WARMUP_MS} ms of warm-up; bare polls ${PHASES === 'mirror' ? "phased as rxfeed's were" : PHASES === 'spread' ? 'phased evenly across the interval' : 'all at once'}; rxfeed's leases in ${LEASES === 'memory' ? 'memory' : 'the Cosmos lease container'}; bare reads in flight ${BARE_READS === 0 ? 'unbounded' : `at most ${BARE_READS ?? MAX_READS ?? "rxfeed's default"}`}; ${RUNS} paired rounds, the first side alternating${process.env.BENCH_PIN === '1' ? '; pinned: this process (all threads) on CPU 0, the emulator and the writer on CPU 1' : ''}${IDLE_POLL_MS !== undefined ? `; rxfeed idlePollIntervalMs ${IDLE_POLL_MS}` : ''}${MAX_READS !== undefined ? `; rxfeed maxConcurrentReads ${MAX_READS}` : ''}; ${BUSY > 0 ? `${BUSY} busy partition keys written every ${BUSY_MS} ms` : 'no busy partitions'}`);
   const rx: Window[] = [];
   const bare: Window[] = [];
   // An unmeasured round of each first (one poll interval long), so neither side's first window pays for the
@@ -342,6 +372,13 @@ try {
       rx.push(await rxfeedWindow(container, leases));
     }
     phases = rx.at(-1)!.profile;
+    for (const [name, w] of [['rxfeed', rx.at(-1)!], ['bare', bare.at(-1)!]] as const) {
+      const us = (ms: number) => ((1000 * ms) / Math.max(1, w.polls)).toFixed(1);
+      console.log(
+        `round ${run + 1} ${name}: ${w.polls} polls, µs per poll ${us(w.cpuMs)} (main thread ${us(w.mainMs)}, GC pauses ${us(w.gc.minorMs + w.gc.majorMs + w.gc.incrementalMs)}; emulator ${us(w.emulatorMs)}); ` +
+          `GCs minor ${w.gc.minor}, major ${w.gc.major}; heap ${w.heapStartMb.toFixed(1)} → ${w.heapEndMb.toFixed(1)} MB; other requests ${w.otherRequests}`,
+      );
+    }
   }
   const perPoll = (w: Window) => w.cpuMs / Math.max(1, w.polls);
   const rxPerPoll = median(rx.map(perPoll));

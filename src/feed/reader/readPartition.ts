@@ -151,6 +151,7 @@ async function readLoop<T>(
   try {
     return await readPages();
   } finally {
+    polls.dispose();
     deadline.dispose();
   }
 
