@@ -22,6 +22,7 @@
  * idlePollIntervalMs (compare % of a core then, not CPU per poll; warm-up 2×that);
  * BENCH_MAX_READS=n sets rxfeed's maxConcurrentReads (default: the source's advice; 100000: unbounded, as before it existed), and the bare
  * loops' bound with it; BENCH_BARE_READS=n bounds the bare loops' reads in flight alone (0: unbounded);
+ * BENCH_COMPARE=dir runs another build of rxfeed (`dir/esm/index.js`) as a third window of every round and prints the paired ratios;
  * BENCH_PROFILE=path writes CPU profiles of the windows only: path.rxfeed.cpuprofile, path.bare.cpuprofile,
  * to read with bench/profileTop.ts; BENCH_PIN=1 pins this process and the emulator to a CPU each; BENCH_BUSY=8 BENCH_BUSY_MS=1000: that many partition keys are written
  * every that many ms throughout, by a process of their own, and rxfeed's write → processed latency for them
@@ -35,7 +36,9 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { EMULATOR_KEY } from '../src/emulator/CosmosEmulator.js';
-import { CosmosLeaseStore, CosmosSource, MemoryLeaseStore, checkpointEvery, createChangeFeed } from './built.js';
+import * as built from './built.js';
+import { pathToFileURL } from 'node:url';
+import type * as Rxfeed from '../src/index.js';
 import type { Page, ReadRequest, Source } from '../src/sources/Source.js';
 import { requests } from './requests.js';
 import { besideEmulator, mainThreadCpuMs, processCpuMs, spawnEmulator } from './spawnEmulator.js';
@@ -50,6 +53,11 @@ const gc = runInNewContext('gc') as () => void;
 
 /** The emulator gives a container one range per 10,000 RU/s asked for (the lease container: one, as in production). */
 const RU_PER_RANGE = 10_000;
+type Package = Pick<typeof Rxfeed, 'CosmosLeaseStore' | 'CosmosSource' | 'MemoryLeaseStore' | 'checkpointEvery' | 'createChangeFeed'>;
+/** BENCH_COMPARE=dir: another build of rxfeed (`dir/esm/index.js`, e.g. a copy of `dist` made before a change), a third window in every round. */
+const COMPARE = process.env.BENCH_COMPARE;
+const other = COMPARE ? ((await import(pathToFileURL(`${COMPARE}/esm/index.js`).href)) as Package) : undefined;
+const { CosmosSource } = built;
 const RANGES = Number(process.env.BENCH_RANGES ?? 1024);
 const POLL_MS = Number(process.env.BENCH_POLL_MS ?? 5000);
 const WINDOW_MS = Number(process.env.BENCH_WINDOW_MS ?? 10_000);
@@ -236,7 +244,8 @@ async function window(counter: Counter, ready: () => boolean, side: 'rxfeed' | '
 let runId = 0;
 const RUN_STAMP = Date.now().toString(36);
 
-async function rxfeedWindow(container: Container, leases: Container, windowMs?: number): Promise<Window> {
+async function rxfeedWindow(container: Container, leases: Container, windowMs?: number, rxfeed: Package = built): Promise<Window> {
+  const { CosmosLeaseStore, CosmosSource, MemoryLeaseStore, checkpointEvery, createChangeFeed } = rxfeed;
   const counter = new Counter();
   let owned = 0;
   const feed = createChangeFeed<unknown>({
@@ -362,17 +371,32 @@ try {
   await bareWindow(container, rx0.profile, POLL_MS);
   // Paired rounds: one window of each side per round, rxfeed first in even rounds and bare first in odd ones
   // (phased as rxfeed's latest window), so neither side always follows the other.
+  // With BENCH_COMPARE, the other build's window is a third step, and each round starts one step later.
+  const compared: Window[] = [];
+  if (other) await rxfeedWindow(container, leases, POLL_MS, other);
   let phases = rx0.profile;
   for (let run = 0; run < RUNS; run++) {
-    if (run % 2 === 0) {
-      rx.push(await rxfeedWindow(container, leases));
-      bare.push(await bareWindow(container, rx.at(-1)!.profile));
+    if (!other) {
+      if (run % 2 === 0) {
+        rx.push(await rxfeedWindow(container, leases));
+        bare.push(await bareWindow(container, rx.at(-1)!.profile));
+      } else {
+        bare.push(await bareWindow(container, phases));
+        rx.push(await rxfeedWindow(container, leases));
+      }
+      phases = rx.at(-1)!.profile;
     } else {
-      bare.push(await bareWindow(container, phases));
-      rx.push(await rxfeedWindow(container, leases));
+      const steps = [
+        async () => void rx.push(await rxfeedWindow(container, leases)),
+        async () => void bare.push(await bareWindow(container, phases)),
+        async () => void compared.push(await rxfeedWindow(container, leases, undefined, other)),
+      ];
+      for (let i = 0; i < steps.length; i++) {
+        await steps[(run + i) % steps.length]!();
+        if ((run + i) % steps.length === 0) phases = rx.at(-1)!.profile;
+      }
     }
-    phases = rx.at(-1)!.profile;
-    for (const [name, w] of [['rxfeed', rx.at(-1)!], ['bare', bare.at(-1)!]] as const) {
+    for (const [name, w] of [['rxfeed', rx.at(-1)!], ['bare', bare.at(-1)!], ...(other ? [['compared', compared.at(-1)!] as const] : [])] as const) {
       const us = (ms: number) => ((1000 * ms) / Math.max(1, w.polls)).toFixed(1);
       console.log(
         `round ${run + 1} ${name}: ${w.polls} polls, µs per poll ${us(w.cpuMs)} (main thread ${us(w.mainMs)}, GC pauses ${us(w.gc.minorMs + w.gc.majorMs + w.gc.incrementalMs)}; emulator ${us(w.emulatorMs)}); ` +
@@ -404,6 +428,11 @@ try {
   const ratios = rx.map((w, i) => perPoll(w) / perPoll(bare[i]!));
   console.log(`(ratio per round, rxfeed ÷ the bare window of its round: ${ratios.map((r) => r.toFixed(2)).join(' ')})`);
   console.log(`CPU per idle poll, rxfeed ÷ bare, paired: ${ratioLine(ratios)}`);
+  if (other) {
+    console.log(`CPU per idle poll, ${COMPARE} ÷ bare, paired: ${ratioLine(compared.map((w, i) => perPoll(w) / perPoll(bare[i]!)))}`);
+    console.log(`CPU per idle poll, this build ÷ ${COMPARE}, paired: ${ratioLine(rx.map((w, i) => perPoll(w) / perPoll(compared[i]!)))}`);
+    console.log(`(per-poll CPU ms, rounds: ${COMPARE} ${compared.map((w) => perPoll(w).toFixed(3)).join(' ')}; heap after GC ${compared.map((w) => `${w.heapStartMb.toFixed(1)} → ${w.heapEndMb.toFixed(1)}`).join('; ')})`);
+  }
   // Where each side's CPU per poll went (µs, medians over the rounds): the process (all threads), its main
   // thread, its other threads (V8's compiler and GC helpers), the main thread's GC pauses by kind, and the emulator's.
   const us = (ws: Window[], f: (w: Window) => number) => median(ws.map((w) => (1000 * f(w)) / Math.max(1, w.polls)));
