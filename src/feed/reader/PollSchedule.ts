@@ -1,6 +1,6 @@
 import type { SchedulerLike } from 'rxjs';
 import { hashString } from '../../internal/random.js';
-import { Sleeper } from '../../internal/wait.js';
+import { sleep } from '../../internal/wait.js';
 
 /** What a full page waits for before the next read: nothing. */
 const NO_WAIT: Promise<void> = Promise.resolve();
@@ -27,8 +27,7 @@ export interface PollTimings {
  * starts all its readers at once) would otherwise poll together, in one burst of requests per
  * `idlePollIntervalMs`; with periods of their own their polls spread over the interval. While it waits,
  * `idle()` is called whenever `maxWaitTimeMs` passed with nothing emitted (time-driven work downstream runs
- * on quiet partitions too). Its waits are a {@link Sleeper}'s (one watch of the reader's signal for all of
- * them): call {@link PollSchedule.dispose} when the reader stops.
+ * on quiet partitions too).
  *
  * @internal
  */
@@ -38,7 +37,6 @@ export class PollSchedule {
   readonly #jitter: number;
   #emptyWaitMs: number;
   #lastEmitAt: number;
-  readonly #sleeper: Sleeper;
 
   /** @param partitionId - the partition polled: its doubled waits are shortened by a share of their own. */
   constructor(
@@ -50,12 +48,6 @@ export class PollSchedule {
     this.#jitter = (BACKOFF_JITTER * hashString(partitionId)) / 2 ** 32;
     this.#emptyWaitMs = timings.pollIntervalMs;
     this.#lastEmitAt = scheduler.now();
-    this.#sleeper = new Sleeper(scheduler);
-  }
-
-  /** Stops watching the reader's signal (the reader stopped); a wait in progress ends. */
-  dispose(): void {
-    this.#sleeper.dispose();
   }
 
   /** A batch (of changes or idle) was emitted: the `maxWaitTimeMs` clock starts again. */
@@ -65,7 +57,7 @@ export class PollSchedule {
 
   /**
    * Waits as the page just read (`count` changes of `credit` asked for) calls for; `idle` emits an idle batch.
-   * Without idle batches the wait is the sleeper's promise (no promise of its own per poll).
+   * Without idle batches the wait is the timer's own promise (no promise of its own per poll).
    */
   afterRead(count: number, credit: number, signal: AbortSignal, idle: (() => void) | undefined): Promise<void> {
     if (count > 0) {
@@ -79,7 +71,7 @@ export class PollSchedule {
   }
 
   #wait(ms: number, signal: AbortSignal, idle: (() => void) | undefined): Promise<void> {
-    return idle && this.timings.maxWaitTimeMs !== undefined ? this.#waitEmittingIdle(ms, signal, idle) : this.#sleeper.sleep(ms, signal);
+    return idle && this.timings.maxWaitTimeMs !== undefined ? this.#waitEmittingIdle(ms, signal, idle) : sleep(ms, this.scheduler, signal);
   }
 
   async #waitEmittingIdle(ms: number, signal: AbortSignal, idle: () => void): Promise<void> {
@@ -88,11 +80,11 @@ export class PollSchedule {
     while (idleMs !== undefined && !signal.aborted) {
       const dueIn = Math.max(0, this.#lastEmitAt + idleMs - this.scheduler.now());
       if (dueIn > left) break;
-      await this.#sleeper.sleep(dueIn, signal);
+      await sleep(dueIn, this.scheduler, signal);
       left -= dueIn;
       if (signal.aborted) return;
       idle();
     }
-    await this.#sleeper.sleep(left, signal);
+    await sleep(left, this.scheduler, signal);
   }
 }

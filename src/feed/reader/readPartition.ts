@@ -151,7 +151,6 @@ async function readLoop<T>(
   try {
     return await readPages();
   } finally {
-    polls.dispose();
     deadline.dispose();
   }
 
