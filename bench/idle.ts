@@ -2,9 +2,12 @@
  * Idle cost: one host owning many idle leases (nothing is written), rxfeed (createChangeFeed → checkpointEvery
  * on CosmosSource and CosmosLeaseStore, lease renewals included) against bare SDK polls of the same ranges
  * (one change feed iterator per range, `readNext` then a wait of the same poll interval). Both in one run,
- * alternating rounds, on the same emulator in its own process; the CPU counted is this process's only.
- * Prints the CPU per poll of each, their ratio (target ≤ 1.1) and the heap after a GC at the start and the
- * end of each window (rxfeed's target: ≤ 64 MB and flat). No assertions (figures vary by machine).
+ * in paired rounds (each round one window of each; the first side alternates from round to round), on the
+ * same emulator in its own process; the CPU counted is this process's (user + system, all its threads: the
+ * GC's and the compiler's too), with the emulator's beside it. Prints the CPU per poll of each, the paired
+ * ratio (median of the rounds' ratios and their middle half, target ≤ 1.1), where each side's CPU per poll
+ * went (main thread, other threads, GC pauses by kind) and the heap after a GC at the start and the end of
+ * each window (rxfeed's target: ≤ 128 MB and flat). No assertions (figures vary by machine).
  *
  * Both sides are measured alike: an unmeasured round of each runs first (the JIT warms the code both
  * share), and each window starts after the same warm-up (`BENCH_WARMUP_MS` once every lease is owned, so
@@ -17,7 +20,9 @@
  * Run: npx tsx bench/idle.ts   (env: BENCH_RANGES=1024 BENCH_POLL_MS=5000 BENCH_WINDOW_MS=10000 BENCH_RUNS=3
  * BENCH_WARMUP_MS=2×poll BENCH_PHASES=mirror|spread|together BENCH_LEASES=cosmos|memory; BENCH_IDLE_POLL_MS=60000 sets rxfeed's
  * idlePollIntervalMs (compare % of a core then, not CPU per poll; warm-up 2×that);
- * BENCH_MAX_READS=n sets rxfeed's maxConcurrentReads (default: the source's advice; 100000: unbounded, as before it existed);
+ * BENCH_MAX_READS=n sets rxfeed's maxConcurrentReads (default: the source's advice; 100000: unbounded, as before it existed), and the bare
+ * loops' bound with it; BENCH_BARE_READS=n bounds the bare loops' reads in flight alone (0: unbounded);
+ * BENCH_COMPARE=dir runs another build of rxfeed (`dir/esm/index.js`) as a third window of every round and prints the paired ratios;
  * BENCH_PROFILE=path writes CPU profiles of the windows only: path.rxfeed.cpuprofile, path.bare.cpuprofile,
  * to read with bench/profileTop.ts; BENCH_PIN=1 pins this process and the emulator to a CPU each; BENCH_BUSY=8 BENCH_BUSY_MS=1000: that many partition keys are written
  * every that many ms throughout, by a process of their own, and rxfeed's write → processed latency for them
@@ -26,14 +31,18 @@
 import { ChangeFeedStartFrom, CosmosClient, type Container } from '@azure/cosmos';
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
+import { PerformanceObserver, constants } from 'node:perf_hooks';
 import { setTimeout as delay } from 'node:timers/promises';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { EMULATOR_KEY } from '../src/emulator/CosmosEmulator.js';
-import { CosmosLeaseStore, CosmosSource, MemoryLeaseStore, checkpointEvery, createChangeFeed } from './built.js';
+import * as built from './built.js';
+import { pathToFileURL } from 'node:url';
+import type * as Rxfeed from '../src/index.js';
 import type { Page, ReadRequest, Source } from '../src/sources/Source.js';
 import { requests } from './requests.js';
-import { spawnEmulator } from './spawnEmulator.js';
+import { besideEmulator, mainThreadCpuMs, processCpuMs, spawnEmulator } from './spawnEmulator.js';
+import { median, ratioLine } from './stats.js';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { tap } from 'rxjs';
@@ -44,6 +53,11 @@ const gc = runInNewContext('gc') as () => void;
 
 /** The emulator gives a container one range per 10,000 RU/s asked for (the lease container: one, as in production). */
 const RU_PER_RANGE = 10_000;
+type Package = Pick<typeof Rxfeed, 'CosmosLeaseStore' | 'CosmosSource' | 'MemoryLeaseStore' | 'checkpointEvery' | 'createChangeFeed'>;
+/** BENCH_COMPARE=dir: another build of rxfeed (`dir/esm/index.js`, e.g. a copy of `dist` made before a change), a third window in every round. */
+const COMPARE = process.env.BENCH_COMPARE;
+const other = COMPARE ? ((await import(pathToFileURL(`${COMPARE}/esm/index.js`).href)) as Package) : undefined;
+const { CosmosSource } = built;
 const RANGES = Number(process.env.BENCH_RANGES ?? 1024);
 const POLL_MS = Number(process.env.BENCH_POLL_MS ?? 5000);
 const WINDOW_MS = Number(process.env.BENCH_WINDOW_MS ?? 10_000);
@@ -53,6 +67,14 @@ const PROFILE = process.env.BENCH_PROFILE;
 const IDLE_POLL_MS = process.env.BENCH_IDLE_POLL_MS ? Number(process.env.BENCH_IDLE_POLL_MS) : undefined;
 /** rxfeed's `maxConcurrentReads` (default: the source's advice); a large value shows rxfeed without the bound. */
 const MAX_READS = process.env.BENCH_MAX_READS ? Number(process.env.BENCH_MAX_READS) : undefined;
+/**
+ * The most bare reads in flight at once: by default the bound rxfeed's reads have (`BENCH_MAX_READS`, else the
+ * source's advice, 128 with the SDK's agent); `BENCH_BARE_READS=0`: unbounded, as before. Unbounded loops that
+ * fall behind (a loaded machine) poll in one burst: thousands of reads in flight, a new connection for each
+ * beyond the agent's kept-alive ones, and every loop's next poll due at once again, so the bursts persist and a
+ * bare window costs several times what it costs spread (bench/PROFILE.md, wip/idlecpu).
+ */
+const BARE_READS = process.env.BENCH_BARE_READS !== undefined ? Number(process.env.BENCH_BARE_READS) : undefined;
 /** Wait before each window, once ready (ms). With idlePollIntervalMs, quiet partitions reach the longest wait after a few doublings. */
 const WARMUP_MS = Number(process.env.BENCH_WARMUP_MS ?? 2 * (IDLE_POLL_MS ?? POLL_MS));
 /**
@@ -102,10 +124,55 @@ function counting<T>(inner: Source<T>, counter: Counter): Source<T> {
   return inner;
 }
 
+/** GC pauses on the main thread: count and ms by kind (perf_hooks 'gc' entries). */
+interface GcPauses {
+  minor: number;
+  minorMs: number;
+  major: number;
+  majorMs: number;
+  incremental: number;
+  incrementalMs: number;
+  weak: number;
+  weakMs: number;
+}
+/** The 'gc' entries seen so far (delivered after the GC, so a window counts those that started within it). */
+const gcEntries: { kind: 'minor' | 'major' | 'incremental' | 'weak'; startTime: number; duration: number }[] = [];
+const gcKinds: Record<number, 'minor' | 'major' | 'incremental' | 'weak'> = {
+  [constants.NODE_PERFORMANCE_GC_MINOR]: 'minor',
+  [constants.NODE_PERFORMANCE_GC_MAJOR]: 'major',
+  [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: 'incremental',
+  [constants.NODE_PERFORMANCE_GC_WEAKCB]: 'weak',
+};
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) {
+    const kind = gcKinds[(entry as unknown as { detail: { kind: number } }).detail.kind];
+    if (kind !== undefined) gcEntries.push({ kind, startTime: entry.startTime, duration: entry.duration });
+  }
+}).observe({ entryTypes: ['gc'] });
+
+/** The GC pauses that started between `from` and `to` (performance.now() ms); forgets those before `to`. */
+function gcPauses(from: number, to: number): GcPauses {
+  const pauses: GcPauses = { minor: 0, minorMs: 0, major: 0, majorMs: 0, incremental: 0, incrementalMs: 0, weak: 0, weakMs: 0 };
+  for (const { kind, startTime, duration } of gcEntries) {
+    if (startTime < from || startTime >= to) continue;
+    pauses[kind]++;
+    pauses[`${kind}Ms`] += duration;
+  }
+  const kept = gcEntries.findIndex((e) => e.startTime >= to);
+  gcEntries.splice(0, kept === -1 ? gcEntries.length : kept);
+  return pauses;
+}
+
 interface Window {
   /** Polls per slot of the poll interval during the window. */
   profile: Uint32Array;
   cpuMs: number;
+  /** Of `cpuMs`, the main thread's (the rest: V8's compiler and GC threads, libuv's pool); NaN without /proc. */
+  mainMs: number;
+  /** The emulator process's CPU over the window (ms, 10 ms ticks); NaN when it runs elsewhere. */
+  emulatorMs: number;
+  /** GC pauses on the main thread during the window (the explicit GCs around it excluded). */
+  gc: GcPauses;
   /** Of `cpuMs`, the kernel's (sockets, timers). */
   sysMs: number;
   polls: number;
@@ -152,9 +219,17 @@ async function window(counter: Counter, ready: () => boolean, side: 'rxfeed' | '
   await profiler?.post('Profiler.enable');
   await profiler?.post('Profiler.start');
   latencies = [];
+  const startedAt = performance.now();
+  const emulatorBefore = emulatorCpuMs();
+  const mainBefore = mainThreadCpuMs();
   const cpu = process.cpuUsage();
   await delay(windowMs);
   const used = process.cpuUsage(cpu);
+  const mainMs = (mainThreadCpuMs() ?? NaN) - (mainBefore ?? NaN);
+  const emulatorMs = (emulatorCpuMs() ?? NaN) - (emulatorBefore ?? NaN);
+  const endedAt = performance.now();
+  await delay(50); // the window's last 'gc' entries are delivered after it
+  const gc = gcPauses(startedAt, endedAt);
   const measured = latencies;
   latencies = undefined;
   if (profiler) {
@@ -163,13 +238,14 @@ async function window(counter: Counter, ready: () => boolean, side: 'rxfeed' | '
     profiler.disconnect();
   }
   const profile = counter.slots.map((n, i) => n - slots[i]!);
-  return { profile, connections: requests.connections - connectionsBefore, otherRequests: requests.other - otherBefore, maxInFlight: requests.maxInFlight, cpuMs: (used.user + used.system) / 1000, sysMs: used.system / 1000, polls: counter.polls - polls, bunchedPct: busiestTenth(profile), heapStartMb, heapEndMb: heapMb(), latencies: measured };
+  return { profile, mainMs, emulatorMs, gc, connections: requests.connections - connectionsBefore, otherRequests: requests.other - otherBefore, maxInFlight: requests.maxInFlight, cpuMs: (used.user + used.system) / 1000, sysMs: used.system / 1000, polls: counter.polls - polls, bunchedPct: busiestTenth(profile), heapStartMb, heapEndMb: heapMb(), latencies: measured };
 }
 
 let runId = 0;
 const RUN_STAMP = Date.now().toString(36);
 
-async function rxfeedWindow(container: Container, leases: Container, windowMs?: number): Promise<Window> {
+async function rxfeedWindow(container: Container, leases: Container, windowMs?: number, rxfeed: Package = built): Promise<Window> {
+  const { CosmosLeaseStore, CosmosSource, MemoryLeaseStore, checkpointEvery, createChangeFeed } = rxfeed;
   const counter = new Counter();
   let owned = 0;
   const feed = createChangeFeed<unknown>({
@@ -229,6 +305,22 @@ async function bareWindow(container: Container, profile: Uint32Array, windowMs?:
   const counter = new Counter();
   let stopped = false;
   const ranges = await container.getFeedRanges();
+  // The bound on reads in flight, first come first served (as rxfeed's for polls); 0: none.
+  const bound = BARE_READS ?? MAX_READS ?? new CosmosSource<unknown>(container).concurrentReads;
+  let inFlight = 0;
+  const queued: (() => void)[] = [];
+  const slot = (): Promise<void> | undefined => {
+    if (bound === 0 || inFlight < bound) {
+      inFlight++;
+      return undefined;
+    }
+    return new Promise((resolve) => queued.push(resolve));
+  };
+  const release = () => {
+    const next = queued.shift();
+    if (next) next();
+    else inFlight--;
+  };
   // A plain timer between polls, as the least a loop of one's own would do. (A timer given an abort signal
   // adds a listener to it per wait; with 1,024 loops on one signal, each add scans the others: ~12% of the
   // window, which would be the harness's cost, not the SDK's.) Stopping waits for the last timers instead.
@@ -237,8 +329,13 @@ async function bareWindow(container: Container, profile: Uint32Array, windowMs?:
     if (phase > 0) await delay(phase);
     const iterator = container.items.getChangeFeedIterator({ maxItemCount: 100, changeFeedStartFrom: ChangeFeedStartFrom.Now(range) });
     while (!stopped) {
+      await slot();
       counter.count();
-      await iterator.readNext();
+      try {
+        await iterator.readNext();
+      } finally {
+        release();
+      }
       await delay(POLL_MS);
     }
   });
@@ -250,10 +347,11 @@ async function bareWindow(container: Container, profile: Uint32Array, windowMs?:
   }
 }
 
-
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-
 const emulator = process.env.BENCH_ENDPOINT ? { endpoint: process.env.BENCH_ENDPOINT, child: undefined } : await spawnEmulator();
+/** The emulator's CPU so far (ms); `undefined` when it runs elsewhere (BENCH_ENDPOINT without BENCH_EMULATOR_PID). */
+function emulatorCpuMs(): number | undefined {
+  return processCpuMs(emulator.child?.pid ?? (process.env.BENCH_EMULATOR_PID ? Number(process.env.BENCH_EMULATOR_PID) : undefined));
+}
 const client = new CosmosClient({ endpoint: emulator.endpoint, key: EMULATOR_KEY });
 let writer: ReturnType<typeof spawn> | undefined;
 try {
@@ -262,17 +360,49 @@ try {
   const { container: leases } = await database.containers.createIfNotExists({ id: 'leases', partitionKey: { paths: ['/id'] } });
   writer =
     BUSY > 0
-      ? spawn(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('busyWriter.ts', import.meta.url)), emulator.endpoint, 'idle', 'orders', String(BUSY), String(BUSY_MS)], { stdio: 'inherit' })
+      ? spawn(...besideEmulator(process.execPath, ['--import', 'tsx', fileURLToPath(new URL('busyWriter.ts', import.meta.url)), emulator.endpoint, 'idle', 'orders', String(BUSY), String(BUSY_MS)]), { stdio: 'inherit' })
       : undefined;
-  console.log(`node ${process.version}; emulator (own process) with ${RANGES} ranges; poll ${POLL_MS} ms; windows of ${WINDOW_MS} ms after ${WARMUP_MS} ms of warm-up; bare polls ${PHASES === 'mirror' ? "phased as rxfeed's were" : PHASES === 'spread' ? 'phased evenly across the interval' : 'all at once'}; rxfeed's leases in ${LEASES === 'memory' ? 'memory' : 'the Cosmos lease container'}; ${RUNS} rounds, alternating${IDLE_POLL_MS !== undefined ? `; rxfeed idlePollIntervalMs ${IDLE_POLL_MS}` : ''}${MAX_READS !== undefined ? `; rxfeed maxConcurrentReads ${MAX_READS}` : ''}; ${BUSY > 0 ? `${BUSY} busy partition keys written every ${BUSY_MS} ms` : 'no busy partitions'}`);
+  console.log(`node ${process.version}; emulator (own process) with ${RANGES} ranges; poll ${POLL_MS} ms; windows of ${WINDOW_MS} ms after ${WARMUP_MS} ms of warm-up; bare polls ${PHASES === 'mirror' ? "phased as rxfeed's were" : PHASES === 'spread' ? 'phased evenly across the interval' : 'all at once'}; rxfeed's leases in ${LEASES === 'memory' ? 'memory' : 'the Cosmos lease container'}; bare reads in flight ${BARE_READS === 0 ? 'unbounded' : `at most ${BARE_READS ?? MAX_READS ?? "rxfeed's default"}`}; ${RUNS} paired rounds, the first side alternating${process.env.BENCH_PIN === '1' ? '; pinned: this process (all threads) on CPU 0, the emulator and the writer on CPU 1' : ''}${IDLE_POLL_MS !== undefined ? `; rxfeed idlePollIntervalMs ${IDLE_POLL_MS}` : ''}${MAX_READS !== undefined ? `; rxfeed maxConcurrentReads ${MAX_READS}` : ''}; ${BUSY > 0 ? `${BUSY} busy partition keys written every ${BUSY_MS} ms` : 'no busy partitions'}`);
   const rx: Window[] = [];
   const bare: Window[] = [];
   // An unmeasured round of each first (one poll interval long), so neither side's first window pays for the
   // JIT compiling the code the two share (the SDK's), which whichever side ran first would pay alone.
-  await bareWindow(container, (await rxfeedWindow(container, leases, POLL_MS)).profile, POLL_MS);
+  const rx0 = await rxfeedWindow(container, leases, POLL_MS);
+  await bareWindow(container, rx0.profile, POLL_MS);
+  // Paired rounds: one window of each side per round, rxfeed first in even rounds and bare first in odd ones
+  // (phased as rxfeed's latest window), so neither side always follows the other.
+  // With BENCH_COMPARE, the other build's window is a third step, and each round starts one step later.
+  const compared: Window[] = [];
+  if (other) await rxfeedWindow(container, leases, POLL_MS, other);
+  let phases = rx0.profile;
   for (let run = 0; run < RUNS; run++) {
-    rx.push(await rxfeedWindow(container, leases));
-    bare.push(await bareWindow(container, rx.at(-1)!.profile));
+    if (!other) {
+      if (run % 2 === 0) {
+        rx.push(await rxfeedWindow(container, leases));
+        bare.push(await bareWindow(container, rx.at(-1)!.profile));
+      } else {
+        bare.push(await bareWindow(container, phases));
+        rx.push(await rxfeedWindow(container, leases));
+      }
+      phases = rx.at(-1)!.profile;
+    } else {
+      const steps = [
+        async () => void rx.push(await rxfeedWindow(container, leases)),
+        async () => void bare.push(await bareWindow(container, phases)),
+        async () => void compared.push(await rxfeedWindow(container, leases, undefined, other)),
+      ];
+      for (let i = 0; i < steps.length; i++) {
+        await steps[(run + i) % steps.length]!();
+        if ((run + i) % steps.length === 0) phases = rx.at(-1)!.profile;
+      }
+    }
+    for (const [name, w] of [['rxfeed', rx.at(-1)!], ['bare', bare.at(-1)!], ...(other ? [['compared', compared.at(-1)!] as const] : [])] as const) {
+      const us = (ms: number) => ((1000 * ms) / Math.max(1, w.polls)).toFixed(1);
+      console.log(
+        `round ${run + 1} ${name}: ${w.polls} polls, µs per poll ${us(w.cpuMs)} (main thread ${us(w.mainMs)}, GC pauses ${us(w.gc.minorMs + w.gc.majorMs + w.gc.incrementalMs)}; emulator ${us(w.emulatorMs)}); ` +
+          `GCs minor ${w.gc.minor}, major ${w.gc.major}; heap ${w.heapStartMb.toFixed(1)} → ${w.heapEndMb.toFixed(1)} MB; other requests ${w.otherRequests}`,
+      );
+    }
   }
   const perPoll = (w: Window) => w.cpuMs / Math.max(1, w.polls);
   const rxPerPoll = median(rx.map(perPoll));
@@ -295,7 +425,31 @@ try {
   const heaps = (ws: Window[]) => ws.map((w) => `${w.heapStartMb.toFixed(1)} → ${w.heapEndMb.toFixed(1)}`).join('; ');
   console.log(`heap after GC, window start → end (MB): rxfeed ${heaps(rx)}; bare ${heaps(bare)}`);
   console.log(`(per-poll CPU ms, rounds: rxfeed ${rx.map((w) => perPoll(w).toFixed(3)).join(' ')}; bare ${bare.map((w) => perPoll(w).toFixed(3)).join(' ')})`);
-  console.log(`(ratio per round, rxfeed ÷ the bare window after it: ${rx.map((w, i) => (perPoll(w) / perPoll(bare[i]!)).toFixed(2)).join(' ')})`);
+  const ratios = rx.map((w, i) => perPoll(w) / perPoll(bare[i]!));
+  console.log(`(ratio per round, rxfeed ÷ the bare window of its round: ${ratios.map((r) => r.toFixed(2)).join(' ')})`);
+  console.log(`CPU per idle poll, rxfeed ÷ bare, paired: ${ratioLine(ratios)}`);
+  if (other) {
+    console.log(`CPU per idle poll, ${COMPARE} ÷ bare, paired: ${ratioLine(compared.map((w, i) => perPoll(w) / perPoll(bare[i]!)))}`);
+    console.log(`CPU per idle poll, this build ÷ ${COMPARE}, paired: ${ratioLine(rx.map((w, i) => perPoll(w) / perPoll(compared[i]!)))}`);
+    console.log(`(per-poll CPU ms, rounds: ${COMPARE} ${compared.map((w) => perPoll(w).toFixed(3)).join(' ')}; heap after GC ${compared.map((w) => `${w.heapStartMb.toFixed(1)} → ${w.heapEndMb.toFixed(1)}`).join('; ')})`);
+  }
+  // Where each side's CPU per poll went (µs, medians over the rounds): the process (all threads), its main
+  // thread, its other threads (V8's compiler and GC helpers), the main thread's GC pauses by kind, and the emulator's.
+  const us = (ws: Window[], f: (w: Window) => number) => median(ws.map((w) => (1000 * f(w)) / Math.max(1, w.polls)));
+  const perWindow = (ws: Window[], f: (w: Window) => number) => median(ws.map(f));
+  console.log(`\nµs per poll (median of rounds) | process | main thread | other threads | GC pauses: minor | major | incremental | GCs per window: minor / major | emulator`);
+  for (const [name, ws] of [['bare', bare], ['rxfeed', rx]] as const) {
+    console.log(
+      `${name.padEnd(30)} | ${us(ws, (w) => w.cpuMs).toFixed(1).padStart(7)} | ${us(ws, (w) => w.mainMs).toFixed(1).padStart(11)} | ${us(ws, (w) => w.cpuMs - w.mainMs).toFixed(1).padStart(13)} | ` +
+        `${us(ws, (w) => w.gc.minorMs).toFixed(1).padStart(16)} | ${us(ws, (w) => w.gc.majorMs).toFixed(1).padStart(5)} | ${us(ws, (w) => w.gc.incrementalMs).toFixed(1).padStart(11)} | ` +
+        `${`${perWindow(ws, (w) => w.gc.minor)} / ${perWindow(ws, (w) => w.gc.major)}`.padStart(29)} | ${us(ws, (w) => w.emulatorMs).toFixed(1).padStart(8)}`,
+    );
+  }
+  const rounds = (ws: Window[], f: (w: Window) => number) => ws.map((w) => ((1000 * f(w)) / Math.max(1, w.polls)).toFixed(1)).join(' ');
+  console.log(`(µs per poll by round, main thread: rxfeed ${rounds(rx, (w) => w.mainMs)}; bare ${rounds(bare, (w) => w.mainMs)})`);
+  console.log(`(µs per poll by round, other threads: rxfeed ${rounds(rx, (w) => w.cpuMs - w.mainMs)}; bare ${rounds(bare, (w) => w.cpuMs - w.mainMs)})`);
+  console.log(`(µs per poll by round, GC pauses: rxfeed ${rounds(rx, (w) => w.gc.minorMs + w.gc.majorMs + w.gc.incrementalMs)}; bare ${rounds(bare, (w) => w.gc.minorMs + w.gc.majorMs + w.gc.incrementalMs)})`);
+  console.log(`(µs per poll by round, emulator: rxfeed ${rounds(rx, (w) => w.emulatorMs)}; bare ${rounds(bare, (w) => w.emulatorMs)})`);
   if (BUSY > 0) {
     const all = rx.flatMap((w) => w.latencies).sort((a, b) => a - b);
     const at = (q: number) => all[Math.min(all.length - 1, Math.floor(q * all.length))] ?? NaN;

@@ -12,9 +12,11 @@ export async function spawnEmulator(): Promise<{ endpoint: string; child: ChildP
   const profile = process.env.BENCH_EMULATOR_PROFILE;
   const args = [...(profile ? ['--cpu-prof', `--cpu-prof-dir=${profile}`] : []), '--import', 'tsx', main, '--port', '0'];
   // BENCH_PIN=1: the emulator on the second CPU, this process on the first (Linux `taskset`), so neither
-  // process's CPU time depends on where the scheduler happens to put the other.
+  // process's CPU time depends on where the scheduler happens to put the other. `-a`: all of this process's
+  // threads (V8's compiler and GC threads, libuv's pool), which exist by now; without it only the main thread
+  // was pinned and the background threads ran on either CPU, the emulator's among them.
   const pinned = process.env.BENCH_PIN === '1';
-  if (pinned) execFileSync('taskset', ['-cp', '0', String(process.pid)], { stdio: 'ignore' });
+  if (pinned) execFileSync('taskset', ['-a', '-cp', '0', String(process.pid)], { stdio: 'ignore' });
   const child = pinned
     ? spawn('taskset', ['-c', '1', process.execPath, ...args], { stdio: ['ignore', 'pipe', 'inherit'] })
     : spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -28,6 +30,27 @@ export async function spawnEmulator(): Promise<{ endpoint: string; child: ChildP
     child.once('exit', (code) => reject(new Error(`emulator exited with ${code}: ${out}`)));
   });
   return { endpoint, child };
+}
+
+/**
+ * `[command, args]` to start a helper process (a writer) beside the emulator: on the emulator's CPU with
+ * BENCH_PIN=1 (a child inherits its parent's CPU, the measured one), as it is otherwise.
+ */
+export function besideEmulator(command: string, args: readonly string[]): [string, string[]] {
+  return process.env.BENCH_PIN === '1' ? ['taskset', ['-c', '1', command, ...args]] : [command, [...args]];
+}
+
+/**
+ * The CPU time (ms) of this process's main thread so far, from the kernel's scheduler statistics (ns of
+ * on-CPU time); `undefined` without /proc. The process's CPU time minus this is its other threads' (V8's
+ * optimizing compiler, concurrent marking and sweeping, libuv's pool).
+ */
+export function mainThreadCpuMs(): number | undefined {
+  try {
+    return Number(readFileSync(`/proc/self/task/${process.pid}/schedstat`, 'utf8').split(' ')[0]) / 1e6;
+  } catch {
+    return undefined;
+  }
 }
 
 /**
