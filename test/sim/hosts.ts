@@ -38,9 +38,13 @@ export interface ReadActivity {
  * whose sink is slow holds its read budget and reads nothing until the sink catches up, and still works the
  * lease all the while.
  */
-function trackSink<R>(view: ViewStore<R>, written: Map<string, number>, now: () => number): ViewStore<R> {
+function trackSink<R>(view: ViewStore<R>, written: Map<string, number>, now: () => number, pending: { count: number }): ViewStore<R> {
   const mark = (w: ViewWrite<R>) => {
     for (const p of w.partitions) written.set(p.partition, now());
+  };
+  const landed = (w: ViewWrite<R>) => {
+    pending.count--;
+    mark(w);
   };
   return {
     ...view,
@@ -48,10 +52,11 @@ function trackSink<R>(view: ViewStore<R>, written: Map<string, number>, now: () 
     // No await of its own: an extra turn on the way would move every later step of a seed's replay.
     write: (w) => {
       mark(w);
+      pending.count++;
       const written = view.write(w);
       written.then(
-        () => mark(w),
-        () => mark(w),
+        () => landed(w),
+        () => landed(w),
       );
       return written;
     },
@@ -105,6 +110,11 @@ export interface SimHost {
   readonly reads: Map<string, ReadActivity>;
   /** When a view write of each lease token last left or landed (see {@link trackSink}), in virtual ms. */
   readonly sinkWrites: Map<string, number>;
+  /**
+   * View writes this host issued that have not landed (or failed) yet: a write of an ownership that ended returned
+   * its batch's credit already, yet may hold a `materializeToView` slot that a later ownership's batches wait for.
+   */
+  readonly viewWritesInFlight: { count: number };
   /** Epoch at which this host last acquired each lease token (from its `leaseAcquired` events). */
   readonly acquired: Map<string, number>;
   /**
@@ -201,6 +211,7 @@ export class Hosts {
     const hostEnv = env.withScheduler(hostClock);
     const reads = new Map<string, ReadActivity>();
     const sinkWrites = new Map<string, number>();
+    const viewWritesInFlight = { count: 0 };
     // Outermost first: the host's gate, then the seam's faults, then the shared stores. In the SDK mode, the
     // host's own CosmosSource and CosmosLeaseStore, faults striking at the emulator (see sdkWorld.ts).
     const sdk = world.sdk?.connect(hostClock, name);
@@ -222,7 +233,7 @@ export class Hosts {
     const relayed = (store: LeaseStore): LeaseStore => (this.relay ? this.relay.watchCheckpoints(store, name) : store);
     const hostLeases = sdk ? stores.observeLeases(relayed(sdk.leases)) : faultyLeaseStore(relayed(stores.leasesFor(name)), plans.lease, env);
     const leases = gateLeaseStore(stores.tagWrites(hostLeases, () => ref.host!, sim), hostClock);
-    const sink = <R>(v: ViewStore<R>) => trackSink(v, sinkWrites, () => clock.now());
+    const sink = <R>(v: ViewStore<R>) => trackSink(v, sinkWrites, () => clock.now(), viewWritesInFlight);
     const view = gateViewStore(sink(stores.markDeposed(faultyViewStore(stores.view, plans.view, env), () => ref.host!, sim)), hostClock);
     const groupView = gateViewStore(sink(stores.markDeposed(faultyViewStore(stores.groupView, plans.view, env), () => ref.host!, sim)), hostClock);
     const gated = gateDeadLetterSink(faultyDeadLetterSink(stores.deadLetters, plans.deadLetter, env), hostClock);
@@ -329,7 +340,7 @@ export class Hosts {
           },
         });
     }
-    const host: SimHost = { name, clock: hostClock, processor, subscription, reads, sinkWrites, acquired: new Map(), joinedAt: clock.now(), runStartedAt: clock.now(), everPaused: false, stopCalledAt: undefined, stopped: false };
+    const host: SimHost = { name, clock: hostClock, processor, subscription, reads, sinkWrites, viewWritesInFlight, acquired: new Map(), joinedAt: clock.now(), runStartedAt: clock.now(), everPaused: false, stopCalledAt: undefined, stopped: false };
     ref.host = host;
     this.all.push(host);
     return host;
