@@ -18,7 +18,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import type * as Rxfeed from '../src/index.js';
 import type { Page, ReadRequest, Source } from '../src/sources/Source.js';
-import { idleRanges } from './idleContainer.js';
+import { idleFeedOptions, idleRanges } from './idleContainer.js';
 
 type Package = Pick<typeof Rxfeed, 'CosmosSource' | 'MemoryLeaseStore' | 'checkpointEvery' | 'createChangeFeed'>;
 const BUILD = process.env.BENCH_BUILD;
@@ -38,7 +38,7 @@ interface SamplingNode {
   children: SamplingNode[];
 }
 
-const { ranges, iterator, container } = idleRanges(RANGES);
+const { container, bareLoops } = idleRanges(RANGES);
 let polls = 0;
 
 /** Bytes allocated in the window per allocating frame (`name file:line`), and the polls in it. */
@@ -76,22 +76,12 @@ function report(name: string, { byFrame, polls: n, total }: Awaited<ReturnType<t
 }
 
 async function bare() {
-  let stopped = false;
-  const loops = ranges.map(async (_, r) => {
-    await delay((r * POLL_MS) / RANGES);
-    const it = iterator(r);
-    while (!stopped) {
-      polls++;
-      await it.readNext();
-      await delay(POLL_MS);
-    }
-  });
+  const stop = bareLoops(POLL_MS, () => polls++);
   await delay(4 * POLL_MS);
   try {
     return await sampled();
   } finally {
-    stopped = true;
-    await Promise.all(loops);
+    await stop();
   }
 }
 
@@ -106,13 +96,7 @@ async function rxfeed() {
   const feed = createChangeFeed<unknown>({
     source,
     leases: new MemoryLeaseStore(),
-    instanceName: 'idle',
-    leasePrefix: 'idle.',
-    startFrom: 'beginning',
-    pollIntervalMs: POLL_MS,
-    events: (e) => {
-      if (e.type === 'leaseAcquired') owned++;
-    },
+    ...idleFeedOptions(POLL_MS, () => owned++),
   });
   const subscription = feed.changes$.pipe(checkpointEvery(100)).subscribe();
   while (owned < RANGES) await delay(50);

@@ -1,9 +1,11 @@
 /**
  * @summary A real SDK `Container` over `count` idle ranges, answered from memory (no request is ever sent): every
- * change feed read answers "not modified" at one LSN, as an idle range does. For bench/idleOverhead.ts and
- * bench/idleHeap.ts.
+ * change feed read answers "not modified" at one LSN, as an idle range does; the bare loops over them and the options
+ * of the idle feed read over them. For bench/idleOverhead.ts, bench/idleHeap.ts and bench/idleAlloc.ts.
  */
+import { setTimeout as delay } from 'node:timers/promises';
 import { CosmosClient, type Container } from '@azure/cosmos';
+import type { FeedEvent } from '../src/core/events.js';
 import { EMULATOR_KEY } from '../src/emulator/CosmosEmulator.js';
 
 const RID = 'benchRID=';
@@ -38,5 +40,38 @@ export function idleRanges(count: number) {
     (c as unknown as Record<string, unknown>).readPartitionKeyRanges = () => ({ fetchAll: async () => ({ resources: ranges }) });
     return c;
   };
-  return { ranges, iterator, container };
+  /**
+   * Bare SDK loops, one per range (`readNext`, then a timer of `pollMs`), their first reads spread over one poll
+   * interval; `onPoll` is told of each read. The returned function stops them and waits for their last waits.
+   */
+  const bareLoops = (pollMs: number, onPoll: () => void): (() => Promise<void>) => {
+    let stopped = false;
+    const loops = ranges.map(async (_, r) => {
+      await delay((r * pollMs) / count);
+      const it = iterator(r);
+      while (!stopped) {
+        onPoll();
+        await it.readNext();
+        await delay(pollMs);
+      }
+    });
+    return async () => {
+      stopped = true;
+      await Promise.all(loops);
+    };
+  };
+  return { ranges, iterator, container, bareLoops };
+}
+
+/** The idle feed's options but its source and lease store: every lease from the beginning, polled every `pollMs`. */
+export function idleFeedOptions(pollMs: number, onAcquired: () => void) {
+  return {
+    instanceName: 'idle',
+    leasePrefix: 'idle.',
+    startFrom: 'beginning' as const,
+    pollIntervalMs: pollMs,
+    events: (e: FeedEvent) => {
+      if (e.type === 'leaseAcquired') onAcquired();
+    },
+  };
 }

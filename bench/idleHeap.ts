@@ -21,7 +21,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import { setFlagsFromString, writeHeapSnapshot } from 'node:v8';
 import { runInNewContext } from 'node:vm';
-import { idleRanges } from './idleContainer.js';
+import { idleFeedOptions, idleRanges } from './idleContainer.js';
 import type * as Rxfeed from '../src/index.js';
 
 setFlagsFromString('--expose-gc');
@@ -61,13 +61,7 @@ let owned = 0;
 const feed = createChangeFeed<unknown>({
   source: new CosmosSource<unknown>(fakeContainer()),
   leases: new MemoryLeaseStore(),
-  instanceName: 'idle',
-  leasePrefix: 'idle.',
-  startFrom: 'beginning',
-  pollIntervalMs: POLL_MS,
-  events: (e) => {
-    if (e.type === 'leaseAcquired') owned++;
-  },
+  ...idleFeedOptions(POLL_MS, () => owned++),
 });
 await delay(100);
 const beforePath = snapshot('before');

@@ -15,7 +15,7 @@
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { setTimeout as delay } from 'node:timers/promises';
-import { idleRanges } from './idleContainer.js';
+import { idleFeedOptions, idleRanges } from './idleContainer.js';
 import * as built from './built.js';
 import { pathToFileURL } from 'node:url';
 import type * as Rxfeed from '../src/index.js';
@@ -31,7 +31,7 @@ const WINDOW_MS = Number(process.env.BENCH_WINDOW_MS ?? 3000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const PROFILE = process.env.BENCH_PROFILE;
 
-const { ranges, iterator, container: fakeContainer } = idleRanges(RANGES);
+const { container: fakeContainer, bareLoops } = idleRanges(RANGES);
 
 let polls = 0;
 function counting<T>(inner: Source<T>): Source<T> {
@@ -68,13 +68,7 @@ async function rxfeedRound(profile: boolean, rxfeed: Package = built, name = 'rx
   const feed = createChangeFeed<unknown>({
     source: counting(new CosmosSource<unknown>(fakeContainer())),
     leases: new MemoryLeaseStore(),
-    instanceName: 'idle',
-    leasePrefix: 'idle.',
-    startFrom: 'beginning',
-    pollIntervalMs: POLL_MS,
-    events: (e) => {
-      if (e.type === 'leaseAcquired') owned++;
-    },
+    ...idleFeedOptions(POLL_MS, () => owned++),
   });
   const subscription = feed.changes$.pipe(checkpointEvery(100)).subscribe();
   for (let i = 0; owned < RANGES; i++) {
@@ -91,22 +85,12 @@ async function rxfeedRound(profile: boolean, rxfeed: Package = built, name = 'rx
 }
 
 async function bareRound(profile: boolean) {
-  let stopped = false;
-  const loops = ranges.map(async (_, r) => {
-    await delay((r * POLL_MS) / RANGES);
-    const it = iterator(r);
-    while (!stopped) {
-      polls++;
-      await it.readNext();
-      await delay(POLL_MS);
-    }
-  });
+  const stop = bareLoops(POLL_MS, () => polls++);
   await delay(2 * POLL_MS);
   try {
     return await measure('bare', profile);
   } finally {
-    stopped = true;
-    await Promise.all(loops);
+    await stop();
   }
 }
 
