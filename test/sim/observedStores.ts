@@ -4,6 +4,7 @@ import type { Lease } from '../../src/leases/Lease.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import type { ViewStore, ViewWrite } from '../../src/sinks/ViewStore.js';
 import { PARENT_LEASE } from '../../src/leases/protocol/signals.js';
+import { HANDED_OVER_LEASES } from '../../src/leases/coordinator/bootstrapLock.js';
 import { laggingLeaseStore } from '../support/faults/index.js';
 import { leaseNaming, TIMINGS } from './config.js';
 import type { Sim } from './context.js';
@@ -207,6 +208,10 @@ export class ObservedStores {
         const before = this.lease(lease.id);
         const after = await leaseMemory.replace(lease);
         this.#maxEpoch.set(after.id, Math.max(this.#maxEpoch.get(after.id) ?? 0, after.epoch));
+        // A failed bootstrap's lock handed over at a stop, and taken over by the next host to bootstrap
+        // (docs/lease-protocol.md, Bootstrap): the invariants that judge it are those of the leases it creates.
+        if (after.properties[HANDED_OVER_LEASES] !== undefined) sim.tally('bootstrap.lockHandedOver');
+        else if (before?.properties[HANDED_OVER_LEASES] !== undefined && after.owner !== null) sim.tally('bootstrap.lockTakenOver');
         if (this.#adminWrites.has(lease)) {
           // A rewind moves the checkpoint where it was told to (back, to re-deliver); a release keeps it.
           if (before) this.#fenced(before.leaseToken, before.epoch, sim.clock.now());
