@@ -4,7 +4,7 @@ import { rangesOverlap } from '../core/Partition.js';
 import { DeadLetterFencedError } from '../errors/DeadLetterFencedError.js';
 import { InvalidOptionsError } from '../errors/index.js';
 import type { DeadLetter, DeadLetterWriter } from './DeadLetter.js';
-import { compareLetters, type DeadLetterQuery, type DeadLetterStore, queryLimit } from './DeadLetterSink.js';
+import { type DeadLetterQuery, type DeadLetterStore, queryLimit, selectLetters } from './DeadLetterSink.js';
 import { type FenceEntry, raiseFence, writerRange } from './fence.js';
 
 const FENCE_ID = '.fences';
@@ -167,11 +167,7 @@ export class CosmosDeadLetterStore<T = unknown> implements DeadLetterStore<T> {
   async list(query?: DeadLetterQuery): Promise<DeadLetter<T>[]> {
     const limit = queryLimit(query);
     const resources = await this.#letterDocuments();
-    return resources
-      .map((d) => toLetter<T>(d))
-      .filter((l) => query?.leaseToken === undefined || l.leaseToken === query.leaseToken)
-      .sort(compareLetters)
-      .slice(0, limit);
+    return selectLetters(resources.map((d) => toLetter<T>(d)), query?.leaseToken, limit);
   }
 
   /** {@inheritDoc DeadLetterStore.remove} */
