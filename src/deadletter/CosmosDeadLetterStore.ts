@@ -1,10 +1,10 @@
-import type { Container } from '@azure/cosmos';
+import type { Container, ItemDefinition } from '@azure/cosmos';
 import type { FeedRange } from '../core/Partition.js';
 import { rangesOverlap } from '../core/Partition.js';
 import { DeadLetterFencedError } from '../errors/DeadLetterFencedError.js';
 import { InvalidOptionsError } from '../errors/index.js';
 import type { DeadLetter, DeadLetterWriter } from './DeadLetter.js';
-import { compareLetters, type DeadLetterQuery, type DeadLetterStore, queryLimit } from './DeadLetterSink.js';
+import { type DeadLetterQuery, type DeadLetterStore, queryLimit, selectLetters } from './DeadLetterSink.js';
 import { type FenceEntry, raiseFence, writerRange } from './fence.js';
 
 const FENCE_ID = '.fences';
@@ -67,7 +67,7 @@ export class CosmosDeadLetterStore<T = unknown> implements DeadLetterStore<T> {
 
   /** {@inheritDoc DeadLetterSink.write} */
   async write(letters: readonly DeadLetter<T>[], writer: DeadLetterWriter): Promise<void> {
-    let fence = await this.#readFence();
+    let fence = await this.#read<FenceDocument>(FENCE_ID);
     raiseFence(fence?.ranges ?? [], writer); // refused before anything is written
     const range = writerRange(writer);
     const created = (await Promise.all(letters.map((letter) => this.#store(letter, writer, range)))).filter((s) => s !== undefined);
@@ -90,7 +90,7 @@ export class CosmosDeadLetterStore<T = unknown> implements DeadLetterStore<T> {
         const status = statusOf(error);
         if ((status !== 412 && status !== 409) || attempt >= MAX_FENCE_ATTEMPTS) throw error;
       }
-      fence = await this.#readFence();
+      fence = await this.#read<FenceDocument>(FENCE_ID);
     }
   }
 
@@ -119,7 +119,7 @@ export class CosmosDeadLetterStore<T = unknown> implements DeadLetterStore<T> {
       } catch (error) {
         if (statusOf(error) !== 409) throw error;
       }
-      const existing = await this.#readLetter(id);
+      const existing = await this.#read<LetterDocument<T>>(id);
       if (existing === undefined) continue; // taken back in between: create it again
       const theirs = existing.rangeMin === undefined ? undefined : { minInclusive: existing.rangeMin, maxExclusive: existing.rangeMax };
       if (theirs && !rangesOverlap(theirs, range)) {
@@ -153,25 +153,11 @@ export class CosmosDeadLetterStore<T = unknown> implements DeadLetterStore<T> {
     );
   }
 
-  async #readLetter(id: string): Promise<LetterDocument<T> | undefined> {
-    try {
-      const { resource } = await this.#container.item(id, id).read<LetterDocument<T>>();
-      return resource ?? undefined;
-    } catch (error) {
-      if (statusOf(error) === 404) return undefined;
-      throw error;
-    }
-  }
-
   /** {@inheritDoc DeadLetterStore.list} */
   async list(query?: DeadLetterQuery): Promise<DeadLetter<T>[]> {
     const limit = queryLimit(query);
     const resources = await this.#letterDocuments();
-    return resources
-      .map((d) => toLetter<T>(d))
-      .filter((l) => query?.leaseToken === undefined || l.leaseToken === query.leaseToken)
-      .sort(compareLetters)
-      .slice(0, limit);
+    return selectLetters(resources.map((d) => toLetter<T>(d)), query?.leaseToken, limit);
   }
 
   /** {@inheritDoc DeadLetterStore.remove} */
@@ -198,9 +184,10 @@ export class CosmosDeadLetterStore<T = unknown> implements DeadLetterStore<T> {
     return resources;
   }
 
-  async #readFence(): Promise<FenceDocument | undefined> {
+  /** The document with this id (the container is partitioned on `/id`), or `undefined` when there is none. */
+  async #read<D extends ItemDefinition>(id: string): Promise<D | undefined> {
     try {
-      const { resource } = await this.#container.item(FENCE_ID, FENCE_ID).read<FenceDocument>();
+      const { resource } = await this.#container.item(id, id).read<D>();
       return resource ?? undefined;
     } catch (error) {
       if (statusOf(error) === 404) return undefined;

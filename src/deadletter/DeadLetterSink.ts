@@ -56,3 +56,14 @@ export function queryLimit(query: DeadLetterQuery | undefined): number {
   if (!Number.isInteger(limit) || limit < 1) throw new RangeError(`limit must be a positive integer, got ${String(limit)}`);
   return limit;
 }
+
+/**
+ * The letters a list asks for, out of all a store holds (in any order): those of `leaseToken` (all when
+ * `undefined`), oldest first (see {@link compareLetters}), at most `limit` (from {@link queryLimit}). @internal
+ */
+export function selectLetters<T>(letters: readonly DeadLetter<T>[], leaseToken: string | undefined, limit: number): DeadLetter<T>[] {
+  return letters
+    .filter((l) => leaseToken === undefined || l.leaseToken === leaseToken)
+    .sort(compareLetters)
+    .slice(0, limit);
+}

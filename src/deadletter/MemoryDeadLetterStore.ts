@@ -1,6 +1,6 @@
 import type { FeedRange } from '../core/Partition.js';
 import type { DeadLetter, DeadLetterWriter } from './DeadLetter.js';
-import { compareLetters, type DeadLetterQuery, type DeadLetterStore, queryLimit } from './DeadLetterSink.js';
+import { type DeadLetterQuery, type DeadLetterStore, queryLimit, selectLetters } from './DeadLetterSink.js';
 import { type FenceEntry, raiseFence, sameChange, writerRange } from './fence.js';
 
 /**
@@ -38,11 +38,7 @@ export class MemoryDeadLetterStore<T = unknown> implements DeadLetterStore<T> {
   /** {@inheritDoc DeadLetterStore.list} */
   async list(query?: DeadLetterQuery): Promise<DeadLetter<T>[]> {
     const limit = queryLimit(query);
-    return [...this.#letters.values()]
-      .map((stored) => stored.letter)
-      .filter((l) => query?.leaseToken === undefined || l.leaseToken === query.leaseToken)
-      .sort(compareLetters)
-      .slice(0, limit);
+    return selectLetters([...this.#letters.values()].map((stored) => stored.letter), query?.leaseToken, limit);
   }
 
   /** {@inheritDoc DeadLetterStore.remove} */

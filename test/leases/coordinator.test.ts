@@ -3,7 +3,7 @@ import { CorruptLeaseError, InvalidOptionsError, LeaseLostError, TransientError 
 import type { Partition } from '../../src/core/Partition.js';
 import { MemorySource } from '../../src/sources/MemorySource.js';
 import { createLeaseCoordinator } from '../../src/leases/createLeaseCoordinator.js';
-import type { LeaseListing, LeaseStore } from '../../src/leases/LeaseStore.js';
+import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { infoId, markerDocument, RELEASED_AT, RELEASED_BY, REPLACED_AT_EPOCH, UNTAKEN_AT_EPOCH } from '../../src/leases/protocol/index.js';
 import { finishReplacement } from '../../src/leases/coordinator/replaceGoneLease.js';
@@ -12,6 +12,31 @@ import { VirtualScheduler } from './virtualScheduler.js';
 import { withReplace } from '../support/replacing.js';
 
 const timings = { leaseAcquireIntervalMs: 13_000, leaseRenewIntervalMs: 40_000, leaseExpirationMs: 60_000 };
+
+/** Runs one lease store call, named `list`, `read <id>`, `create <id>`, `replace <id>` or `delete <id>`. */
+type Around = <R>(what: string, call: () => Promise<R>) => Promise<R>;
+
+/**
+ * A lease store over `inner` (without its tombstones): `overrides` take the place of the methods they name, and
+ * every call goes through `around` (straight on when not given), to count, fail, slow down or record calls.
+ */
+function storeOver(inner: LeaseStore, overrides: Partial<LeaseStore> = {}, around: Around = (_what, call) => call()): LeaseStore {
+  const calls: LeaseStore = {
+    list: (prefix) => inner.list(prefix),
+    read: (id) => inner.read(id),
+    createIfAbsent: (lease) => inner.createIfAbsent(lease),
+    replace: (lease) => inner.replace(lease),
+    delete: (lease) => inner.delete(lease),
+    ...overrides,
+  };
+  return {
+    list: (prefix) => around('list', () => calls.list(prefix)),
+    read: (id) => around(`read ${id}`, () => calls.read(id)),
+    createIfAbsent: (lease) => around(`create ${lease.id}`, () => calls.createIfAbsent(lease)),
+    replace: (lease) => around(`replace ${lease.id}`, () => calls.replace(lease)),
+    delete: (lease) => around(`delete ${lease.id}`, () => calls.delete(lease)),
+  };
+}
 
 describe('createLeaseCoordinator options', () => {
   const base = { store: new MemoryLeaseStore(), listPartitions: async () => [], owner: 'a', prefix: 'a.' };
@@ -158,13 +183,7 @@ describe('one host', () => {
     const clock = new VirtualScheduler();
     const inner = new MemoryLeaseStore();
     const corrupt = new CorruptLeaseError('p.bad', 'Owner is a number');
-    const store: LeaseStore = {
-      list: async (prefix: string): Promise<LeaseListing> => ({ ...(await inner.list(prefix)), corrupt: [corrupt] }),
-      read: (id) => inner.read(id),
-      createIfAbsent: (l) => inner.createIfAbsent(l),
-      replace: (l) => inner.replace(l),
-      delete: (l) => inner.delete(l),
-    };
+    const store = storeOver(inner, { list: async (prefix) => ({ ...(await inner.list(prefix)), corrupt: [corrupt] }) });
     const host = startHost('a', store, clock, new FakePartitions(2).listPartitions, timings);
     await clock.advance(5 * 60_000);
     const errors = host.events.filter((e) => e.type === 'error');
@@ -268,16 +287,12 @@ describe('renewal under store trouble', () => {
   function flakyStore() {
     const inner = new MemoryLeaseStore();
     const state = { failReplace: false };
-    const store: LeaseStore = {
-      list: (p) => inner.list(p),
-      read: (id) => inner.read(id),
-      createIfAbsent: (l) => inner.createIfAbsent(l),
+    const store = storeOver(inner, {
       replace: async (l) => {
         if (state.failReplace) throw new TransientError('store unavailable', { statusCode: 503 });
         return inner.replace(l);
       },
-      delete: (l) => inner.delete(l),
-    };
+    });
     return { inner, store, state };
   }
 
@@ -348,17 +363,13 @@ describe('bootstrap', () => {
   function countingStore() {
     const inner = new MemoryLeaseStore();
     const created: string[] = [];
-    const store: LeaseStore = {
-      list: (p) => inner.list(p),
-      read: (id) => inner.read(id),
+    const store = storeOver(inner, {
       createIfAbsent: async (l) => {
         const result = await inner.createIfAbsent(l);
         if (result) created.push(l.id);
         return result;
       },
-      replace: (l) => inner.replace(l),
-      delete: (l) => inner.delete(l),
-    };
+    });
     return { inner, store, created };
   }
 
@@ -384,13 +395,7 @@ describe('bootstrap', () => {
       calls.push(`${Math.floor(clock.now() / 10) + 1}:${what}`);
       return new Promise<void>((resolve) => clock.schedule(() => resolve(), 10)).then(work);
     };
-    const store: LeaseStore = {
-      list: (p) => record('list', () => inner.list(p)),
-      read: (id) => record(`read ${id}`, () => inner.read(id)),
-      createIfAbsent: (l) => record(`create ${l.id}`, () => inner.createIfAbsent(l)),
-      replace: (l) => record(`replace ${l.id}`, () => inner.replace(l)),
-      delete: (l) => record(`delete ${l.id}`, () => inner.delete(l)),
-    };
+    const store = storeOver(inner, {}, record);
     const parts = new FakePartitions(2);
     const host = startHost('a', store, clock, () => record('partitions', () => parts.listPartitions()), timings);
     await clock.advance(200);
@@ -436,13 +441,7 @@ describe('bootstrap', () => {
       calls.push(`${Math.floor((clock.now() - startedAt) / 10) + 1}:${what}`);
       return new Promise<void>((resolve) => clock.schedule(() => resolve(), 10)).then(work);
     };
-    const store: LeaseStore = {
-      list: (p) => record('list', () => inner.list(p)),
-      read: (id) => record(`read ${id}`, () => inner.read(id)),
-      createIfAbsent: (l) => record(`create ${l.id}`, () => inner.createIfAbsent(l)),
-      replace: (l) => record(`replace ${l.id}`, () => inner.replace(l)),
-      delete: (l) => record(`delete ${l.id}`, () => inner.delete(l)),
-    };
+    const store = storeOver(inner, {}, record);
     const host = startHost('b', store, clock, () => record('partitions', () => parts.listPartitions()), timings);
     await clock.advance(200);
     expect(host.coordinator.owned()).toHaveLength(2);
@@ -539,13 +538,14 @@ describe('finishing a split parent through a lagging view (lease-request-spin, s
       if (n > 200) spun = true;
       return spun ? new Promise<R>(() => undefined) : call(); // a spinning host is stopped here, not run forever
     };
-    const lagging: LeaseStore = {
-      list: (p) => paced(async () => ({ ...(await inner.list(p)), leases: [marked, ...(await inner.list(p)).leases] })),
-      read: (id) => paced(async () => (id === 'p.0' ? marked : inner.read(id))),
-      createIfAbsent: (l) => paced(() => inner.createIfAbsent(l)),
-      replace: (l) => paced(() => inner.replace(l)),
-      delete: (l) => paced(() => inner.delete(l)),
-    };
+    const lagging = storeOver(
+      inner,
+      {
+        list: async (p) => ({ ...(await inner.list(p)), leases: [marked, ...(await inner.list(p)).leases] }),
+        read: async (id) => (id === 'p.0' ? marked : inner.read(id)),
+      },
+      (_what, call) => paced(call),
+    );
     const host = startHost('b', lagging, clock, parts.listPartitions, timings);
     await clock.advance(3 * 13_000);
     expect(spun).toBe(false);

@@ -1,36 +1,19 @@
-import { CosmosHttpError, SUBSTATUS } from '../errors.js';
-import { effectivePartitionKey, MAX_EPK, type PartitionKeyComponent } from '../hash.js';
+import { CosmosHttpError } from '../errors.js';
+import type { PartitionKeyComponent } from '../hash.js';
+import { atomically } from './changeLog.js';
+import { documentsInScope, type DocumentScope, type PositionedDoc } from './documentScans.js';
+import { createDocument, deleteDocument, expireDocuments, patchDocument, readDocument, replaceDocument } from './documents.js';
 import { newEtag, ridBytes, seconds, toRid } from './ids.js';
 import { Offers } from './offers.js';
-import { applyPatch } from './patch.js';
-import { docKey, extractPartitionKey, normalizePartitionKey, partitionKeyMatcher, partitionKeyText } from './partitionKeys.js';
-import { inRange, initialRanges, latestOf, mergeRanges, rangeById, rangeOf, splitRange } from './ranges.js';
-import { effectiveTtl, redateExpiries } from './ttl.js';
-import type { ContainerState, DatabaseState, Doc, LogEntry, RangeState, StoredDoc, WriteConditions } from './types.js';
+import { normalizePartitionKey } from './partitionKeys.js';
+import { initialRanges, mergeRanges, rangeById, rangeOf, splitRange } from './ranges.js';
+import { redateExpiries } from './ttl.js';
+import type { ContainerState, DatabaseState, Doc, RangeState, WriteConditions } from './types.js';
 
 export type { ContainerState, DatabaseState, Doc, LogEntry, Operation, RangeState, WriteConditions } from './types.js';
+export { comparePositions, type DocumentScope, type PositionedDoc } from './documentScans.js';
 export { extractPartitionKey, parsePartitionKeyHeader, partitionKeyMatcher, partitionKeyText } from './partitionKeys.js';
 export { inRange } from './ranges.js';
-
-/** Which documents a read covers: an EPK interval and/or a partition key (or key prefix). */
-export interface DocumentScope {
-  min?: string;
-  max?: string;
-  pk?: PartitionKeyComponent[];
-}
-
-/** A document and its place in the container: its EPK, then its key (partition key and id). */
-export interface PositionedDoc {
-  epk: string;
-  key: string;
-  body: Doc;
-}
-
-/** Container order: by EPK, then by key. */
-export function comparePositions(a: { epk: string; key: string }, b: { epk: string; key: string }): number {
-  if (a.epk !== b.epk) return a.epk < b.epk ? -1 : 1;
-  return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
-}
 
 /** Settings the store needs from the emulator. */
 export interface StoreSettings {
@@ -44,8 +27,10 @@ export interface StoreSettings {
 const DEFAULT_THROUGHPUT = 400;
 
 /**
- * The in-memory account: databases, containers and their documents with the per-range change logs. Partition
- * keys, ranges (split, merge), offers, TTL and patch live in `./store/`; this class keeps them consistent.
+ * The in-memory account: databases and containers, and the one door to their documents and ranges. What happens to
+ * documents lives beside it in `./store/`: point reads and writes (documents.ts), the per-range change logs every
+ * write appends to (changeLog.ts), scoped reads (documentScans.ts), partition key ranges, splits and merges
+ * (ranges.ts), partition keys, offers, TTL and patch.
  */
 export class Store {
   readonly #databases = new Map<string, DatabaseState>();
@@ -53,10 +38,13 @@ export class Store {
   #databaseCounter = 0;
   readonly #settings: StoreSettings;
   readonly #offers: Offers;
+  /** The emulator's clock (ms), as the document modules take it. */
+  readonly #now: () => number;
 
   constructor(settings: StoreSettings) {
     this.#settings = settings;
-    this.#offers = new Offers(() => settings.now());
+    this.#now = () => settings.now();
+    this.#offers = new Offers(this.#now);
   }
 
   /** Every database, by id. */
@@ -209,35 +197,10 @@ export class Store {
     return mergeRanges(c, leftId, rightId);
   }
 
-  // ---- documents -------------------------------------------------------------------------------------
-
-  /** The partition key a write addresses: the header when sent (it must match the body), else the body's. */
-  #writeKey(c: ContainerState, body: Doc, header: PartitionKeyComponent[] | undefined): PartitionKeyComponent[] {
-    const fromBody = extractPartitionKey(body, c.partitionKey);
-    if (header !== undefined && partitionKeyText(header) !== partitionKeyText(fromBody)) {
-      throw new CosmosHttpError(
-        400,
-        `the partition key ${partitionKeyText(header)} in the header does not match ${partitionKeyText(fromBody)} in the document`,
-        SUBSTATUS.partitionKeyMismatch,
-      );
-    }
-    return fromBody;
-  }
-
-  #validateBody(body: unknown): Doc {
-    if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new CosmosHttpError(400, 'the document must be a JSON object');
-    const id = (body as Doc)['id'];
-    if (typeof id !== 'string' || id === '') throw new CosmosHttpError(400, 'the document needs a non-empty string id');
-    if (/[/\\?#]/.test(id)) throw new CosmosHttpError(400, `the id ${JSON.stringify(id)} contains one of / \\ ? #`);
-    if (id.length > 1023) throw new CosmosHttpError(400, 'the id is longer than 1023 characters');
-    return body as Doc;
-  }
+  // ---- documents (see documents.ts, changeLog.ts, documentScans.ts) ------------------------------------
 
   readDocument(c: ContainerState, pk: PartitionKeyComponent[], id: string): Doc {
-    this.expire(c);
-    const d = c.docs.get(docKey(pk, id));
-    if (!d) throw new CosmosHttpError(404, `document ${id} does not exist`);
-    return d.body;
+    return readDocument(c, pk, id, this.#now);
   }
 
   /** Create (`upsert` false) or upsert a document; tells whether it was created. */
@@ -248,15 +211,7 @@ export class Store {
     upsert: boolean,
     cond: WriteConditions = {},
   ): { doc: Doc; created: boolean } {
-    this.expire(c);
-    const body = this.#validateBody(rawBody);
-    const pk = this.#writeKey(c, body, pkHeader);
-    const existing = c.docs.get(docKey(pk, body['id'] as string));
-    if (existing && !upsert) throw new CosmosHttpError(409, `a document with id ${String(body['id'])} already exists`);
-    if (cond.ifMatch !== undefined && (!existing || existing.body['_etag'] !== cond.ifMatch)) {
-      throw new CosmosHttpError(412, 'the If-Match etag does not match the document');
-    }
-    return { doc: this.#write(c, body, pk, existing), created: !existing };
+    return createDocument(c, rawBody, pkHeader, upsert, cond, this.#now);
   }
 
   replaceDocument(
@@ -266,16 +221,7 @@ export class Store {
     pkHeader: PartitionKeyComponent[] | undefined,
     cond: WriteConditions = {},
   ): Doc {
-    this.expire(c);
-    const body = this.#validateBody(rawBody);
-    if (body['id'] !== id) throw new CosmosHttpError(400, `the body id ${String(body['id'])} does not match ${id} in the URL`);
-    const pk = this.#writeKey(c, body, pkHeader);
-    const existing = c.docs.get(docKey(pk, id));
-    if (!existing) throw new CosmosHttpError(404, `document ${id} does not exist`);
-    if (cond.ifMatch !== undefined && existing.body['_etag'] !== cond.ifMatch) {
-      throw new CosmosHttpError(412, 'the If-Match etag does not match the document');
-    }
-    return this.#write(c, body, pk, existing);
+    return replaceDocument(c, id, rawBody, pkHeader, cond, this.#now);
   }
 
   /** Applies a JSON patch (`add`, `set`, `replace`, `remove`, `incr`, `move`) to a stored document. */
@@ -287,130 +233,25 @@ export class Store {
     cond: WriteConditions = {},
     condition?: (doc: Doc) => boolean,
   ): Doc {
-    this.expire(c);
-    const existing = c.docs.get(docKey(pk, id));
-    if (!existing) throw new CosmosHttpError(404, `document ${id} does not exist`);
-    if (cond.ifMatch !== undefined && existing.body['_etag'] !== cond.ifMatch) {
-      throw new CosmosHttpError(412, 'the If-Match etag does not match the document');
-    }
-    if (condition && !condition(existing.body)) throw new CosmosHttpError(412, 'the patch condition is false for this document');
-    const next = applyPatch(structuredClone(existing.body), operations);
-    if (next['id'] !== id) throw new CosmosHttpError(400, 'a patch cannot change the id');
-    if (partitionKeyText(extractPartitionKey(next, c.partitionKey)) !== partitionKeyText(pk)) {
-      throw new CosmosHttpError(400, 'a patch cannot change the partition key', SUBSTATUS.partitionKeyMismatch);
-    }
-    return this.#write(c, next, pk, existing);
+    return patchDocument(c, id, pk, operations, cond, condition, this.#now);
   }
 
   /** Deletes a document and returns what it was. */
   deleteDocument(c: ContainerState, id: string, pk: PartitionKeyComponent[], cond: WriteConditions = {}): Doc {
-    this.expire(c);
-    const key = docKey(pk, id);
-    const existing = c.docs.get(key);
-    if (!existing) throw new CosmosHttpError(404, `document ${id} does not exist`);
-    if (cond.ifMatch !== undefined && existing.body['_etag'] !== cond.ifMatch) {
-      throw new CosmosHttpError(412, 'the If-Match etag does not match the document');
-    }
-    this.#remove(c, key, existing, false);
-    return existing.body;
-  }
-
-  #write(c: ContainerState, body: Doc, pk: PartitionKeyComponent[], existing: StoredDoc | undefined): Doc {
-    // `_lsn` is not part of the document: the service adds it only to the copies the change feed serves.
-    const epk = existing?.epk ?? effectivePartitionKey(pk, c.partitionKey);
-    const range = rangeOf(c, epk);
-    const nowMs = this.now();
-    const lsn = range.lsn + 1;
-    const rid = existing
-      ? (existing.body['_rid'] as string)
-      : toRid(Buffer.concat([Buffer.from(c.rid, 'base64'), ridBytes(0, ++c.docCounter)]));
-    const user = Object.fromEntries(Object.entries(body).filter(([k]) => !SYSTEM_PROPERTIES.has(k)));
-    const doc: Doc = {
-      ...user,
-      _rid: rid,
-      _self: `${c.resource['_self'] as string}docs/${rid}/`,
-      _etag: newEtag(),
-      _attachments: 'attachments/',
-      _ts: seconds(nowMs),
-    };
-    const key = docKey(pk, body['id'] as string);
-    const stored: StoredDoc = { body: doc, lsn, pk, epk };
-    const ttl = effectiveTtl(c, doc);
-    if (ttl !== undefined) {
-      stored.expiresAtMs = nowMs + ttl * 1000;
-      c.nextExpiryMs = Math.min(c.nextExpiryMs, stored.expiresAtMs);
-    }
-    c.docs.set(key, stored);
-    this.#append(range, {
-      lsn,
-      op: existing ? 'replace' : 'create',
-      key,
-      id: body['id'] as string,
-      pk,
-      epk,
-      current: doc,
-      ...(existing ? { previous: existing.body, previousLsn: existing.lsn } : {}),
-      timestampMs: nowMs,
-      ttlExpired: false,
-    });
-    return doc;
-  }
-
-  #remove(c: ContainerState, key: string, existing: StoredDoc, ttlExpired: boolean): void {
-    const range = rangeOf(c, existing.epk);
-    c.docs.delete(key);
-    this.#append(range, {
-      lsn: range.lsn + 1,
-      op: 'delete',
-      key,
-      id: existing.body['id'] as string,
-      pk: existing.pk,
-      epk: existing.epk,
-      previous: existing.body,
-      previousLsn: existing.lsn,
-      timestampMs: this.now(),
-      ttlExpired,
-    });
-  }
-
-  #append(range: RangeState, entry: LogEntry): void {
-    range.lsn = entry.lsn;
-    range.log.push(entry);
-    range.latest.set(entry.key, entry.lsn);
+    return deleteDocument(c, id, pk, cond, this.#now);
   }
 
   /**
    * Runs `fn` so that if it throws, the container's documents and logs are exactly as before: the undo for
-   * transactional batches. Everything here is synchronous, so no other request ever sees the partial state.
+   * transactional batches.
    */
   atomically<T>(c: ContainerState, fn: () => T): T {
-    const docs = new Map(c.docs);
-    const marks = c.ranges.map((r) => ({ r, lsn: r.lsn, length: r.log.length }));
-    try {
-      return fn();
-    } catch (err) {
-      c.docs.clear();
-      for (const [k, v] of docs) c.docs.set(k, v);
-      for (const m of marks) {
-        if (m.r.log.length === m.length) continue;
-        m.r.log.length = m.length;
-        m.r.lsn = m.lsn;
-        m.r.latest = latestOf(m.r.log);
-      }
-      throw err;
-    }
+    return atomically(c, fn);
   }
 
   /** Deletes documents whose TTL has run out; each becomes a delete with `timeToLiveExpired` in the log. */
   expire(c: ContainerState): void {
-    const nowMs = this.now();
-    if (nowMs < c.nextExpiryMs) return;
-    c.nextExpiryMs = Infinity;
-    for (const [key, d] of c.docs) {
-      if (d.expiresAtMs === undefined) continue;
-      if (d.expiresAtMs <= nowMs) this.#remove(c, key, d, true);
-      else c.nextExpiryMs = Math.min(c.nextExpiryMs, d.expiresAtMs);
-    }
+    expireDocuments(c, this.#now);
   }
 
   /** Documents of a container, optionally restricted to an EPK interval and a partition key (or key prefix). */
@@ -424,15 +265,6 @@ export class Store {
    */
   positionedDocuments(c: ContainerState, scope: DocumentScope = {}): PositionedDoc[] {
     this.expire(c);
-    const keyMatches = scope.pk && partitionKeyMatcher(scope.pk);
-    const out: PositionedDoc[] = [];
-    for (const [key, d] of c.docs) {
-      if (scope.min !== undefined && !inRange(d.epk, scope.min, scope.max ?? MAX_EPK)) continue;
-      if (keyMatches && !keyMatches(d.pk)) continue;
-      out.push({ epk: d.epk, key, body: d.body });
-    }
-    return out.sort(comparePositions);
+    return documentsInScope(c, scope);
   }
 }
-
-const SYSTEM_PROPERTIES = new Set(['_rid', '_self', '_etag', '_attachments', '_ts', '_lsn']);

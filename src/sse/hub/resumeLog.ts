@@ -1,11 +1,12 @@
 import type { Change } from '../../core/Change.js';
-import { asBatches, type BatchOrBatches, type ChangeBatch } from '../../core/ChangeBatch.js';
+import { asBatches, type BatchOrBatches } from '../../core/ChangeBatch.js';
 import { type FeedRange, rangesOverlap } from '../../core/Partition.js';
 import { logger } from '../../internal/log.js';
 import type { ViewStore } from '../../sinks/ViewStore.js';
 import { formatEventId, parseEventId } from '../eventId.js';
 import { markOf } from '../lineage.js';
 import { ReplayBuffer, type SseEntry } from '../ReplayBuffer.js';
+import { Reread } from './reread.js';
 import type { SseResetReason } from './types.js';
 
 const log = logger('sse');
@@ -60,26 +61,10 @@ export class ResumeLog<T> {
    */
   readonly #rewinds = new Map<string, Map<string, number>>();
   /**
-   * Per lease token whose reading went back and whose hub position passed the re-read's end (the furthest the hub
-   * had published over its range then, its own token's mark or another's): its re-read up to there, which the hub
-   * cannot tell from what clients were sent (an older version, a change they have, or one of a part never sent),
-   * is not published. Clients start over past it instead, and an id that does not stand at or past it over the
-   * token's range (its own mark, or along lineage the other tokens') is from before.
+   * Per lease token whose reading went back (see {@link ResumeLog.#rewinds}), its re-reads the hub does not publish:
+   * the one still open (nothing of it is published up to its end) and how far the hub's position passed them.
    */
-  readonly #rereadTo = new Map<string, number>();
-  /** The tokens whose re-read has not reached its end yet, with that end: nothing of them is published up to it. */
-  readonly #rereading = new Map<string, number>();
-  /**
-   * Per token of {@link ResumeLog.#rereading}, the furthest the hub was handed of its re-read so far (read, not
-   * published): once the re-read will not reach its end on this host, what an id must stand at over its range.
-   */
-  readonly #rereadRead = new Map<string, number>();
-  /**
-   * Per token of {@link ResumeLog.#rereading}, the ownership (the batch's tracker's signal) its re-read was last
-   * read under here: once it ends (the lease lost, released, handed over, the partition gone and replaced by its
-   * children), the re-read will not reach its end on this host.
-   */
-  readonly #rereadOwner = new Map<string, AbortSignal>();
+  readonly #rereads = new Map<string, Reread>();
   /**
    * Snapshot mode: a re-read's skipped part enters the hub's position only once the re-read has passed it, and
    * clients start over from the view after each batch of it (the view holds it; in changes-only mode, at once
@@ -135,20 +120,20 @@ export class ResumeLog<T> {
     for (const batch of asBatches(value)) {
       const token = batch.partition;
       if (batch.range) this.#ranges.set(token, batch.range);
-      const end = this.#rereading.get(token);
+      const end = this.#rereads.get(token)?.end;
       if (end !== undefined && Math.max(batch.readLsn ?? -1, batch.lastLsn ?? -1) >= end) {
         // The re-read passed what it could not publish (and the view, before the hub in the pipeline, holds it).
-        this.#endReread(token);
+        this.#rereads.get(token)!.close();
         if (this.holdRereads) this.#passReread(token, end);
       }
       if (batch.isEmpty) continue;
-      const skipping = this.#rereading.has(token);
+      const skipping = this.#rereading(token);
       // Along lineage: a split child's first batch is checked against its parent's mark.
       const seen = markOf(token, this.#marks, this.#ranges);
       const floor = seen ?? -1;
       for (const change of batch.changes) {
         // Changes of one transaction share an LSN, so compare with what earlier batches published.
-        if (change.lsn <= floor || change.lsn <= (this.#rereading.get(token) ?? -1)) continue;
+        if (change.lsn <= floor || change.lsn <= (this.#rereads.get(token)?.end ?? -1)) continue;
         const identity = `${change.id}\u0000${change.lsn}`;
         if (this.#held.has(identity) || this.#superseded(token, change)) continue;
         // A range read before under other tokens (all of it, or a part: then it inherits no mark) read from below.
@@ -161,7 +146,7 @@ export class ResumeLog<T> {
           const then = new Map([...this.#marks].filter(([t]) => t === token || this.#overlaps(t, range)));
           this.#rewinds.set(token, then);
           const to = Math.max(...then.values());
-          this.#rereading.set(token, Math.max(to, this.#rereading.get(token) ?? -1));
+          this.#reread(token).openTo(to);
           log('%s re-read from %d below what was published over its range (up to %d): not published, clients start over', token, floor, to);
           if (!this.holdRereads) this.#passReread(token, to);
           continue;
@@ -178,10 +163,10 @@ export class ResumeLog<T> {
         this.#replay.push(entry);
         fresh.push(entry);
       }
-      if (this.#rereading.has(token)) this.#readReread(batch);
+      if (this.#rereading(token)) this.#rereads.get(token)!.readBatch(batch);
       // Snapshot mode, a re-read not published yet: the view holds this batch of it, clients start over from there
       // (the reading may stop here: its lease moved to another process).
-      if (this.holdRereads && (skipping || this.#rereading.has(token))) {
+      if (this.holdRereads && (skipping || this.#rereading(token))) {
         this.startsOver++;
         this.onRewind?.(token);
       }
@@ -306,43 +291,32 @@ export class ResumeLog<T> {
     return Math.max(have.get(token) ?? -1, markOf(token, others, this.#ranges) ?? -1);
   }
 
-  /**
-   * What an id must stand at over `token`'s range not to lack a re-read of it the hub did not publish: the end of
-   * each one it passed and, for one still open, its end while it may reach it on this host. One that will not (its
-   * ownership here ended, or other tokens, its children or parts, published past its end over its whole range) is
-   * over: an id must stand at or past what the hub was handed of it (ids given since hold that; the changes past it
-   * that the hub publishes are in its buffer, as any others).
-   */
+  /** What an id must stand at over `token`'s range not to lack a re-read of it the hub did not publish (see {@link Reread.need}). */
   #rereadNeed(token: string): number {
-    const passed = this.#rereadTo.get(token) ?? -1;
-    const end = this.#rereading.get(token);
-    if (end === undefined) return passed;
-    const others = new Map(this.#marks);
-    others.delete(token);
-    const over = this.#rereadOwner.get(token)?.aborted === true || (markOf(token, others, this.#ranges) ?? -1) >= end;
-    return Math.max(passed, over ? Math.min(end, this.#rereadRead.get(token) ?? -1) : end);
+    const reread = this.#rereads.get(token);
+    if (!reread) return -1;
+    return reread.need(() => {
+      const others = new Map(this.#marks);
+      others.delete(token);
+      return markOf(token, others, this.#ranges) ?? -1;
+    });
   }
 
-  /** Records a batch of an open re-read: how far it was read, and the ownership it was read under. */
-  #readReread(batch: ChangeBatch<T>): void {
-    const token = batch.partition;
-    this.#rereadRead.set(token, Math.max(batch.readLsn ?? -1, batch.lastLsn ?? -1, this.#rereadRead.get(token) ?? -1));
-    const signal = batch.origin?.tracker.signal;
-    const current = this.#rereadOwner.get(token);
-    // A late batch of an ended ownership does not end a newer one's reading.
-    if (signal && (!signal.aborted || current === undefined || current.aborted)) this.#rereadOwner.set(token, signal);
+  /** Whether `token` has a re-read that has not reached its end yet. */
+  #rereading(token: string): boolean {
+    return this.#rereads.get(token)?.open === true;
   }
 
-  /** `token`'s re-read reached its end. */
-  #endReread(token: string): void {
-    this.#rereading.delete(token);
-    this.#rereadRead.delete(token);
-    this.#rereadOwner.delete(token);
+  /** `token`'s re-reads, recorded from here on. */
+  #reread(token: string): Reread {
+    let reread = this.#rereads.get(token);
+    if (!reread) this.#rereads.set(token, (reread = new Reread()));
+    return reread;
   }
 
   /** The hub's position passes `token`'s re-read up to `to` (not published): clients start over past it. */
   #passReread(token: string, to: number): void {
-    this.#rereadTo.set(token, Math.max(to, this.#rereadTo.get(token) ?? -1));
+    this.#reread(token).pass(to);
     this.#marks.set(token, Math.max(to, this.#marks.get(token) ?? -1));
     this.#eventId = formatEventId(this.streamId, this.#marks);
     this.startsOver++;
