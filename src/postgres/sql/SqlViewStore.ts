@@ -137,7 +137,8 @@ export class SqlViewStore<R> implements ViewStore<R> {
   async write(write: ViewWrite<R>): Promise<ViewWriteResult> {
     if (write.changes.length === 0 && write.partitions.length === 0) return { written: 0, deleted: 0, skipped: 0 };
     const runner = await this.ready();
-    // Ranges this store has not seen stored are stored first, in a short transaction of their own.
+    // Ranges this store has not seen stored are stored first, in a short transaction (shared with the writes
+    // that store ranges at the same time: a fresh view's partitions' first writes).
     let newRanges = write.partitions.some((c) => c.range !== undefined && !sameRange(c.range, this.#known.get(c.partition)?.range));
     let exclusive = false;
     for (let attempt = 1; ; attempt++) {
