@@ -14,6 +14,8 @@
  * ONE table kept across rounds, warmed first (first writes done, rxfeed's prepared write run past PostgreSQL's 5
  * custom plans on every connection); the warm-up's first write per partition is printed apart.
  * PostgreSQL: RXFEED_BENCH_PG_URL, default postgresql://postgres@127.0.0.1:5432/test (skipped with a note when unreachable).
+ * BENCH_VIEWS=fresh (or steady) runs that comparison alone, without the throughput table (PGlite included).
+ * BENCH_BATCHES=1000 (comma-separated) limits the comparisons' batch sizes (default 100,1000).
  * Each run writes into a fresh table of a schema of its own, dropped at the end.
  */
 import { PGlite } from '@electric-sql/pglite';
@@ -36,6 +38,8 @@ const ROUNDS = Number(process.argv[3] ?? 10);
 const PARTITIONS = 4;
 const PG_URL = process.env.RXFEED_BENCH_PG_URL ?? 'postgresql://postgres@127.0.0.1:5432/test';
 const schema = `rxfeed_bench_${process.pid}`;
+const ONLY = process.env.BENCH_VIEWS as 'fresh' | 'steady' | undefined;
+const BATCHES = (process.env.BENCH_BATCHES ?? '100,1000').split(',').map(Number);
 
 interface Order {
   readonly customer: string;
@@ -330,7 +334,7 @@ async function steadyState(): Promise<string[]> {
       `materializeToView's prepared write per pool connection after the warm-up (custom + generic plans): ` +
         plans.map((p) => (p ? `${p.custom} + ${p.generic}` : 'not prepared')).join(', '),
     );
-    for (const batchSize of [100, 1000]) {
+    for (const batchSize of BATCHES) {
       const hand: number[] = [];
       const ours: number[] = [];
       for (let round = 0; round < ROUNDS; round++) {
@@ -362,16 +366,10 @@ async function steadyState(): Promise<string[]> {
   return lines;
 }
 
-/** The 1-minute load average (ratios from a loaded machine are noisier: the client competes for the cores). */
-const load = (): string => loadavg()[0]!.toFixed(1);
+type RecordRow = (store: string, batchSize: number, mode: ViewMode, ms: number) => void;
 
-async function main(): Promise<void> {
-  const loadAtStart = load();
-  const rows: string[][] = [];
-  const comparisons: string[] = [];
-  const record = (store: string, batchSize: number, mode: ViewMode, ms: number) =>
-    rows.push([store, String(batchSize), mode, String(CHANGES), ms.toFixed(0), Math.round((CHANGES * 1000) / ms).toLocaleString('en-US')]);
-
+/** The throughput table's PGlite rows: a fresh table per batch size and mode, one pass each. */
+async function throughputTable(record: RecordRow): Promise<void> {
   const t0 = performance.now();
   const pglite = await PGlite.create();
   console.log(`PGlite started in ${(performance.now() - t0).toFixed(0)} ms`);
@@ -388,6 +386,34 @@ async function main(): Promise<void> {
   }
   await pglite.close();
 
+}
+
+/** The throughput table's PostgreSQL rows (skipped when PostgreSQL is unreachable). */
+async function pgThroughput(record: RecordRow): Promise<void> {
+  let table = 100;
+  const warmPg = await PostgresViewStore.create<Row>({ connection: PG_URL, table: 'warmup', schema });
+  await run(warmPg, 100, 'guarded'); // untimed
+  await warmPg.close();
+  for (const batchSize of [100, 1000]) {
+    for (const mode of ['guarded', 'exactlyOnce'] as const) {
+      const store = await PostgresViewStore.create<Row>({ connection: PG_URL, table: `t${++table}`, schema });
+      record('PostgreSQL', batchSize, mode, await run(store, batchSize, mode));
+      await store.close();
+    }
+  }
+}
+
+/** The 1-minute load average (ratios from a loaded machine are noisier: the client competes for the cores). */
+const load = (): string => loadavg()[0]!.toFixed(1);
+
+async function main(): Promise<void> {
+  const loadAtStart = load();
+  const rows: string[][] = [];
+  const comparisons: string[] = [];
+  const record = (store: string, batchSize: number, mode: ViewMode, ms: number) =>
+    rows.push([store, String(batchSize), mode, String(CHANGES), ms.toFixed(0), Math.round((CHANGES * 1000) / ms).toLocaleString('en-US')]);
+
+  if (ONLY === undefined) await throughputTable(record);
   const probe = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 2000 });
   const reachable = await probe.connect().then(
     () => true,
@@ -398,20 +424,12 @@ async function main(): Promise<void> {
   );
   if (reachable) {
     try {
-      const warmPg = await PostgresViewStore.create<Row>({ connection: PG_URL, table: 'warmup', schema });
-      await run(warmPg, 100, 'guarded'); // untimed
-      await warmPg.close();
-      for (const batchSize of [100, 1000]) {
-        for (const mode of ['guarded', 'exactlyOnce'] as const) {
-          const store = await PostgresViewStore.create<Row>({ connection: PG_URL, table: `t${++table}`, schema });
-          record('PostgreSQL', batchSize, mode, await run(store, batchSize, mode));
-          await store.close();
-        }
-      }
+      if (ONLY === undefined) await pgThroughput(record);
+      let table = 0;
       const pool = new pg.Pool({ connectionString: PG_URL, max: PARTITIONS });
       try {
         await handLoop(pool, 'warmup_hand', 100); // untimed
-        for (const batchSize of [100, 1000]) {
+        for (const batchSize of ONLY === 'steady' ? [] : BATCHES) {
           const ours: number[] = [];
           const hand: number[] = [];
           const ratios: number[] = [];
@@ -458,7 +476,7 @@ async function main(): Promise<void> {
       } finally {
         await pool.end();
       }
-      comparisons.push(...(await steadyState()));
+      if (ONLY !== 'fresh') comparisons.push(...(await steadyState()));
     } finally {
       await probe.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);
     }
@@ -468,9 +486,11 @@ async function main(): Promise<void> {
   const header = ['store', 'batch', 'mode', 'changes', 'ms', 'changes/s'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[]) => cells.map((c, i) => (i >= 3 ? c.padStart(widths[i] ?? 0) : c.padEnd(widths[i] ?? 0))).join('  ');
-  console.log(`\nmaterializeToView, ${PARTITIONS} partitions, concurrency 4, 85% upserts / 15% deletes (node ${process.version})`);
-  console.log(line(header));
-  for (const r of rows) console.log(line(r));
+  if (rows.length > 0) {
+    console.log(`\nmaterializeToView, ${PARTITIONS} partitions, concurrency 4, 85% upserts / 15% deletes (node ${process.version})`);
+    console.log(line(header));
+    for (const r of rows) console.log(line(r));
+  }
   if (comparisons.length > 0) console.log(`\n${comparisons.join('\n')}`);
   console.log(`\nload average (1 min): ${loadAtStart} at start, ${load()} at end`);
 }

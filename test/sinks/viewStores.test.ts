@@ -220,6 +220,24 @@ describe.skipIf(pgSkip !== undefined)('PostgreSQL', () => {
     await store.close();
   });
 
+  it('stores the ranges of first writes that come at once in one transaction, each write then one statement', async () => {
+    const table = nextTable();
+    const { proxy, counted } = countingPool();
+    const store = await PostgresViewStore.create<ConformanceRow>({ connection: proxy, table, schema });
+    counted.transactions = 0;
+    const first = (partition: string, min: string, max: string) =>
+      store.write({ mode: 'guarded', changes: [change(partition, `k${partition}`, 1, 1)], partitions: [ranged(partition, min, max, 1, 1)] });
+    const results = await Promise.all([first('p0', '', '40'), first('p1', '40', '80'), first('p2', '80', 'C0'), first('p3', 'C0', 'FF')]);
+    expect(results).toEqual(results.map(() => ({ written: 1, deleted: 0, skipped: 0 })));
+    expect(counted.transactions).toBe(1);
+    expect(await lineageOf(table)).toBe(0);
+    // Their next writes are planned on what the range store committed for each: one statement each.
+    await Promise.all(['p0', 'p1', 'p2', 'p3'].map((p, i) => store.write({ mode: 'guarded', changes: [change(p, `k${p}`, 2, 2)], partitions: [ranged(p, ['', '40', '80', 'C0'][i]!, ['40', '80', 'C0', 'FF'][i]!, 1, 2)] })));
+    expect(counted.transactions).toBe(1);
+    expect(Object.fromEntries((await store.rows()).map((r) => [r.key, r.row.version]))).toEqual({ kp0: 2, kp1: 2, kp2: 2, kp3: 2 });
+    await store.close();
+  });
+
   it("stores a range over part of another partition's exclusively: it waits for writes in flight and makes the next ones plan again", async () => {
     const table = nextTable();
     const store = await PostgresViewStore.create<ConformanceRow>({ connection: pool, table, schema });

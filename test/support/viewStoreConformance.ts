@@ -460,6 +460,33 @@ export function viewStoreConformance(name: string, factory: StoreFactory): void 
         expect(content(await other.rows())).toEqual({ a: 3, b: 4, c: 5 });
         expect((await other.positions()).get('p0')).toEqual({ position: 'pos:p0:5', epoch: 3, lsn: 5 });
       });
+
+      it(`${mode}: first writes of several partitions at once (a fresh view, a restarted host): a deposed one refused, the others written`, async () => {
+        const { store, reopen } = await fresh();
+        // Another host took D [C0,FF) over at epoch 3 and wrote it; this host's store has written nothing yet.
+        const other = await reopen();
+        await other.write({ mode, changes: [change('D', 'd', 1, 30)], partitions: [ranged('D', 'C0', 'FF', 3, 1)] });
+        const first = (partition: string, min: string, max: string, epoch: number, key: string) =>
+          store.write({ mode, changes: [change(partition, key, 2, 1)], partitions: [ranged(partition, min, max, epoch, 2)] }).catch((e: unknown) => e);
+        const [a, b, d, c] = await Promise.all([first('A', '', '40', 1, 'a'), first('B', '40', '80', 1, 'b'), first('D', 'C0', 'FF', 2, 'd'), first('C', '80', 'C0', 1, 'c')]);
+        expect([a, b, c]).toEqual([1, 1, 1].map(() => ({ written: 1, deleted: 0, skipped: 0 })));
+        expect(d).toMatchObject({ name: 'ViewFencedError', leaseToken: 'D', epoch: 2, currentEpoch: 3 });
+        expect(content(await store.rows())).toEqual({ a: 1, b: 1, c: 1, d: 30 });
+        const positions = await store.positions();
+        expect([...positions.keys()].sort()).toEqual(['A', 'B', 'C', 'D']);
+        expect(positions.get('D')).toMatchObject({ epoch: 3, lsn: 1 });
+        expect(positions.get('B')).toMatchObject({ epoch: 1, lsn: 2, range: { minInclusive: '40', maxExclusive: '80' } });
+        // A split parent and its child writing their first batches at once: the child is written, and the
+        // parent, whichever went first, is refused from then on.
+        const [parent, child] = await Promise.all([
+          store.write({ mode, changes: [change('P', 'p', 3, 1)], partitions: [ranged('P', '', '80', 1, 3)] }).catch((e: unknown) => e),
+          store.write({ mode, changes: [change('L', 'p', 4, 2)], partitions: [ranged('L', '', '40', 2, 4)] }),
+        ]);
+        expect(child).toEqual({ written: 1, deleted: 0, skipped: 0 });
+        expect(parent === undefined || parent instanceof ViewFencedError || (parent as { written?: number }).written === 1).toBe(true);
+        await expect(store.write({ mode, changes: [change('P', 'p', 5, 9)], partitions: [ranged('P', '', '80', 1, 5)] })).rejects.toBeInstanceOf(ViewFencedError);
+        expect((await store.get('p'))?.row.version).toBe(2);
+      });
     }
 
     it('forgets positions and epochs on clearPositions, keeping rows and tombstones', async () => {

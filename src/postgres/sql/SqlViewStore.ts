@@ -100,6 +100,8 @@ export class SqlViewStore<R> implements ViewStore<R> {
   /** The lineage generation this store last saw; fast writes are planned on it. */
   #generation: number | undefined;
   #ready: Promise<SqlRunner> | undefined;
+  /** The range store other writes may still join (its transaction has not begun); see {@link SqlViewStore.#storeRangesTogether}. */
+  #rangeStore: RangeStoreGroup<R> | undefined;
   #closed = false;
 
   /** @internal Subclasses open the driver. */
@@ -135,15 +137,16 @@ export class SqlViewStore<R> implements ViewStore<R> {
   async write(write: ViewWrite<R>): Promise<ViewWriteResult> {
     if (write.changes.length === 0 && write.partitions.length === 0) return { written: 0, deleted: 0, skipped: 0 };
     const runner = await this.ready();
-    // Ranges this store has not seen stored are stored first, in a short transaction of their own.
+    // Ranges this store has not seen stored are stored first, in a short transaction (shared with the writes
+    // that store ranges at the same time: a fresh view's partitions' first writes).
     let newRanges = write.partitions.some((c) => c.range !== undefined && !sameRange(c.range, this.#known.get(c.partition)?.range));
     let exclusive = false;
     for (let attempt = 1; ; attempt++) {
       try {
         if (newRanges) {
-          const stored = await runner.transaction((tx) => this.#storeRanges(tx, write, exclusive));
+          const stored = exclusive ? await runner.transaction((tx) => this.#storeRanges(tx, write, true)) : await this.#storeRangesTogether(runner, write);
           // Planned on what the range store committed, the write is one statement as well.
-          if (stored) this.#rememberStored(stored);
+          if (stored) this.#rememberStored(stored, partitionsOf(write));
         }
         newRanges = false;
         const known = this.#planOnKnown(write);
@@ -229,6 +232,40 @@ export class SqlViewStore<R> implements ViewStore<R> {
       known.set(partition, { epoch, lsn: row.lsn, range, aloneAt: range !== undefined && !overlapsAnother(partition) ? generation : undefined });
     }
     return { known, generation };
+  }
+
+  /**
+   * Stores the new ranges of `write` in one transaction with those of the other writes that need ranges stored
+   * while its transaction begins (the partitions of a fresh view, whose first writes come at once): range
+   * stores queue one at a time on the lineage row, so `n` partitions' first writes would otherwise wait for
+   * `n` transactions in turn. Together they are one {@link SqlViewStore.#storeRanges} over all their commits,
+   * with its checks (fencing, overlaps, between them too) unchanged. When that fails (one of them fenced,
+   * ranges over another's, a deadlock), nothing was stored and each stores its own alone, as it would have
+   * without the others: a refused write gets its own error, the others are not refused with it.
+   */
+  async #storeRangesTogether(runner: SqlRunner, write: ViewWrite<R>): Promise<StoredRanges | undefined> {
+    const partitions = partitionsOf(write);
+    let group = this.#rangeStore;
+    if (group === undefined || partitions.some((p) => group!.partitions.has(p))) {
+      const next: RangeStoreGroup<R> = { writes: [write], partitions: new Set(partitions) };
+      this.#rangeStore = group = next;
+      next.stored = runner.transaction((tx) => {
+        // Its transaction has begun: writes that need ranges stored from now on go in the next one.
+        if (this.#rangeStore === next) this.#rangeStore = undefined;
+        const together = next.writes.length === 1 ? write : { mode: write.mode, changes: [], partitions: next.writes.flatMap((w) => w.partitions) };
+        return this.#storeRanges(tx, together, false);
+      });
+    } else {
+      group.writes.push(write);
+      for (const p of partitions) group.partitions.add(p);
+    }
+    try {
+      return await group.stored!;
+    } catch (error) {
+      if (group.writes.length === 1) throw error;
+      log('%s: storing %d writes\' ranges together failed (%s); storing each alone', this.description, group.writes.length, (error as Error).message);
+      return runner.transaction((tx) => this.#storeRanges(tx, write, false));
+    }
   }
 
   /** The generation of the lineage row as a lock statement returned it. */
@@ -318,9 +355,12 @@ export class SqlViewStore<R> implements ViewStore<R> {
     return { result: { written, deleted, skipped: write.changes.length - written - deleted }, commits: plan.commits, ranges, generation };
   }
 
-  /** Notes what a committed range store left in its partitions' rows. */
-  #rememberStored({ known, generation }: StoredRanges): void {
-    for (const [partition, state] of known) this.#known.set(partition, state);
+  /** Notes what a committed range store left in the rows of `partitions` (a write's own: another write of the same store may have moved on from the others). */
+  #rememberStored({ known, generation }: StoredRanges, partitions: readonly string[]): void {
+    for (const partition of partitions) {
+      const state = known.get(partition);
+      if (state) this.#known.set(partition, state);
+    }
     this.#generation = Math.max(generation, this.#generation ?? generation);
   }
 
@@ -406,6 +446,14 @@ interface PlannedWrite<R> {
   /** Each partition's key range (the commit's, or the one stored with it): what the range fence checks. */
   readonly ranges: ReadonlyMap<string, FeedRange | undefined>;
   readonly plan: WritePlan<R>;
+}
+
+/** Writes whose new ranges one transaction stores together: their commits' partitions are distinct. */
+interface RangeStoreGroup<R> {
+  readonly writes: ViewWrite<R>[];
+  readonly partitions: Set<string>;
+  /** What the transaction committed for all of them. */
+  stored?: Promise<StoredRanges | undefined>;
 }
 
 /** What a write did, and what it stored for its partitions. */
