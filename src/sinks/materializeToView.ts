@@ -9,7 +9,8 @@ import { InvalidOptionsError, SinkError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import { sleep } from '../internal/wait.js';
 import type { AnyBatches, DocumentOf } from '../operators/types.js';
-import type { ViewChange, ViewCommit, ViewMode, ViewStore, ViewWrite } from './ViewStore.js';
+import type { ViewChange, ViewCommit, ViewMode, ViewStore, ViewWrite, ViewWriteResult } from './ViewStore.js';
+import { allAborted, type DetachedOutcome, DetachedWrites } from './internal/detachedWrites.js';
 import { writeInPartitionOrder } from './internal/writeInPartitionOrder.js';
 
 /** Options of {@link materializeToView}. */
@@ -157,6 +158,8 @@ export function materializeToView<B extends AnyBatches, R>(
       const written = new Map<string, number>();
       /** Aborted when the subscriber leaves: a write waiting out an outage stops waiting. */
       const left = new AbortController();
+      /** Writes whose leases all ended in flight: not waited for, at most `concurrency` of them at once. */
+      const detached = new DetachedWrites(concurrency);
       return source.pipe(
         writeInPartitionOrder<B>(async (value, all) => {
           // Batches of an ownership that ended are not written: the next owner reads them again.
@@ -174,8 +177,25 @@ export function materializeToView<B extends AnyBatches, R>(
             // exactly-once views still move their positions.
             const raises = write.partitions.some((p) => p.epoch > (written.get(p.partition) ?? -Infinity));
             if (write.changes.length === 0 && mode === 'guarded' && !raises) break;
+            // Aborted once every lease of the write ended: nobody waits for it then, and its slot is freed.
+            const writing = batches;
+            const deposed = allAborted(writing.flatMap((b) => (b.origin ? [b.origin.tracker.signal] : [])));
             try {
-              await view.write(write);
+              let outcome: { readonly value: ViewWriteResult } | undefined;
+              try {
+                outcome = await detached.wait(view.write(write, { signal: deposed.signal }), deposed.signal, (late) => lateWrite(view, write, writing, late, detached.count));
+              } finally {
+                deposed.dispose();
+              }
+              if (outcome === undefined) {
+                logger('view', { lease: write.partitions.map((p) => p.partition).join(',') })(
+                  'materializeToView: every lease of a write to %s ended while it was in flight: its batches are dropped, the write goes on without its slot (%d detached)',
+                  view.description,
+                  detached.count,
+                );
+                batches = dropBatches(batches, ended);
+                continue;
+              }
               for (const p of write.partitions) written.set(p.partition, Math.max(p.epoch, written.get(p.partition) ?? p.epoch));
               break;
             } catch (error) {
@@ -188,6 +208,12 @@ export function materializeToView<B extends AnyBatches, R>(
                 log('materializeToView: write to %s fenced: %s', view.description, fence.message);
                 batches.find((b) => b.partition === fence.leaseToken)?.origin?.tracker.reportError(fence);
                 batches = dropBatches(batches, (b) => b.partition === fence.leaseToken, fence);
+                continue;
+              }
+              if (deposed.signal.aborted) {
+                // Every lease ended while the write was in flight (a store that cancels it on the signal rejects
+                // so): whatever else the error, nobody waits for these batches any more.
+                batches = dropBatches(batches, ended);
                 continue;
               }
               if (classifyFailure(error) === 'permanent') {
@@ -219,6 +245,26 @@ export function materializeToView<B extends AnyBatches, R>(
         finalize(() => left.abort()),
       );
     });
+}
+
+/**
+ * Logs how a write nobody waited for any more ended (see {@link DetachedWrites}); one the view refused is
+ * reported as a fencing `error` event of its lease, as a fenced write waited for is (its batches were dropped
+ * already).
+ */
+function lateWrite<T>(view: ViewStore<unknown>, write: ViewWrite<unknown>, batches: readonly ChangeBatch<T>[], outcome: DetachedOutcome, left: number): void {
+  const log = logger('view', { lease: write.partitions.map((p) => p.partition).join(',') });
+  if (outcome.ok) {
+    log('materializeToView: a write to %s of leases that ended landed late (%d still detached)', view.description, left);
+    return;
+  }
+  const fence = fencingError(outcome.error);
+  if (fence) {
+    log('materializeToView: a write to %s of leases that ended was fenced: %s (%d still detached)', view.description, fence.message, left);
+    batches.find((b) => b.partition === fence.leaseToken)?.origin?.tracker.reportError(fence);
+    return;
+  }
+  log('materializeToView: a write to %s of leases that ended failed: %s (%d still detached)', view.description, (outcome.error as Error)?.message, left);
 }
 
 /** True for a batch whose ownership ended (or whose partition halted). */
