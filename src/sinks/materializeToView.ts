@@ -27,7 +27,10 @@ export interface MaterializeToViewOptions<T, R> extends FailureOptions<T> {
    * time-to-live expiries always remove the row. Default: none.
    */
   readonly isDeleted?: (change: Change<T>) => boolean;
-  /** How many writes (partitions) may be in flight at once. A positive integer or `Infinity`. Default `4`. */
+  /**
+   * How many writes (partitions) may be in flight at once. A positive integer or `Infinity`. Default `4`. Writes
+   * whose leases all ended in flight no longer count, up to as many again (see {@link materializeToView}).
+   */
   readonly concurrency?: number;
   /** Guard policy; see {@link ViewMode} for when to use which. Default `'guarded'`. */
   readonly mode?: ViewMode;
@@ -114,6 +117,10 @@ export function toViewWrite<T, R>(batches: readonly ChangeBatch<T>[], mode: View
  * (never emitted, so never checkpointed; the new owner reads them again; their read credit is returned and
  * this host's ownership of the lease ends) and the rest of the value is written and emitted without them.
  * Batches whose ownership ended before or while their write waited are dropped the same way, unwritten. A
+ * write still in flight when every lease it carries ends is not waited for: its batches are dropped at once and
+ * its slot goes to live partitions; the store gets the write's `signal` (aborted then) to cancel it if it can,
+ * else it finishes in the background, refused by the fence once the new owner wrote (reported then as above).
+ * At most `concurrency` such writes run at once; past that, one keeps its slot until it settles. A
  * write that fails in a way waiting can fix (connection refused, reset or dropped, a timeout, a
  * serialization failure or deadlock, an admin shutdown, too many connections; see `classifyFailure`) is
  * retried inside the sink with capped exponential backoff (100 ms doubling to 10 s, ±20 % jitter, no limit)
