@@ -184,9 +184,10 @@ export function materializeToView<B extends AnyBatches, R>(
             // exactly-once views still move their positions.
             const raises = write.partitions.some((p) => p.epoch > (written.get(p.partition) ?? -Infinity));
             if (write.changes.length === 0 && mode === 'guarded' && !raises) break;
-            // Aborted once every lease of the write ended: nobody waits for it then, and its slot is freed.
+            // Aborted once every lease of the write ended: nobody waits for it then, and its slot is freed. A batch
+            // without a reader (built by hand) has no ownership to end: its write is always waited for.
             const writing = batches;
-            const deposed = allAborted(writing.flatMap((b) => (b.origin ? [b.origin.tracker.signal] : [])));
+            const deposed = allAborted(writing.every((b) => b.origin) ? writing.map((b) => b.origin!.tracker.signal) : []);
             try {
               let outcome: { readonly value: ViewWriteResult } | undefined;
               try {
