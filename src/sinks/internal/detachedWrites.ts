@@ -6,7 +6,9 @@
  * for it as soon as the last of its leases ends, and it finishes in the background, without a slot. The epoch
  * fence is untouched: the write left before the ownership ended, as it always could, and the store refuses it
  * once the new owner wrote (or it lands first, harmlessly: guarded rows keep the highest LSN per key, and an
- * exactly-once mark or position it moves is one the new owner's replays skip or keep).
+ * exactly-once mark or position it moves is one the new owner's replays skip or keep). The ownership's signal
+ * also aborts when user code halts the partition (or the pipeline fails for good) in another operator: a write
+ * in flight then is detached too, and its batches, dropped, are read again from the checkpoint with the rest.
  */
 
 /**
