@@ -63,6 +63,7 @@ export type {
   ViewCommit,
   ViewWrite,
   ViewWriteResult,
+  ViewWriteOptions,
   ViewRow,
   ViewPartitionState,
   ViewStore,

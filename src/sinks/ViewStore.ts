@@ -97,6 +97,27 @@ export interface ViewWriteResult {
   readonly skipped: number;
 }
 
+/**
+ * Options of one {@link ViewStore.write}.
+ *
+ * @example
+ * ```ts
+ * const deposed = new AbortController();
+ * await view.write(write, { signal: deposed.signal }); // a store that can cancel stops when it aborts
+ * ```
+ */
+export interface ViewWriteOptions {
+  /**
+   * Aborted when nobody waits for the write any more: every lease whose batches it carries was lost, released
+   * or handed over while it was in flight (`materializeToView` stops waiting then, and its write slot goes to
+   * live partitions). A store that can cancel a write in flight may stop it and reject (with the signal's
+   * reason); one that cannot lets it run: the epoch fence refuses it once the new owner wrote, and what it
+   * writes before that is harmless (its batches are never checkpointed, the new owner reads them again).
+   * Default: none.
+   */
+  readonly signal?: AbortSignal;
+}
+
 /** A row as stored in a view, with the version of the change that wrote it. */
 export interface ViewRow<R> {
   /** The row's key (from `materializeToView`'s `key`, the document id by default). */
@@ -159,9 +180,11 @@ export interface ViewStore<R> {
    *    `lsn` at or below the mark).
    *
    * Checking and storing must be one step against concurrent writers of any overlapping range, on any
-   * host: a check must not pass on a state that another write changed before this one applies.
+   * host: a check must not pass on a state that another write changed before this one applies. Two writes
+   * of one partition may be in flight at once, also from one host: a write whose leases all ended is not
+   * waited for (see {@link ViewWriteOptions.signal}), and the partition's next owner writes meanwhile.
    */
-  write(write: ViewWrite<R>): Promise<ViewWriteResult>;
+  write(write: ViewWrite<R>, options?: ViewWriteOptions): Promise<ViewWriteResult>;
   /** The row under `key`, or `undefined`. */
   get(key: string): Promise<ViewRow<R> | undefined>;
   /** Every row, ordered by key. Meant for tests, checks and small views. */

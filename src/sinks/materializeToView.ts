@@ -9,7 +9,8 @@ import { InvalidOptionsError, SinkError } from '../errors/index.js';
 import { logger } from '../internal/log.js';
 import { sleep } from '../internal/wait.js';
 import type { AnyBatches, DocumentOf } from '../operators/types.js';
-import type { ViewChange, ViewCommit, ViewMode, ViewStore, ViewWrite } from './ViewStore.js';
+import type { ViewChange, ViewCommit, ViewMode, ViewStore, ViewWrite, ViewWriteResult } from './ViewStore.js';
+import { allAborted, type DetachedOutcome, DetachedWrites } from './internal/detachedWrites.js';
 import { writeInPartitionOrder } from './internal/writeInPartitionOrder.js';
 
 /** Options of {@link materializeToView}. */
@@ -26,7 +27,10 @@ export interface MaterializeToViewOptions<T, R> extends FailureOptions<T> {
    * time-to-live expiries always remove the row. Default: none.
    */
   readonly isDeleted?: (change: Change<T>) => boolean;
-  /** How many writes (partitions) may be in flight at once. A positive integer or `Infinity`. Default `4`. */
+  /**
+   * How many writes (partitions) may be in flight at once. A positive integer or `Infinity`. Default `4`. Writes
+   * whose leases all ended in flight no longer count, up to as many again (see {@link materializeToView}).
+   */
   readonly concurrency?: number;
   /** Guard policy; see {@link ViewMode} for when to use which. Default `'guarded'`. */
   readonly mode?: ViewMode;
@@ -113,6 +117,10 @@ export function toViewWrite<T, R>(batches: readonly ChangeBatch<T>[], mode: View
  * (never emitted, so never checkpointed; the new owner reads them again; their read credit is returned and
  * this host's ownership of the lease ends) and the rest of the value is written and emitted without them.
  * Batches whose ownership ended before or while their write waited are dropped the same way, unwritten. A
+ * write still in flight when every lease it carries ends is not waited for: its batches are dropped at once and
+ * its slot goes to live partitions; the store gets the write's `signal` (aborted then) to cancel it if it can,
+ * else it finishes in the background, refused by the fence once the new owner wrote (reported then as above).
+ * At most `concurrency` such writes run at once; past that, one keeps its slot until it settles. A
  * write that fails in a way waiting can fix (connection refused, reset or dropped, a timeout, a
  * serialization failure or deadlock, an admin shutdown, too many connections; see `classifyFailure`) is
  * retried inside the sink with capped exponential backoff (100 ms doubling to 10 s, ±20 % jitter, no limit)
@@ -157,6 +165,8 @@ export function materializeToView<B extends AnyBatches, R>(
       const written = new Map<string, number>();
       /** Aborted when the subscriber leaves: a write waiting out an outage stops waiting. */
       const left = new AbortController();
+      /** Writes whose leases all ended in flight: not waited for, at most `concurrency` of them at once. */
+      const detached = new DetachedWrites(concurrency);
       return source.pipe(
         writeInPartitionOrder<B>(async (value, all) => {
           // Batches of an ownership that ended are not written: the next owner reads them again.
@@ -174,8 +184,26 @@ export function materializeToView<B extends AnyBatches, R>(
             // exactly-once views still move their positions.
             const raises = write.partitions.some((p) => p.epoch > (written.get(p.partition) ?? -Infinity));
             if (write.changes.length === 0 && mode === 'guarded' && !raises) break;
+            // Aborted once every lease of the write ended: nobody waits for it then, and its slot is freed. A batch
+            // without a reader (built by hand) has no ownership to end: its write is always waited for.
+            const writing = batches;
+            const deposed = allAborted(writing.every((b) => b.origin) ? writing.map((b) => b.origin!.tracker.signal) : []);
             try {
-              await view.write(write);
+              let outcome: { readonly value: ViewWriteResult } | undefined;
+              try {
+                outcome = await detached.wait(view.write(write, { signal: deposed.signal }), deposed.signal, (late) => lateWrite(view, write, writing, late, detached.count));
+              } finally {
+                deposed.dispose();
+              }
+              if (outcome === undefined) {
+                logger('view', { lease: write.partitions.map((p) => p.partition).join(',') })(
+                  'materializeToView: every lease of a write to %s ended while it was in flight: its batches are dropped, the write goes on without its slot (%d detached)',
+                  view.description,
+                  detached.count,
+                );
+                batches = dropBatches(batches, ended);
+                continue;
+              }
               for (const p of write.partitions) written.set(p.partition, Math.max(p.epoch, written.get(p.partition) ?? p.epoch));
               break;
             } catch (error) {
@@ -188,6 +216,12 @@ export function materializeToView<B extends AnyBatches, R>(
                 log('materializeToView: write to %s fenced: %s', view.description, fence.message);
                 batches.find((b) => b.partition === fence.leaseToken)?.origin?.tracker.reportError(fence);
                 batches = dropBatches(batches, (b) => b.partition === fence.leaseToken, fence);
+                continue;
+              }
+              if (deposed.signal.aborted) {
+                // Every lease ended while the write was in flight (a store that cancels it on the signal rejects
+                // so): whatever else the error, nobody waits for these batches any more.
+                batches = dropBatches(batches, ended);
                 continue;
               }
               if (classifyFailure(error) === 'permanent') {
@@ -219,6 +253,26 @@ export function materializeToView<B extends AnyBatches, R>(
         finalize(() => left.abort()),
       );
     });
+}
+
+/**
+ * Logs how a write nobody waited for any more ended (see {@link DetachedWrites}); one the view refused is
+ * reported as a fencing `error` event of its lease, as a fenced write waited for is (its batches were dropped
+ * already).
+ */
+function lateWrite<T>(view: ViewStore<unknown>, write: ViewWrite<unknown>, batches: readonly ChangeBatch<T>[], outcome: DetachedOutcome, left: number): void {
+  const log = logger('view', { lease: write.partitions.map((p) => p.partition).join(',') });
+  if (outcome.ok) {
+    log('materializeToView: a write to %s of leases that ended landed late (%d still detached)', view.description, left);
+    return;
+  }
+  const fence = fencingError(outcome.error);
+  if (fence) {
+    log('materializeToView: a write to %s of leases that ended was fenced: %s (%d still detached)', view.description, fence.message, left);
+    batches.find((b) => b.partition === fence.leaseToken)?.origin?.tracker.reportError(fence);
+    return;
+  }
+  log('materializeToView: a write to %s of leases that ended failed: %s (%d still detached)', view.description, (outcome.error as Error)?.message, left);
 }
 
 /** True for a batch whose ownership ended (or whose partition halted). */

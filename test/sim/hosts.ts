@@ -20,6 +20,7 @@ import type { ObservedStores, Row } from './observedStores.js';
 import type { SimRelay } from './relay.js';
 import type { SimSse } from './sse.js';
 import type { SimTelemetry } from './telemetry.js';
+import { ViewSlots } from './viewSlots.js';
 import type { Doc, World } from './world.js';
 
 /** The group key of a document: ids `d0`, `d1`, ... fall in three groups, whatever partition holds them. */
@@ -38,7 +39,7 @@ export interface ReadActivity {
  * whose sink is slow holds its read budget and reads nothing until the sink catches up, and still works the
  * lease all the while.
  */
-function trackSink<R>(view: ViewStore<R>, written: Map<string, number>, now: () => number, pending: { count: number }): ViewStore<R> {
+function trackSink<R>(view: ViewStore<R>, written: Map<string, number>, now: () => number, pending: { count: number }, slots?: ViewSlots): ViewStore<R> {
   const mark = (w: ViewWrite<R>) => {
     for (const p of w.partitions) written.set(p.partition, now());
   };
@@ -49,14 +50,23 @@ function trackSink<R>(view: ViewStore<R>, written: Map<string, number>, now: () 
   return {
     ...view,
     description: view.description,
-    // No await of its own: an extra turn on the way would move every later step of a seed's replay.
+    // No await of its own: an extra turn on the way would move every later step of a seed's replay. The write's
+    // signal is not passed on: a deposed write lands late (the `late` set) as in a store that cannot cancel it,
+    // and the fence must refuse it (`deposed-view-write-accepted`).
     write: (w) => {
       mark(w);
       pending.count++;
+      const settled = slots?.left(w as ViewWrite<unknown>);
       const written = view.write(w);
       written.then(
-        () => landed(w),
-        () => landed(w),
+        () => {
+          settled?.();
+          landed(w);
+        },
+        () => {
+          settled?.();
+          landed(w);
+        },
       );
       return written;
     },
@@ -68,6 +78,9 @@ export interface Processor {
   stop(): Promise<void>;
   readonly inFlightChanges: number;
 }
+
+/** `materializeToView`'s `concurrency` in the rx form (both views). */
+const VIEW_CONCURRENCY = 2;
 
 /** Retries of a failing change: 3 attempts, no jitter (a replay must draw nothing from `Math.random`). */
 const RETRY = { attempts: 3, initialBackoffMs: 50, maxBackoffMs: 400, jitter: 0 } as const;
@@ -233,8 +246,10 @@ export class Hosts {
     const relayed = (store: LeaseStore): LeaseStore => (this.relay ? this.relay.watchCheckpoints(store, name) : store);
     const hostLeases = sdk ? stores.observeLeases(relayed(sdk.leases)) : faultyLeaseStore(relayed(stores.leasesFor(name)), plans.lease, env);
     const leases = gateLeaseStore(stores.tagWrites(hostLeases, () => ref.host!, sim), hostClock);
-    const sink = <R>(v: ViewStore<R>) => trackSink(v, sinkWrites, () => clock.now(), viewWritesInFlight);
-    const view = gateViewStore(sink(stores.markDeposed(faultyViewStore(stores.view, plans.view, env), () => ref.host!, sim)), hostClock);
+    const sink = <R>(v: ViewStore<R>, slots?: ViewSlots) => trackSink(v, sinkWrites, () => clock.now(), viewWritesInFlight, slots);
+    // The write slots of the view's sink (the rx form's `materializeToView`, concurrency 2).
+    const slots = new ViewSlots(sim, name, VIEW_CONCURRENCY, () => ref.host?.runStartedAt ?? 0);
+    const view = gateViewStore(sink(stores.markDeposed(faultyViewStore(stores.view, plans.view, env), () => ref.host!, sim), config.form === 'handler' ? undefined : slots), hostClock);
     const groupView = gateViewStore(sink(stores.markDeposed(faultyViewStore(stores.groupView, plans.view, env), () => ref.host!, sim)), hostClock);
     const gated = gateDeadLetterSink(faultyDeadLetterSink(stores.deadLetters, plans.deadLetter, env), hostClock);
     const deadLetters = this.deadLetterEvents ? this.deadLetterEvents.watch(name, gated) : gated;
@@ -318,8 +333,9 @@ export class Hosts {
           // under every fault: a copy of each change, and a filter that keeps them all.
           mapChanges((c: Change<Doc>) => ({ ...c }), failure),
           filterChanges(() => true, failure),
-          materializeToView(view, { project, concurrency: 2, mode: config.view ?? 'guarded', ...failure }),
-          config.groups ? materializeToView(groupView, { key: (c) => groupOf(c.id), project, concurrency: 2, mode: 'exactlyOnce', ...failure }) : identity,
+          tap((batch) => slots.arrived(batch)),
+          materializeToView(view, { project, concurrency: VIEW_CONCURRENCY, mode: config.view ?? 'guarded', ...failure }),
+          config.groups ? materializeToView(groupView, { key: (c) => groupOf(c.id), project, concurrency: VIEW_CONCURRENCY, mode: 'exactlyOnce', ...failure }) : identity,
           this.relay ? this.relay.operator(name, hostClock) : identity,
           this.sse ? this.sse.operator(name, hostClock, view, () => ref.host) : identity,
           tap((batch) => {

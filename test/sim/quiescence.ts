@@ -34,10 +34,12 @@ export async function checkQuiescence(
   // A write issued before the faults stopped may still be on its way (the `late` set's view writes land up to
   // LATE_WRITE_MS after they left), and a partition's later batches wait behind it: credit returns only once it
   // lands. Waited for (bounded) before the settle, so a host is judged idle only once nothing it sent is pending.
-  // Credit alone does not tell: a write of an ownership that ended (its lease lost) returned its batch's credit at
-  // once, yet holds one of `materializeToView`'s slots until it lands, and a batch of a lease the host takes after
-  // this wait (balancing) queues behind it (seed 186: two late writes of lost leases, 6.8 s each, held both slots;
-  // lease 8's first batches, read 55 ms after an idle-looking wait, came back 250 ms after the check).
+  // Credit alone did not tell: a write of an ownership that ended (its lease lost) returned its batch's credit at
+  // once, yet held one of `materializeToView`'s slots until it landed, and a batch of a lease the host took after
+  // this wait (balancing) queued behind it (seed 186: two late writes of lost leases, 6.8 s each, held both slots;
+  // lease 8's first batches, read 55 ms after an idle-looking wait, came back 250 ms after the check). Such a write
+  // now gives its slot back when its leases end (`live-write-behind-deposed`), up to `concurrency` of them at once;
+  // past that bound one still holds its slot, which this wait covers.
   // A halted partition keeps its host busy for good (see below): nothing to wait for then.
   const busy = (h: SimHost) => h.processor.inFlightChanges !== 0 || h.viewWritesInFlight.count > 0;
   for (let waited = 0; world.halted.size === 0 && waited < LATE_WRITE_MS && hosts.running().some(busy); waited += 500) {

@@ -1,10 +1,11 @@
-import type { ViewStore, ViewWrite, ViewWriteResult } from '../../../src/sinks/ViewStore.js';
+import type { ViewStore, ViewWrite, ViewWriteOptions, ViewWriteResult } from '../../../src/sinks/ViewStore.js';
 import { type FaultEnv, type FaultPlan } from './plan.js';
 
 /**
  * Faults of a view store's `write` (key: the write's partitions, comma-separated):
  * - `failure`: nothing written, the write rejects with an `Error`;
- * - `slow`: the write lands after `ms` (default 1 000);
+ * - `slow`: the write lands after `ms` (default 1 000), unless the write's `signal` aborts first (then nothing is
+ *   written and it rejects with the signal's reason, as a store that cancels a transaction in flight does);
  * - `lostReply`: the write lands, then the call rejects (the reply was lost);
  * - `unavailable`: nothing written, the write rejects as a database that is down does (`ECONNREFUSED`);
  * - `rejected`: nothing written, the write rejects in a way no wait can fix (SQLSTATE `42P01`, a missing table).
@@ -27,18 +28,18 @@ export function faultyViewStore<R>(view: ViewStore<R>, plan: ViewFaultPlan, env:
     get description() {
       return view.description;
     },
-    async write(write: ViewWrite<R>): Promise<ViewWriteResult> {
+    async write(write: ViewWrite<R>, options?: ViewWriteOptions): Promise<ViewWriteResult> {
       const rule = env.pick('view', plan, 'write', write.partitions.map((p) => p.partition).join(','));
       switch (rule?.kind) {
         case undefined:
-          return view.write(write);
+          return view.write(write, options);
         case 'failure':
           throw new Error(`view write failed (injected)`);
         case 'slow':
-          await env.delay(rule.ms ?? 1_000);
-          return view.write(write);
+          await env.delay(rule.ms ?? 1_000, options?.signal);
+          return view.write(write, options);
         case 'lostReply':
-          await view.write(write);
+          await view.write(write, options);
           throw new Error('view write reply lost (injected)');
         case 'unavailable':
           throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432 (injected)'), { code: 'ECONNREFUSED' });
