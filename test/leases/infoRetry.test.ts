@@ -128,3 +128,21 @@ describe('a bootstrap whose .info create failed, every lease created', () => {
     await b.coordinator.stop();
   });
 });
+
+describe('a create that lands after a reset deleted the leases and .info', () => {
+  it('leaves a lease, so no round bootstraps: the gap is repaired, and the repair is followed by .info', async () => {
+    const clock = new VirtualScheduler();
+    const inner = new MemoryLeaseStore();
+    const parts = new FakePartitions(3);
+    const host = startHost('a', inner, clock, parts.listPartitions, timings);
+    await clock.advance(timings.leaseExpirationMs + 100);
+    expect(await inner.read(INFO)).toBeDefined();
+    // A reset: the leases, then the markers; then a create sent before it lands (free, at epoch 0).
+    for (const l of inner.snapshot()) await inner.delete(l);
+    await inner.createIfAbsent({ id: 'p.1', leaseToken: '1', feedRange: parts.list[1]!.range, owner: null, continuation: null, timestampMs: clock.now(), epoch: 0, mode: 'latestVersion', properties: {} });
+    await clock.advance(3 * timings.leaseExpirationMs);
+    expect(inner.snapshot().map((l) => l.id).filter((id) => !id.startsWith('p..')).sort()).toEqual(['p.0', 'p.1', 'p.2']);
+    expect(await inner.read(INFO)).toBeDefined();
+    await host.coordinator.stop();
+  });
+});

@@ -296,7 +296,10 @@ export class Coordinator implements LeaseCoordinator {
 
   /**
    * The balance loop's coverage step (Coverage): `false` at once while the leases cover the key space. A
-   * failed review or repair is counted and retried next round; it does not fail the round.
+   * failed review or repair is counted and retried next round; it does not fail the round. A repair that
+   * created leases is followed by a try at the bootstrap (`.info` read; written if absent): a create that
+   * landed after a reset deleted the leases and `.info` leaves a lease without `.info`, and no round
+   * bootstraps while leases are listed (the gap beside it is repaired, `.info` was written by nobody).
    */
   #reviewCoverage(coverage: Coverage, leases: readonly Lease[]): false | Promise<boolean> {
     const ctx = this.#ctx;
@@ -308,6 +311,7 @@ export class Coordinator implements LeaseCoordinator {
     return review.then(
       (created) => {
         ctx.failures.succeeded('coverage');
+        if (created) this.#unfinished();
         return created;
       },
       (error: unknown) => {
