@@ -247,6 +247,11 @@ export class ObservedStores {
     };
   }
 
+  /** Whether a document `id` is stored, markers too (the SDK mode's {@link leaseSnapshot} leaves out documents without a token). */
+  hasLeaseDocument(id: string): boolean {
+    return this.#world.sdk ? this.#world.sdk.leaseDocumentIds().includes(id) : this.leaseMemory.snapshot().some((l) => l.id === id);
+  }
+
   /** The stored leases, read synchronously (in the SDK mode, from the emulator's lease container). */
   leaseSnapshot(): readonly Lease[] {
     return this.#world.sdk ? this.#world.sdk.leaseSnapshot() : this.leaseMemory.snapshot();

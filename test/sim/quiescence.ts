@@ -113,10 +113,7 @@ async function checkInfo(sim: Sim, stores: ObservedStores, hosts: Hosts, advance
   const { prefix } = leaseNaming(sim.config);
   const ids = leaseIdsOf(prefix, sim.config.leaseScheme ?? 'rxfeed');
   const info = infoId(ids.markerPrefix);
-  const missing = (): boolean => {
-    const docs = stores.leaseSnapshot();
-    return docs.some((l) => isLeaseOf(ids, l)) && !docs.some((l) => l.id === info);
-  };
+  const missing = (): boolean => stores.leaseSnapshot().some((l) => isLeaseOf(ids, l)) && !stores.hasLeaseDocument(info);
   for (let waited = 0; missing() && waited < 3 * TIMINGS.leaseExpirationMs; waited += TICK_MS) await advance(TICK_MS);
   if (missing() && hosts.running().length > 0) {
     sim.violations.report('info-never-written', `leases exist and ${hosts.running().length} hosts run, but ${info} was not written within ${3 * TIMINGS.leaseExpirationMs} ms of quiet`);
