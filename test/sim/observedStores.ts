@@ -1,6 +1,7 @@
 import { MemoryDeadLetterStore, MemoryLeaseStore, MemoryViewStore } from '../../src/index.js';
 import type { DeadLetterSink } from '../../src/deadletter/DeadLetterSink.js';
-import type { Lease } from '../../src/leases/Lease.js';
+import type { Lease, NewLease } from '../../src/leases/Lease.js';
+import { infoId } from '../../src/leases/protocol/documents.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
 import type { ViewStore, ViewWrite } from '../../src/sinks/ViewStore.js';
 import { PARENT_LEASE } from '../../src/leases/protocol/signals.js';
@@ -246,6 +247,11 @@ export class ObservedStores {
     };
   }
 
+  /** Whether a document `id` is stored, markers too (the SDK mode's {@link leaseSnapshot} leaves out documents without a token). */
+  hasLeaseDocument(id: string): boolean {
+    return this.#world.sdk ? this.#world.sdk.leaseDocumentIds().includes(id) : this.leaseMemory.snapshot().some((l) => l.id === id);
+  }
+
   /** The stored leases, read synchronously (in the SDK mode, from the emulator's lease container). */
   leaseSnapshot(): readonly Lease[] {
     return this.#world.sdk ? this.#world.sdk.leaseSnapshot() : this.leaseMemory.snapshot();
@@ -297,7 +303,10 @@ export class ObservedStores {
    * Wraps one host's lease store (outside the faults) so that the observer knows which host issued a write,
    * and checks `lease-request-spin`: more than {@link SPIN_CALLS} lease-store calls from one host within one
    * virtual millisecond is a loop without a delay (virtual time would never move again: the simulation
-   * reports it, then makes each further call of that instant wait 1 ms so the run can go on).
+   * reports it, then makes each further call of that instant wait 1 ms so the run can go on). Tallies the
+   * bootstrap marker's creates that failed (`bootstrap.infoFailed`) and a host's own `.info` create that landed
+   * after one of its own failed (`bootstrap.infoRetried`: the host tried again itself, docs/lease-protocol.md,
+   * *Bootstrap*); `info-never-written` (quiescence) judges that `.info` is there in the end.
    */
   tagWrites(store: LeaseStore, host: () => { readonly name: string; readonly stopped: boolean; readonly runStartedAt: number }, sim: Sim): LeaseStore {
     const tag = <L extends object>(lease: L): L => {
@@ -309,6 +318,19 @@ export class ObservedStores {
     let instant = Number.NaN;
     let calls = 0;
     let limit = SPIN_CALLS;
+    const info = infoId(leaseNaming(sim.config).prefix);
+    let infoFailed = false;
+    const markInfo = async (lease: NewLease): Promise<Lease | undefined> => {
+      try {
+        const created = await store.createIfAbsent(tag(lease));
+        if (created && infoFailed) sim.tally('bootstrap.infoRetried');
+        return created;
+      } catch (error) {
+        infoFailed = true;
+        sim.tally('bootstrap.infoFailed');
+        throw error;
+      }
+    };
     const paced = async <R>(op: string, call: () => Promise<R>): Promise<R> => {
       const now = sim.clock.now();
       if (now !== instant) [instant, calls] = [now, 0];
@@ -322,7 +344,7 @@ export class ObservedStores {
     return {
       list: (prefix) => paced('list', () => store.list(prefix)),
       read: (id) => paced('read', () => store.read(id)),
-      createIfAbsent: (lease) => paced('createIfAbsent', () => store.createIfAbsent(tag(lease))),
+      createIfAbsent: (lease) => paced('createIfAbsent', () => (lease.id === info ? markInfo(lease) : store.createIfAbsent(tag(lease)))),
       replace: (lease) => paced('replace', () => store.replace(tag(lease))),
       delete: (lease) => paced('delete', () => store.delete(lease)),
       ...(store.tombstone ? { tombstone: (lease: Lease) => paced('tombstone', () => store.tombstone!(lease)) } : {}),

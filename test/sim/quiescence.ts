@@ -1,4 +1,5 @@
-import { CHURN_MOVES, LATE_WRITE_MS, QUIESCE_MS, STOP_BOUND_MS, TICK_MS } from './config.js';
+import { infoId, isLeaseOf, leaseIdsOf } from '../../src/leases/protocol/documents.js';
+import { CHURN_MOVES, LATE_WRITE_MS, leaseNaming, QUIESCE_MS, STOP_BOUND_MS, TICK_MS, TIMINGS } from './config.js';
 import type { Sim } from './context.js';
 import type { Hosts, SimHost } from './hosts.js';
 import type { ObservedStores } from './observedStores.js';
@@ -7,7 +8,8 @@ import type { World } from './world.js';
 /**
  * After the chaos: faults stop, paused hosts resume, writes stop; then everything must converge
  * (`change-never-delivered`, `view-differs-from-source`, `credit-not-returned`), leases settle
- * (`lease-churn`), and a graceful stop of every live host finishes (`stop-never-finished`).
+ * (`lease-churn`), the bootstrap is marked done where leases exist (`info-never-written`), and a graceful stop
+ * of every live host finishes (`stop-never-finished`).
  */
 export async function checkQuiescence(
   sim: Sim,
@@ -85,6 +87,8 @@ export async function checkQuiescence(
     }
   }
 
+  await checkInfo(sim, stores, hosts, advance);
+
   await beforeStop?.();
   const stopping = hosts.running();
   for (const h of stopping) hosts.stop(h);
@@ -97,5 +101,23 @@ export async function checkQuiescence(
   for (const h of hosts.all) {
     h.subscription.unsubscribe();
     h.clock.kill();
+  }
+}
+
+/**
+ * `info-never-written`: the processor's leases exist and hosts run, yet `<prefix>.info` does not, within three
+ * lease expirations of quiet. A host whose `.info` create failed after its leases were created tries again an
+ * acquire interval later (docs/lease-protocol.md, *Bootstrap*); a lock left by a host that crashed is stale an
+ * expiration later and the bootstrap waiting on it writes `.info`; one handed over at a stop is taken over at
+ * once. Without the retry, `.info` stayed absent for as long as the host that failed ran.
+ */
+async function checkInfo(sim: Sim, stores: ObservedStores, hosts: Hosts, advance: (ms: number) => Promise<void>): Promise<void> {
+  const { prefix } = leaseNaming(sim.config);
+  const ids = leaseIdsOf(prefix, sim.config.leaseScheme ?? 'rxfeed');
+  const info = infoId(ids.markerPrefix);
+  const missing = (): boolean => stores.leaseSnapshot().some((l) => isLeaseOf(ids, l)) && !stores.hasLeaseDocument(info);
+  for (let waited = 0; missing() && waited < 3 * TIMINGS.leaseExpirationMs; waited += TICK_MS) await advance(TICK_MS);
+  if (missing() && hosts.running().length > 0) {
+    sim.violations.report('info-never-written', `leases exist and ${hosts.running().length} hosts run, but ${info} was not written within ${3 * TIMINGS.leaseExpirationMs} ms of quiet`);
   }
 }

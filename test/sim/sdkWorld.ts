@@ -184,6 +184,11 @@ export class SdkWorld {
   }
 
   /** The stored leases, read synchronously from the emulator's store (markers and unreadable documents left out). */
+  /** The ids of every document in the lease container, markers too (read synchronously). */
+  leaseDocumentIds(): string[] {
+    return [...this.#store.documents(this.#leases!)].map((doc) => String((doc as { id: unknown }).id));
+  }
+
   leaseSnapshot(): Lease[] {
     const leases: Lease[] = [];
     for (const doc of this.#store.documents(this.#leases!)) {

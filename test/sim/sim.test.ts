@@ -922,3 +922,26 @@ describe('simulation: seeds the FirstPages schedule found', () => {
     it(`no violation: ${replayLine(config)}`, () => expectNoViolations(config));
   }
 });
+
+/**
+ * A bootstrap whose lease creates landed and whose `.info` create failed (a 503 of the `lease` set): its host went
+ * on with the leases and nobody wrote `.info` while it ran (`info-never-written` at quiescence, seeds 15 and 23
+ * of `--faults lease --hosts 1-1 --chaos-ms 3000`). With more hosts starting together, the one waiting on the
+ * lock wrote it only once the lock's hold ended, an expiration later (seed 34 of `--hosts 2-3`). The host now
+ * tries again an acquire interval later, takes its lock back and writes `.info` (`bootstrap.infoRetried`; unit
+ * tests in test/leases/infoRetry.test.ts).
+ */
+describe('simulation: a failed .info create, tried again by its host', () => {
+  const configs: SimConfig[] = [
+    { seed: 15, faults: ['lease'], hosts: { min: 1, max: 1 }, chaosMs: 3_000 },
+    { seed: 34, faults: ['lease'], hosts: { min: 2, max: 3 }, chaosMs: 3_000 },
+  ];
+  for (const config of configs) {
+    it(`writes .info at its next try: ${replayLine(config)}`, async () => {
+      const { violations, stats } = await runSimulation(config);
+      expect(violations).toEqual([]);
+      expect(stats.faults['bootstrap.infoFailed']).toBeGreaterThan(0);
+      expect(stats.faults['bootstrap.infoRetried']).toBeGreaterThan(0);
+    });
+  }
+});

@@ -56,6 +56,8 @@ export class Coordinator implements LeaseCoordinator {
   #failedFatally = false;
   /** The next bootstrap attempt after one failed. */
   #retry: Subscription | undefined;
+  /** The next try at a bootstrap this host went on from without `.info` written (see {@link Coordinator.#unfinished}). */
+  #finishing: Subscription | undefined;
   /** Whether this host reported that its processor's leases are gone while `.info` says they exist. */
   #goneReported = false;
 
@@ -105,6 +107,7 @@ export class Coordinator implements LeaseCoordinator {
       ctx.log('stopping');
       this.#stopSignal.abort();
       this.#retry?.unsubscribe();
+      this.#finishing?.unsubscribe();
       this.#balancer.cancel();
       await this.#balancer.running;
       await Promise.all([...ctx.owned.values()].map((owned) => this.#endings.handOver(owned, 'Shutdown')));
@@ -187,8 +190,9 @@ export class Coordinator implements LeaseCoordinator {
   /**
    * Creates the leases unless `.info` says they exist, and owns those it claimed; throws what failed. At the
    * start (`listBeside`), the leases are listed beside the first `.info` read, for the first balancing round.
+   * `claim: false` creates every lease free (a try at finishing a bootstrap, while this host owns leases).
    */
-  async #bootstrap(listBeside = false): Promise<BootstrapResult> {
+  async #bootstrap(listBeside = false, claim = true): Promise<BootstrapResult> {
     const ctx = this.#ctx;
     const maxLeases = this.#options.maxLeases;
     // The partitions are listed while the bootstrap looks for its marker: a fresh container needs them to
@@ -202,7 +206,7 @@ export class Coordinator implements LeaseCoordinator {
       retryMs: Math.min(1000, ctx.t.acquireMs),
       listPartitions: () => partitions,
       ...(this.#options.startPosition ? { startPosition: this.#options.startPosition } : {}),
-      claim: maxLeases > 0 ? maxLeases : Infinity,
+      claim: !claim ? 0 : maxLeases > 0 ? maxLeases : Infinity,
       clock: () => ctx.scheduler.now(),
       stopped: () => ctx.stopped(),
       delay: (ms) => delay(ctx, ms),
@@ -212,6 +216,7 @@ export class Coordinator implements LeaseCoordinator {
       ...(ctx.claiming ? { claiming: (lease: NewLease) => ctx.claiming!(lease, ctx.partitions.of(lease.leaseToken, lease.feedRange)) } : {}),
       background: (work) => ctx.track(work.catch((error: unknown) => this.#fatal(error) || ctx.failures.failed('bootstrap', error))),
       held: this.#heldLock,
+      unfinished: () => this.#unfinished(),
     });
     if (bootstrap.failure === undefined) ctx.failures.succeeded('bootstrap');
     await partitions.catch((error: unknown) => this.#fatal(error) || ctx.failures.failed('partitions', error));
@@ -232,7 +237,11 @@ export class Coordinator implements LeaseCoordinator {
    */
   async #leasesGone(): Promise<number> {
     const ctx = this.#ctx;
-    const { created } = await this.#bootstrap();
+    const { created } = await this.#bootstrap().catch((error: unknown) => {
+      // Some creates may have landed: the next round lists leases and would not bootstrap again.
+      this.#unfinished();
+      throw error;
+    });
     if (created.length > 0) {
       ctx.log('no lease was left under the prefix: bootstrapped again (%d leases)', created.length);
       this.#goneReported = false;
@@ -258,8 +267,39 @@ export class Coordinator implements LeaseCoordinator {
   }
 
   /**
+   * A bootstrap this host went on from is not finished: `.info` is not written (its create failed after the
+   * leases were created, or a bootstrap after the leases were found gone failed). Tried again an acquire
+   * interval later, until `.info` is there: the try takes this host's lock back while its hold lasts (counting
+   * the leases the failed bootstrap knew of as listed), creates what is missing (free) and writes `.info`.
+   * Without it, `.info` stayed absent for as long as this host ran, and every start until another host wrote it
+   * bootstrapped again under the lock (docs/lease-protocol.md, *Bootstrap*).
+   */
+  #unfinished(): void {
+    const ctx = this.#ctx;
+    if (ctx.stopped() || this.#finishing) return;
+    this.#finishing = ctx.scheduler.schedule(() => {
+      this.#finishing = undefined;
+      ctx.track(this.#finishBootstrap());
+    }, ctx.t.acquireMs);
+  }
+
+  async #finishBootstrap(): Promise<void> {
+    const ctx = this.#ctx;
+    try {
+      await this.#bootstrap(false, false);
+    } catch (error) {
+      if (this.#fatal(error)) return;
+      ctx.failures.failed('bootstrap', error);
+      this.#unfinished();
+    }
+  }
+
+  /**
    * The balance loop's coverage step (Coverage): `false` at once while the leases cover the key space. A
-   * failed review or repair is counted and retried next round; it does not fail the round.
+   * failed review or repair is counted and retried next round; it does not fail the round. A repair that
+   * created leases is followed by a try at the bootstrap (`.info` read; written if absent): a create that
+   * landed after a reset deleted the leases and `.info` leaves a lease without `.info`, and no round
+   * bootstraps while leases are listed (the gap beside it is repaired, `.info` was written by nobody).
    */
   #reviewCoverage(coverage: Coverage, leases: readonly Lease[]): false | Promise<boolean> {
     const ctx = this.#ctx;
@@ -271,6 +311,7 @@ export class Coordinator implements LeaseCoordinator {
     return review.then(
       (created) => {
         ctx.failures.succeeded('coverage');
+        if (created) this.#unfinished();
         return created;
       },
       (error: unknown) => {
@@ -291,6 +332,7 @@ export class Coordinator implements LeaseCoordinator {
     this.#stopping ??= Promise.resolve();
     this.#stopSignal.abort();
     this.#retry?.unsubscribe();
+    this.#finishing?.unsubscribe();
     this.#balancer.cancel();
     this.#acquired.error(error);
     this.#events.complete();

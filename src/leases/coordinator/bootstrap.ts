@@ -55,6 +55,12 @@ export interface BootstrapContext {
   readonly claiming?: (lease: NewLease) => (() => void) | void;
   /** The lock this host's last bootstrap keeps after it failed: its next bootstrap takes it back at once. */
   readonly held?: HeldLock;
+  /**
+   * Told when a bootstrap that created (or found) every lease could not write `.info` after it returned: its
+   * host has gone on with those leases, and must try again (its next bootstrap takes the lock back, finds the
+   * leases and writes `.info`), or `.info` is written by no host until another one starts.
+   */
+  readonly unfinished?: () => void;
 }
 
 /** The processor's leases and unreadable lease documents, as the balance loop lists them. */
@@ -293,13 +299,17 @@ async function createLeases(ctx: BootstrapContext, floor: number, leased: readon
 /**
  * Records that the leases exist (`<prefix>.info`), then removes our lock, if we hold one, an expiration later
  * ({@link holdLock}); also when `.info` failed (the failure is thrown at once, the hold goes on in the
- * background, and hands the lock over with the leases `known` if the host stops meanwhile).
+ * background, and hands the lock over with the leases `known` if the host stops meanwhile; the host is told,
+ * `unfinished`, and its next bootstrap takes the lock back and writes `.info`).
  */
 async function markDone(ctx: BootstrapContext, lock?: Lease, known: readonly KnownLease[] = []): Promise<void> {
   try {
     await ctx.store.createIfAbsent(markerDocument(ctx.naming, infoId(ctx.naming.markerPrefix)));
   } catch (error) {
-    if (lock) ctx.background(holdLock(ctx, lock, known));
+    if (lock) {
+      ctx.background(holdLock(ctx, lock, known));
+      ctx.unfinished?.();
+    }
     throw error;
   }
   if (lock) await holdLock(ctx, lock);
