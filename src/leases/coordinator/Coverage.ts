@@ -4,7 +4,7 @@
 import type { FeedRange, Partition, Position } from '../../core/Partition.js';
 import { CorruptLeaseError } from '../../errors/index.js';
 import type { Lease } from '../Lease.js';
-import { floorId, leaseDocument, lockId, markerDocument } from '../protocol/documents.js';
+import { confirmEpochFloor, leaseDocument, lockId, markerDocument, readEpochFloor } from '../protocol/documents.js';
 import { listProcessorLeases } from '../protocol/listing.js';
 import { KEY_SPACE } from './bootstrap.js';
 import { LockWatch } from './bootstrapLock.js';
@@ -140,7 +140,7 @@ export class Coverage {
       return false;
     }
     try {
-      const [floor, listing, partitions] = await Promise.all([this.#epochFloor(), listProcessorLeases(store, naming), ctx.partitions.refresh()]);
+      const [floorRead, listing, partitions] = await Promise.all([readEpochFloor(store, naming), listProcessorLeases(store, naming), ctx.partitions.refresh()]);
       const plan = uncoveredRanges(listing.leases, partitions);
       const fresh = plan?.gaps.map(show).join(' ');
       if (!plan || fresh !== key) {
@@ -149,6 +149,8 @@ export class Coverage {
         return false;
       }
       const starts = await Promise.all(plan.create.map((c) => this.options.startPosition?.({ id: c.token, range: c.range }) ?? null));
+      // The highest epoch a reset deleted: the leases are created at it, never below (confirmed current first).
+      const floor = await confirmEpochFloor(store, naming, naming.now, floorRead);
       const settled = await Promise.allSettled(plan.create.map((c, i) => store.createIfAbsent(leaseDocument(naming, c.token, c.range, starts[i]!, {}, floor))));
       const created = settled.flatMap((s) => (s.status === 'fulfilled' && s.value ? [s.value] : []));
       const failed = settled.find((s) => s.status === 'rejected');
@@ -165,16 +167,6 @@ export class Coverage {
       return created.length > 0;
     } finally {
       await store.delete(lock).catch(() => undefined);
-    }
-  }
-
-  /** The highest epoch a reset deleted (`<prefix>.floor`), 0 if none: new leases start at it, never below. */
-  async #epochFloor(): Promise<number> {
-    try {
-      return (await this.ctx.store.read(floorId(this.ctx.naming.markerPrefix)))?.epoch ?? 0;
-    } catch (error) {
-      if (error instanceof CorruptLeaseError) return 0;
-      throw error;
     }
   }
 

@@ -6,7 +6,7 @@ import type { Logger } from '../../internal/log.js';
 import type { Lease, NewLease } from '../Lease.js';
 import type { LeaseStore } from '../LeaseStore.js';
 import { listProcessorLeases } from '../protocol/listing.js';
-import { floorId, infoId, leaseDocument, lockId, markerDocument, type LeaseNaming } from '../protocol/documents.js';
+import { confirmEpochFloor, infoId, leaseDocument, lockId, markerDocument, readEpochFloor, type LeaseNaming } from '../protocol/documents.js';
 import { coversRange } from './splitMerge.js';
 import { handedOverLeases, handOverProperty, knownLease, knownOf, LockWatch, type HeldLock, type KnownLease } from './bootstrapLock.js';
 
@@ -161,7 +161,7 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
       if (created) await store.delete(created).catch(() => undefined);
       throw floorRead.reason;
     }
-    const floor = (floorRead as PromiseFulfilledResult<number>).value;
+    const floor = (floorRead as PromiseFulfilledResult<Lease | undefined>).value;
     if (created) return await underLock(ctx, created, floor, []);
     const existing = await readMarker(store, lock);
     const handed = existing && existing !== FOREIGN ? handedOverLeases(existing) : undefined;
@@ -181,8 +181,8 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
           `the bootstrap lock ${lock} is not in rxfeed's format and has not gone away for ${ctx.expirationMs} ms; ` +
             'creating the leases without it (safe: lease ids are deterministic)',
         );
-        const [floor, existing] = await Promise.all([epochFloor(ctx), store.list(naming.prefix)]);
-        const creates = await createLeases(ctx, floor, knownOf(ctx.naming, existing));
+        const [floorRead, existing] = await Promise.all([epochFloor(ctx), store.list(naming.prefix)]);
+        const creates = await createLeases(ctx, await confirmEpochFloor(store, naming, naming.now, floorRead), knownOf(ctx.naming, existing));
         if (creates.failure === undefined) await markDone(ctx);
         return createdBy(creates);
       }
@@ -217,7 +217,7 @@ export async function bootstrapLeases(ctx: BootstrapContext): Promise<BootstrapR
  * it, listed no lease and created split children 3 and 4 from `startFrom` beside claimed parent 2, child 3 at
  * LSN 6 below 2's checkpoint at 11).
  */
-async function underLock(ctx: BootstrapContext, ours: Lease, floor: number, handed: readonly KnownLease[]): Promise<BootstrapResult> {
+async function underLock(ctx: BootstrapContext, ours: Lease, floorRead: Lease | undefined, handed: readonly KnownLease[]): Promise<BootstrapResult> {
   const { store, naming } = ctx;
   let creates: Creates;
   let known: readonly KnownLease[];
@@ -233,7 +233,7 @@ async function underLock(ctx: BootstrapContext, ours: Lease, floor: number, hand
       return NOTHING_CREATED;
     }
     known = [...knownOf(naming, existing), ...handed];
-    creates = await createLeases(ctx, floor, known);
+    creates = await createLeases(ctx, await confirmEpochFloor(store, naming, naming.now, floorRead), known);
   } catch (error) {
     // Nothing was created: the leases handed over are handed on.
     if (handed.length > 0) ctx.background(holdLock(ctx, ours, handed));
@@ -248,10 +248,9 @@ async function underLock(ctx: BootstrapContext, ours: Lease, floor: number, hand
   return createdBy(creates);
 }
 
-/** The highest epoch of the leases a reset deleted (`<prefix>.floor`), 0 if none: new leases start above it. */
-async function epochFloor(ctx: BootstrapContext): Promise<number> {
-  const floor = await readMarker(ctx.store, floorId(ctx.naming.markerPrefix));
-  return floor && floor !== FOREIGN ? floor.epoch : 0;
+/** The record of the highest epoch a reset deleted (`<prefix>.floor`): new leases start above it ({@link confirmEpochFloor}). */
+function epochFloor(ctx: BootstrapContext): Promise<Lease | undefined> {
+  return readEpochFloor(ctx.store, ctx.naming);
 }
 
 /**

@@ -4,6 +4,7 @@
 import type { FeedMode, FeedRange, Position } from '../../core/Partition.js';
 import type { Lease, NewLease } from '../Lease.js';
 import type { LeaseStore } from '../LeaseStore.js';
+import { CorruptLeaseError } from '../../errors/CorruptLeaseError.js';
 import { LeaseConflictError } from '../../errors/LeaseConflictError.js';
 
 /**
@@ -184,7 +185,55 @@ export async function raiseEpochRecord(store: LeaseStore, document: NewLease): P
   }
 }
 
-function goneDocument(id: string, lease: Lease): NewLease {
+/** An etag no stored document has: a replace with it answers only whether the document exists (`missing` or `changed`). */
+const NO_ETAG = 'rxfeed:absent';
+
+/**
+ * The epoch floor document (`<prefix>.floor`), `undefined` when there is none (or the id holds another
+ * processor's document). Read beside other requests; {@link confirmEpochFloor} gives the epoch to create at.
+ *
+ * @internal
+ */
+export async function readEpochFloor(store: LeaseStore, ids: LeaseIds): Promise<Lease | undefined> {
+  try {
+    return await store.read(floorId(ids.markerPrefix));
+  } catch (error) {
+    if (error instanceof CorruptLeaseError) return undefined;
+    throw error;
+  }
+}
+
+/**
+ * The epoch floor as it stands now, from `read` (a {@link readEpochFloor}), for leases about to be created at it
+ * (a bootstrap or a gap repair, under the bootstrap lock); 0 when there is none. In the `rxfeed` scheme `read`
+ * as it is: a create below a deleted lease's epoch is refused by its tombstone whatever floor it was read at. In
+ * the `dotnet` scheme deletes are plain, and a read that lags a reset (the floor raised, then the leases
+ * deleted, a moment ago) would create leases again below the epochs they had, then owned at an epoch a former
+ * owner held (sim seed 5149). Writes are never stale, so the read is confirmed by one that leaves no document
+ * behind: the floor replaced as read (conditional on its etag), or, where none was read, a replace that can only
+ * answer "missing" (an etag no document has). A conflict means the read lagged: read
+ * again, at most `attempts` times, then the conflict is thrown (the round fails, and is retried once reads caught
+ * up). Only the holder of the lock confirms, so hosts do not contend for the floor; a reset may.
+ *
+ * @internal
+ */
+export async function confirmEpochFloor(store: LeaseStore, ids: LeaseIds, now: () => number, read: Lease | undefined, attempts = 3): Promise<number> {
+  if (ids.scheme !== 'dotnet') return read?.epoch ?? 0;
+  let stored = read;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      if (stored) return (await store.replace(stored)).epoch;
+      await store.replace({ ...floorDocument(ids, 0, now()), etag: NO_ETAG });
+    } catch (error) {
+      if (!(error instanceof LeaseConflictError)) throw error;
+      if (stored === undefined && error.kind === 'missing') return 0;
+      if (attempt >= attempts) throw error;
+    }
+    stored = await readEpochFloor(store, ids);
+  }
+}
+
+function goneDocument(id: string, lease: Pick<Lease, 'epoch' | 'timestampMs'>): NewLease {
   // An empty token: the Cosmos store writes it without `LeaseToken`, as the .NET scheme's markers.
   return { id, leaseToken: '', feedRange: undefined, owner: null, continuation: null, timestampMs: lease.timestampMs, epoch: lease.epoch, mode: undefined, properties: {} };
 }
@@ -194,13 +243,30 @@ function goneDocument(id: string, lease: Lease): NewLease {
  * create sent before that delete landed after it), and must not be owned; `undefined` otherwise (and always in the
  * `rxfeed` scheme, where a tombstone refused such a create). A lease created again legitimately (a bootstrap or a
  * gap repair after a reset, at the epoch floor or above; an EPK token created again by a descendant) is at or
- * above the record. Relies on the record's read being no older than the read of `lease` (the record is raised
- * before the delete, the late create lands after it).
+ * above the record. The record's read must be no older than the version of `lease` judged: a session sees its
+ * own writes at once but other hosts' writes late (reads may lag), so a late create of this host's own (a paused
+ * split, sim seed 1635) is listed before the record raised ahead of the delete it followed. So a read that does
+ * not bury `lease` is confirmed by a write, which is never stale and leaves no document behind: the record
+ * replaced as read (conditional on its etag), or, where none was read, a replace that can only answer "missing".
+ * A conflict means the read lagged: read again, at most 3 times, then the conflict is thrown (nothing is taken;
+ * the next round asks again).
  *
  * @internal
  */
 export async function buriedEpoch(store: LeaseStore, ids: LeaseIds, lease: Lease): Promise<number | undefined> {
   if (ids.scheme !== 'dotnet') return undefined;
-  const record = await store.read(goneId(ids, lease.leaseToken));
-  return record !== undefined && lease.epoch < record.epoch ? record.epoch : undefined;
+  const id = goneId(ids, lease.leaseToken);
+  let record = await store.read(id);
+  for (let attempt = 1; ; attempt++) {
+    if (record !== undefined && lease.epoch < record.epoch) return record.epoch;
+    try {
+      await store.replace(record ?? { ...goneDocument(id, { epoch: 0, timestampMs: lease.timestampMs }), etag: NO_ETAG });
+      if (record) return undefined;
+    } catch (error) {
+      if (!(error instanceof LeaseConflictError)) throw error;
+      if (record === undefined && error.kind === 'missing') return undefined;
+      if (attempt >= 3) throw error;
+    }
+    record = await store.read(id);
+  }
 }

@@ -6,7 +6,7 @@
 // a re-export of an internal name would dangle there).
 export { type LeaseScheme } from './documents.js';
 /** @internal */
-export { buriedEpoch, deleteLease, floorDocument, floorId, goneId, infoId, isLeaseOf, isMarkerId, leaseDocument, leaseIdsOf, lockId, markerDocument, markerIdsOf, namingOf, raiseEpochRecord, type LeaseIds, type LeaseNaming } from './documents.js';
+export { buriedEpoch, confirmEpochFloor, deleteLease, floorDocument, floorId, goneId, infoId, isLeaseOf, isMarkerId, leaseDocument, leaseIdsOf, lockId, markerDocument, markerIdsOf, namingOf, raiseEpochRecord, readEpochFloor, type LeaseIds, type LeaseNaming } from './documents.js';
 export { type CosmosLeaseDocument, type CosmosMarkerDocument } from './cosmosDocuments.js';
 /** @internal */
 export { fromDocument, toDocument } from './cosmosDocuments.js';
