@@ -46,23 +46,25 @@ export class ReadDeadline {
     this.#arm(startedAt + this.timeoutMs);
     return new Promise<R>((resolve, reject) => {
       this.#fail = reject;
-      const done = () => {
-        if (this.#startedAt === startedAt) {
-          this.#startedAt = undefined;
-          this.#fail = undefined;
-        }
-      };
       read(this.#controller.signal).then(
         (value) => {
-          done();
+          this.#done(startedAt);
           resolve(value);
         },
         (error: unknown) => {
-          done();
+          this.#done(startedAt);
           reject(error);
         },
       );
     });
+  }
+
+  /** The read started at `startedAt` settled: no deadline for it any more (unless a later read began). */
+  #done(startedAt: number): void {
+    if (this.#startedAt === startedAt) {
+      this.#startedAt = undefined;
+      this.#fail = undefined;
+    }
   }
 
   /** Cancels the timer and forgets `outer` (the reader is done). */
