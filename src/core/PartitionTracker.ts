@@ -43,11 +43,6 @@ export interface PartitionTracker {
   /** Runs `fn` with the telemetry context (the OpenTelemetry span) of batch `sequence` active. */
   activate?<R>(sequence: number, fn: () => R): R;
   /**
-   * False when {@link PartitionTracker.activate} would just run `fn` for batch `sequence` (no span to make
-   * active), so a caller can run it without the wrapper. Optional: where missing, `activate` is called.
-   */
-  activates?(sequence: number): boolean;
-  /**
    * The pipeline is about to end with `error`, a failure no wait can fix (a sink refusing for good, a
    * `SinkError`): the reader should checkpoint what was acknowledged and give the lease back at once with
    * close reason `Error`, not `Shutdown`. Optional: where missing, the lease is released when the run stops.

@@ -376,11 +376,6 @@ export class PartitionTelemetry {
     return context.with(open.context, fn);
   }
 
-  /** False when {@link PartitionTelemetry.activate} would just run its function for batch `sequence` (no span to make active). */
-  activates(sequence: number): boolean {
-    return this.#open?.get(sequence)?.active === true;
-  }
-
   /** Batch `sequence` reached the checkpoint (with every batch before it): their spans end. */
   acknowledged(sequence: number): void {
     if (this.#open === undefined) return;

@@ -10,6 +10,14 @@ interface Outstanding {
   dropped: boolean;
 }
 
+/** What an acknowledgement did. */
+export interface Acknowledged {
+  /** Changes whose credit was returned. */
+  readonly freed: number;
+  /** Sequences skipped without being acknowledged or dropped (an operator lost them), if any. */
+  readonly skipped: readonly [first: number, last: number] | undefined;
+}
+
 /**
  * The ack ledger of one ownership: which batches were read and not yet acknowledged, in order, and the read
  * credit each holds. An acknowledgement of batch n acknowledges every earlier batch too (a partition is
@@ -28,8 +36,6 @@ export class AckLedger {
   #ackedChanges = 0;
   /** Made with the first listener (only a drain listens). */
   #listeners: Set<() => void> | undefined;
-  /** What the last acknowledgement skipped (see {@link AckLedger.skipped}). */
-  #skipped: readonly [number, number] | undefined;
 
   constructor(account: CreditAccount, position: Position | null) {
     this.#account = account;
@@ -66,13 +72,9 @@ export class AckLedger {
     return sequence;
   }
 
-  /**
-   * Batch `sequence` (and every earlier one) is done: returns true, and {@link AckLedger.skipped} says which
-   * earlier batches were never acknowledged nor dropped, if any. Replays are ignored (false).
-   */
-  acknowledge(sequence: number, position: Position): boolean {
-    this.#skipped = undefined;
-    if (sequence <= this.#ackedSequence || sequence > this.#sequence) return false;
+  /** Batch `sequence` (and every earlier one) is done; returns what that freed. Replays are ignored. */
+  acknowledge(sequence: number, position: Position): Acknowledged | undefined {
+    if (sequence <= this.#ackedSequence || sequence > this.#sequence) return undefined;
     let freed = 0;
     let skipped: [number, number] | undefined;
     const queue = this.#queue;
@@ -86,14 +88,8 @@ export class AckLedger {
     this.#ackedPosition = position;
     this.#ackedChanges += freed;
     this.#account.release(freed);
-    this.#skipped = skipped;
     this.#notify();
-    return true;
-  }
-
-  /** Sequences the last acknowledgement skipped without their being acknowledged or dropped (an operator lost them), if any. */
-  get skipped(): readonly [first: number, last: number] | undefined {
-    return this.#skipped;
+    return { freed, skipped };
   }
 
   /** Batch `sequence` left the pipeline unacknowledged: returns its credit (how much). */

@@ -223,21 +223,16 @@ export class LeaseTracker implements PartitionTracker {
     return this.telemetry ? this.telemetry.activate(sequence, fn) : fn();
   }
 
-  /** False when {@link LeaseTracker.activate} would just run its function for batch `sequence` (no span to make active). */
-  activates(sequence: number): boolean {
-    return this.telemetry !== undefined && this.telemetry.activates(sequence);
-  }
-
   acknowledge(sequence: number, position: Position): void {
     if (sequence >= this.#haltedAt) {
       this.#ledger.drop(sequence);
       return;
     }
-    if (!this.#ledger.acknowledge(sequence, position)) return; // a replay, or a batch overtaken by a later one
+    const done = this.#ledger.acknowledge(sequence, position);
+    if (!done) return; // a replay, or a batch overtaken by a later one
     this.telemetry?.acknowledged(sequence);
     this.#progressed();
-    const skipped = this.#ledger.skipped;
-    if (skipped) this.#reportSkipped(skipped, sequence);
+    if (done.skipped) this.#reportSkipped(done.skipped, sequence);
   }
 
   drop(sequence: number, error?: Error): void {

@@ -25,11 +25,7 @@ export function fastLane<T, R>(
   }
   let produced: ReturnType<BatchProjection<T, R>>;
   try {
-    // Without a span to make active (no SDK registered), no closure and no wrapper per batch.
-    produced =
-      origin?.tracker.activate && origin.tracker.activates?.(origin.sequence) !== false
-        ? inBatchContext(batch as ChangeBatch<unknown>, () => project(batch, signal))
-        : project(batch, signal);
+    produced = origin?.tracker.activate ? inBatchContext(batch as ChangeBatch<unknown>, () => project(batch, signal)) : project(batch, signal);
   } catch (error) {
     subscriber.error(error);
     return true;
