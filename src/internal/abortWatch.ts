@@ -79,8 +79,8 @@ export class AnnouncedAbortController {
    * one: the read in flight), any more in a set made while there are. A wait goes to the slot only when no
    * other is waiting, so the slot's wait is always the oldest. Nothing is kept between waits.
    */
-  #first: ((error: unknown) => void) | undefined;
-  #more: Set<(error: unknown) => void> | undefined;
+  #first: (() => void) | undefined;
+  #more: Set<() => void> | undefined;
 
   constructor() {
     announced.set(this.signal, this);
@@ -90,41 +90,17 @@ export class AnnouncedAbortController {
   watch(fn: () => void): () => void {
     // A wrapper per wait, so the same function can watch twice and each stop removes only its own.
     const entry = () => fn();
-    this.#add(entry);
-    return () => this.#remove(entry);
-  }
-
-  /**
-   * @internal Settles as `promise`, or rejects with the signal's abort error (see {@link abortError}) as soon as
-   * the signal aborts (not aborted yet): {@link raceAbort} on this controller's signal, whose own `reject` is the
-   * wait (no callback, wrapper or stop function per race; a source's read races the reader's signal per read).
-   */
-  race<T>(promise: Promise<T>): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      this.#add(reject);
-      promise.then(
-        (value) => {
-          this.#remove(reject);
-          resolve(value);
-        },
-        (error: unknown) => {
-          this.#remove(reject);
-          reject(error);
-        },
-      );
-    });
-  }
-
-  /** A wait begins: in the slot when no other waits (so the slot's is always the oldest), else in the set. */
-  #add(wait: (error: unknown) => void): void {
-    if (this.#first === undefined && this.#more === undefined) this.#first = wait;
-    else (this.#more ??= new Set()).add(wait);
-  }
-
-  /** A wait ends (a no-op once it ended, or once the signal aborted). */
-  #remove(wait: (error: unknown) => void): void {
-    if (this.#first === wait) this.#first = undefined;
-    else if (this.#more !== undefined && this.#more.delete(wait) && this.#more.size === 0) this.#more = undefined;
+    if (this.#first === undefined && this.#more === undefined) {
+      this.#first = entry;
+      return () => {
+        if (this.#first === entry) this.#first = undefined;
+      };
+    }
+    const more = (this.#more ??= new Set());
+    more.add(entry);
+    return () => {
+      if (more.delete(entry) && more.size === 0 && this.#more === more) this.#more = undefined;
+    };
   }
 
   /** @internal How many waits watch the signal now. */
@@ -140,44 +116,9 @@ export class AnnouncedAbortController {
     const more = this.#more;
     this.#first = undefined;
     this.#more = undefined;
-    // A race's wait rejects with the abort error; an onAbort wait ignores it.
-    const error = first !== undefined || more !== undefined ? abortError(this.signal) : undefined;
-    first?.(error);
-    if (more !== undefined) for (const callback of [...more]) callback(error);
+    first?.();
+    if (more !== undefined) for (const callback of [...more]) callback();
   }
-}
-
-/**
- * Settles with `promise`, or rejects with {@link abortError} as soon as `signal` aborts (for what takes no
- * signal of its own, such as the SDK's change feed iterator). `promise`'s own rejection is then ignored.
- *
- * @example
- * ```ts
- * const response = await raceAbort(iterator.readNext(), signal);
- * ```
- * @internal
- */
-export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (!signal) return promise;
-  if (signal.aborted) {
-    promise.catch(() => undefined);
-    return Promise.reject(abortError(signal));
-  }
-  const controller = announced.get(signal);
-  if (controller !== undefined) return controller.race(promise);
-  return new Promise<T>((resolve, reject) => {
-    const stopWatching = onAbort(signal, () => reject(abortError(signal)));
-    promise.then(
-      (value) => {
-        stopWatching();
-        resolve(value);
-      },
-      (err: unknown) => {
-        stopWatching();
-        reject(err);
-      },
-    );
-  });
 }
 
 /**

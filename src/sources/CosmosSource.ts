@@ -10,7 +10,7 @@ import {
 import type { Change } from '../core/Change.js';
 import type { FeedMode, Partition, Position, StartFrom } from '../core/Partition.js';
 import { InvalidOptionsError, PartitionGoneError, ResourceGoneError, TransientError } from '../errors/index.js';
-import { abortError, isAbortError, raceAbort } from '../internal/abortWatch.js';
+import { abortError, isAbortError, onAbort } from '../internal/abortWatch.js';
 import { logger } from '../internal/log.js';
 import { etagOfShape, lsnOfPosition, lsnOfSessionToken, parseToken, rangeIdOfSessionToken, rangeToken, tokenShape, type TokenShape } from './cosmos/continuation.js';
 import { networkCode, routingMapError, toSourceError } from './cosmos/errors.js';
@@ -51,16 +51,6 @@ export interface CosmosSourceOptions {
 /** A position no partition has: the state of an iterator that has not yet answered. */
 const NO_POSITION = '\u0000';
 
-/** The last reply of an iterator found to belong to its partition (see {@link CachedIterator.checked}). */
-interface CheckedReply {
-  /** Its continuation token; a busy partition's next page, vouched for by the same checks, takes its place. */
-  token: string;
-  readonly answeredBy: string | undefined;
-  /** The etag in `token`. */
-  etag: string;
-  readonly shape: TokenShape | undefined;
-}
-
 interface CachedIterator {
   readonly iterator: ChangeFeedPullModelIterator<unknown>;
   /** The position the iterator stands at (what the next read continues after). */
@@ -75,9 +65,9 @@ interface CachedIterator {
    * An idle partition answers the same again and again, so a reply equal to it needs no parsing or checks;
    * a busy one answers the same token with the next etag, read through `shape` (no parse, same checks).
    */
-  checked: CheckedReply | undefined;
+  checked: { readonly token: string; readonly answeredBy: string | undefined; readonly etag: string; readonly shape: TokenShape | undefined } | undefined;
   /** The last session token seen and the LSN read from it. */
-  session: { token: string; lsn: number | undefined } | undefined;
+  session: { readonly token: string; readonly lsn: number | undefined } | undefined;
 }
 
 /**
@@ -109,6 +99,28 @@ interface ContainerInfo {
  * each; one rebuilt later (a lease taken over, a failed read) reads the container again, as the SDK does.
  */
 const RID_FRESH_MS = 1_000;
+
+/** Settles with `promise`, or rejects as soon as `signal` aborts (the SDK's change feed iterator takes no signal). */
+function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise;
+  if (signal.aborted) {
+    promise.catch(() => undefined);
+    return Promise.reject(abortError(signal));
+  }
+  return new Promise<T>((resolve, reject) => {
+    const stopWatching = onAbort(signal, () => reject(abortError(signal)));
+    promise.then(
+      (value) => {
+        stopWatching();
+        resolve(value);
+      },
+      (err: unknown) => {
+        stopWatching();
+        reject(err);
+      },
+    );
+  });
+}
 
 function headerText(headers: Record<string, unknown> | undefined, name: string): string | undefined {
   const value = headers?.[name];
@@ -491,14 +503,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
     if (sessionToken !== undefined && entry.session?.token === sessionToken) latestLsn = entry.session.lsn;
     else {
       latestLsn = lsnOfSessionToken(sessionToken);
-      // In place after the first (a busy partition's every page has a new one).
-      if (sessionToken !== undefined) {
-        if (entry.session === undefined) entry.session = { token: sessionToken, lsn: latestLsn };
-        else {
-          entry.session.token = sessionToken;
-          entry.session.lsn = latestLsn;
-        }
-      }
+      if (sessionToken !== undefined) entry.session = { token: sessionToken, lsn: latestLsn };
     }
     latestLsn ??= lsnOfPosition(headerText(headers, 'lsn'));
     const charge = response.requestCharge;
@@ -532,9 +537,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
     if (checked.token === tokenText) return checked.etag;
     const etag = checked.shape && etagOfShape(tokenText, checked.shape);
     if (!etag || etag === '*') return undefined;
-    // In place (a record per read otherwise): same range, same shape, the next etag.
-    checked.token = tokenText;
-    checked.etag = etag;
+    entry.checked = { token: tokenText, answeredBy, etag, shape: checked.shape };
     return etag;
   }
 

@@ -2,7 +2,7 @@ import { getEventListeners } from 'node:events';
 import { asyncScheduler } from 'rxjs';
 import { describe, expect, it, vi } from 'vitest';
 import { aborted, sleep } from '../../src/internal/wait.js';
-import { AnnouncedAbortController, abortWatchers, onAbort, raceAbort } from '../../src/internal/abortWatch.js';
+import { AnnouncedAbortController, abortWatchers, onAbort } from '../../src/internal/abortWatch.js';
 import { withFakeTimers } from '../support/fakeTimers.js';
 
 describe('onAbort', () => {
@@ -91,40 +91,6 @@ describe('onAbort', () => {
     expect(fn).not.toHaveBeenCalled();
     expect(abortWatchers(signal)).toBe(0);
     expect(getEventListeners(signal, 'abort')).toHaveLength(0);
-  });
-});
-
-describe('raceAbort', () => {
-  it('on an AnnouncedAbortController\'s signal: settles as the promise and leaves no wait behind, beside onAbort waits', async () => {
-    const controller = new AnnouncedAbortController();
-    const stop = onAbort(controller.signal, () => undefined);
-    await expect(raceAbort(Promise.resolve(7), controller.signal)).resolves.toBe(7);
-    await expect(raceAbort(Promise.reject(new Error('failed')), controller.signal)).rejects.toThrow('failed');
-    expect(abortWatchers(controller.signal)).toBe(1);
-    stop();
-    await expect(raceAbort(Promise.resolve(8), controller.signal)).resolves.toBe(8);
-    expect(abortWatchers(controller.signal)).toBe(0);
-  });
-
-  it('rejects with the abort reason as soon as the signal aborts, whatever the promise does later, beside the other waits', async () => {
-    for (const announced of [true, false]) {
-      const controller = announced ? new AnnouncedAbortController() : new AbortController();
-      const calls: string[] = [];
-      const stopFirst = onAbort(controller.signal, () => calls.push('first'));
-      let answer!: (value: number) => void;
-      const raced = raceAbort(new Promise<number>((resolve) => (answer = resolve)), controller.signal).catch((error: unknown) => {
-        calls.push(`race: ${(error as Error).message}`);
-      });
-      onAbort(controller.signal, () => calls.push('last'));
-      stopFirst();
-      controller.abort(new Error('stopped'));
-      answer(1);
-      await raced;
-      // Each wait is called at abort; the race's rejection is seen a microtask later.
-      expect(calls).toEqual(['last', 'race: stopped']);
-      expect(abortWatchers(controller.signal)).toBe(0);
-      await expect(raceAbort(Promise.resolve(2), controller.signal)).rejects.toThrow('stopped');
-    }
   });
 });
 

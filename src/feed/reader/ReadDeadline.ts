@@ -46,25 +46,23 @@ export class ReadDeadline {
     this.#arm(startedAt + this.timeoutMs);
     return new Promise<R>((resolve, reject) => {
       this.#fail = reject;
+      const done = () => {
+        if (this.#startedAt === startedAt) {
+          this.#startedAt = undefined;
+          this.#fail = undefined;
+        }
+      };
       read(this.#controller.signal).then(
         (value) => {
-          this.#done(startedAt);
+          done();
           resolve(value);
         },
         (error: unknown) => {
-          this.#done(startedAt);
+          done();
           reject(error);
         },
       );
     });
-  }
-
-  /** The read started at `startedAt` settled: no deadline for it any more (unless a later read began). */
-  #done(startedAt: number): void {
-    if (this.#startedAt === startedAt) {
-      this.#startedAt = undefined;
-      this.#fail = undefined;
-    }
   }
 
   /** Cancels the timer and forgets `outer` (the reader is done). */
