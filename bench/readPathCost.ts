@@ -15,12 +15,13 @@
  * With `BENCH_DUMP=1` it asks callgrind (`callgrind_control --dump`) for a dump after each pass, so one run gives
  * every pass's count. Without valgrind it prints the CPU time of each pass.
  */
-import { filter, firstValueFrom, scan } from 'rxjs';
+import { filter, firstValueFrom, scan, type Observable } from 'rxjs';
 import { pathToFileURL } from 'node:url';
 import { spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 import type { Container } from '@azure/cosmos';
 import type { Change } from '../src/core/Change.js';
+import type { ChangeBatch } from '../src/core/ChangeBatch.js';
 import type * as Rxfeed from '../src/index.js';
 import { pageReplies, type Doc } from './pageReplies.js';
 
@@ -30,6 +31,9 @@ const PAGE = Number(process.env.BENCH_PAGE ?? 100);
 const RANGES = Number(process.env.BENCH_RANGES ?? 4);
 const CHECKPOINT = Number(process.env.BENCH_CHECKPOINT ?? 1000);
 const PASSES = Number(process.env.BENCH_PASSES ?? 2);
+/** Ablations, to see what a part of the pipeline costs: `BENCH_TELEMETRY=0` (telemetry: false), `BENCH_MAP=0` (no mapChanges). */
+const TELEMETRY = process.env.BENCH_TELEMETRY !== '0';
+const MAP = process.env.BENCH_MAP !== '0';
 
 const rxfeed = (await import(pathToFileURL(`${BUILD}/esm/index.js`).href)) as typeof Rxfeed;
 const { changes: CHANGES, fakeContainer } = pageReplies(PAGES, PAGE, RANGES);
@@ -45,11 +49,12 @@ async function pass(container: Container): Promise<number> {
     maxItemCount: PAGE,
     maxInFlightChanges: Math.max(10_000, PAGE * RANGES * 2),
     leaseAcquireIntervalMs: 200,
+    ...(TELEMETRY ? {} : { telemetry: false as const }),
   });
   const toTotal = (c: Change<Doc>): Change<number> => ({ id: c.id, operation: c.operation, lsn: c.lsn, timestampMs: c.timestampMs, document: c.document?.total });
   const count = await firstValueFrom(
     feed.changes$.pipe(
-      mapChanges(toTotal),
+      MAP ? mapChanges(toTotal) : (batches) => batches as unknown as Observable<ChangeBatch<number>>,
       checkpointEvery(CHECKPOINT),
       scan((n, batch) => n + batch.size, 0),
       filter((n) => n >= CHANGES),
