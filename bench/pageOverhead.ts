@@ -12,12 +12,12 @@
  * BENCH_COMPARE=dir also runs another build of rxfeed (`dir/esm/index.js`, e.g. a copy of `dist` made before a
  * change) in the same rounds, in turn with this one, and prints the paired ratio: path.other.cpuprofile)
  */
-import { CosmosClient, type Container } from '@azure/cosmos';
+import type { Container } from '@azure/cosmos';
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { filter, firstValueFrom, scan } from 'rxjs';
 import type { Change } from '../src/core/Change.js';
-import { EMULATOR_KEY } from '../src/emulator/CosmosEmulator.js';
+import { pageReplies, type Doc } from './pageReplies.js';
 import * as built from './built.js';
 import { pathToFileURL } from 'node:url';
 import type * as Rxfeed from '../src/index.js';
@@ -35,64 +35,7 @@ const PROFILE = process.env.BENCH_PROFILE;
 const PER_RANGE = Math.ceil(PAGES / RANGES);
 const CHANGES = PER_RANGE * RANGES * PAGE;
 
-interface Doc {
-  id: string;
-  pk: string;
-  total: number;
-  _lsn: number;
-  _ts: number;
-}
-
-const RID = 'benchRID=';
-/** Range `i` of `RANGES`, as hex bounds of the effective partition key space. */
-const bound = (i: number): string => (i === 0 ? '' : i === RANGES ? 'FF' : Math.floor((i * 255) / RANGES).toString(16).padStart(2, '0').toUpperCase());
-const ranges = Array.from({ length: RANGES }, (_, i) => ({ id: String(i), minInclusive: bound(i), maxExclusive: bound(i + 1), parents: [] as string[] }));
-
-/** The replies of range `r`: PER_RANGE full pages, then "not modified". Built once, read by both sides. */
-const replies = ranges.map((range, r) =>
-  Array.from({ length: PER_RANGE }, (_, p) => {
-    const lsn = (p + 1) * PAGE;
-    const result: Doc[] = Array.from({ length: PAGE }, (_, j) => ({ id: `o${r}-${p}-${j}`, pk: `k${j}`, total: j % 100, _lsn: lsn - PAGE + j + 1, _ts: 1_700_000_000 }));
-    const token = JSON.stringify({ rid: RID, Continuation: [{ minInclusive: range.minInclusive, maxExclusive: range.maxExclusive, continuationToken: `"${lsn}"` }] });
-    return { statusCode: 200, result, continuationToken: token, requestCharge: 2.5, headers: { 'x-ms-session-token': `${range.id}:-1#${lsn}`, etag: `"${lsn}"` } };
-  }),
-);
-const end = (r: number) => {
-  const lsn = PER_RANGE * PAGE;
-  const range = ranges[r]!;
-  const token = JSON.stringify({ rid: RID, Continuation: [{ minInclusive: range.minInclusive, maxExclusive: range.maxExclusive, continuationToken: `"${lsn}"` }] });
-  return { statusCode: 304, result: [], continuationToken: token, requestCharge: 1, headers: { 'x-ms-session-token': `${range.id}:-1#${lsn}`, etag: `"${lsn}"` } };
-};
-
-/** The range a continuation token (hand-built by CosmosSource, or the start of a range) names, and the page it continues after. */
-function startOf(token: string): { r: number; page: number } {
-  const { Continuation } = JSON.parse(token) as { Continuation: { minInclusive: string; continuationToken: string }[] };
-  const r = ranges.findIndex((x) => x.minInclusive === Continuation[0]!.minInclusive);
-  const etag = Continuation[0]!.continuationToken;
-  return { r, page: etag === '' ? 0 : Number(etag.replace(/"/g, '')) / PAGE };
-}
-
-/** An iterator over range `r`'s replies from page `page`, answering at once (a resolved promise). */
-function iterator(r: number, page: number) {
-  let next = page;
-  return { hasMoreResults: true, readNext: async () => (next < PER_RANGE ? replies[r]![next++]! : end(r)) };
-}
-
-/** A real SDK Container (no request is ever sent) whose change feed, read and range listing answer from memory. */
-function fakeContainer(): Container {
-  const client = new CosmosClient({ endpoint: 'http://127.0.0.1:1/', key: EMULATOR_KEY });
-  const container = client.database('bench').container('orders');
-  const items = container.items as unknown as Record<string, unknown>;
-  items.getChangeFeedIterator = (options: { changeFeedStartFrom: { getCont?: () => string; continuationToken?: string } }) => {
-    const from = options.changeFeedStartFrom as unknown as Record<string, unknown>;
-    const token = (from.continuationToken ?? from.continuation) as string;
-    const { r, page } = startOf(token);
-    return iterator(r, page);
-  };
-  (container as unknown as Record<string, unknown>).read = async () => ({ resource: { id: 'orders', _rid: RID, partitionKey: { paths: ['/pk'] } }, headers: { date: new Date().toUTCString() } });
-  (container as unknown as Record<string, unknown>).readPartitionKeyRanges = () => ({ fetchAll: async () => ({ resources: ranges }) });
-  return container;
-}
+const { ranges, iterator, fakeContainer } = pageReplies(PAGES, PAGE, RANGES);
 
 /** The hand-written side: every range's iterator read to its end, concurrently, summing a field of each document. */
 async function loop(): Promise<number> {
