@@ -1,6 +1,6 @@
 import type { SchedulerLike } from 'rxjs';
 import { hashString } from '../../internal/random.js';
-import { sleepTogether } from '../../internal/sleepTogether.js';
+import { sleep } from '../../internal/wait.js';
 
 /** What a full page waits for before the next read: nothing. */
 const NO_WAIT: Promise<void> = Promise.resolve();
@@ -57,8 +57,7 @@ export class PollSchedule {
 
   /**
    * Waits as the page just read (`count` changes of `credit` asked for) calls for; `idle` emits an idle batch.
-   * Without idle batches the wait is the timer's own promise (no promise of its own per poll); waits of readers
-   * due at the same time share one timer ({@link sleepTogether}).
+   * Without idle batches the wait is the timer's own promise (no promise of its own per poll).
    */
   afterRead(count: number, credit: number, signal: AbortSignal, idle: (() => void) | undefined): Promise<void> {
     if (count > 0) {
@@ -72,7 +71,7 @@ export class PollSchedule {
   }
 
   #wait(ms: number, signal: AbortSignal, idle: (() => void) | undefined): Promise<void> {
-    return idle && this.timings.maxWaitTimeMs !== undefined ? this.#waitEmittingIdle(ms, signal, idle) : sleepTogether(ms, this.scheduler, signal);
+    return idle && this.timings.maxWaitTimeMs !== undefined ? this.#waitEmittingIdle(ms, signal, idle) : sleep(ms, this.scheduler, signal);
   }
 
   async #waitEmittingIdle(ms: number, signal: AbortSignal, idle: () => void): Promise<void> {
@@ -81,11 +80,11 @@ export class PollSchedule {
     while (idleMs !== undefined && !signal.aborted) {
       const dueIn = Math.max(0, this.#lastEmitAt + idleMs - this.scheduler.now());
       if (dueIn > left) break;
-      await sleepTogether(dueIn, this.scheduler, signal);
+      await sleep(dueIn, this.scheduler, signal);
       left -= dueIn;
       if (signal.aborted) return;
       idle();
     }
-    await sleepTogether(left, this.scheduler, signal);
+    await sleep(left, this.scheduler, signal);
   }
 }
