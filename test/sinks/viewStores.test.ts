@@ -267,6 +267,25 @@ describe.skipIf(pgSkip !== undefined)('PostgreSQL', () => {
     await other.close();
   });
 
+  it("fences a write in its range store against its own partitions' stored ranges too: refused, it stores no range", async () => {
+    const table = nextTable();
+    const store = await PostgresViewStore.create<ConformanceRow>({ connection: pool, table, schema });
+    await store.write({ mode: 'guarded', changes: [change('P', 'x', 1, 1)], partitions: [ranged('P', '', '80', 1, 1)] });
+    await store.write({ mode: 'guarded', changes: [change('L', 'x', 2, 2)], partitions: [ranged('L', '', '40', 2, 2)] });
+    // Another store (a restart) knows no range: the write stores X's, and fences P against L, both its own.
+    const other = await PostgresViewStore.create<ConformanceRow>({ connection: pool, table, schema });
+    const write = {
+      mode: 'guarded' as const,
+      changes: [change('X', 'y', 1, 1)],
+      partitions: [ranged('P', '', '80', 1, 3), ranged('L', '', '40', 2, 3), ranged('X', '80', 'FF', 1, 1)],
+    };
+    await expect(other.write(write)).rejects.toMatchObject({ name: 'ViewFencedError', leaseToken: 'P', epoch: 1, currentEpoch: 2 });
+    const { rows } = await pool.query(`SELECT partition_id FROM "${schema}"."${table}_positions" WHERE partition_id = 'X'`);
+    expect(rows).toEqual([]);
+    await store.close();
+    await other.close();
+  });
+
   it('creates its tables once when several processes start at the same time', async () => {
     const table = nextTable();
     const stores = Array.from({ length: 4 }, () => new PostgresViewStore<ConformanceRow>({ connection: PG_URL, table, schema }));
