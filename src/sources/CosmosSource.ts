@@ -68,11 +68,6 @@ interface CachedIterator {
   checked: { readonly token: string; readonly answeredBy: string | undefined; readonly etag: string; readonly shape: TokenShape | undefined } | undefined;
   /** The last session token seen and the LSN read from it. */
   session: { readonly token: string; readonly lsn: number | undefined } | undefined;
-  /**
-   * The page of the last "not modified" reply and what it answered with: an idle partition's next poll gets the
-   * same reply (same continuation and session tokens, same charge), so it gets this same page, not a new one.
-   */
-  idle: { readonly token: string; readonly session: string; readonly page: Page<unknown> } | undefined;
 }
 
 /**
@@ -303,10 +298,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
       // After an abort or a failure the iterator's state is unknown (a request may still land): drop it and
       // start a fresh one from the caller's position next time.
       if (entry) this.#iterators.drop(key, entry);
-      if (entry) {
-        entry.checked = undefined;
-        entry.idle = undefined;
-      }
+      if (entry) entry.checked = undefined;
       if (!isAbortError(err) && !signal?.aborted) {
         const mapped = await this.#readError(err, partition.id);
         this.#log(`[lease=${partition.id}] read failed: %s`, mapped instanceof Error ? mapped.message : String(mapped));
@@ -469,7 +461,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
     });
     if (performance.now() - info.at <= RID_FRESH_MS) await seedIteratorRid(iterator, info.rid);
     // Every property in the literal: entries keep one shape (no property added later), held by this literal's site.
-    return { iterator, position: NO_POSITION, maxItemCount, busy: false, usedAt: 0, checked: undefined, session: undefined, idle: undefined };
+    return { iterator, position: NO_POSITION, maxItemCount, busy: false, usedAt: 0, checked: undefined, session: undefined };
   }
 
   /**
@@ -503,11 +495,6 @@ export class CosmosSource<T = unknown> implements Source<T> {
       // the range's position; the caller's position is still right, so this is a retry from a fresh iterator.
       throw new TransientError(`${this.description}: HTTP ${status} reading partition ${partition.id}`, { statusCode: status });
     }
-    // An idle partition's poll: the reply of the last one again, so the page of the last one (nothing to check or build).
-    const idle = entry.idle;
-    if (status === 304 && idle !== undefined && response.continuationToken === idle.token && headers?.['x-ms-session-token'] === idle.session && response.requestCharge === idle.page.requestCharge) {
-      return idle.page as Page<T>;
-    }
     const sessionToken = headerText(headers, 'x-ms-session-token');
     const answeredBy = rangeIdOfSessionToken(sessionToken);
     const tokenText = response.continuationToken;
@@ -532,14 +519,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
     }
     // A reply carries both as a rule: one literal with every property, so pages keep one shape, whose map
     // this literal's site keeps alive (V8 drops optimized code whose maps were collected, e.g. between feeds).
-    if (latestLsn !== undefined && Number.isFinite(charge)) {
-      const page = { changes, position: etag, latestLsn, requestCharge: charge };
-      // Kept only when the session token gave the LSN (the same token gives it again; an `lsn` header might not).
-      if (status === 304 && docs.length === 0 && sessionToken !== undefined && entry.session?.token === sessionToken && entry.session.lsn !== undefined) {
-        entry.idle = { token: tokenText!, session: sessionToken, page };
-      }
-      return page;
-    }
+    if (latestLsn !== undefined && Number.isFinite(charge)) return { changes, position: etag, latestLsn, requestCharge: charge };
     const page: { -readonly [K in keyof Page<T>]: Page<T>[K] } = { changes, position: etag };
     if (latestLsn !== undefined) page.latestLsn = latestLsn;
     if (Number.isFinite(charge)) page.requestCharge = charge;
