@@ -113,29 +113,6 @@ async function selectRanges(tx: SqlSession, sql: ViewSql, ranges: readonly FeedR
 }
 
 /**
- * {@link lockPartitions}, then {@link selectRanges} over each commit's range (or the one stored with its
- * partition), in one round trip: what a range store reads after the lineage lock.
- */
-async function lockPartitionsAndRanges(
-  tx: SqlSession,
-  sql: ViewSql,
-  write: ViewWrite<unknown>,
-): Promise<{ own: Map<string, KnownPartition>; others: StoredRange[] }> {
-  const commits = write.partitions.map((c) => ({ partition_id: c.partition, range_min: c.range?.minInclusive ?? null, range_max: c.range?.maxExclusive ?? null }));
-  const result = await tx.query<PartitionRecord & { own: boolean; overlaps: boolean }>(sql.lockPartitionsAndRanges, [
-    JSON.stringify(partitionsOf(write)),
-    JSON.stringify(commits),
-  ]);
-  const own = new Map<string, KnownPartition>();
-  const others: StoredRange[] = [];
-  for (const row of result.rows) {
-    if (row.own) own.set(row.partition_id, { epoch: Number(row.epoch), lsn: num(row.lsn), range: rangeOf(row) });
-    if (row.overlaps) others.push({ partition: row.partition_id, range: rangeOf(row)!, epoch: Number(row.epoch), lsn: num(row.lsn) });
-  }
-  return { own, others };
-}
-
-/**
  * Stores the ranges of a write's commits that their partitions do not have stored yet (a split or merge
  * child's first write, a first write after a restart), fenced like a write and raising the epochs. Run in a
  * transaction of its own, short, so that the lineage lock it holds never waits for rows to be written.
@@ -153,9 +130,14 @@ export async function storeRanges(tx: SqlSession, table: RangeFenceTable, write:
   const { sql } = table;
   const lineage = await tx.query<{ generation: number | string }>(exclusive ? sql.lockLineageForRanges : sql.lockLineageForNewRanges);
   let generation = generationOf(table, lineage.rows);
-  const { own, others } = await lockPartitionsAndRanges(tx, sql, write);
+  const own = await lockPartitions(tx, sql, partitionsOf(write));
   const changed = write.partitions.filter((c) => c.range !== undefined && !sameRange(c.range, own.get(c.partition)?.range));
   if (changed.length === 0) return undefined;
+  // The whole write is fenced here already, so that a refused write stores no range either.
+  const others = await selectRanges(tx, sql, write.partitions.flatMap((c) => {
+    const range = c.range ?? own.get(c.partition)?.range;
+    return range ? [range] : [];
+  }));
   // Each partition's range once stored, against every other partition's range: the others' stored ones
   // (a partition of this write whose range changes included, with its old range: conservative) and the
   // new ones of this write.
@@ -168,7 +150,6 @@ export async function storeRanges(tx: SqlSession, table: RangeFenceTable, write:
   };
   const overlapping = changed.some((c) => overlapsAnother(c.partition));
   if (overlapping && !exclusive) throw new RangesOverlap();
-  // The whole write is fenced here already, so that a refused write stores no range either.
   for (const commit of write.partitions) {
     const current = storedPartition(commit, own.get(commit.partition), others);
     if (isFenced(commit.epoch, current)) throw new ViewFencedError(commit.partition, commit.epoch, fenceEpoch(current));

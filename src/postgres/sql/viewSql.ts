@@ -103,17 +103,6 @@ export interface ViewSql {
    */
   readonly lockPartitions: string;
   /**
-   * {@link ViewSql.lockPartitions} and {@link ViewSql.selectRanges} as one statement, for a range store (run
-   * after the lineage lock, so its snapshot sees every range stored before): locks the rows of the partitions
-   * in `$1` (a JSON array), inserting missing ones, and returns them (`own` true, `overlaps` whether the range
-   * stored with it overlaps one of the wanted ranges), then the other partitions (`own` false) whose stored
-   * range overlaps one of the wanted ranges. The wanted ranges are those of the commits in `$2` (JSON
-   * `partition_id`, `range_min`, `range_max`): each commit's range, or when null the one stored with its
-   * partition. The own rows come from the lock (their latest version, which nobody can change until the
-   * transaction ends), exactly what `selectRanges` would read of them after `lockPartitions`.
-   */
-  readonly lockPartitionsAndRanges: string;
-  /**
    * A whole guarded write in one statement, planned on a state of its partitions: `$1` that state (JSON
    * `partition_id`, `epoch`, `lsn` per partition), `$2` the upserts (`key`, `doc`, `lsn`, `ts_ms`,
    * `partition_id`), `$3` the deletes (`key`, `lsn`, `ts_ms`), `$4` the commits (`partition_id`, `position`,
@@ -267,25 +256,6 @@ export function viewSql(spec: ViewTableSpec): ViewSql {
        SELECT value FROM jsonb_array_elements_text($1::jsonb) ORDER BY 1
        ON CONFLICT (partition_id) DO UPDATE SET partition_id = p.partition_id
        RETURNING partition_id, epoch, lsn, range_min, range_max`,
-    lockPartitionsAndRanges: `WITH locked AS (
-         INSERT INTO ${positions} AS p (partition_id)
-         SELECT value FROM jsonb_array_elements_text($1::jsonb) ORDER BY 1
-         ON CONFLICT (partition_id) DO UPDATE SET partition_id = p.partition_id
-         RETURNING partition_id, epoch, lsn, range_min, range_max),
-       wanted AS (
-         SELECT COALESCE(c.range_min, l.range_min) AS range_min, COALESCE(c.range_max, l.range_max) AS range_max
-         FROM jsonb_to_recordset($2::jsonb) AS c(partition_id text, range_min text, range_max text)
-         LEFT JOIN locked l ON l.partition_id = c.partition_id)
-       SELECT true AS own, l.partition_id, l.epoch, l.lsn, l.range_min, l.range_max,
-         (l.range_min IS NOT NULL AND l.range_max IS NOT NULL AND EXISTS (
-           SELECT 1 FROM wanted r WHERE l.range_min < r.range_max COLLATE "C" AND r.range_min COLLATE "C" < l.range_max)) AS overlaps
-       FROM locked l
-       UNION ALL
-       SELECT false, o.partition_id, o.epoch, o.lsn, o.range_min, o.range_max, true FROM ${positions} o
-       WHERE o.range_min IS NOT NULL AND o.range_max IS NOT NULL
-         AND NOT EXISTS (SELECT 1 FROM locked l WHERE l.partition_id = o.partition_id)
-         AND EXISTS (
-           SELECT 1 FROM wanted r WHERE o.range_min < r.range_max COLLATE "C" AND r.range_min COLLATE "C" < o.range_max)`,
     lockLineage: `SELECT generation FROM ${lineage} WHERE id = 1 FOR KEY SHARE`,
     lockLineageForRanges: `SELECT generation FROM ${lineage} WHERE id = 1 FOR UPDATE`,
     lockLineageForNewRanges: `SELECT generation FROM ${lineage} WHERE id = 1 FOR NO KEY UPDATE`,
