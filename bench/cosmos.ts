@@ -25,7 +25,9 @@
  * starts a new feed, so none pays a feed's tier-up (bench/cosmosSteady.ts; BENCH_MARK=1 marks its windows;
  * BENCH_PROFILE=path profiles every timed window there: path.rxfeed.r<round>.cpuprofile, path.loops.r<round>…;
  * BENCH_COMPARE=dir adds a third side, the same pipeline on another build of rxfeed (`dir/esm/index.js`, e.g. a
- * copy of `dist` made before a change), printed paired with this build))
+ * copy of `dist` made before a change), printed paired with this build); BENCH_STEADY_GC=0 there skips the full
+ * GC before each window, which drops optimized code whose maps died, so the windows show what a process pays
+ * between its own full GCs)
  *
  * Each window starts with a full GC, so none pays for the garbage of the one before, and each run takes the
  * windows in another order (rotated by one), so none always follows the same one.
@@ -313,7 +315,10 @@ async function timed<R>(
   fn: () => Promise<R>,
   profileAs?: string,
 ): Promise<{ ms: number; cpuMs: number; mainMs: number | undefined; overheads: Overheads; emulatorMs: number | undefined; sent: Sent; result: R }> {
-  gc();
+  // BENCH_STEADY_GC=0 (steady mode): no full GC before a window. The full GC drops optimized code whose maps died,
+  // so each window re-optimizes part of the read path; without it a window shows what a process pays between its
+  // own full GCs (each window then carries the other side's garbage: the rounds alternate which side goes first).
+  if (!(STEADY && process.env.BENCH_STEADY_GC === '0')) gc();
   const profiler = profileAs ? new Session() : undefined;
   profiler?.connect();
   await profiler?.post('Profiler.enable');
