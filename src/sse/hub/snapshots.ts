@@ -78,8 +78,10 @@ export class Snapshots<T, R> {
       // Changes published meanwhile must still be in the buffer when the snapshot is done.
       if (client.open && client.cursor + 1 <= changes.head && changes.entry(client.cursor + 1) === undefined) client.drop('slow-client');
       if (!client.open) return;
+      if (this.#passedSince(client, read)) return this.send(client, 'too-old');
       client.write(frame);
     }
+    if (this.#passedSince(client, read)) return this.send(client, 'too-old');
     const { after } = read;
     const id = formatEventId(changes.streamId, after);
     const positions = Object.fromEntries(after);
@@ -92,6 +94,18 @@ export class Snapshots<T, R> {
     client.ahead = read.ahead.size > 0 ? new Map(read.ahead) : undefined;
     client.state = 'live';
     this.options.pump(client);
+  }
+
+  /**
+   * Whether the hub's position passed a re-read it did not publish since `read` read the view (see
+   * {@link ResumeLog.startsOver}): the rows may lack some of it, which no change will bring. The live clients start
+   * over then; one still being sent its rows does too (seed 5149 of the simulation: the rows waited on a slow
+   * connection while the re-read's last pages were read, and the browser went live without them).
+   */
+  #passedSince(client: SseClient<T, R>, read: SnapshotRead<R>): boolean {
+    if (read.startsOver === this.options.changes.startsOver) return false;
+    log('client %d: the hub passed a re-read it did not publish while the snapshot was sent: it starts over', client.id);
+    return true;
   }
 
   /** The `snapshot` event of some rows for a client (its row filter and projection), or `''` when none is left. */
