@@ -45,7 +45,9 @@ export interface ChangeFeedProcessor<T> {
   /**
    * Stops reading, lets batches in flight reach the checkpoint (bounded by `drainTimeoutMs`), writes the
    * final checkpoints, releases the leases and completes `changes$`. Resolves when all of that is done,
-   * including checkpoint writes still in flight. Idempotent.
+   * including checkpoint writes still in flight and a run an earlier re-subscription left draining. Final and
+   * idempotent: a subscription after it (a pipeline's `retry`) completes at once and takes no lease; to start
+   * again, create a new processor.
    */
   stop(): Promise<void>;
 }
@@ -93,12 +95,23 @@ export function createChangeFeed<T>(options: ChangeFeedOptions<T>): ChangeFeedPr
     events.next(event);
   };
   let current: Run<T> | undefined;
+  /** Runs not stopped yet: the active one, and those a re-subscription left behind while they drain. */
+  const runs = new Set<Run<T>>();
+  let stopped: Promise<void> | undefined;
+  const stopRun = (run: Run<T>): Promise<void> => run.stop().finally(() => runs.delete(run));
 
   // Each subscription while no run is active starts a fresh run (so retry and repeat work); concurrent
-  // subscribers share the active one, so no lease is ever read twice by this processor.
+  // subscribers share the active one, so no lease is ever read twice by this processor. Once stop() was
+  // called none starts: a pipeline's `retry` after it would take leases again behind a stop() that resolved
+  // (sim seed 380, write-after-stop).
   const partitions$ = new Observable<PartitionFeed<T>>((subscriber) => {
+    if (stopped) {
+      subscriber.complete();
+      return;
+    }
     const run = startRun(o, options.startFrom !== undefined, emit, log, { telemetry, health });
     current = run;
+    runs.add(run);
     health.status = 'running';
     const subscription = run.partitions$.subscribe({
       next: (feed) => subscriber.next(feed),
@@ -110,7 +123,7 @@ export function createChangeFeed<T>(options: ChangeFeedOptions<T>): ChangeFeedPr
     });
     return () => {
       subscription.unsubscribe();
-      void run.stop();
+      void stopRun(run);
     };
   }).pipe(share());
   const changes$ = partitions$.pipe(mergeAll(), share());
@@ -124,7 +137,11 @@ export function createChangeFeed<T>(options: ChangeFeedOptions<T>): ChangeFeedPr
       return current?.pool.inFlight ?? 0;
     },
     health: () => health.snapshot(),
-    stop: () => current?.stop() ?? Promise.resolve(),
+    // Every run still going, the one a re-subscription left draining included: nothing of this host is owned after.
+    stop: () =>
+      (stopped ??= (async () => {
+        while (runs.size > 0) await Promise.allSettled([...runs].map(stopRun));
+      })()),
   };
 }
 

@@ -445,6 +445,13 @@ describe('simulation: seeds the admin, topology and broker fault sets found', ()
   ] as const) {
     it(`epoch-went-back (dotnet scheme): ${what}: ${replayLine(config)}`, () => expectNoViolations(config));
   }
+  // write-after-stop (seed 380 of --faults all, found after this session's merges moved its schedule): stop() was
+  // called while a view write failed; the pipeline's `retry` subscribed again 200 ms later and started a second run,
+  // which took two leases while the first run drained; stop() stopped only the run it was called on and resolved, and
+  // the second run's writes (its drain, checkpoints and releases on unsubscription) landed after. stop() is final
+  // now (no run starts after it) and waits for every run still going (test/feed/stopFinal.test.ts).
+  const retryAfterStop: SimConfig = { ...whole, seed: 380, balanceBy: 'load', view: 'guarded', groups: false, form: 'rx', policy: 'deadLetter', start: 'beginning', leaseScheme: 'rxfeed', positions: 'opaque', relay: 'jetstream', sse: 'off' };
+  it(`write-after-stop: a pipeline's retry started a run behind stop(): ${replayLine(retryAfterStop)}`, () => expectNoViolations(retryAfterStop));
   // checkpoint-moved-backwards (seed 1142): h2's bootstrap wrote `.info` and deleted its lock; h3, whose reads
   // lagged (`late`), took the lock a moment later, listed none of h2's leases and created split partition 1's
   // children from the start beside lease 1 at checkpoint 16. The bootstrap now holds its lock one lease
