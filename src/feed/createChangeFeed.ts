@@ -45,9 +45,9 @@ export interface ChangeFeedProcessor<T> {
   /**
    * Stops reading, lets batches in flight reach the checkpoint (bounded by `drainTimeoutMs`), writes the
    * final checkpoints, releases the leases and completes `changes$`. Resolves when all of that is done,
-   * including checkpoint writes still in flight and a run an earlier re-subscription left draining. Final and
-   * idempotent: a subscription after it (a pipeline's `retry`) completes at once and takes no lease; to start
-   * again, create a new processor.
+   * including checkpoint writes still in flight and a run an earlier re-subscription left draining. A
+   * subscription while it runs (a pipeline's `retry`) completes at once and takes no lease; once it resolved,
+   * subscribing again starts a fresh run from the checkpoints. Idempotent.
    */
   stop(): Promise<void>;
 }
@@ -97,15 +97,16 @@ export function createChangeFeed<T>(options: ChangeFeedOptions<T>): ChangeFeedPr
   let current: Run<T> | undefined;
   /** Runs not stopped yet: the active one, and those a re-subscription left behind while they drain. */
   const runs = new Set<Run<T>>();
-  let stopped: Promise<void> | undefined;
+  /** While `stop()` runs: no run starts. Once it resolved, subscribing again starts a fresh run. */
+  let stopping: Promise<void> | undefined;
   const stopRun = (run: Run<T>): Promise<void> => run.stop().finally(() => runs.delete(run));
 
   // Each subscription while no run is active starts a fresh run (so retry and repeat work); concurrent
-  // subscribers share the active one, so no lease is ever read twice by this processor. Once stop() was
-  // called none starts: a pipeline's `retry` after it would take leases again behind a stop() that resolved
-  // (sim seed 380, write-after-stop).
+  // subscribers share the active one, so no lease is ever read twice by this processor. None starts while
+  // stop() runs: a pipeline's `retry` then would take leases behind a stop() about to resolve (sim seed 380,
+  // write-after-stop); it completes at once instead.
   const partitions$ = new Observable<PartitionFeed<T>>((subscriber) => {
-    if (stopped) {
+    if (stopping) {
       subscriber.complete();
       return;
     }
@@ -139,8 +140,12 @@ export function createChangeFeed<T>(options: ChangeFeedOptions<T>): ChangeFeedPr
     health: () => health.snapshot(),
     // Every run still going, the one a re-subscription left draining included: nothing of this host is owned after.
     stop: () =>
-      (stopped ??= (async () => {
-        while (runs.size > 0) await Promise.allSettled([...runs].map(stopRun));
+      (stopping ??= (async () => {
+        try {
+          while (runs.size > 0) await Promise.allSettled([...runs].map(stopRun));
+        } finally {
+          stopping = undefined;
+        }
       })()),
   };
 }

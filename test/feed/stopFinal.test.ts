@@ -1,4 +1,4 @@
-/** `stop()` is final: a pipeline's `retry` after it takes no lease, and it waits for a run left draining (sim seed 380). */
+/** While `stop()` runs no run starts (a pipeline's `retry` takes no lease behind it), and it waits for every run (sim seed 380). */
 import { retry, throwError, mergeMap, of, timer } from 'rxjs';
 import { describe, expect, it, vi } from 'vitest';
 import { createChangeFeed } from '../../src/feed/index.js';
@@ -21,19 +21,21 @@ function processor() {
   return { source, leases, feed, owned };
 }
 
-describe('stop() is final', () => {
-  it('a subscription after stop() completes at once and takes no lease', async () => {
+describe('stop() and the runs of a processor', () => {
+  it('a subscription while stop() runs completes at once and takes no lease; after it, one starts a fresh run', async () => {
     const { feed, owned } = processor();
     subscriptions.push(feed.changes$.pipe(checkpointEvery(1)).subscribe());
     await vi.advanceTimersByTimeAsync(1_000);
     expect(await owned()).toBe(2);
-    await Promise.all([feed.stop(), vi.advanceTimersByTimeAsync(5_000)]);
-    expect(await owned()).toBe(0);
+    const stopping = feed.stop();
     let completed = false;
     subscriptions.push(feed.changes$.subscribe({ complete: () => (completed = true) }));
-    await vi.advanceTimersByTimeAsync(1_000);
+    await Promise.all([stopping, vi.advanceTimersByTimeAsync(5_000)]);
     expect(completed).toBe(true);
     expect(await owned()).toBe(0);
+    subscriptions.push(feed.changes$.pipe(checkpointEvery(1)).subscribe());
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(await owned()).toBe(2);
   });
 
   it("a pipeline's retry while stop() drains does not start a run behind it: nothing is owned once stop() resolved", async () => {
