@@ -13,11 +13,11 @@
  * change) in the same rounds, in turn with this one, and prints the paired ratio: path.other.cpuprofile)
  */
 import type { Container } from '@azure/cosmos';
+import { toTotal } from './checkpointingLoop.js';
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { filter, firstValueFrom, scan } from 'rxjs';
-import type { Change } from '../src/core/Change.js';
-import { pageReplies, type Doc } from './pageReplies.js';
+import { pageReplies, type Doc, pageFeedOptions } from './pageReplies.js';
 import * as built from './built.js';
 import { pathToFileURL } from 'node:url';
 import type * as Rxfeed from '../src/index.js';
@@ -61,14 +61,8 @@ async function pipeline(container: Container, rxfeed: Package = built): Promise<
   const feed = createChangeFeed<Doc>({
     source: new CosmosSource<Doc>(container),
     leases: new MemoryLeaseStore(),
-    instanceName: 'bench',
-    leasePrefix: 'bench.',
-    startFrom: 'beginning',
-    maxItemCount: PAGE,
-    maxInFlightChanges: Math.max(10_000, PAGE * RANGES * 2),
-    leaseAcquireIntervalMs: 200,
+    ...pageFeedOptions(PAGE, RANGES),
   });
-  const toTotal = (c: Change<Doc>): Change<number> => ({ id: c.id, operation: c.operation, lsn: c.lsn, timestampMs: c.timestampMs, document: c.document?.total });
   const count = await firstValueFrom(
     feed.changes$.pipe(
       mapChanges(toTotal),

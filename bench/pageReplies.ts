@@ -74,3 +74,15 @@ export function pageReplies(pages: number, page: number, rangeCount: number) {
 
   return { ranges, perRange, changes: perRange * rangeCount * page, iterator, fakeContainer };
 }
+
+/** The options both page benches give their feed over `pageReplies`' container (all but source, leases and telemetry). */
+export function pageFeedOptions(page: number, rangeCount: number) {
+  return {
+    instanceName: 'bench',
+    leasePrefix: 'bench.',
+    startFrom: 'beginning' as const,
+    maxItemCount: page,
+    maxInFlightChanges: Math.max(10_000, page * rangeCount * 2),
+    leaseAcquireIntervalMs: 200,
+  };
+}

@@ -15,15 +15,15 @@
  * With `BENCH_DUMP=1` it asks callgrind (`callgrind_control --dump`) for a dump after each pass, so one run gives
  * every pass's count. Without valgrind it prints the CPU time of each pass.
  */
+import { toTotal } from './checkpointingLoop.js';
 import { filter, firstValueFrom, scan, type Observable } from 'rxjs';
 import { pathToFileURL } from 'node:url';
 import { spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 import type { Container } from '@azure/cosmos';
-import type { Change } from '../src/core/Change.js';
 import type { ChangeBatch } from '../src/core/ChangeBatch.js';
 import type * as Rxfeed from '../src/index.js';
-import { pageReplies, type Doc } from './pageReplies.js';
+import { pageReplies, type Doc, pageFeedOptions } from './pageReplies.js';
 
 const BUILD = resolve(process.env.BENCH_BUILD ?? 'dist');
 const PAGES = Number(process.env.BENCH_PAGES ?? 2000);
@@ -43,15 +43,9 @@ async function pass(container: Container): Promise<number> {
   const feed = createChangeFeed<Doc>({
     source: new CosmosSource<Doc>(container),
     leases: new MemoryLeaseStore(),
-    instanceName: 'bench',
-    leasePrefix: 'bench.',
-    startFrom: 'beginning',
-    maxItemCount: PAGE,
-    maxInFlightChanges: Math.max(10_000, PAGE * RANGES * 2),
-    leaseAcquireIntervalMs: 200,
+    ...pageFeedOptions(PAGE, RANGES),
     ...(TELEMETRY ? {} : { telemetry: false as const }),
   });
-  const toTotal = (c: Change<Doc>): Change<number> => ({ id: c.id, operation: c.operation, lsn: c.lsn, timestampMs: c.timestampMs, document: c.document?.total });
   const count = await firstValueFrom(
     feed.changes$.pipe(
       MAP ? mapChanges(toTotal) : (batches) => batches as unknown as Observable<ChangeBatch<number>>,
