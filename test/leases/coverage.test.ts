@@ -7,6 +7,7 @@ import type { FeedEvent } from '../../src/core/events.js';
 import type { Partition } from '../../src/core/Partition.js';
 import type { CoordinatorContext } from '../../src/leases/coordinator/context.js';
 import { PartitionList } from '../../src/leases/coordinator/context.js';
+import { HeldLock, handedOverLeases } from '../../src/leases/coordinator/bootstrapLock.js';
 import { Coverage, LeaseGapError, uncoveredRanges } from '../../src/leases/coordinator/Coverage.js';
 import type { Lease } from '../../src/leases/Lease.js';
 import type { LeaseStore } from '../../src/leases/LeaseStore.js';
@@ -14,6 +15,7 @@ import { MemoryLeaseStore } from '../../src/leases/MemoryLeaseStore.js';
 import { floorDocument, leaseDocument, markerDocument, namingOf, type LeaseNaming } from '../../src/leases/protocol/index.js';
 import { warningKind } from '../../src/feed/processWarnings.js';
 import { resetLeases } from '../../src/admin/index.js';
+import { laggingLeaseStore } from '../support/faults/index.js';
 import { FakePartitions, partitions, startHost } from './hosts.js';
 import { VirtualScheduler } from './virtualScheduler.js';
 
@@ -71,13 +73,21 @@ describe('uncoveredRanges (the planner)', () => {
   });
 });
 
-/** A Coverage on `store` with its own virtual clock; `list` is what the balance loop's listing shows. */
-function coverageOn(store: LeaseStore, parts: FakePartitions, options: { startPosition?: (p: Partition) => Promise<string | null> } = {}) {
-  const clock = new VirtualScheduler(1_000_000);
-  const naming: LeaseNaming = namingOf('p.', 'rxfeed', 'a', 'latestVersion', () => clock.now());
+/** A Coverage of host `owner` on `store`, with its own virtual clock unless given one; `list` is what the balance loop's listing shows. */
+function coverageOn(
+  store: LeaseStore,
+  parts: FakePartitions,
+  options: { startPosition?: (p: Partition) => Promise<string | null>; held?: HeldLock } = {},
+  { owner = 'a', clock = new VirtualScheduler(1_000_000) }: { owner?: string; clock?: VirtualScheduler } = {},
+) {
+  const naming: LeaseNaming = namingOf('p.', 'rxfeed', owner, 'latestVersion', () => clock.now());
   const events: FeedEvent[] = [];
+  const stop = new AbortController();
   const ctx = {
-    owner: 'a',
+    owner,
+    stopped: () => stop.signal.aborted,
+    stopSignal: stop.signal,
+    track: (work: Promise<unknown>) => void work.catch(() => undefined),
     store,
     naming,
     t: { acquireMs: 13_000, renewMs: 40_000, expirationMs: 60_000 },
@@ -87,7 +97,7 @@ function coverageOn(store: LeaseStore, parts: FakePartitions, options: { startPo
     partitions: new PartitionList(parts.listPartitions, new AbortController().signal),
     emit: (e: FeedEvent) => events.push(e),
   } as unknown as CoordinatorContext;
-  return { coverage: new Coverage(ctx, options), clock, naming, events };
+  return { coverage: new Coverage(ctx, options), clock, naming, events, stop: () => stop.abort() };
 }
 
 async function seeded(n: number): Promise<{ store: MemoryLeaseStore; parts: FakePartitions; naming: LeaseNaming }> {
@@ -114,6 +124,9 @@ describe('Coverage (the repair step)', () => {
     await clock.advance(47_000);
     expect(await coverage.review(await leasesIn(store))).toBe(true);
     expect(await store.read('p.1')).toMatchObject({ owner: null, epoch: 7, continuation: 'now-of-1', feedRange: parts.list[1]!.range });
+    // The lock is kept an expiration after the creates (see the lagging-host test below), then removed.
+    expect(await store.read('p..lock')).toMatchObject({ owner: 'a' });
+    await clock.advance(60_000);
     expect(await store.read('p..lock')).toBeUndefined();
     expect(events).toHaveLength(1);
     const event = events[0]!;
@@ -169,6 +182,69 @@ describe('Coverage (the repair step)', () => {
     expect(creates).toEqual(['p..lock']);
     expect(await store.read('p..lock')).toBeUndefined();
     expect(events).toEqual([]);
+  });
+  // Found by review (the failed bootstrap's lock, seed 532, has the same shape): a repair removed its lock at
+  // once. A host whose reads lag took it, listed the leases without the repair's creates and, the partition
+  // having split meanwhile, created its children from the start position beside the repaired lease, whose
+  // owner creates them from its checkpoint: the changes between were read by nobody (`--start now`).
+  it("keeps the lock an expiration after its creates: a host whose reads lag never repairs again on a listing without them", async () => {
+    const clock = new VirtualScheduler(1_000_000);
+    const lagging = laggingLeaseStore(new MemoryLeaseStore(), clock, 30_000);
+    const parts = new FakePartitions(2);
+    const seeding = lagging.session('seed');
+    const naming = namingOf('p.', 'rxfeed', 'seed', 'latestVersion', () => clock.now());
+    await seeding.createIfAbsent(leaseDocument(naming, '1', parts.list[1]!.range, null, {}, 2));
+    await seeding.createIfAbsent(markerDocument(naming, 'p..info'));
+    await clock.advance(60_000); // seeded long ago: every session sees it; partition 0 has no lease
+    const a = coverageOn(lagging.session('a'), parts, { startPosition: async (p) => `now-of-${p.id}` }, { owner: 'a', clock });
+    const c = coverageOn(lagging.session('c'), parts, { startPosition: async (p) => `now-of-${p.id}` }, { owner: 'c', clock });
+    const leasesSeenBy = (host: string) => leasesIn(lagging.session(host));
+    for (const host of [a, c]) expect(await host.coverage.review(await leasesSeenBy(host === a ? 'a' : 'c'))).toBe(false);
+    await clock.advance(60_000);
+    expect(await a.coverage.review(await leasesSeenBy('a'))).toBe(true); // a repairs: lease 0 created
+    expect((await leasesIn(seeding)).map((l) => l.leaseToken)).toEqual(['1']); // not seen elsewhere yet
+    parts.split('0'); // then partition 0 splits (its lease's owner will create the children from its checkpoint)
+    await clock.advance(5_000);
+    // c saw the same gap for an expiration, and its listing still lacks lease 0: only the lock stops it.
+    expect(await c.coverage.review(await leasesSeenBy('c'))).toBe(false);
+    for (let i = 0; i < 5; i++) {
+      await clock.advance(13_000);
+      expect(await c.coverage.review(await leasesSeenBy('c'))).toBe(false);
+    }
+    const tokens = (await leasesIn(lagging.session('c'))).map((l) => l.leaseToken).sort();
+    expect(tokens).toEqual(['0', '1']); // never the children of 0 from the start position
+    expect(c.events).toEqual([]);
+    expect(await lagging.session('a').read('p..lock')).toBeUndefined(); // a's hold ended, and removed it
+  });
+
+  it("keeps the lock for this host's next bootstrap to take back at once (the try at .info after a repair)", async () => {
+    const { store, parts } = await seeded(2);
+    await store.delete((await store.read('p.0'))!);
+    const held = new HeldLock();
+    const { coverage, clock } = coverageOn(store, parts, { held });
+    expect(await coverage.review(await leasesIn(store))).toBe(false);
+    await clock.advance(60_000);
+    expect(await coverage.review(await leasesIn(store))).toBe(true);
+    const taken = held.takeBack()!;
+    expect(taken.lock).toMatchObject({ id: 'p..lock', owner: 'a' });
+    expect(taken.known.map((l) => l.leaseToken).sort()).toEqual(['0', '1']);
+    await clock.advance(60_000);
+    expect(await store.read('p..lock')).toBeDefined(); // taken back: its fate is that bootstrap's, not the hold's
+  });
+
+  it("hands the lock over released, never removed, when its host stops during the hold", async () => {
+    const { store, parts } = await seeded(2);
+    await store.delete((await store.read('p.0'))!);
+    const { coverage, clock, stop } = coverageOn(store, parts);
+    expect(await coverage.review(await leasesIn(store))).toBe(false);
+    await clock.advance(60_000);
+    expect(await coverage.review(await leasesIn(store))).toBe(true);
+    stop();
+    await clock.advance(0);
+    // Released with the leases the repair knew of: a bootstrap that takes it over counts them as listed.
+    const lock = (await store.read('p..lock'))!;
+    expect(lock.owner).toBeNull();
+    expect(handedOverLeases(lock)?.map((l) => l.leaseToken).sort()).toEqual(['0', '1']);
   });
 });
 

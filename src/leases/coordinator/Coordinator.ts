@@ -49,7 +49,7 @@ export class Coordinator implements LeaseCoordinator {
   readonly #endings: Endings;
   readonly #departure: Departure;
   readonly #coverage: Coverage;
-  /** The bootstrap lock a failed bootstrap of this host keeps, for its next bootstrap to take back. */
+  /** The bootstrap lock a failed bootstrap or a gap repair of this host keeps, for its next bootstrap to take back. */
   readonly #heldLock = new HeldLock();
   #started = false;
   #stopping: Promise<void> | undefined;
@@ -83,7 +83,7 @@ export class Coordinator implements LeaseCoordinator {
       acquired: (owned) => this.#acquired.next(owned),
       asked: (id) => this.#departure.asked(id),
     });
-    const coverage = new Coverage(ctx, { startPosition: options.startPosition });
+    const coverage = new Coverage(ctx, { startPosition: options.startPosition, held: this.#heldLock });
     this.#coverage = coverage;
     this.#balancer = new Balancer(
       ctx,

@@ -1,5 +1,6 @@
 // Role: finds key ranges no lease of this processor covers (a reset that raced a bootstrap, or failed part
-// way; leases deleted by hand) and creates leases for them, under the bootstrap lock, once the gap has lasted.
+// way; leases deleted by hand) and creates leases for them, under the bootstrap lock (kept an expiration after
+// the creates), once the gap has lasted.
 // `uncoveredRanges` is the pure planner; `Coverage` the step the balance loop runs every round.
 import type { FeedRange, Partition, Position } from '../../core/Partition.js';
 import { CorruptLeaseError } from '../../errors/index.js';
@@ -7,8 +8,8 @@ import type { Lease } from '../Lease.js';
 import { confirmEpochFloor, leaseDocument, lockId, markerDocument, readEpochFloor } from '../protocol/documents.js';
 import { listProcessorLeases } from '../protocol/listing.js';
 import { KEY_SPACE } from './bootstrap.js';
-import { LockWatch } from './bootstrapLock.js';
-import type { CoordinatorContext } from './context.js';
+import { holdLock, knownLease, knownOf, LockWatch, type HeldLock, type KnownLease } from './bootstrapLock.js';
+import { delay, type CoordinatorContext } from './context.js';
 import { childLeases, type ChildLease, coversRange, uncoveredParts } from './splitMerge.js';
 
 /**
@@ -68,6 +69,11 @@ function show(r: FeedRange): string {
 export interface CoverageOptions {
   /** Where a new lease starts, as a bootstrap pins it (`null` or absent: at the reader's start). */
   readonly startPosition?: ((partition: Partition) => Promise<Position | null>) | undefined;
+  /**
+   * Where the lock a repair keeps is held for this host's next bootstrap to take back at once (with the leases
+   * the repair knew of): the try at `.info` that follows a repair, or a bootstrap after a reset.
+   */
+  readonly held?: HeldLock | undefined;
 }
 
 /**
@@ -139,6 +145,7 @@ export class Coverage {
       await this.#clearStaleLock(lockName);
       return false;
     }
+    let known: KnownLease[] | undefined;
     try {
       const [floorRead, listing, partitions] = await Promise.all([readEpochFloor(store, naming), listProcessorLeases(store, naming), ctx.partitions.refresh()]);
       const plan = uncoveredRanges(listing.leases, partitions);
@@ -151,8 +158,10 @@ export class Coverage {
       const starts = await Promise.all(plan.create.map((c) => this.options.startPosition?.({ id: c.token, range: c.range }) ?? null));
       // The highest epoch a reset deleted: the leases are created at it, never below (confirmed current first).
       const floor = await confirmEpochFloor(store, naming, naming.now, floorRead);
+      known = knownOf(naming, listing);
       const settled = await Promise.allSettled(plan.create.map((c, i) => store.createIfAbsent(leaseDocument(naming, c.token, c.range, starts[i]!, {}, floor))));
       const created = settled.flatMap((s) => (s.status === 'fulfilled' && s.value ? [s.value] : []));
+      known.push(...created.map(knownLease));
       const failed = settled.find((s) => s.status === 'rejected');
       this.#suspected = undefined;
       if (created.length > 0) {
@@ -166,7 +175,15 @@ export class Coverage {
       if (failed) throw failed.reason;
       return created.length > 0;
     } finally {
-      await store.delete(lock).catch(() => undefined);
+      // Once creates were sent, the lock is kept an expiration, as a bootstrap's (`holdLock`): a host whose reads
+      // lag this one's that took it at once would list the leases without them and repair the same gap again,
+      // after a split meanwhile with the children of a repaired lease from the start position beside it (its
+      // owner creates them from its checkpoint). This host's next bootstrap takes it back at once; a stop hands
+      // it over with the leases known. Nothing sent: removed at once.
+      if (known) {
+        const holder = { store, naming, expirationMs: ctx.t.expirationMs, delay: (ms: number) => delay(ctx, ms), stopped: ctx.stopped, held: this.options.held };
+        ctx.track(holdLock(holder, lock, known));
+      } else await store.delete(lock).catch(() => undefined);
     }
   }
 

@@ -8,7 +8,7 @@ import type { LeaseStore } from '../LeaseStore.js';
 import { listProcessorLeases } from '../protocol/listing.js';
 import { confirmEpochFloor, infoId, leaseDocument, lockId, markerDocument, readEpochFloor, type LeaseNaming } from '../protocol/documents.js';
 import { coversRange } from './splitMerge.js';
-import { handedOverLeases, handOverProperty, knownLease, knownOf, LockWatch, type HeldLock, type KnownLease } from './bootstrapLock.js';
+import { handedOverLeases, holdLock, knownLease, knownOf, LockWatch, type HeldLock, type KnownLease } from './bootstrapLock.js';
 
 /** @internal The whole key space: what the partitions a bootstrap creates leases for must cover between them. */
 export const KEY_SPACE = { minInclusive: '', maxExclusive: 'FF' } as const;
@@ -312,35 +312,4 @@ async function markDone(ctx: BootstrapContext, lock?: Lease, known: readonly Kno
     throw error;
   }
   if (lock) await holdLock(ctx, lock);
-}
-
-/**
- * Keeps the lock of a bootstrap for an expiration after its last write (`.info`, or the lease creates of one
- * that failed), then removes it. A
- * host's reads may lag other hosts' writes (the protocol assumes by less than an expiration): one that read
- * `.info` absent just before it landed, and took the lock the moment it was removed, bootstrapped again on
- * listings that lagged this bootstrap's creates and the replacements since (a lease created again for a
- * partition its claimed lease had already been replaced for by split/merge children: the parent came back
- * below their epochs, was fenced and retaken until its epoch passed theirs, and its writes were accepted
- * after theirs; seeds 433, 866, 1091 of `--faults all`). A host that takes the lock after the hold reads
- * `.info` under it, and sees it. The lock is touched first, so that a host waiting on it counts its
- * expiration from then, not from the lock's create: the bootstrap may have taken most of one, and a lag is per
- * document (a host may see the lock at once and `.info` late).
- *
- * A `stop()` during the hold never removes the lock (removed early, it would let a lagging host bootstrap
- * again), and leaves it owned by nobody. After a bootstrap that finished (`unfinished` not given) it is
- * released as it stands: `.info` exists, so no host waits on it; it goes stale an expiration later (a reset
- * deletes it). After one that did not, it is handed over: released with the leases the bootstrap knew of
- * (listed, handed to it, created: `unfinished`) in {@link HANDED_OVER_LEASES}; the next host to bootstrap
- * takes it over at once and counts them as listed, so its own listing, however it lags, never leaves them out.
- */
-async function holdLock(ctx: BootstrapContext, lock: Lease, unfinished?: readonly KnownLease[]): Promise<void> {
-  const held = (await ctx.store.replace({ ...lock, timestampMs: ctx.naming.now() }).catch(() => undefined)) ?? lock;
-  const kept = unfinished && ctx.held?.keep(held, unfinished);
-  await ctx.delay(ctx.expirationMs);
-  if (kept && !ctx.held!.end(kept)) return; // this host's next bootstrap took it back
-  // Conditional on our version: a reset since deleted it (and a bootstrap after it may hold a lock of its own).
-  if (!ctx.stopped()) await ctx.store.delete(held).catch(() => undefined);
-  else if (unfinished) await ctx.store.replace({ ...held, owner: null, properties: handOverProperty(unfinished) }).catch(() => undefined);
-  else await ctx.store.replace({ ...held, owner: null }).catch(() => undefined);
 }

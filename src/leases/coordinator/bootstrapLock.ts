@@ -1,14 +1,15 @@
 // Role: the bootstrap lock's state apart from the bootstrap itself — what a failed bootstrap keeps for its
-// host's next try (HeldLock), the leases a lock handed over at a stop names (its record), and when a lock is stale.
+// host's next try (HeldLock), the leases a lock handed over at a stop names (its record), when a lock is stale,
+// and the hold of a lock an expiration after the last write under it (holdLock: bootstraps and gap repairs).
 import type { FeedRange } from '../../core/Partition.js';
 import type { Lease } from '../Lease.js';
 import type { LeaseStore } from '../LeaseStore.js';
 import { isLeaseOf, type LeaseNaming } from '../protocol/documents.js';
 
 /**
- * @internal The lock a host keeps after its bootstrap failed (`holdLock` in bootstrap.ts), with the leases that bootstrap
- * knew of: the host's next bootstrap takes it back at once (and counts them as listed) rather than wait the
- * hold out. This host's own writes are no lag to it.
+ * @internal The lock a host keeps after its bootstrap failed, or after a gap repair ({@link holdLock}), with the
+ * leases that bootstrap or repair knew of: the host's next bootstrap takes it back at once (and counts them as
+ * listed) rather than wait the hold out. This host's own writes are no lag to it.
  */
 export class HeldLock {
   #held: { readonly lock: Lease; readonly known: readonly KnownLease[] } | undefined;
@@ -93,4 +94,47 @@ export class LockWatch {
     if (this.#seen?.etag !== lock.etag) this.#seen = { etag: lock.etag, since: now };
     return now - this.#seen.since >= expirationMs;
   }
+}
+
+/** @internal What {@link holdLock} needs: the store, the clocks, and whether the host stopped. */
+export interface LockHolder {
+  readonly store: LeaseStore;
+  readonly naming: LeaseNaming;
+  readonly expirationMs: number;
+  /** Waits `ms` (scheduler time), or until the host stops. */
+  readonly delay: (ms: number) => Promise<void>;
+  readonly stopped: () => boolean;
+  /** Where a failed bootstrap keeps the lock for its host's next try (bootstraps only). */
+  readonly held?: HeldLock | undefined;
+}
+
+/**
+ * @internal Keeps the lock of a bootstrap for an expiration after its last write (`.info`, or the lease creates of one
+ * that failed), then removes it; a gap repair that sent lease creates keeps it the same way (Coverage). A
+ * host's reads may lag other hosts' writes (the protocol assumes by less than an expiration): one that read
+ * `.info` absent just before it landed, and took the lock the moment it was removed, bootstrapped again on
+ * listings that lagged this bootstrap's creates and the replacements since (a lease created again for a
+ * partition its claimed lease had already been replaced for by split/merge children: the parent came back
+ * below their epochs, was fenced and retaken until its epoch passed theirs, and its writes were accepted
+ * after theirs; seeds 433, 866, 1091 of `--faults all`). A host that takes the lock after the hold reads
+ * `.info` under it, and sees it. The lock is touched first, so that a host waiting on it counts its
+ * expiration from then, not from the lock's create: the bootstrap may have taken most of one, and a lag is per
+ * document (a host may see the lock at once and `.info` late).
+ *
+ * A `stop()` during the hold never removes the lock (removed early, it would let a lagging host bootstrap
+ * again), and leaves it owned by nobody. After a bootstrap that finished (`unfinished` not given) it is
+ * released as it stands: `.info` exists, so no host waits on it; it goes stale an expiration later (a reset
+ * deletes it). After one that did not, it is handed over: released with the leases the bootstrap knew of
+ * (listed, handed to it, created: `unfinished`) in {@link HANDED_OVER_LEASES}; the next host to bootstrap
+ * takes it over at once and counts them as listed, so its own listing, however it lags, never leaves them out.
+ */
+export async function holdLock(ctx: LockHolder, lock: Lease, unfinished?: readonly KnownLease[]): Promise<void> {
+  const held = (await ctx.store.replace({ ...lock, timestampMs: ctx.naming.now() }).catch(() => undefined)) ?? lock;
+  const kept = unfinished && ctx.held?.keep(held, unfinished);
+  await ctx.delay(ctx.expirationMs);
+  if (kept && !ctx.held!.end(kept)) return; // this host's next bootstrap took it back
+  // Conditional on our version: a reset since deleted it (and a bootstrap after it may hold a lock of its own).
+  if (!ctx.stopped()) await ctx.store.delete(held).catch(() => undefined);
+  else if (unfinished) await ctx.store.replace({ ...held, owner: null, properties: handOverProperty(unfinished) }).catch(() => undefined);
+  else await ctx.store.replace({ ...held, owner: null }).catch(() => undefined);
 }
