@@ -1,5 +1,5 @@
 import type { Change } from '../../core/Change.js';
-import type { Partition, Position } from '../../core/Partition.js';
+import type { Partition, Position, StartFrom } from '../../core/Partition.js';
 import { RxfeedError } from '../../errors/index.js';
 
 /** One change in a partition's log. */
@@ -73,6 +73,13 @@ export function firstAtOrAfterTime<T>(log: readonly Entry<T>[], timestampMs: num
     else hi = mid;
   }
   return lo;
+}
+
+/** Index of the first entry of `target`'s log that a read from `from` may return. */
+export function firstToRead<T>(target: MemoryPartition<T>, from: Exclude<StartFrom, 'now'>): number {
+  if (from === 'beginning') return 0;
+  if (from instanceof Date) return firstAtOrAfterTime(target.log, from.getTime(), target.timeOrdered);
+  return firstAfterLsn(target.log, lsnOf(from.position));
 }
 
 /** The position from which a read of `target` returns exactly its changes at or after `at`. */
