@@ -2,6 +2,7 @@ import { asyncScheduler, type OperatorFunction, type SchedulerAction, type Sched
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { InvalidOptionsError } from '../errors/index.js';
+import { positiveMs } from '../options/validate.js';
 import { logger } from '../internal/log.js';
 import { changeEnvelope } from '../nats/publishToJetStream.js';
 import { type BrokerPublisher, messageId, notSent, type PublishResult, relay, type RelayOptions } from '../relay/relay.js';
@@ -285,7 +286,7 @@ export function publishToAmqp<B extends AnyBatches>(target: AmqpTarget, options:
   if (typeof options.routingKey !== 'function') throw new InvalidOptionsError('routingKey', 'give a function from a change to its routing key');
   if (options.payload !== undefined && typeof options.payload !== 'function') throw new InvalidOptionsError('payload', 'give a function from a change to its message body');
   const timeoutMs = options.confirmTimeoutMs ?? 30_000;
-  if (!(Number.isFinite(timeoutMs) && timeoutMs > 0)) throw new InvalidOptionsError('confirmTimeoutMs', `must be a positive number of milliseconds (got ${String(timeoutMs)})`);
+  positiveMs('confirmTimeoutMs', timeoutMs);
   type T = DocumentOf<B>;
   const payload = options.payload ?? (changeEnvelope as (change: Change<T>, batch: ChangeBatch<T>) => string);
   return relay<B, AmqpMessage>(

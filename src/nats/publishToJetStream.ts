@@ -2,6 +2,7 @@ import type { OperatorFunction } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { InvalidOptionsError } from '../errors/index.js';
+import { positiveMs } from '../options/validate.js';
 import { importOptional } from '../internal/importOptional.js';
 import { LazyConnection } from '../internal/lazyConnection.js';
 import type { AnyBatches, DocumentOf } from '../operators/types.js';
@@ -171,7 +172,7 @@ export function publishToJetStream<B extends AnyBatches>(target: JetStreamTarget
   if (typeof options?.subject !== 'function') throw new InvalidOptionsError('subject', 'give a function from a change to its subject');
   if (options.payload !== undefined && typeof options.payload !== 'function') throw new InvalidOptionsError('payload', 'give a function from a change to its message body');
   const timeout = options.ackTimeoutMs ?? 5000;
-  if (!(Number.isFinite(timeout) && timeout > 0)) throw new InvalidOptionsError('ackTimeoutMs', `must be a positive number of milliseconds (got ${String(timeout)})`);
+  positiveMs('ackTimeoutMs', timeout);
   type T = DocumentOf<B>;
   const payload = options.payload ?? (changeEnvelope as (change: Change<T>, batch: ChangeBatch<T>) => string);
   return relay<B, NatsMessage>(
