@@ -2,9 +2,9 @@ import { asyncScheduler, type OperatorFunction, type SchedulerAction, type Sched
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { InvalidOptionsError } from '../errors/index.js';
+import { positiveMs } from '../options/validate.js';
 import { logger } from '../internal/log.js';
-import { changeEnvelope } from '../nats/publishToJetStream.js';
-import { type BrokerPublisher, messageId, notSent, type PublishResult, relay, type RelayOptions } from '../relay/relay.js';
+import { type BrokerPublisher, messageId, notSent, payloadOf, type PublishResult, relay, type RelayOptions } from '../relay/relay.js';
 import type { AnyBatches, DocumentOf } from '../operators/types.js';
 import { importOptional } from '../internal/importOptional.js';
 import { LazyConnection } from '../internal/lazyConnection.js';
@@ -283,11 +283,9 @@ export function publishToAmqp<B extends AnyBatches>(target: AmqpTarget, options:
   if (typeof target === 'string' && !/^amqps?:\/\//.test(target)) throw new InvalidOptionsError('target', 'an AMQP URL starts with amqp:// or amqps://');
   if (typeof options?.exchange !== 'string') throw new InvalidOptionsError('exchange', "give the exchange's name ('' for the default exchange)");
   if (typeof options.routingKey !== 'function') throw new InvalidOptionsError('routingKey', 'give a function from a change to its routing key');
-  if (options.payload !== undefined && typeof options.payload !== 'function') throw new InvalidOptionsError('payload', 'give a function from a change to its message body');
+  const payload = payloadOf(options.payload);
   const timeoutMs = options.confirmTimeoutMs ?? 30_000;
-  if (!(Number.isFinite(timeoutMs) && timeoutMs > 0)) throw new InvalidOptionsError('confirmTimeoutMs', `must be a positive number of milliseconds (got ${String(timeoutMs)})`);
-  type T = DocumentOf<B>;
-  const payload = options.payload ?? (changeEnvelope as (change: Change<T>, batch: ChangeBatch<T>) => string);
+  positiveMs('confirmTimeoutMs', timeoutMs);
   return relay<B, AmqpMessage>(
     'publishToAmqp',
     () => new AmqpPublisher(target, options.exchange, timeoutMs, options.scheduler ?? asyncScheduler),

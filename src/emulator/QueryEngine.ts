@@ -1,3 +1,4 @@
+import { countBefore } from '../internal/countBefore.js';
 import { CosmosHttpError } from './errors.js';
 import { comparePositions, type PositionedDoc } from './store/Store.js';
 import { parseBuiltinQuery, QuerySyntaxError, UnsupportedQueryError, type BuiltinQuery } from './sql/index.js';
@@ -144,14 +145,7 @@ function resumePosition(token: string | undefined): { epk: string; key: string }
 
 /** Index of the first document after `position` in container order (binary search). */
 function firstAfter(ordered: readonly PositionedDoc[], position: { epk: string; key: string }): number {
-  let lo = 0;
-  let hi = ordered.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (comparePositions(ordered[mid]!, position) <= 0) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
+  return countBefore(ordered, (doc) => comparePositions(doc, position) <= 0);
 }
 
 function specOf(spec: unknown): QuerySpec {

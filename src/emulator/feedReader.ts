@@ -1,3 +1,4 @@
+import { countBefore } from '../internal/countBefore.js';
 import type { PartitionKeyDefinition } from './hash.js';
 import type { Doc, LogEntry, RangeState } from './store/Store.js';
 
@@ -40,14 +41,7 @@ export function lsnEtag(lsn: number): string {
 }
 
 function firstAfter(log: readonly LogEntry[], lsn: number): number {
-  let lo = 0;
-  let hi = log.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (log[mid]!.lsn <= lsn) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
+  return countBefore(log, (e) => e.lsn <= lsn);
 }
 
 /**

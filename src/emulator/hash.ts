@@ -1,3 +1,5 @@
+import { fmix32 } from '../internal/random.js';
+
 /**
  * Effective partition key (EPK) hashing, bit for bit what `@azure/cosmos` computes on the client: the SDK
  * hashes keys itself for hierarchical-key prefixes, EPK sub-range reads and bulk, so any difference here would
@@ -27,14 +29,6 @@ const utf8 = new TextEncoder();
 
 function rotl32(x: number, r: number): number {
   return (x << r) | (x >>> (32 - r));
-}
-
-function fmix32(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  return (h ^ (h >>> 16)) >>> 0;
 }
 
 /** MurmurHash3, x86 flavour, 32 bits, seed 0. */

@@ -1,5 +1,6 @@
 import { asyncScheduler, type SchedulerLike, type Subscription } from 'rxjs';
 import { InvalidOptionsError } from '../errors/index.js';
+import { positiveMs } from '../options/validate.js';
 
 /** Options of {@link stopOnSignals}. */
 export interface StopOnSignalsOptions {
@@ -36,9 +37,7 @@ const SIGNAL_NUMBERS: Partial<Record<NodeJS.Signals, number>> = { SIGHUP: 1, SIG
 export function stopOnSignals(processor: { stop(): Promise<void> }, options: StopOnSignalsOptions = {}): () => void {
   const signals = options.signals ?? ['SIGTERM', 'SIGINT'];
   const timeoutMs = options.timeoutMs ?? 25_000;
-  if (!Number.isFinite(timeoutMs) || timeoutMs <= 0) {
-    throw new InvalidOptionsError('timeoutMs', `must be a positive number of milliseconds, got ${String(timeoutMs)}`);
-  }
+  positiveMs('timeoutMs', timeoutMs);
   if (!Array.isArray(signals) || signals.length === 0) throw new InvalidOptionsError('signals', 'give at least one signal name, e.g. SIGTERM');
   const exit = options.exit === undefined ? (code: number) => process.exit(code) : options.exit;
   let stopping = false;

@@ -8,12 +8,16 @@ export function hashString(text: string): number {
     hash ^= text.charCodeAt(i);
     hash = Math.imul(hash, 0x01000193);
   }
-  hash ^= hash >>> 16;
-  hash = Math.imul(hash, 0x85ebca6b);
-  hash ^= hash >>> 13;
-  hash = Math.imul(hash, 0xc2b2ae35);
-  hash ^= hash >>> 16;
-  return hash >>> 0;
+  return fmix32(hash);
+}
+
+/** Murmur3's 32-bit finalizer (its avalanche): mixes every bit of `h` into every bit of the result. */
+export function fmix32(h: number): number {
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
 }
 
 /** Mulberry32: a small seedable PRNG in [0, 1), so random runs (faults, shuffles) can be replayed by seed. */

@@ -2,10 +2,11 @@ import type { OperatorFunction } from 'rxjs';
 import type { Change } from '../core/Change.js';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { InvalidOptionsError } from '../errors/index.js';
+import { positiveMs } from '../options/validate.js';
 import { importOptional } from '../internal/importOptional.js';
 import { LazyConnection } from '../internal/lazyConnection.js';
 import type { AnyBatches, DocumentOf } from '../operators/types.js';
-import { type BrokerPublisher, messageId, notSent, type PublishResult, relay, type RelayOptions } from '../relay/relay.js';
+import { type BrokerPublisher, messageId, notSent, payloadOf, type PublishResult, relay, type RelayOptions } from '../relay/relay.js';
 import type { FailureClass } from '../errors/classify.js';
 
 /** What a JetStream publish resolves to (the fields rxfeed reads of `PubAck`). */
@@ -38,19 +39,6 @@ export interface PublishToJetStreamOptions<T> extends RelayOptions<T> {
   readonly payload?: (change: Change<T>, batch: ChangeBatch<T>) => Uint8Array | string;
   /** How long to wait for JetStream's acknowledgement of one message, in milliseconds. Default `5000`. */
   readonly ackTimeoutMs?: number;
-}
-
-/** The default message body of a change (shared by the broker relays). @internal */
-export function changeEnvelope(change: Change<unknown>, batch: ChangeBatch<unknown>): string {
-  return JSON.stringify({
-    id: change.id,
-    operation: change.operation,
-    lsn: change.lsn,
-    timestampMs: change.timestampMs,
-    ...(change.partitionKey !== undefined ? { partitionKey: change.partitionKey } : {}),
-    partition: batch.partition,
-    ...(change.document !== undefined ? { document: change.document } : {}),
-  });
 }
 
 interface NatsMessage {
@@ -169,11 +157,9 @@ export function publishToJetStream<B extends AnyBatches>(target: JetStreamTarget
     throw new InvalidOptionsError('target', 'give a JetStream client (jetstream(nc) of @nats-io/jetstream) or { servers: "nats://host:4222" }');
   }
   if (typeof options?.subject !== 'function') throw new InvalidOptionsError('subject', 'give a function from a change to its subject');
-  if (options.payload !== undefined && typeof options.payload !== 'function') throw new InvalidOptionsError('payload', 'give a function from a change to its message body');
+  const payload = payloadOf(options.payload);
   const timeout = options.ackTimeoutMs ?? 5000;
-  if (!(Number.isFinite(timeout) && timeout > 0)) throw new InvalidOptionsError('ackTimeoutMs', `must be a positive number of milliseconds (got ${String(timeout)})`);
-  type T = DocumentOf<B>;
-  const payload = options.payload ?? (changeEnvelope as (change: Change<T>, batch: ChangeBatch<T>) => string);
+  positiveMs('ackTimeoutMs', timeout);
   return relay<B, NatsMessage>(
     'publishToJetStream',
     () => new JetStreamPublisher(target, timeout),

@@ -281,6 +281,28 @@ async function sleepUnless(ms: number, scheduler: SchedulerLike, stopped: AbortS
   }
 }
 
+/** The default message body of a change (shared by the broker relays). @internal */
+export function changeEnvelope(change: Change<unknown>, batch: ChangeBatch<unknown>): string {
+  return JSON.stringify({
+    id: change.id,
+    operation: change.operation,
+    lsn: change.lsn,
+    timestampMs: change.timestampMs,
+    ...(change.partitionKey !== undefined ? { partitionKey: change.partitionKey } : {}),
+    partition: batch.partition,
+    ...(change.document !== undefined ? { document: change.document } : {}),
+  });
+}
+
+/**
+ * The message body function of a relay's options: `payload` (checked to be a function), or by default
+ * {@link changeEnvelope}. @internal
+ */
+export function payloadOf<T, P>(payload: ((change: Change<T>, batch: ChangeBatch<T>) => P) | undefined): (change: Change<T>, batch: ChangeBatch<T>) => P | string {
+  if (payload !== undefined && typeof payload !== 'function') throw new InvalidOptionsError('payload', 'give a function from a change to its message body');
+  return payload ?? changeEnvelope;
+}
+
 /**
  * The de-duplication id of a change, the same whichever partition of its lineage reads it (a parent, a
  * split child, a merged partition): the document's partition key and id, and its LSN, which a document

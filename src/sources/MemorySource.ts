@@ -1,21 +1,13 @@
 import { abortError } from '../internal/abortWatch.js';
 import { asyncScheduler, type SchedulerLike } from 'rxjs';
 import type { Change } from '../core/Change.js';
-import type { FeedMode, FeedRange, Partition, Position } from '../core/Partition.js';
+import type { FeedMode, Partition, Position } from '../core/Partition.js';
 import { InvalidOptionsError, PartitionGoneError, RxfeedError } from '../errors/index.js';
+import { DocumentStore, documentId, type StoredDocument } from './memory/documents.js';
 import { ReadFaults, type MemoryFaults } from './memory/faults.js';
-import { KEY_END, hashKey, hexToKey, keyToHex } from './memory/keySpace.js';
-import {
-  collectPage,
-  firstAfterLsn,
-  firstAtOrAfterTime,
-  mergeLogs,
-  positionAtOrAfter,
-  positionOf,
-  lsnOf,
-  type Entry,
-  type MemoryPartition,
-} from './memory/log.js';
+import { hashKey, keyToHex } from './memory/keySpace.js';
+import { collectPage, firstToRead, positionAtOrAfter, positionOf, type Entry } from './memory/log.js';
+import { PartitionTopology } from './memory/topology.js';
 import type { Page, ReadRequest, Source } from './Source.js';
 
 export type { MemoryFault, MemoryFaults } from './memory/faults.js';
@@ -66,17 +58,6 @@ export interface MemoryWriteResult {
   readonly effectivePartitionKey: string;
 }
 
-interface StoredDocument<T> {
-  readonly document: T;
-  readonly entry: Entry<T>;
-}
-
-function documentId(document: unknown): string {
-  const id = (document as { id?: unknown } | null)?.id;
-  if (typeof id !== 'string' || id === '') throw new RxfeedError('a MemorySource document needs a non-empty string id');
-  return id;
-}
-
 /**
  * An in-memory, partitioned change feed: for tests, examples and benchmarks.
  *
@@ -108,13 +89,10 @@ export class MemorySource<T = unknown> implements Source<T> {
   readonly faults: MemoryFaults;
 
   readonly #now: () => number;
-  readonly #partitions = new Map<string, MemoryPartition<T>>();
-  /** Live partitions ordered by range. */
-  #live: MemoryPartition<T>[] = [];
-  readonly #documents = new Map<string, StoredDocument<T>>();
+  readonly #topology: PartitionTopology<T>;
+  readonly #documents = new DocumentStore<T>();
   readonly #faults: ReadFaults;
   readonly #drainGone: boolean;
-  #nextId = 0;
   #writes = 0;
 
   constructor(options: MemorySourceOptions = {}) {
@@ -133,9 +111,7 @@ export class MemorySource<T = unknown> implements Source<T> {
     this.description = options.description ?? 'memory';
     this.#now = options.now ?? Date.now;
     this.#drainGone = options.drainGone ?? false;
-    for (let i = 0; i < count; i++) {
-      this.#addPartition(Math.floor((i * KEY_END) / count), Math.floor(((i + 1) * KEY_END) / count), [], 0, 0);
-    }
+    this.#topology = new PartitionTopology(count);
     this.#faults = new ReadFaults(options.scheduler ?? asyncScheduler);
     this.faults = this.#faults.controls;
   }
@@ -153,17 +129,17 @@ export class MemorySource<T = unknown> implements Source<T> {
 
   /** The live partitions, synchronously. */
   partitions(): readonly Partition[] {
-    return this.#live.map((p) => p.partition);
+    return this.#topology.live.map((p) => p.partition);
   }
 
   /** Latest LSN of a partition (live or gone), 0 before any write. */
   latestLsn(partitionId: string): number {
-    return this.#get(partitionId).lsn;
+    return this.#topology.get(partitionId).lsn;
   }
 
   /** Id of the live partition a partition key (or id) routes to. */
   partitionFor(partitionKey: unknown): string {
-    return this.#route(hashKey(partitionKey)).partition.id;
+    return this.#topology.route(hashKey(partitionKey)).partition.id;
   }
 
   /** Creates or replaces a document (same as {@link MemorySource.upsert}). */
@@ -180,7 +156,7 @@ export class MemorySource<T = unknown> implements Source<T> {
   upsert(document: T, options: MemoryWriteOptions = {}): MemoryWriteResult {
     const id = documentId(document);
     const pk = options.partitionKey ?? id;
-    const existing = this.#documents.get(this.#docKey(id, pk));
+    const existing = this.#documents.get(id, pk);
     return this.#append(id, pk, existing ? 'replace' : 'create', document, existing);
   }
 
@@ -188,7 +164,7 @@ export class MemorySource<T = unknown> implements Source<T> {
   create(document: T, options: MemoryWriteOptions = {}): MemoryWriteResult {
     const id = documentId(document);
     const pk = options.partitionKey ?? id;
-    if (this.#documents.has(this.#docKey(id, pk))) throw new RxfeedError(`document ${id} already exists`);
+    if (this.#documents.has(id, pk)) throw new RxfeedError(`document ${id} already exists`);
     return this.#append(id, pk, 'create', document, undefined);
   }
 
@@ -196,7 +172,7 @@ export class MemorySource<T = unknown> implements Source<T> {
   replace(document: T, options: MemoryWriteOptions = {}): MemoryWriteResult {
     const id = documentId(document);
     const pk = options.partitionKey ?? id;
-    const existing = this.#documents.get(this.#docKey(id, pk));
+    const existing = this.#documents.get(id, pk);
     if (!existing) throw new RxfeedError(`document ${id} does not exist`);
     return this.#append(id, pk, 'replace', document, existing);
   }
@@ -204,14 +180,14 @@ export class MemorySource<T = unknown> implements Source<T> {
   /** Deletes a document; throws when it does not exist. */
   delete(id: string, options: MemoryDeleteOptions = {}): MemoryWriteResult {
     const pk = options.partitionKey ?? id;
-    const existing = this.#documents.get(this.#docKey(id, pk));
+    const existing = this.#documents.get(id, pk);
     if (!existing) throw new RxfeedError(`document ${id} does not exist`);
     return this.#append(id, pk, 'delete', undefined, existing, options.timeToLiveExpired);
   }
 
   /** The current version of a document, if it exists. */
   get(id: string, options: MemoryWriteOptions = {}): T | undefined {
-    return this.#documents.get(this.#docKey(id, options.partitionKey ?? id))?.document;
+    return this.#documents.get(id, options.partitionKey ?? id)?.document;
   }
 
   /**
@@ -222,15 +198,7 @@ export class MemorySource<T = unknown> implements Source<T> {
    * @returns the two children.
    */
   split(partitionId: string): readonly [Partition, Partition] {
-    const parent = this.#get(partitionId);
-    if (parent.gone) throw new RxfeedError(`partition ${partitionId} is already gone`);
-    if (parent.max - parent.min < 2) throw new RxfeedError(`partition ${partitionId} is too small to split`);
-    parent.gone = true;
-    const mid = parent.min + Math.floor((parent.max - parent.min) / 2);
-    const inRange = (lo: number, hi: number) => parent.log.filter((e) => e.key >= lo && e.key < hi);
-    const left = this.#addPartition(parent.min, mid, inRange(parent.min, mid), parent.lsn, parent.lastTimestampMs, [partitionId], parent.timeOrdered);
-    const right = this.#addPartition(mid, parent.max, inRange(mid, parent.max), parent.lsn, parent.lastTimestampMs, [partitionId], parent.timeOrdered);
-    this.#live = this.#live.filter((p) => p !== parent);
+    const [left, right] = this.#topology.split(partitionId);
     return [left.partition, right.partition];
   }
 
@@ -250,24 +218,15 @@ export class MemorySource<T = unknown> implements Source<T> {
    * @returns the merged child.
    */
   merge(leftId: string, rightId: string): Partition {
-    const left = this.#get(leftId);
-    const right = this.#get(rightId);
-    if (left.gone || right.gone) throw new RxfeedError(`partition ${left.gone ? leftId : rightId} is already gone`);
-    if (left.max !== right.min) throw new RxfeedError(`partitions ${leftId} and ${rightId} are not adjacent (left's range must end where right's starts)`);
-    left.gone = true;
-    right.gone = true;
-    const log = mergeLogs(left.log, right.log);
-    const child = this.#addPartition(left.min, right.max, log, Math.max(left.lsn, right.lsn), Math.max(left.lastTimestampMs, right.lastTimestampMs), [leftId, rightId], false);
-    this.#live = this.#live.filter((p) => p !== left && p !== right);
-    return child.partition;
+    return this.#topology.merge(leftId, rightId).partition;
   }
 
   /** {@inheritDoc Source.read} */
   async read(request: ReadRequest): Promise<Page<T>> {
     const { signal } = request;
     if (signal?.aborted) throw abortError(signal);
-    const epk = this.#epk(request.partition);
-    const target = epk?.target ?? this.#get(request.partition.id);
+    const epk = this.#topology.epk(request.partition);
+    const target = epk?.target ?? this.#topology.get(request.partition.id);
     await this.#faults.apply(request.partition.id, signal);
     if (epk === null) throw new PartitionGoneError(request.partition.id);
     const max = request.maxItemCount;
@@ -275,18 +234,11 @@ export class MemorySource<T = unknown> implements Source<T> {
     const inRange = epk ? (e: Entry<T>) => e.key >= epk.min && e.key < epk.max : () => true;
     const latestOnly = this.mode === 'latestVersion';
 
-    const from = request.from;
-    let start: number;
-    if (from === 'now') {
+    if (request.from === 'now') {
       if (target.gone) throw new PartitionGoneError(target.partition.id);
       return { changes: [], position: positionOf(target.lsn), latestLsn: target.lsn };
-    } else if (from === 'beginning') {
-      start = 0;
-    } else if (from instanceof Date) {
-      start = firstAtOrAfterTime(target.log, from.getTime(), target.timeOrdered);
-    } else {
-      start = firstAfterLsn(target.log, lsnOf(from.position));
     }
+    const start = firstToRead(target, request.from);
     // A gone partition answers what it held until it is read to the end (with `drainGone`), then is gone.
     if (target.gone && !(this.#drainGone && start < target.log.length)) throw new PartitionGoneError(target.partition.id);
 
@@ -319,59 +271,12 @@ export class MemorySource<T = unknown> implements Source<T> {
    * ```
    */
   async positionAt(partition: Partition, at: 'beginning' | 'now' | Date): Promise<Position> {
-    const epk = this.#epk(partition);
+    const epk = this.#topology.epk(partition);
     if (epk === null) throw new PartitionGoneError(partition.id);
-    const target = epk?.target ?? this.#get(partition.id);
+    const target = epk?.target ?? this.#topology.get(partition.id);
     if (target.gone) throw new PartitionGoneError(target.partition.id);
     if (at === 'now') return positionOf(target.lsn);
     return positionAtOrAfter(target, at);
-  }
-
-  /**
-   * An EPK-range partition (a lease over part of a merged partition: an id this source never gave): the live
-   * partition whose range holds it whole and the key bounds to read, `null` when no one live partition holds
-   * it (it was cut: gone), or `undefined` for a partition of this source.
-   */
-  #epk(partition: Partition): { readonly target: MemoryPartition<T>; readonly min: number; readonly max: number } | null | undefined {
-    if (this.#partitions.has(partition.id) || !partition.range) return undefined;
-    const min = hexToKey(partition.range.minInclusive);
-    const max = hexToKey(partition.range.maxExclusive);
-    const target = this.#live.find((p) => p.min <= min && max <= p.max);
-    return target ? { target, min, max } : null;
-  }
-
-  #docKey(id: string, partitionKey: unknown): string {
-    return `${JSON.stringify(partitionKey)}\u0000${id}`;
-  }
-
-  #get(partitionId: string): MemoryPartition<T> {
-    const partition = this.#partitions.get(partitionId);
-    if (!partition) throw new PartitionGoneError(partitionId);
-    return partition;
-  }
-
-  #route(key: number): MemoryPartition<T> {
-    for (const p of this.#live) if (key >= p.min && key < p.max) return p;
-    throw new RxfeedError(`no partition covers key ${keyToHex(key)}`);
-  }
-
-  #addPartition(
-    min: number,
-    max: number,
-    log: Entry<T>[],
-    lsn: number,
-    lastTimestampMs: number,
-    parents?: readonly string[],
-    timeOrdered = true,
-  ): MemoryPartition<T> {
-    const range: FeedRange = { minInclusive: keyToHex(min), maxExclusive: keyToHex(max) };
-    const id = String(this.#nextId++);
-    const partition: Partition = parents ? { id, range, parents } : { id, range };
-    const p: MemoryPartition<T> = { partition, min, max, log, lsn, lastTimestampMs, gone: false, timeOrdered };
-    this.#partitions.set(id, p);
-    this.#live.push(p);
-    this.#live.sort((a, b) => a.min - b.min);
-    return p;
   }
 
   #append(
@@ -383,7 +288,7 @@ export class MemorySource<T = unknown> implements Source<T> {
     timeToLiveExpired?: boolean,
   ): MemoryWriteResult {
     const key = hashKey(partitionKey);
-    const target = this.#route(key);
+    const target = this.#topology.route(key);
     // Timestamps never go backwards within a partition, so reads by time can binary-search.
     const timestampMs = Math.max(this.#now(), target.lastTimestampMs);
     target.lastTimestampMs = timestampMs;
@@ -400,11 +305,8 @@ export class MemorySource<T = unknown> implements Source<T> {
       ...(timeToLiveExpired ? { timeToLiveExpired: true } : {}),
     };
     const entry: Entry<T> = { change, key, deleted: operation === 'delete', superseded: false };
-    if (existing) existing.entry.superseded = true;
     target.log.push(entry);
-    const docKey = this.#docKey(id, partitionKey);
-    if (operation === 'delete') this.#documents.delete(docKey);
-    else this.#documents.set(docKey, { document: document as T, entry });
+    this.#documents.record(id, partitionKey, entry, existing);
     this.#writes++;
     return { partition: target.partition.id, lsn, effectivePartitionKey: keyToHex(key) };
   }

@@ -15,28 +15,13 @@ import type { ViewStore } from '../../src/sinks/ViewStore.js';
 import { allAborted, DetachedWrites } from '../../src/sinks/internal/detachedWrites.js';
 import { materializeToView } from '../../src/sinks/materializeToView.js';
 import { FaultEnv, faultyViewStore, type ViewFaultPlan } from '../support/faults/index.js';
+import { fakeTracker } from '../support/fakeTracker.js';
 
 interface Doc {
   readonly id: string;
   readonly n: number;
 }
 type Row = { n: number };
-
-type TestTracker = PartitionTracker & { reportError: ReturnType<typeof vi.fn>; drop: ReturnType<typeof vi.fn>; end(): void };
-
-/** A tracker recording reports and drops; `end()` ends the ownership (aborts `signal`). */
-function tracker(leaseToken: string): TestTracker {
-  const ownership = new AbortController();
-  return {
-    leaseToken,
-    acknowledge: vi.fn(),
-    checkpoint: vi.fn(() => Promise.resolve()),
-    reportError: vi.fn(),
-    drop: vi.fn(),
-    signal: ownership.signal,
-    end: () => ownership.abort(new DOMException(`ownership of lease ${leaseToken} ended`, 'AbortError')),
-  };
-}
 
 let lsn = 0;
 const upsert = (id: string, n: number): Change<Doc> => ({ id, operation: 'upsert', document: { id, n }, lsn: ++lsn, timestampMs: 1_700_000_000_000 + lsn });
@@ -71,8 +56,8 @@ afterEach(() => {
 describe('a view write of leases that ended while it was in flight', () => {
   it('gives its slot back at once: a live lease queued behind it is written, and the store cancels it through its signal', async () => {
     const { rows, input, emitted, errors } = setup(['lost']);
-    const lost = tracker('lost');
-    const live = tracker('live');
+    const lost = fakeTracker('lost');
+    const live = fakeTracker('live');
     input.next(batch('lost', lost, 1, [upsert('a', 1)], 4));
     input.next(batch('live', live, 1, [upsert('b', 1)]));
     await vi.advanceTimersByTimeAsync(100);
@@ -90,11 +75,11 @@ describe('a view write of leases that ended while it was in flight', () => {
 
   it('lets a write the store cannot cancel finish in the background, refused by the fence once the next owner wrote', async () => {
     const { rows, input, emitted, errors } = setup(['p'], { cancels: false });
-    const old = tracker('p');
+    const old = fakeTracker('p');
     input.next(batch('p', old, 1, [upsert('x', 1)], 9));
     await vi.advanceTimersByTimeAsync(100);
     old.end(); // lost; this host takes the lease again at epoch 2 and reads x again, then x = 2
-    const again = tracker('p');
+    const again = fakeTracker('p');
     input.next(batch('p', again, 2, [upsert('x', 2)]));
     await vi.advanceTimersByTimeAsync(0);
     expect(emitted).toEqual(['p@2']); // the new ownership's batch did not wait for the old one's write
@@ -110,8 +95,8 @@ describe('a view write of leases that ended while it was in flight', () => {
 
   it('keeps at most `concurrency` such writes running: past that, a deposed write holds its slot until one lands', async () => {
     const { input, emitted } = setup(['x', 'y'], { cancels: false });
-    const x = tracker('x');
-    const y = tracker('y');
+    const x = fakeTracker('x');
+    const y = fakeTracker('y');
     input.next(batch('x', x, 1, [upsert('x1', 1)]));
     await vi.advanceTimersByTimeAsync(1_000);
     x.end(); // detached: one of one
@@ -119,7 +104,7 @@ describe('a view write of leases that ended while it was in flight', () => {
     input.next(batch('y', y, 1, [upsert('y1', 1)])); // takes the slot at 1 s; its write lands at 11 s
     await vi.advanceTimersByTimeAsync(1_000);
     y.end(); // lost too, but the one place among the detached is taken: it keeps its slot
-    input.next(batch('z', tracker('z'), 1, [upsert('z1', 1)]));
+    input.next(batch('z', fakeTracker('z'), 1, [upsert('z1', 1)]));
     await vi.advanceTimersByTimeAsync(7_900); // 9.9 s: x's write is still on its way
     expect(emitted).toEqual([]);
     await vi.advanceTimersByTimeAsync(100); // x's write landed at 10 s: y takes its place, z its slot
@@ -130,8 +115,8 @@ describe('a view write of leases that ended while it was in flight', () => {
 
   it('keeps waiting for a write that also carries a lease still owned', async () => {
     const { input, emitted } = setup(['gone,kept']);
-    const gone = tracker('gone');
-    const kept = tracker('kept');
+    const gone = fakeTracker('gone');
+    const kept = fakeTracker('kept');
     input.next([batch('gone', gone, 1, [upsert('g', 1)]), batch('kept', kept, 1, [upsert('k', 1)])]);
     await vi.advanceTimersByTimeAsync(100);
     gone.end();

@@ -13,6 +13,7 @@ import type { ViewStore, ViewWrite, ViewWriteResult } from '../../src/sinks/View
 import { materializeToView } from '../../src/sinks/materializeToView.js';
 import { syncToIndex } from '../../src/sinks/syncToIndex.js';
 import type { SearchDocument } from '../../src/sinks/SearchIndex.js';
+import { fakeTracker } from '../support/fakeTracker.js';
 
 interface Order {
   readonly id: string;
@@ -37,22 +38,6 @@ const remove = (id: string, extra: Partial<Change<Order>> = {}): Change<Order> =
   timestampMs: 1_700_000_000_000 + lsn,
   ...extra,
 });
-
-type TestTracker = PartitionTracker & { reportError: ReturnType<typeof vi.fn>; drop: ReturnType<typeof vi.fn>; end(): void };
-
-/** A tracker recording reports and drops; `end()` ends the ownership (aborts `signal`). */
-function tracker(leaseToken: string): TestTracker {
-  const ownership = new AbortController();
-  return {
-    leaseToken,
-    acknowledge: vi.fn(),
-    checkpoint: vi.fn(() => Promise.reject(new Error('sinks never checkpoint: checkpointEvery does'))),
-    reportError: vi.fn(),
-    drop: vi.fn(),
-    signal: ownership.signal,
-    end: () => ownership.abort(),
-  };
-}
 
 const batch = (
   partition: string,
@@ -243,7 +228,7 @@ describe('materializeToView', () => {
 
   it("with onFailure 'skip', reports a change user code keeps failing on and leaves it out", async () => {
     const view = new MemoryViewStore<Row>();
-    const t = tracker('p0');
+    const t = fakeTracker('p0');
     const b = batch('p0', [upsert('ok', 1), upsert('bad', -1), upsert('ok2', 2)], { tracker: t });
     const out = await lastValueFrom(
       of(b).pipe(
@@ -267,7 +252,7 @@ describe('materializeToView', () => {
 
   it("with onFailure 'skip', a change given up on takes the changes of its LSN with it (a transaction is never written in part)", async () => {
     const view = new MemoryViewStore<Row>();
-    const t = tracker('p0');
+    const t = fakeTracker('p0');
     const ok = upsert('ok', 1);
     const bad = upsert('bad', -1);
     const sibling = { ...upsert('sibling', 3), lsn: bad.lsn }; // one transactional batch with `bad`
@@ -310,9 +295,9 @@ describe('materializeToView', () => {
   it('drops and reports the batches of a partition another host owns now, writing the rest of the value', async () => {
     const view = new MemoryViewStore<Row>();
     await lastValueFrom(of(batch('p0', [upsert('o', 1)], { epoch: 3 })).pipe(materializeToView(view, { project })));
-    const t0 = tracker('p0');
+    const t0 = fakeTracker('p0');
     const stale = batch('p0', [upsert('o', 99)], { epoch: 2, tracker: t0 });
-    const other = batch('p1', [upsert('q', 5)], { epoch: 1, tracker: tracker('p1') });
+    const other = batch('p1', [upsert('q', 5)], { epoch: 1, tracker: fakeTracker('p1') });
     const later = batch('p0', [upsert('o', 100)], { epoch: 2, tracker: t0 });
     const emitted = await lastValueFrom(of(stale as BatchOrBatches<Order>, [stale, other], later).pipe(materializeToView(view, { project }), toArray()));
     // The single stale batch vanished, the array lost its stale member, the later stale batch vanished too.
@@ -331,8 +316,8 @@ describe('materializeToView', () => {
 
   it('drops, unwritten, the batches of an ownership that ended before their write, handing their credit back', async () => {
     const view = new MemoryViewStore<Row>();
-    const ended = tracker('p0');
-    const live = tracker('p1');
+    const ended = fakeTracker('p0');
+    const live = fakeTracker('p1');
     const stale = batch('p0', [upsert('o', 1)], { tracker: ended, sequence: 7 });
     const kept = batch('p1', [upsert('q', 2)], { tracker: live, sequence: 3 });
     ended.end();
@@ -354,7 +339,7 @@ describe('materializeToView', () => {
       await lastValueFrom(of(batch('p0', first, { epoch: 1 })).pipe(materializeToView(view, { project, mode })));
       // The new owner (epoch 2) resumes from an older checkpoint: everything it writes is a replay.
       await lastValueFrom(of(batch('p0', first.slice(1), { epoch: 2 })).pipe(materializeToView(view, { project, mode })));
-      const old = tracker('p0');
+      const old = fakeTracker('p0');
       const late = batch('p0', [upsert('o', 3)], { epoch: 1, tracker: old, sequence: 2 });
       expect(await lastValueFrom(of(late).pipe(materializeToView(view, { project, mode }), toArray()))).toEqual([]);
       expect(old.drop.mock.calls[0]?.[1]).toBeInstanceOf(ViewFencedError);
@@ -399,7 +384,7 @@ describe('materializeToView', () => {
         if (down) throw Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
         return write(w);
       };
-      const t = tracker('p0');
+      const t = fakeTracker('p0');
       const out: unknown[] = [];
       const subscription = of(batch('p0', [upsert('o', 1)], { tracker: t })).pipe(materializeToView(view, { project })).subscribe((b) => out.push(b));
       await vi.advanceTimersByTimeAsync(60_000);

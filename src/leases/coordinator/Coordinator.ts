@@ -105,10 +105,7 @@ export class Coordinator implements LeaseCoordinator {
     const ctx = this.#ctx;
     this.#stopping ??= (async () => {
       ctx.log('stopping');
-      this.#stopSignal.abort();
-      this.#retry?.unsubscribe();
-      this.#finishing?.unsubscribe();
-      this.#balancer.cancel();
+      this.#cancelRounds();
       await this.#balancer.running;
       await Promise.all([...ctx.owned.values()].map((owned) => this.#endings.handOver(owned, 'Shutdown')));
       if (!this.#failedFatally) await this.#departure.leave();
@@ -330,12 +327,17 @@ export class Coordinator implements LeaseCoordinator {
     this.#events.next(errorEvent(this.owner, error));
     this.#endings.abortAll(reason);
     this.#stopping ??= Promise.resolve();
+    this.#cancelRounds();
+    this.#acquired.error(error);
+    this.#events.complete();
+    return true;
+  }
+
+  /** Starts nothing more: aborts the stop signal, cancels a scheduled start retry and bootstrap finish, stops balancing. */
+  #cancelRounds(): void {
     this.#stopSignal.abort();
     this.#retry?.unsubscribe();
     this.#finishing?.unsubscribe();
     this.#balancer.cancel();
-    this.#acquired.error(error);
-    this.#events.complete();
-    return true;
   }
 }

@@ -6,6 +6,7 @@ import type { Lease, NewLease } from '../Lease.js';
 import type { LeaseStore } from '../LeaseStore.js';
 import { CorruptLeaseError } from '../../errors/CorruptLeaseError.js';
 import { LeaseConflictError } from '../../errors/LeaseConflictError.js';
+import { confirmRead } from './confirmRead.js';
 
 /**
  * How lease documents are named. `'rxfeed'`: leases `<prefix><token>`, markers `<prefix>.info` / `<prefix>.lock`.
@@ -185,9 +186,6 @@ export async function raiseEpochRecord(store: LeaseStore, document: NewLease): P
   }
 }
 
-/** An etag no stored document has: a replace with it answers only whether the document exists (`missing` or `changed`). */
-const NO_ETAG = 'rxfeed:absent';
-
 /**
  * The epoch floor document (`<prefix>.floor`), `undefined` when there is none (or the id holds another
  * processor's document). Read beside other requests; {@link confirmEpochFloor} gives the epoch to create at.
@@ -209,28 +207,21 @@ export async function readEpochFloor(store: LeaseStore, ids: LeaseIds): Promise<
  * as it is: a create below a deleted lease's epoch is refused by its tombstone whatever floor it was read at. In
  * the `dotnet` scheme deletes are plain, and a read that lags a reset (the floor raised, then the leases
  * deleted, a moment ago) would create leases again below the epochs they had, then owned at an epoch a former
- * owner held (sim seed 5149). Writes are never stale, so the read is confirmed by one that leaves no document
- * behind: the floor replaced as read (conditional on its etag), or, where none was read, a replace that can only
- * answer "missing" (an etag no document has). A conflict means the read lagged: read
- * again, at most `attempts` times, then the conflict is thrown (the round fails, and is retried once reads caught
- * up). Only the holder of the lock confirms, so hosts do not contend for the floor; a reset may.
+ * owner held (sim seed 5149). Writes are never stale, so the read is confirmed by one ({@link confirmRead}):
+ * the floor replaced as read, or, where none was read, a replace that can only answer "missing". A conflict means
+ * the read lagged: read again, at most `attempts` times, then the conflict is thrown (the round fails, and is
+ * retried once reads caught up). Only the holder of the lock confirms, so hosts do not contend for the floor; a reset may.
  *
  * @internal
  */
 export async function confirmEpochFloor(store: LeaseStore, ids: LeaseIds, now: () => number, read: Lease | undefined, attempts = 3): Promise<number> {
   if (ids.scheme !== 'dotnet') return read?.epoch ?? 0;
-  let stored = read;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      if (stored) return (await store.replace(stored)).epoch;
-      await store.replace({ ...floorDocument(ids, 0, now()), etag: NO_ETAG });
-    } catch (error) {
-      if (!(error instanceof LeaseConflictError)) throw error;
-      if (stored === undefined && error.kind === 'missing') return 0;
-      if (attempt >= attempts) throw error;
-    }
-    stored = await readEpochFloor(store, ids);
-  }
+  const floor = await confirmRead(store, read, {
+    absent: () => floorDocument(ids, 0, now()),
+    readAgain: () => readEpochFloor(store, ids),
+    attempts,
+  });
+  return floor?.epoch ?? 0;
 }
 
 function goneDocument(id: string, lease: Pick<Lease, 'epoch' | 'timestampMs'>): NewLease {
@@ -246,27 +237,20 @@ function goneDocument(id: string, lease: Pick<Lease, 'epoch' | 'timestampMs'>): 
  * above the record. The record's read must be no older than the version of `lease` judged: a session sees its
  * own writes at once but other hosts' writes late (reads may lag), so a late create of this host's own (a paused
  * split, sim seed 1635) is listed before the record raised ahead of the delete it followed. So a read that does
- * not bury `lease` is confirmed by a write, which is never stale and leaves no document behind: the record
- * replaced as read (conditional on its etag), or, where none was read, a replace that can only answer "missing".
- * A conflict means the read lagged: read again, at most 3 times, then the conflict is thrown (nothing is taken;
- * the next round asks again).
+ * not bury `lease` is confirmed by a write, which is never stale ({@link confirmRead}): the record replaced as
+ * read, or, where none was read, a replace that can only answer "missing". A conflict means the read lagged: read
+ * again, at most 3 times, then the conflict is thrown (nothing is taken; the next round asks again).
  *
  * @internal
  */
 export async function buriedEpoch(store: LeaseStore, ids: LeaseIds, lease: Lease): Promise<number | undefined> {
   if (ids.scheme !== 'dotnet') return undefined;
   const id = goneId(ids, lease.leaseToken);
-  let record = await store.read(id);
-  for (let attempt = 1; ; attempt++) {
-    if (record !== undefined && lease.epoch < record.epoch) return record.epoch;
-    try {
-      await store.replace(record ?? { ...goneDocument(id, { epoch: 0, timestampMs: lease.timestampMs }), etag: NO_ETAG });
-      if (record) return undefined;
-    } catch (error) {
-      if (!(error instanceof LeaseConflictError)) throw error;
-      if (record === undefined && error.kind === 'missing') return undefined;
-      if (attempt >= 3) throw error;
-    }
-    record = await store.read(id);
-  }
+  const buries = (record: Lease) => lease.epoch < record.epoch;
+  const record = await confirmRead(store, await store.read(id), {
+    absent: () => goneDocument(id, { epoch: 0, timestampMs: lease.timestampMs }),
+    readAgain: () => store.read(id),
+    settles: buries,
+  });
+  return record !== undefined && buries(record) ? record.epoch : undefined;
 }

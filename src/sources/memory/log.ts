@@ -1,6 +1,7 @@
 import type { Change } from '../../core/Change.js';
-import type { Partition, Position } from '../../core/Partition.js';
+import type { Partition, Position, StartFrom } from '../../core/Partition.js';
 import { RxfeedError } from '../../errors/index.js';
+import { countBefore } from '../../internal/countBefore.js';
 
 /** One change in a partition's log. */
 export interface Entry<T> {
@@ -46,14 +47,7 @@ export function lsnOf(position: Position): number {
 
 /** Index of the first entry whose LSN is greater than `lsn`. */
 export function firstAfterLsn<T>(log: readonly Entry<T>[], lsn: number): number {
-  let lo = 0;
-  let hi = log.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (log[mid]!.change.lsn <= lsn) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
+  return countBefore(log, (e) => e.change.lsn <= lsn);
 }
 
 /**
@@ -65,14 +59,14 @@ export function firstAtOrAfterTime<T>(log: readonly Entry<T>[], timestampMs: num
     const index = log.findIndex((e) => e.change.timestampMs >= timestampMs);
     return index < 0 ? log.length : index;
   }
-  let lo = 0;
-  let hi = log.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (log[mid]!.change.timestampMs < timestampMs) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
+  return countBefore(log, (e) => e.change.timestampMs < timestampMs);
+}
+
+/** Index of the first entry of `target`'s log that a read from `from` may return. */
+export function firstToRead<T>(target: MemoryPartition<T>, from: Exclude<StartFrom, 'now'>): number {
+  if (from === 'beginning') return 0;
+  if (from instanceof Date) return firstAtOrAfterTime(target.log, from.getTime(), target.timeOrdered);
+  return firstAfterLsn(target.log, lsnOf(from.position));
 }
 
 /** The position from which a read of `target` returns exactly its changes at or after `at`. */
