@@ -199,7 +199,7 @@ export class ObservedStores {
           // No parent had a lease: a bootstrap made it, pinned at the start of the run that sent it.
           const runStartedAt = this.#issuedByRunOf.get(lease);
           if (known.length === 0 && runStartedAt !== undefined && world.startsNow(created.leaseToken)) {
-            world.startedNowAt.set(created.leaseToken, runStartedAt);
+            world.startedNowAt.set(created.leaseToken, { atMs: runStartedAt, range: created.feedRange });
           }
           lastContinuation.set(created.leaseToken, lsnOf(created.continuation));
         }
