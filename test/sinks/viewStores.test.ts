@@ -432,53 +432,13 @@ function abortSuite(name: string, open: () => Promise<SqlRunner>) {
   });
 }
 
-/** A guarded write's rows made while its range store runs (see SharedRangeStore.store), on one driver. */
-function rowsMeanwhileSuite(name: string, open: () => Promise<SqlRunner>) {
-  describe(`${name}: first writes' rows`, () => {
-    /** A row that notes when its JSON is made (JSON.stringify calls `toJSON`), or cannot be made (a BigInt). */
-    const noted = (key: string, events: string[], broken = false) => ({ id: key, version: 1, toJSON: () => (events.push(`rows of ${key}`), broken ? { n: 1n } : { id: key, version: 1 }) });
-    const first = (partition: string, min: string, max: string, row: ConformanceRow) => ({
-      mode: 'guarded' as const,
-      changes: [{ ...change(partition, `k${partition}`, 1, 1), row }],
-      partitions: [ranged(partition, min, max, 1, 1)],
-    });
-
-    it("are made while the range store's statements run, once, and sent as made", async () => {
-      const store = new WatchedStore(nextTable(), open);
-      await store.ready();
-      const events: string[] = [];
-      store.onStatement = (text) => events.push(isWriteStatement(text) ? 'write' : isRangeStore(text) ? 'store ranges' : text.includes('_lineage') ? 'lock lineage' : 'other');
-      expect(await store.write(first('p0', '', 'FF', noted('kp0', events)))).toEqual({ written: 1, deleted: 0, skipped: 0 });
-      expect(events).toEqual(['lock lineage', 'rows of kp0', 'other', 'other', 'store ranges', 'write']);
-      expect((await store.get('kp0'))?.row).toEqual({ id: 'kp0', version: 1 });
-      await store.close();
-    });
-
-    it('that cannot be made fail their own write only, not the range store of the others', async () => {
-      const store = new WatchedStore(nextTable(), open);
-      await store.ready();
-      const events: string[] = [];
-      const results = await Promise.allSettled([first('p0', '', '80', noted('kp0', events, true)), first('p1', '80', 'FF', noted('kp1', events))].map((w) => store.write(w)));
-      expect(results[0]).toMatchObject({ status: 'rejected', reason: expect.any(TypeError) });
-      expect(results[1]).toEqual({ status: 'fulfilled', value: { written: 1, deleted: 0, skipped: 0 } });
-      expect((await store.rows()).map((r) => r.key)).toEqual(['kp1']);
-      expect((await store.positions()).get('p1')).toMatchObject({ epoch: 1, lsn: 1 });
-      await store.close();
-    });
-  });
-}
-
 abortSuite('PGlite', () => openPGlite(pgliteReady, undefined, 'watched'));
-rowsMeanwhileSuite('PGlite', () => openPGlite(pgliteReady, undefined, 'watched'));
 
 if (pgSkip === undefined) {
   // One connection: a transaction left open on it would show in the next statement.
   const abortPool = new pg.Pool({ connectionString: PG_URL, max: 1 });
   afterAll(() => abortPool.end());
   abortSuite('PostgreSQL', async () => pgPoolRunner(abortPool, 'watched pool', false));
-  const rowsPool = new pg.Pool({ connectionString: PG_URL, max: 2 });
-  afterAll(() => rowsPool.end());
-  rowsMeanwhileSuite('PostgreSQL', async () => pgPoolRunner(rowsPool, 'watched pool', false));
 }
 
 describe('MemoryViewStore: a write\'s signal', () => {

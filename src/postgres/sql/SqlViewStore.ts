@@ -8,8 +8,8 @@ import type { ViewSql, ViewTableSpec } from './viewSql.js';
 import { bringsNewRange, lockFence, RangesNotStored, RangesOverlap } from './rangeFence.js';
 import type { RangeFenceTable } from './rangeFence.js';
 import { SharedRangeStore } from './sharedRangeStore.js';
-import { guardedRowsInput, writePlanned } from './guardedWrite.js';
-import type { RowsInput, WriteOutcome } from './guardedWrite.js';
+import { writePlanned } from './guardedWrite.js';
+import type { WriteOutcome } from './guardedWrite.js';
 import { KnownPartitions } from './knownPartitions.js';
 import { createViewTables, toPartitionState, toViewRow } from './viewTables.js';
 import type { PositionRecord, RowRecord } from './viewTables.js';
@@ -94,31 +94,20 @@ export class SqlViewStore<R> implements ViewStore<R> {
     // that store ranges at the same time: a fresh view's partitions' first writes).
     let newRanges = bringsNewRange(write, (p) => this.#known.rangeOf(p));
     let exclusive = false;
-    // A guarded write's rows are the same whatever its partitions hold: their JSON is made once, while its range
-    // store's statements run when it has one (made there, a failure is left for the write to meet again below).
-    let rows: RowsInput | undefined;
-    const rowsOf = write.mode === 'guarded' ? () => (rows ??= guardedRowsInput(write)) : () => undefined;
-    const prepareRows = () => {
-      try {
-        rowsOf();
-      } catch {
-        // the write makes them again, and fails with it
-      }
-    };
     for (let attempt = 1; ; attempt++) {
       signal?.throwIfAborted();
       try {
         if (newRanges) {
-          const stored = exclusive ? await this.#rangeStore.storeExclusively(runner, write) : await this.#rangeStore.store(runner, write, prepareRows);
+          const stored = exclusive ? await this.#rangeStore.storeExclusively(runner, write) : await this.#rangeStore.store(runner, write);
           // Planned on what the range store committed, the write is one statement as well.
           if (stored) this.#known.rememberStored(stored, partitionsOf(write));
         }
         newRanges = false;
         signal?.throwIfAborted();
         const known = this.#known.plan(write);
-        let outcome = known && (await writePlanned(runner, this.sql, write, known, rowsOf()));
+        let outcome = known && (await writePlanned(runner, this.sql, write, known));
         if (known && !outcome) log('%s: partitions or ranges changed since this store last wrote; writing in a transaction', this.description);
-        outcome ??= await runner.transaction((tx) => this.#lockAndWrite(tx, write, signal, rowsOf));
+        outcome ??= await runner.transaction((tx) => this.#lockAndWrite(tx, write, signal));
         this.#known.remember(outcome);
         return outcome.result;
       } catch (error) {
@@ -143,11 +132,11 @@ export class SqlViewStore<R> implements ViewStore<R> {
    * and the partitions stored over their ranges (the range fence, and the marks a split or merge child
    * inherits), plans the write on it, and applies it.
    */
-  async #lockAndWrite(tx: SqlSession, write: ViewWrite<R>, signal: AbortSignal | undefined, rowsOf: () => RowsInput | undefined): Promise<WriteOutcome> {
+  async #lockAndWrite(tx: SqlSession, write: ViewWrite<R>, signal: AbortSignal | undefined): Promise<WriteOutcome> {
     signal?.throwIfAborted();
     const { generation, expected, ranges, stored } = await lockFence(tx, this.#table, write);
     signal?.throwIfAborted();
-    const outcome = await writePlanned(tx, this.sql, write, { expected, generation, ranges, plan: planWrite(write, stored) }, rowsOf());
+    const outcome = await writePlanned(tx, this.sql, write, { expected, generation, ranges, plan: planWrite(write, stored) });
     // The rows are locked by this transaction since it read them: nobody can have changed them.
     if (!outcome) throw new Error(`${this.description}: partition rows changed under this transaction's locks`);
     // Nobody waits for the write any more: thrown here, it rolls back instead of committing.

@@ -1,6 +1,5 @@
 import type { ViewWrite, ViewWriteResult } from '../../sinks/ViewStore.js';
 import type { FeedRange } from '../../core/Partition.js';
-import { planWrite } from '../../sinks/internal/planWrite.js';
 import type { PartitionCommit, StoredPartition, WritePlan } from '../../sinks/internal/planWrite.js';
 import type { SqlSession } from './SqlRunner.js';
 import type { ViewSql } from './viewSql.js';
@@ -28,23 +27,6 @@ export interface PlannedWrite<R> {
   readonly plan: WritePlan<R>;
 }
 
-/** The rows of a write as the write statement takes them (`$2` the upserts, `$3` the deletes). */
-export interface RowsInput {
-  readonly upserts: string;
-  readonly deletes: string;
-}
-
-/**
- * The rows of a guarded write, made before its partitions are read: a guarded plan's upserts and deletes do
- * not depend on the stored state (only an exactly-once plan drops changes by the stored LSN mark), so the
- * JSON can be made while statements run, e.g. those of the write's range store.
- */
-export function guardedRowsInput<R>(write: ViewWrite<R>): RowsInput {
-  if (write.mode !== 'guarded') throw new Error('only a guarded write has rows that do not depend on the stored state');
-  const plan = planWrite(write, new Map());
-  return { upserts: upsertInput(plan), deletes: deleteInput(plan) };
-}
-
 /** What a write did, and what it stored for its partitions. */
 export interface WriteOutcome {
   readonly result: ViewWriteResult;
@@ -57,15 +39,13 @@ export interface WriteOutcome {
  * Applies a plan as one statement, if the lineage generation and the partitions still hold the state it was
  * made on and no other partition wrote a higher epoch over their ranges (checked under their row locks);
  * `undefined` when they do not, and nothing was written. Outside a transaction this is the whole write in
- * one round trip (the statement is prepared once per connection). `rows`: the plan's rows made before
- * ({@link guardedRowsInput}; a guarded write's only).
+ * one round trip (the statement is prepared once per connection).
  */
 export async function writePlanned<R>(
   session: SqlSession,
   sql: ViewSql,
   write: ViewWrite<R>,
   { expected, generation, ranges, plan }: PlannedWrite<R>,
-  rows?: RowsInput,
 ): Promise<WriteOutcome | undefined> {
   const state = [...expected].map(([partition_id, s]) => {
     const range = ranges.get(partition_id);
@@ -74,7 +54,7 @@ export async function writePlanned<R>(
   const statement = write.mode === 'guarded' ? sql.writeGuarded : sql.writeUnguarded;
   const result = await session.query<{ ok: boolean; written: number; deleted: number }>(
     statement.text,
-    [JSON.stringify(state), rows?.upserts ?? upsertInput(plan), rows?.deletes ?? deleteInput(plan), commitInput(plan, ranges), generation],
+    [JSON.stringify(state), upsertInput(plan), deleteInput(plan), commitInput(plan, ranges), generation],
     statement.name,
   );
   const row = result.rows[0];

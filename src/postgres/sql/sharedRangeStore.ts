@@ -1,7 +1,7 @@
 import { logger } from '../../internal/log.js';
 import type { ViewWrite } from '../../sinks/ViewStore.js';
 import { partitionsOf } from '../../sinks/internal/planWrite.js';
-import type { SqlRunner, SqlSession } from './SqlRunner.js';
+import type { SqlRunner } from './SqlRunner.js';
 import { storeRanges } from './rangeFence.js';
 import type { RangeFenceTable, StoredRanges } from './rangeFence.js';
 
@@ -11,8 +11,6 @@ const log = logger('view');
 interface RangeStoreGroup {
   readonly writes: ViewWrite<unknown>[];
   readonly partitions: Set<string>;
-  /** CPU work of its writes that need not wait for it (their rows' JSON): run while its statements run. */
-  readonly meanwhile: (() => void)[];
   /** What the transaction committed for all of them. */
   stored?: Promise<StoredRanges | undefined>;
 }
@@ -40,28 +38,24 @@ export class SharedRangeStore {
    * unchanged, the lineage row locked against range stores only. When that fails (one of them fenced, ranges
    * over another's, a deadlock), nothing was stored and each stores its own alone, as it would have without
    * the others: a refused write gets its own error, the others are not refused with it. A write alone in its
-   * group gets the error as is. `meanwhile`: CPU work of the write that does not depend on the ranges (its
-   * rows' JSON), run after one of the transaction's statements was sent, while the server runs it (one piece
-   * per statement, in the order the writes came; what is left is for the write to do after). It must not
-   * throw (nor matter if it never runs).
+   * group gets the error as is.
    */
-  async store(runner: SqlRunner, write: ViewWrite<unknown>, meanwhile?: () => void): Promise<StoredRanges | undefined> {
+  async store(runner: SqlRunner, write: ViewWrite<unknown>): Promise<StoredRanges | undefined> {
     const partitions = partitionsOf(write);
     let group = this.#open;
     if (group === undefined || partitions.some((p) => group!.partitions.has(p))) {
-      const next: RangeStoreGroup = { writes: [write], partitions: new Set(partitions), meanwhile: [] };
+      const next: RangeStoreGroup = { writes: [write], partitions: new Set(partitions) };
       this.#open = group = next;
       next.stored = runner.transaction((tx) => {
         // Its transaction has begun: writes that need ranges stored from now on go in the next one.
         if (this.#open === next) this.#open = undefined;
         const together = next.writes.length === 1 ? write : { mode: write.mode, changes: [], partitions: next.writes.flatMap((w) => w.partitions) };
-        return storeRanges(workingMeanwhile(tx, next.meanwhile), this.#table, together, false);
+        return storeRanges(tx, this.#table, together, false);
       });
     } else {
       group.writes.push(write);
       for (const p of partitions) group.partitions.add(p);
     }
-    if (meanwhile) group.meanwhile.push(meanwhile);
     try {
       return await group.stored!;
     } catch (error) {
@@ -75,18 +69,4 @@ export class SharedRangeStore {
   storeExclusively(runner: SqlRunner, write: ViewWrite<unknown>): Promise<StoredRanges | undefined> {
     return runner.transaction((tx) => storeRanges(tx, this.#table, write, true));
   }
-}
-
-/**
- * `tx`, running one piece of `work` after each statement is sent, while the server runs it: a range store's
- * round trips then carry the CPU work of its writes (on one thread, that work would otherwise start after them).
- */
-function workingMeanwhile(tx: SqlSession, work: (() => void)[]): SqlSession {
-  return {
-    query<Row>(text: string, params?: readonly unknown[], name?: string) {
-      const reply = tx.query<Row>(text, params, name);
-      work.shift()?.();
-      return reply;
-    },
-  };
 }
