@@ -238,53 +238,6 @@ describe.skipIf(pgSkip !== undefined)('PostgreSQL', () => {
     await store.close();
   });
 
-  it('commits a range store asynchronously, that transaction only: the writes run with the session\'s synchronous_commit', async () => {
-    const table = nextTable();
-    const client = new pg.Client({ connectionString: PG_URL });
-    await client.connect();
-    const seen: string[] = [];
-    const show = async (when: string) => seen.push(`${when}: ${(await client.query<{ synchronous_commit: string }>('SHOW synchronous_commit')).rows[0]!.synchronous_commit}`);
-    // The client as the store sees it: the setting read just before it stores ranges and before each write statement.
-    const watched = {
-      query: async (query: string | { text: string }, values?: unknown[]) => {
-        const text = typeof query === 'string' ? query : query.text;
-        if (text.includes('_positions" AS p SET range_min')) await show('range store');
-        if (text.startsWith('WITH expected')) await show('write');
-        return typeof query === 'string' ? client.query(query, values) : client.query(query as pg.QueryConfig);
-      },
-    } as unknown as pg.Client;
-    const store = await PostgresViewStore.create<ConformanceRow>({ connection: watched, table, schema });
-    try {
-      await store.write({ mode: 'guarded', changes: [change('A', 'a', 1, 1)], partitions: [ranged('A', '', '80', 1, 1)] });
-      await store.write({ mode: 'guarded', changes: [change('A', 'a', 2, 2)], partitions: [ranged('A', '', '80', 1, 2)] });
-      await show('after');
-      expect(seen).toEqual(['range store: off', 'write: on', 'write: on', 'after: on']);
-      expect((await store.positions()).get('A')).toMatchObject({ epoch: 1, lsn: 2, range: { minInclusive: '', maxExclusive: '80' } });
-    } finally {
-      await store.close();
-      await client.end();
-    }
-  });
-
-  it('stores a range again when its row no longer holds it (a range store a crash lost with its asynchronous commit)', async () => {
-    const table = nextTable();
-    const { proxy, counted } = countingPool();
-    const store = await PostgresViewStore.create<ConformanceRow>({ connection: proxy, table, schema });
-    await store.write({ mode: 'exactlyOnce', changes: [change('A', 'a', 1, 1)], partitions: [ranged('A', '', '80', 1, 1)] });
-    // What a lost range store leaves: the row's epoch and mark as they were, without the range.
-    await pool.query(`UPDATE "${schema}"."${table}_positions" SET range_min = NULL, range_max = NULL WHERE partition_id = 'A'`);
-    counted.transactions = 0;
-    expect(await store.write({ mode: 'exactlyOnce', changes: [change('A', 'a', 2, 2)], partitions: [ranged('A', '', '80', 1, 2)] })).toEqual({ written: 1, deleted: 0, skipped: 0 });
-    // The statement planned on the range this store stored finds the row without it: the write's transaction
-    // finds the range missing, and the range is stored again before the write.
-    expect(counted.transactions).toBe(2);
-    expect((await store.positions()).get('A')).toMatchObject({ epoch: 1, lsn: 2, range: { minInclusive: '', maxExclusive: '80' } });
-    // From then on, one statement again.
-    await store.write({ mode: 'exactlyOnce', changes: [change('A', 'a', 3, 3)], partitions: [ranged('A', '', '80', 1, 3)] });
-    expect(counted.transactions).toBe(2);
-    await store.close();
-  });
-
   it("stores a range over part of another partition's exclusively: it waits for writes in flight and makes the next ones plan again", async () => {
     const table = nextTable();
     const store = await PostgresViewStore.create<ConformanceRow>({ connection: pool, table, schema });

@@ -18,11 +18,7 @@ export interface PlannedWrite<R> {
   readonly expected: ReadonlyMap<string, StoredPartition>;
   /** The lineage generation the plan saw (no range was stored since). */
   readonly generation: number;
-  /**
-   * Each partition's key range (the commit's, or the one stored with it): what the range fence checks, and
-   * what the statement expects stored on its row (a range store whose asynchronous commit a crash lost then
-   * fails the write's check instead of being taken for stored).
-   */
+  /** Each partition's key range (the commit's, or the one stored with it): what the range fence checks. */
   readonly ranges: ReadonlyMap<string, FeedRange | undefined>;
   readonly plan: WritePlan<R>;
 }
@@ -47,10 +43,7 @@ export async function writePlanned<R>(
   write: ViewWrite<R>,
   { expected, generation, ranges, plan }: PlannedWrite<R>,
 ): Promise<WriteOutcome | undefined> {
-  const state = [...expected].map(([partition_id, s]) => {
-    const range = ranges.get(partition_id);
-    return { partition_id, epoch: s.epoch, lsn: s.lsn ?? null, range_min: range?.minInclusive ?? null, range_max: range?.maxExclusive ?? null };
-  });
+  const state = [...expected].map(([partition_id, s]) => ({ partition_id, epoch: s.epoch, lsn: s.lsn ?? null }));
   const statement = write.mode === 'guarded' ? sql.writeGuarded : sql.writeUnguarded;
   const result = await session.query<{ ok: boolean; written: number; deleted: number }>(
     statement.text,

@@ -88,26 +88,6 @@ export interface ViewSql {
    * do not conflict with it), to store ranges that overlap no other partition's stored range: no write's
    * range fence or inherited mark can change with them, so writes in flight need not be waited for, and the
    * generation stays. Ranges are stored one transaction at a time either way, so each sees the ones before.
-   *
-   * It also turns `synchronous_commit` off for the rest of this transaction only (`set_config(…, true)` is `SET
-   * LOCAL`; the range store runs in a transaction of its own, never in a write's): its `COMMIT` returns without
-   * waiting for the WAL flush. Safe because of what such a transaction stores and who acts on it:
-   * - it stores copies of facts durable elsewhere: partitions' rows (empty until their first write), each
-   *   one's key range (fixed for a lease token) and its epoch raised to the commit's (one the lease store
-   *   granted before); never a position, an LSN mark, a view row, nor a generation (a range over another
-   *   partition's is stored under {@link ViewSql.lockLineageForRanges}, with a synchronous commit). Lost in a
-   *   crash, it is as if it had not run yet, a state every writer already handles;
-   * - WAL is written and flushed in order: a later synchronous commit (the write that follows it, or any
-   *   other transaction that read its rows: a split child's or parent's range store, a write it fenced that
-   *   commits something else) is durable only once this commit is. A crash that loses it loses those too;
-   *   streaming replicas receive the WAL in the same order;
-   * - outside the database: the store that ran it plans its next write on what it stored, and that
-   *   statement checks every partition's epoch, LSN mark and range against its row under lock (a lost range
-   *   store fails that check: the write falls back to its transaction, which stores the range again); a
-   *   writer refused for the epoch it raised (`ViewFencedError`) wrote nothing (refusing is the side a fence
-   *   may always err on) and, under `materializeToView`, held a lease the lease store had already given to
-   *   that epoch; `positions()` lists rows with a position only, and the range it may show of one is the
-   *   partition's own, which its next write stores again.
    */
   readonly lockLineageForNewRanges: string;
   /** Bumps the lineage generation; returns the new one. */
@@ -124,11 +104,11 @@ export interface ViewSql {
   readonly lockPartitions: string;
   /**
    * A whole guarded write in one statement, planned on a state of its partitions: `$1` that state (JSON
-   * `partition_id`, `epoch`, `lsn`, `range_min`, `range_max` per partition), `$2` the upserts (`key`, `doc`, `lsn`, `ts_ms`,
+   * `partition_id`, `epoch`, `lsn` per partition), `$2` the upserts (`key`, `doc`, `lsn`, `ts_ms`,
    * `partition_id`), `$3` the deletes (`key`, `lsn`, `ts_ms`), `$4` the commits (`partition_id`, `position`,
    * `epoch`, `lsn`, `range_min`, `range_max`), `$5` the lineage generation the plan saw. It locks the lineage
    * row, then the partitions' rows, and writes only if the generation is still `$5`, each partition still
-   * holds that epoch, LSN and range and no transaction changed it after the statement's snapshot was taken (the rows
+   * holds that epoch and LSN and no transaction changed it after the statement's snapshot was taken (the rows
    * would then be read through a stale snapshot), and no other partition stored the same or a higher epoch
    * over part of a commit's range (the range fence, see `isFenced`). Returns one row: `ok` (whether it wrote), `written` (rows inserted
    * or updated), `deleted` (rows removed).
@@ -226,13 +206,13 @@ export function viewSql(spec: ViewTableSpec): ViewSql {
   const write = (guarded: boolean) => {
     const gate = '(SELECT ok FROM verdict)';
     return `WITH expected AS (
-         SELECT * FROM jsonb_to_recordset($1::jsonb) AS e(partition_id text, epoch bigint, lsn bigint, range_min text, range_max text)
+         SELECT * FROM jsonb_to_recordset($1::jsonb) AS e(partition_id text, epoch bigint, lsn bigint)
        ), lineage AS (
          SELECT l.generation FROM ${lineage} l WHERE l.id = 1 FOR KEY SHARE
        ), seen AS (
          SELECT p.partition_id, p.xmin AS version FROM ${positions} p WHERE p.partition_id IN (SELECT partition_id FROM expected)
        ), locked AS (
-         SELECT p.partition_id, p.epoch, p.lsn, p.range_min, p.range_max, p.xmin AS version FROM ${positions} p
+         SELECT p.partition_id, p.epoch, p.lsn, p.xmin AS version FROM ${positions} p
          WHERE p.partition_id IN (SELECT partition_id FROM expected) AND (SELECT generation FROM lineage) = $5::bigint
          ORDER BY p.partition_id FOR UPDATE OF p
        ), fenced AS (
@@ -242,8 +222,7 @@ export function viewSql(spec: ViewTableSpec): ViewSql {
          WHERE o.epoch >= c.epoch
        ), verdict AS (
          SELECT count(*) = (SELECT count(*) FROM expected)
-           AND coalesce(bool_and(l.epoch = e.epoch AND l.lsn IS NOT DISTINCT FROM e.lsn AND l.version = s.version
-             AND l.range_min IS NOT DISTINCT FROM e.range_min AND l.range_max IS NOT DISTINCT FROM e.range_max), true)
+           AND coalesce(bool_and(l.epoch = e.epoch AND l.lsn IS NOT DISTINCT FROM e.lsn AND l.version = s.version), true)
            AND NOT EXISTS (SELECT 1 FROM fenced) AS ok
          FROM expected e JOIN locked l USING (partition_id) JOIN seen s USING (partition_id)
        ), upserted AS (${upsert(guarded, '$2', gate)} RETURNING 1
@@ -279,7 +258,7 @@ export function viewSql(spec: ViewTableSpec): ViewSql {
        RETURNING partition_id, epoch, lsn, range_min, range_max`,
     lockLineage: `SELECT generation FROM ${lineage} WHERE id = 1 FOR KEY SHARE`,
     lockLineageForRanges: `SELECT generation FROM ${lineage} WHERE id = 1 FOR UPDATE`,
-    lockLineageForNewRanges: `SELECT generation, set_config('synchronous_commit', 'off', true) AS commit_mode FROM ${lineage} WHERE id = 1 FOR NO KEY UPDATE`,
+    lockLineageForNewRanges: `SELECT generation FROM ${lineage} WHERE id = 1 FOR NO KEY UPDATE`,
     bumpLineage: `UPDATE ${lineage} SET generation = generation + 1 WHERE id = 1 RETURNING generation`,
     storeRanges: `UPDATE ${positions} AS p SET range_min = r.range_min, range_max = r.range_max,
          epoch = GREATEST(p.epoch, r.epoch), updated_at = now()
