@@ -16,12 +16,17 @@
  * PostgreSQL: RXFEED_BENCH_PG_URL, default postgresql://postgres@127.0.0.1:5432/test (skipped with a note when unreachable).
  * BENCH_VIEWS=fresh (or steady) runs that comparison alone, without the throughput table (PGlite included).
  * BENCH_BATCHES=1000 (comma-separated) limits the comparisons' batch sizes (default 100,1000).
+ * BENCH_COMPARE=dir (fresh comparison): also runs another build of rxfeed (`dir/esm/index.js` and
+ * `dir/esm/postgres/index.js`, e.g. a copy of `dist` made before a change) as a third side of every round, and
+ * this side from this worktree's build (`dist`, built first unless RXFEED_BENCH_BUILT=1) instead of the sources,
+ * so that both are built code; prints both against the loop and this build over the other, paired per round.
  * Each run writes into a fresh table of a schema of its own, dropped at the end.
  */
 import { PGlite } from '@electric-sql/pglite';
 import pg from 'pg';
+import { execFileSync } from 'node:child_process';
 import { loadavg } from 'node:os';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { from, lastValueFrom } from 'rxjs';
 import type { Change } from '../src/core/Change.js';
@@ -40,6 +45,30 @@ const PG_URL = process.env.RXFEED_BENCH_PG_URL ?? 'postgresql://postgres@127.0.0
 const schema = `rxfeed_bench_${process.pid}`;
 const ONLY = process.env.BENCH_VIEWS as 'fresh' | 'steady' | undefined;
 const BATCHES = (process.env.BENCH_BATCHES ?? '100,1000').split(',').map(Number);
+const COMPARE = process.env.BENCH_COMPARE;
+
+/** The parts of rxfeed a view round runs: from the sources, or from a build. */
+interface ViewBuild {
+  readonly materializeToView: typeof materializeToView;
+  readonly PostgresViewStore: typeof PostgresViewStore;
+  /** Its own class: a sink tells batches from arrays of them with `instanceof`. */
+  readonly ChangeBatch: typeof ChangeBatch;
+}
+
+/** A build of rxfeed in `dir` (its `esm` folder). */
+async function loadBuild(dir: string): Promise<ViewBuild> {
+  const root = (path: string) => pathToFileURL(`${dir}/esm/${path}`).href;
+  const [core, postgres] = await Promise.all([import(root('index.js')), import(root('postgres/index.js'))]);
+  const { materializeToView: materialize, ChangeBatch: Batch } = core as ViewBuild;
+  return { materializeToView: materialize, ChangeBatch: Batch, PostgresViewStore: (postgres as ViewBuild).PostgresViewStore };
+}
+
+/** The view side of the rounds: the sources, or (with BENCH_COMPARE) this worktree's build, next to the other build. */
+async function viewBuilds(): Promise<{ ours: ViewBuild; other: ViewBuild | undefined }> {
+  if (!COMPARE) return { ours: { materializeToView, PostgresViewStore, ChangeBatch }, other: undefined };
+  if (process.env.RXFEED_BENCH_BUILT !== '1') execFileSync(process.execPath, [fileURLToPath(new URL('../scripts/build.mjs', import.meta.url))], { stdio: 'ignore' });
+  return { ours: await loadBuild(fileURLToPath(new URL('../dist', import.meta.url))), other: await loadBuild(COMPARE) };
+}
 
 interface Order {
   readonly customer: string;
@@ -96,13 +125,15 @@ export function onTimed(hook: (phase: 'start' | 'end') => void): void {
   timed = hook;
 }
 
-async function run(store: ViewStore<Row>, batchSize: number, mode: ViewMode, generation = 0): Promise<number> {
-  const batches = feed(batchSize, generation);
+async function run(store: ViewStore<Row>, batchSize: number, mode: ViewMode, generation = 0, build?: ViewBuild): Promise<number> {
+  const Batch = build?.ChangeBatch ?? ChangeBatch;
+  const batches = feed(batchSize, generation).map((b) => (Batch === ChangeBatch ? b : new Batch({ partition: b.partition, changes: b.changes, position: b.position, epoch: b.epoch, range: b.range })));
+  const materialize = build?.materializeToView ?? materializeToView;
   timed('start');
   const t0 = performance.now();
   await lastValueFrom(
     from(batches).pipe(
-      materializeToView(store, { project: (c) => ({ customer: c.document!.customer, total: c.document!.total, lines: c.document!.lines }), mode }),
+      materialize(store, { project: (c) => ({ customer: c.document!.customer, total: c.document!.total, lines: c.document!.lines }), mode }),
     ),
   );
   const ms = performance.now() - t0;
@@ -428,45 +459,67 @@ async function main(): Promise<void> {
       let table = 0;
       const pool = new pg.Pool({ connectionString: PG_URL, max: PARTITIONS });
       try {
+        const builds = ONLY === 'steady' ? undefined : await viewBuilds();
         await handLoop(pool, 'warmup_hand', 100); // untimed
-        for (const batchSize of ONLY === 'steady' ? [] : BATCHES) {
+        if (builds?.other) {
+          // Untimed: each build's code warmed on this pool, as the loop's is.
+          for (const build of [builds.ours, builds.other]) {
+            const warm = await build.PostgresViewStore.create<Row>({ connection: pool, table: `warm${++table}`, schema });
+            await run(warm, 100, 'guarded', 0, build);
+            await warm.close();
+          }
+        }
+        for (const batchSize of builds ? BATCHES : []) {
           const ours: number[] = [];
           const hand: number[] = [];
           const ratios: number[] = [];
+          const others: number[] = [];
+          const otherRatios: number[] = [];
+          const oursOverOther: number[] = [];
           // Per round, the slowest of the partitions' first writes (they run at once) and the median of the others.
-          const firstWrites = { view: [] as number[], hand: [] as number[], viewLater: [] as number[], handLater: [] as number[] };
+          const firstWrites = { view: [] as number[], hand: [] as number[], viewLater: [] as number[], handLater: [] as number[], other: [] as number[], otherLater: [] as number[] };
           for (let round = 0; round < ROUNDS; round++) {
             const viewWrites = writeTimes();
             const handWrites = writeTimes();
-            // Alternate which one goes first, so that neither always meets a warmer or a busier machine.
+            const otherWrites = writeTimes();
             const loop = () => handLoop(pool, `h${++table}`, batchSize, (partition, ms) => handWrites.add([partition], ms));
-            const view = async () => {
-              const store = timingWrites(await PostgresViewStore.create<Row>({ connection: pool, table: `t${++table}`, schema }), viewWrites.add);
+            const view = async (build: ViewBuild, times: ReturnType<typeof writeTimes>) => {
+              const store = timingWrites(await build.PostgresViewStore.create<Row>({ connection: pool, table: `t${++table}`, schema }), times.add);
               try {
-                return await run(store, batchSize, 'guarded');
+                return await run(store, batchSize, 'guarded', 0, build);
               } finally {
                 await store.close();
               }
             };
-            let h: number;
-            let o: number;
-            if (round % 2 === 0) {
-              h = await loop();
-              o = await view();
-            } else {
-              o = await view();
-              h = await loop();
-            }
-            hand.push(h);
-            ours.push(o);
-            ratios.push(h / o);
+            // Rotate which one goes first, so that none always meets a warmer or a busier machine.
+            const sides: (() => Promise<void>)[] = [
+              async () => void hand.push(await loop()),
+              async () => void ours.push(await view(builds!.ours, viewWrites)),
+            ];
+            if (builds!.other) sides.push(async () => void others.push(await view(builds!.other!, otherWrites)));
+            for (let i = 0; i < sides.length; i++) await sides[(round + i) % sides.length]!();
+            ratios.push(hand.at(-1)! / ours.at(-1)!);
             firstWrites.view.push(Math.max(...viewWrites.first.values()));
             firstWrites.hand.push(Math.max(...handWrites.first.values()));
             if (viewWrites.later.length > 0) firstWrites.viewLater.push(median(viewWrites.later));
             if (handWrites.later.length > 0) firstWrites.handLater.push(median(handWrites.later));
+            if (builds!.other) {
+              otherRatios.push(hand.at(-1)! / others.at(-1)!);
+              oursOverOther.push(others.at(-1)! / ours.at(-1)!);
+              firstWrites.other.push(Math.max(...otherWrites.first.values()));
+              if (otherWrites.later.length > 0) firstWrites.otherLater.push(median(otherWrites.later));
+            }
+          }
+          if (builds!.other) {
+            comparisons.push(
+              `PostgreSQL, batch ${batchSize}, fresh view, BENCH_COMPARE=${COMPARE}: that build ${median(others).toFixed(0)} ms, ${ratioLine(otherRatios)} the loop's throughput; ` +
+                `this build over that build: ${ratioLine(oursOverOther)} (paired per round)\n` +
+                `  that build's first writes (slowest of the ${PARTITIONS}, median over rounds) ${median(firstWrites.other).toFixed(0)} ms; later writes (median) ` +
+                `${firstWrites.otherLater.length > 0 ? median(firstWrites.otherLater).toFixed(0) : '–'} ms`,
+            );
           }
           comparisons.push(
-            `PostgreSQL, batch ${batchSize}, guarded, fresh view (first writes included; a new table each round): materializeToView ${median(ours).toFixed(0)} ms, ` +
+            `PostgreSQL, batch ${batchSize}, guarded, fresh view (first writes included; a new table each round): materializeToView${builds!.other ? ' (this build)' : ''} ${median(ours).toFixed(0)} ms, ` +
               `hand-written pg loop ${median(hand).toFixed(0)} ms (medians of ${ROUNDS} alternating rounds): ${ratioLine(ratios)} the loop's throughput (paired per round)\n` +
               `  its first writes (slowest of the ${PARTITIONS} partitions' in a round, median over rounds): materializeToView ${median(firstWrites.view).toFixed(0)} ms, ` +
               `loop ${median(firstWrites.hand).toFixed(0)} ms; later writes (median): materializeToView ${firstWrites.viewLater.length > 0 ? median(firstWrites.viewLater).toFixed(0) : '–'} ms, ` +

@@ -3,6 +3,7 @@ import type {
   ViewRow,
   ViewStore,
   ViewWrite,
+  ViewWriteOptions,
   ViewWriteResult,
 } from './ViewStore.js';
 import type { FeedRange, Position } from '../core/Partition.js';
@@ -42,7 +43,9 @@ export class MemoryViewStore<R> implements ViewStore<R> {
   readonly #partitions = new Map<string, PartitionRecord>();
 
   /** {@inheritDoc ViewStore.write} */
-  async write(write: ViewWrite<R>): Promise<ViewWriteResult> {
+  async write(write: ViewWrite<R>, options?: ViewWriteOptions): Promise<ViewWriteResult> {
+    // Applied at once when called: only a signal aborted before that cancels it (nothing written, its reason thrown).
+    options?.signal?.throwIfAborted();
     // Everything below runs synchronously, so a write is atomic: planWrite throws (fencing) before any change.
     const stored = new Map<string, StoredPartition>();
     const ranges = this.#ranges();

@@ -7,7 +7,7 @@ import { PGliteViewStore } from '../../src/postgres/PGliteViewStore.js';
 import { PostgresViewStore } from '../../src/postgres/PostgresViewStore.js';
 import { importOptional } from '../../src/internal/importOptional.js';
 import { pgPoolRunner } from '../../src/postgres/sql/SqlRunner.js';
-import type { PgPoolLike, SqlSession } from '../../src/postgres/sql/SqlRunner.js';
+import type { PgPoolLike, SqlRunner, SqlSession } from '../../src/postgres/sql/SqlRunner.js';
 import { SqlViewStore } from '../../src/postgres/sql/SqlViewStore.js';
 import { openPGlite } from '../../src/postgres/PGliteViewStore.js';
 import { PostgresSearchIndex } from '../../src/postgres/PostgresSearchIndex.js';
@@ -291,6 +291,119 @@ describe.skipIf(pgSkip !== undefined)('PostgreSQL', () => {
     const stores = Array.from({ length: 4 }, () => new PostgresViewStore<ConformanceRow>({ connection: PG_URL, table, schema }));
     await Promise.all(stores.map((s) => s.ready()));
     await Promise.all(stores.map((s) => s.close()));
+  });
+});
+
+/**
+ * A SQL store whose statements are shown to `onStatement` as they are sent, with whether they run in one of the
+ * store's transactions (BEGIN, COMMIT and ROLLBACK are the runner's own, not shown): where a test aborts a write's
+ * signal while the write runs.
+ */
+class WatchedStore extends SqlViewStore<ConformanceRow> {
+  onStatement: (text: string, inTransaction: boolean) => void = () => undefined;
+  constructor(table: string, open: () => Promise<SqlRunner>) {
+    super({ schema, table }, `watched ${table}`, async () => {
+      const runner = await open();
+      const watched = (session: SqlSession, inTransaction: boolean): SqlSession['query'] => (text, params, name) => {
+        this.onStatement(text, inTransaction);
+        return session.query(text, params, name);
+      };
+      return { ...runner, query: watched(runner, false), transaction: (fn) => runner.transaction((tx) => fn({ query: watched(tx, true) })) };
+    });
+  }
+}
+
+/** The statements of a store's writes, by kind. */
+const isWriteStatement = (text: string) => text.startsWith('WITH expected');
+const isRangeStore = (text: string) => text.includes('_positions" AS p SET range_min');
+
+/** A write's `signal` honoured by a SQL store (see SqlViewStore.write), on one driver. */
+function abortSuite(name: string, open: () => Promise<SqlRunner>) {
+  describe(`${name}: a write's signal`, () => {
+    const reason = new Error('every lease of the write ended');
+    const plain = (lsn: number) => ({ mode: 'guarded' as const, changes: [change('p0', 'a', lsn, lsn)], partitions: [{ partition: 'p0', epoch: 1, position: `pos:p0:${lsn}`, lsn }] });
+    const withRange = (lsn: number) => ({ mode: 'guarded' as const, changes: [change('p0', 'a', lsn, lsn)], partitions: [ranged('p0', '', 'FF', 1, lsn)] });
+    /** Whether the store's connection is outside any transaction block (a savepoint is refused there, and only there). */
+    const outsideTransaction = async (store: WatchedStore) =>
+      (await store.ready()).query('SAVEPOINT probe').then(
+        () => false,
+        (error: Error) => /transaction blocks/.test(error.message),
+      );
+
+    it('aborted before the write: rejects with its reason and sends nothing', async () => {
+      const store = new WatchedStore(nextTable(), open);
+      await store.ready();
+      const sent: string[] = [];
+      store.onStatement = (text) => sent.push(text);
+      await expect(store.write(withRange(1), { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
+      expect(sent).toEqual([]);
+      expect(await store.rows()).toEqual([]);
+      await store.close();
+    });
+
+    it('aborted in its transaction: rolls back instead of committing, rejects with its reason, and leaves no transaction open', async () => {
+      const store = new WatchedStore(nextTable(), open);
+      const aborting = new AbortController();
+      // The first write of a partition without a range: a transaction that locks and reads its row, then writes.
+      store.onStatement = (text, inTransaction) => {
+        if (isWriteStatement(text) && inTransaction) aborting.abort(reason);
+      };
+      await expect(store.write(plain(1), { signal: aborting.signal })).rejects.toBe(reason);
+      expect(await store.rows()).toEqual([]);
+      expect(await store.positions()).toEqual(new Map());
+      expect(await outsideTransaction(store)).toBe(true);
+      store.onStatement = () => undefined;
+      expect(await store.write(plain(1))).toEqual({ written: 1, deleted: 0, skipped: 0 });
+      expect((await store.positions()).get('p0')).toMatchObject({ position: 'pos:p0:1', epoch: 1, lsn: 1 });
+      await store.close();
+    });
+
+    it('aborted while its range is stored: the range store commits (it is shared), the write sends nothing after it and rejects', async () => {
+      const store = new WatchedStore(nextTable(), open);
+      const aborting = new AbortController();
+      const sent: string[] = [];
+      store.onStatement = (text) => {
+        sent.push(text);
+        if (isRangeStore(text)) aborting.abort(reason);
+      };
+      await expect(store.write(withRange(1), { signal: aborting.signal })).rejects.toBe(reason);
+      expect(sent.filter(isWriteStatement)).toEqual([]);
+      expect(await store.rows()).toEqual([]);
+      expect(await outsideTransaction(store)).toBe(true);
+      expect(await store.write(withRange(1))).toEqual({ written: 1, deleted: 0, skipped: 0 });
+      await store.close();
+    });
+
+    it('aborted while its one statement runs: that statement commits as it runs, and the write resolves with its result', async () => {
+      const store = new WatchedStore(nextTable(), open);
+      await store.write(withRange(1));
+      const aborting = new AbortController();
+      store.onStatement = (text, inTransaction) => {
+        if (isWriteStatement(text) && !inTransaction) aborting.abort(reason);
+      };
+      expect(await store.write(withRange(2), { signal: aborting.signal })).toEqual({ written: 1, deleted: 0, skipped: 0 });
+      expect((await store.get('a'))?.row.version).toBe(2);
+      await store.close();
+    });
+  });
+}
+
+abortSuite('PGlite', () => openPGlite(pgliteReady, undefined, 'watched'));
+
+if (pgSkip === undefined) {
+  // One connection: a transaction left open on it would show in the next statement.
+  const abortPool = new pg.Pool({ connectionString: PG_URL, max: 1 });
+  afterAll(() => abortPool.end());
+  abortSuite('PostgreSQL', async () => pgPoolRunner(abortPool, 'watched pool', false));
+}
+
+describe('MemoryViewStore: a write\'s signal', () => {
+  it('aborted before the write: rejects with its reason and writes nothing', async () => {
+    const store = new MemoryViewStore<ConformanceRow>();
+    const reason = new Error('every lease of the write ended');
+    await expect(store.write(writeOf([change('p0', 'a', 1, 1)]), { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
+    expect(await store.rows()).toEqual([]);
+    expect(await store.positions()).toEqual(new Map());
   });
 });
 

@@ -1,5 +1,5 @@
 import { logger } from '../../internal/log.js';
-import type { ViewPartitionState, ViewRow, ViewStore, ViewWrite, ViewWriteResult } from '../../sinks/ViewStore.js';
+import type { ViewPartitionState, ViewRow, ViewStore, ViewWrite, ViewWriteOptions, ViewWriteResult } from '../../sinks/ViewStore.js';
 import { partitionsOf, planWrite } from '../../sinks/internal/planWrite.js';
 import { isRetryableSqlError } from './SqlRunner.js';
 import type { SqlRunner, SqlSession } from './SqlRunner.js';
@@ -78,8 +78,16 @@ export class SqlViewStore<R> implements ViewStore<R> {
     return runner;
   }
 
-  /** Writes one batch of rows for one partition in one transaction, fenced by lease epoch along the lineage; see `ViewStore.write`. */
-  async write(write: ViewWrite<R>): Promise<ViewWriteResult> {
+  /**
+   * Writes one batch of rows for one partition in one transaction, fenced by lease epoch along the lineage; see
+   * `ViewStore.write`. Once `signal` aborted, the write sends nothing more and rejects with its reason: a
+   * transaction of its own is rolled back instead of committed. What was sent before stays: a range store
+   * (shared with other writes, committed on its own) and the one-statement write (it commits as it runs:
+   * once sent, the write resolves with its result).
+   */
+  async write(write: ViewWrite<R>, options?: ViewWriteOptions): Promise<ViewWriteResult> {
+    const signal = options?.signal;
+    signal?.throwIfAborted();
     if (write.changes.length === 0 && write.partitions.length === 0) return { written: 0, deleted: 0, skipped: 0 };
     const runner = await this.ready();
     // Ranges this store has not seen stored are stored first, in a short transaction (shared with the writes
@@ -87,6 +95,7 @@ export class SqlViewStore<R> implements ViewStore<R> {
     let newRanges = bringsNewRange(write, (p) => this.#known.rangeOf(p));
     let exclusive = false;
     for (let attempt = 1; ; attempt++) {
+      signal?.throwIfAborted();
       try {
         if (newRanges) {
           const stored = exclusive ? await this.#rangeStore.storeExclusively(runner, write) : await this.#rangeStore.store(runner, write);
@@ -94,10 +103,11 @@ export class SqlViewStore<R> implements ViewStore<R> {
           if (stored) this.#known.rememberStored(stored, partitionsOf(write));
         }
         newRanges = false;
+        signal?.throwIfAborted();
         const known = this.#known.plan(write);
         let outcome = known && (await writePlanned(runner, this.sql, write, known));
         if (known && !outcome) log('%s: partitions or ranges changed since this store last wrote; writing in a transaction', this.description);
-        outcome ??= await runner.transaction((tx) => this.#lockAndWrite(tx, write));
+        outcome ??= await runner.transaction((tx) => this.#lockAndWrite(tx, write, signal));
         this.#known.remember(outcome);
         return outcome.result;
       } catch (error) {
@@ -122,11 +132,15 @@ export class SqlViewStore<R> implements ViewStore<R> {
    * and the partitions stored over their ranges (the range fence, and the marks a split or merge child
    * inherits), plans the write on it, and applies it.
    */
-  async #lockAndWrite(tx: SqlSession, write: ViewWrite<R>): Promise<WriteOutcome> {
+  async #lockAndWrite(tx: SqlSession, write: ViewWrite<R>, signal: AbortSignal | undefined): Promise<WriteOutcome> {
+    signal?.throwIfAborted();
     const { generation, expected, ranges, stored } = await lockFence(tx, this.#table, write);
+    signal?.throwIfAborted();
     const outcome = await writePlanned(tx, this.sql, write, { expected, generation, ranges, plan: planWrite(write, stored) });
     // The rows are locked by this transaction since it read them: nobody can have changed them.
     if (!outcome) throw new Error(`${this.description}: partition rows changed under this transaction's locks`);
+    // Nobody waits for the write any more: thrown here, it rolls back instead of committing.
+    signal?.throwIfAborted();
     return outcome;
   }
 
