@@ -75,11 +75,13 @@ export class AnnouncedAbortController {
   readonly #controller = new AbortController();
   readonly signal: AbortSignal = this.#controller.signal;
   /**
-   * The waits on the signal, in the order they began: the first in a slot of its own (most often the only
-   * one: the read in flight), any more in a set made while there are. A wait goes to the slot only when no
-   * other is waiting, so the slot's wait is always the oldest. Nothing is kept between waits.
+   * The waits on the signal, in the order they began: the first two in slots of their own (most often the
+   * only ones: the read in flight; or a reader's read deadline, there for good, and a poll's sleep), any more in
+   * a set made while there are. A wait goes to a slot only when no later one holds a wait, so the slots' waits
+   * are always the oldest, in order. Nothing is kept between waits.
    */
   #first: (() => void) | undefined;
+  #second: (() => void) | undefined;
   #more: Set<() => void> | undefined;
 
   constructor() {
@@ -90,10 +92,16 @@ export class AnnouncedAbortController {
   watch(fn: () => void): () => void {
     // A wrapper per wait, so the same function can watch twice and each stop removes only its own.
     const entry = () => fn();
-    if (this.#first === undefined && this.#more === undefined) {
-      this.#first = entry;
+    if (this.#more === undefined && this.#second === undefined) {
+      if (this.#first === undefined) {
+        this.#first = entry;
+        return () => {
+          if (this.#first === entry) this.#first = undefined;
+        };
+      }
+      this.#second = entry;
       return () => {
-        if (this.#first === entry) this.#first = undefined;
+        if (this.#second === entry) this.#second = undefined;
       };
     }
     const more = (this.#more ??= new Set());
@@ -105,7 +113,7 @@ export class AnnouncedAbortController {
 
   /** @internal How many waits watch the signal now. */
   get watchers(): number {
-    return (this.#first === undefined ? 0 : 1) + (this.#more?.size ?? 0);
+    return (this.#first === undefined ? 0 : 1) + (this.#second === undefined ? 0 : 1) + (this.#more?.size ?? 0);
   }
 
   /** Aborts the signal (its 'abort' event, then the waits watching it, oldest first); no-op when aborted already. */
@@ -113,10 +121,13 @@ export class AnnouncedAbortController {
     if (this.signal.aborted) return;
     this.#controller.abort(reason);
     const first = this.#first;
+    const second = this.#second;
     const more = this.#more;
     this.#first = undefined;
+    this.#second = undefined;
     this.#more = undefined;
     first?.();
+    second?.();
     if (more !== undefined) for (const callback of [...more]) callback();
   }
 }

@@ -45,6 +45,34 @@ describe('ReadDeadline', () => {
     deadline.dispose();
   });
 
+  it("leaves a later read's outcome to that read when a timed-out read answers late, with a page or an error", async () => {
+    const scheduler = new VirtualScheduler();
+    const deadline = new ReadDeadline(scheduler, 1000, new AbortController().signal);
+    // Reads that ignore their signal: each answers only when told to, after its deadline.
+    const answers: { answer: (page: string) => void; fail: (error: Error) => void }[] = [];
+    const late = () =>
+      new Promise<string>((answer, fail) => {
+        answers.push({ answer, fail });
+      });
+    const first = deadline.run(late, 'partition 3').catch((e: unknown) => e);
+    await scheduler.advance(1000);
+    expect(await first).toBeInstanceOf(TransientError);
+    const second = deadline.run(late, 'partition 3').catch((e: unknown) => e);
+    await scheduler.advance(1000);
+    expect(await second).toBeInstanceOf(TransientError);
+    const third = deadline.run(late, 'partition 3').then((page) => page, (e: unknown) => e);
+    answers[0]!.answer('stale page');
+    answers[1]!.fail(new Error('stale failure'));
+    await Promise.resolve();
+    await Promise.resolve();
+    answers[2]!.answer('page');
+    expect(await third).toBe('page');
+    // The one timer is re-armed for the third read's deadline, which it answered before: nothing fails then.
+    await scheduler.advance(1000);
+    expect(await deadline.run(async () => 'next', 'partition 3')).toBe('next');
+    deadline.dispose();
+  });
+
   it('aborts the read in flight when the outer signal aborts', async () => {
     const scheduler = new VirtualScheduler();
     const outer = new AbortController();

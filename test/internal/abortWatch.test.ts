@@ -48,6 +48,33 @@ describe('onAbort', () => {
     expect(abortWatchers(controller.signal)).toBe(0);
   });
 
+  it("calls an AnnouncedAbortController's waits in the order they began, for random waits and stops", () => {
+    // Against a plain list of the waits still on: whatever slot or set each wait went to, the order is theirs.
+    let seed = 7;
+    const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    for (let plan = 0; plan < 300; plan++) {
+      const controller = new AnnouncedAbortController();
+      const on: number[] = [];
+      const stops = new Map<number, () => void>();
+      const calls: number[] = [];
+      for (let step = 0; step < 12; step++) {
+        if (stops.size === 0 || random() < 0.55) {
+          const id = step;
+          stops.set(id, onAbort(controller.signal, () => calls.push(id)));
+          on.push(id);
+        } else {
+          const id = [...stops.keys()][Math.floor(random() * stops.size)]!;
+          stops.get(id)!();
+          stops.delete(id);
+          on.splice(on.indexOf(id), 1);
+        }
+        expect(abortWatchers(controller.signal)).toBe(on.length);
+      }
+      controller.abort();
+      expect(calls).toEqual(on);
+    }
+  });
+
   it('calls each watching callback once on abort, through one listener on the signal', () => {
     const stop = new AbortController();
     const calls: number[] = [];

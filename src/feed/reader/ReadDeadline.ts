@@ -23,7 +23,18 @@ export class ReadDeadline {
   #timer: Subscription | undefined;
   /** Start time of the read in flight; `undefined` between reads. */
   #startedAt: number | undefined;
-  #fail: ((error: Error) => void) | undefined;
+  /** Settle the promise of the read in flight. */
+  #resolve: ((value: unknown) => void) | undefined;
+  #fail: ((error: unknown) => void) | undefined;
+  /** The read `run` starts next, for {@link #start}. */
+  #read: ((signal: AbortSignal) => Promise<unknown>) | undefined;
+  /**
+   * What the read in flight's answer settles, one pair for all reads (no closures per read): made again when a
+   * read times out, so that read's late answer settles nothing (reads run one after another, so any other
+   * answer is the read in flight's).
+   */
+  #answered!: (value: unknown) => void;
+  #failed!: (error: unknown) => void;
   #describe = '';
 
   constructor(
@@ -32,6 +43,7 @@ export class ReadDeadline {
     private readonly outer: AbortSignal,
   ) {
     this.#renew();
+    this.#settlers();
   }
 
   /**
@@ -44,25 +56,40 @@ export class ReadDeadline {
     this.#startedAt = startedAt;
     this.#describe = what;
     this.#arm(startedAt + this.timeoutMs);
-    return new Promise<R>((resolve, reject) => {
-      this.#fail = reject;
-      const done = () => {
-        if (this.#startedAt === startedAt) {
-          this.#startedAt = undefined;
-          this.#fail = undefined;
-        }
-      };
-      read(this.#controller.signal).then(
-        (value) => {
-          done();
-          resolve(value);
-        },
-        (error: unknown) => {
-          done();
-          reject(error);
-        },
-      );
-    });
+    this.#read = read;
+    return new Promise<R>(this.#start as (resolve: (value: R) => void, reject: (error: unknown) => void) => void);
+  }
+
+  /** The executor of a read's promise: starts the read `run` was given. */
+  readonly #start = (resolve: (value: unknown) => void, reject: (error: unknown) => void): void => {
+    this.#resolve = resolve;
+    this.#fail = reject;
+    const read = this.#read!;
+    this.#read = undefined;
+    read(this.#controller.signal).then(this.#answered, this.#failed);
+  };
+
+  #settlers(): void {
+    const answered = (value: unknown): void => {
+      if (this.#answered !== answered) return;
+      const resolve = this.#resolve;
+      this.#done();
+      resolve?.(value);
+    };
+    const failed = (error: unknown): void => {
+      if (this.#failed !== failed) return;
+      const reject = this.#fail;
+      this.#done();
+      reject?.(error);
+    };
+    this.#answered = answered;
+    this.#failed = failed;
+  }
+
+  #done(): void {
+    this.#startedAt = undefined;
+    this.#resolve = undefined;
+    this.#fail = undefined;
   }
 
   /** Cancels the timer and forgets `outer` (the reader is done). */
@@ -95,8 +122,9 @@ export class ReadDeadline {
     if (this.scheduler.now() < due) return this.#arm(due);
     const error = new TransientError(`read of ${this.#describe} did not answer within ${this.timeoutMs} ms`);
     const fail = this.#fail;
-    this.#startedAt = undefined;
-    this.#fail = undefined;
+    this.#done();
+    // The timed-out read's answer, if it ever comes, must not settle the next read's promise.
+    this.#settlers();
     this.#controller.abort(error);
     fail?.(error);
   }

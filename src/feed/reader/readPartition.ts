@@ -8,6 +8,7 @@ import { InvalidOptionsError, PartitionGoneError, TransientError } from '../../e
 import { logger, type Logger } from '../../internal/log.js';
 import type { OwnedLease } from '../../leases/LeaseCoordinator.js';
 import type { Page, Source } from '../../sources/Source.js';
+import { AnnouncedAbortController } from '../../internal/abortWatch.js';
 import { LinkedAbort } from '../../internal/linkedAbort.js';
 import { aborted, sleep } from '../../internal/wait.js';
 import { LeaseTracker, type TrackerContext } from './LeaseTracker.js';
@@ -164,16 +165,21 @@ async function readLoop<T>(
     // own read slot, run under this reader's credit and deadline like a read of its own.
     const firstFrom = from === 'beginning' ? null : typeof from === 'object' && !(from instanceof Date) ? from.position : undefined;
     let early = firstFrom !== undefined ? ctx.firstPages?.take(owned.lease.id, owned.epoch, firstFrom) : undefined;
+    // The read in the loop's turn: its credit, and the first page's read if it is that one. `readOnce` reads it
+    // (the deadline calls it at once), one function for all the reads, not a closure (and its scope) each.
+    let credit: number;
+    let read: typeof early;
+    const readOnce = (attempt: AbortSignal): Promise<Page<T>> => (read ? read(attempt) : ctx.source.read({ partition, from, maxItemCount: credit, signal: attempt }));
     while (!signal.aborted) {
       // Most reads find credit at once; only wait (a promise and a tick) when there is none.
-      const credit = tracker.tryCredit() || (await tracker.awaitCredit(signal));
+      credit = tracker.tryCredit() || (await tracker.awaitCredit(signal));
       if (signal.aborted) {
         tracker.settle(0);
         break;
       }
       // A read waits for a slot among the processor's reads in flight (a read that continues a partition with
       // changes goes before waiting polls); the wait is not the read's, so it is outside its deadline.
-      const read = early;
+      read = early;
       early = undefined;
       const reads = read ? undefined : ctx.reads;
       if (reads && !reads.tryAcquire() && !(await reads.acquire(busy, signal))) {
@@ -183,8 +189,7 @@ async function readLoop<T>(
       let page: Page<T>;
       const startedAt = ctx.scheduler.now();
       try {
-        const position = from;
-        page = await deadline.run((attempt) => (read ? read(attempt) : ctx.source.read({ partition, from: position, maxItemCount: credit, signal: attempt })), what);
+        page = await deadline.run(readOnce, what);
         reads?.release();
       } catch (error) {
         reads?.release();
@@ -284,7 +289,9 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
       return;
     }
     const tracker = new LeaseTracker(owned, ctx, log, feedAbort);
-    const reading = new AbortController();
+    // Announced: the waits on it (the read deadline's for good, a poll's sleep) are its own slots, not an
+    // 'abort' listener with a set of callbacks on the signal per reader.
+    const reading = new AnnouncedAbortController();
     /** Aborted when the subscriber leaves. */
     const detached = new LinkedAbort();
     const stopReading = () => reading.abort();
