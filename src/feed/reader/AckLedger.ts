@@ -10,14 +10,6 @@ interface Outstanding {
   dropped: boolean;
 }
 
-/** What an acknowledgement did. */
-export interface Acknowledged {
-  /** Changes whose credit was returned. */
-  readonly freed: number;
-  /** Sequences skipped without being acknowledged or dropped (an operator lost them), if any. */
-  readonly skipped: readonly [first: number, last: number] | undefined;
-}
-
 /**
  * The ack ledger of one ownership: which batches were read and not yet acknowledged, in order, and the read
  * credit each holds. An acknowledgement of batch n acknowledges every earlier batch too (a partition is
@@ -34,6 +26,7 @@ export class AckLedger {
   #ackedSequence = 0;
   #ackedPosition: Position | null;
   #ackedChanges = 0;
+  #skipped: [number, number] | undefined = undefined;
   /** Made with the first listener (only a drain listens). */
   #listeners: Set<() => void> | undefined;
 
@@ -72,9 +65,20 @@ export class AckLedger {
     return sequence;
   }
 
-  /** Batch `sequence` (and every earlier one) is done; returns what that freed. Replays are ignored. */
-  acknowledge(sequence: number, position: Position): Acknowledged | undefined {
-    if (sequence <= this.#ackedSequence || sequence > this.#sequence) return undefined;
+  /**
+   * Sequences the last acknowledgement skipped without their being acknowledged or dropped (an operator lost
+   * them), if any.
+   */
+  get skipped(): readonly [first: number, last: number] | undefined {
+    return this.#skipped;
+  }
+
+  /**
+   * Batch `sequence` (and every earlier one) is done; returns the changes whose credit that returned, or -1
+   * for a replay (ignored). What it skipped is {@link AckLedger.skipped} then.
+   */
+  acknowledge(sequence: number, position: Position): number {
+    if (sequence <= this.#ackedSequence || sequence > this.#sequence) return -1;
     let freed = 0;
     let skipped: [number, number] | undefined;
     const queue = this.#queue;
@@ -83,13 +87,18 @@ export class AckLedger {
       if (entry.sequence < sequence && !entry.dropped) skipped = skipped ? [skipped[0], entry.sequence] : [entry.sequence, entry.sequence];
       freed += entry.count;
     }
-    this.#compact();
+    // All acknowledged (an idle partition's one batch, or a busy one caught up): nothing kept alive with the lease.
+    if (this.#head === queue.length) {
+      queue.length = 0;
+      this.#head = 0;
+    } else this.#compact();
+    this.#skipped = skipped;
     this.#ackedSequence = sequence;
     this.#ackedPosition = position;
     this.#ackedChanges += freed;
     this.#account.release(freed);
-    this.#notify();
-    return { freed, skipped };
+    if (this.#listeners !== undefined) this.#notify();
+    return freed;
   }
 
   /** Batch `sequence` left the pipeline unacknowledged: returns its credit (how much). */
@@ -135,12 +144,9 @@ export class AckLedger {
     if (listeners !== undefined && listeners.size > 0) for (const fn of [...listeners]) fn();
   }
 
+  /** Drops the acknowledged head of a long queue (emptying a caught-up one is done in `acknowledge`). */
   #compact(): void {
-    // All acknowledged (an idle partition's one batch, or a busy one caught up): nothing kept alive with the lease.
-    if (this.#head === this.#queue.length) {
-      this.#queue.length = 0;
-      this.#head = 0;
-    } else if (this.#head > 1024 && this.#head * 2 > this.#queue.length) {
+    if (this.#head > 1024 && this.#head * 2 > this.#queue.length) {
       this.#queue.splice(0, this.#head);
       this.#head = 0;
     }

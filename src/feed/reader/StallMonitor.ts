@@ -51,7 +51,7 @@ export class StallMonitor {
    */
   progress(): void {
     this.#reported = false;
-    this.#arm();
+    if (this.#task === undefined) this.#arm();
   }
 
   stop(): void {
