@@ -18,6 +18,8 @@
  * With `BENCH_CALLS=1` (no valgrind) it counts, through V8's precise coverage (call counts per function, exact
  * whatever the load), the JavaScript functions that ran in each pass and their calls, per read: rxfeed's own
  * (the build), rxjs's and the rest (the SDK stand-in, node): `node .rxfeed-cost/readPathCost.mjs` after bundling.
+ * TurboFan jobs a pass: `BENCH_GC=1 node --expose-gc --trace-opt …` (a full GC before each pass, as the steady bench
+ * does before its windows), counting `compiling method … TURBOFAN` lines between the pass lines.
  */
 import { toTotal } from './checkpointingLoop.js';
 import { filter, firstValueFrom, scan, type Observable } from 'rxjs';
@@ -114,7 +116,10 @@ async function calls(): Promise<string> {
 const container = fakeContainer();
 if (DUMP) await dump('start');
 await calls();
+/** `BENCH_GC=1` (with `node --expose-gc`): a full GC before each pass, as the steady Cosmos DB bench does before its windows. */
+const GC = process.env.BENCH_GC === '1' ? (globalThis as { gc?: () => void }).gc : undefined;
 for (let i = 0; i < PASSES; i++) {
+  GC?.();
   const cpu = process.cpuUsage();
   await pass(container);
   const used = process.cpuUsage(cpu);
