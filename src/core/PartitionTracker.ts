@@ -43,11 +43,6 @@ export interface PartitionTracker {
   /** Runs `fn` with the telemetry context (the OpenTelemetry span) of batch `sequence` active. */
   activate?<R>(sequence: number, fn: () => R): R;
   /**
-   * Whether `activate` has a context to make active for batch `sequence`; when false it would just call its
-   * function, so a caller may call that itself. Optional: where missing, `activate` is always called.
-   */
-  activates?(sequence: number): boolean;
-  /**
    * The pipeline is about to end with `error`, a failure no wait can fix (a sink refusing for good, a
    * `SinkError`): the reader should checkpoint what was acknowledged and give the lease back at once with
    * close reason `Error`, not `Shutdown`. Optional: where missing, the lease is released when the run stops.

@@ -1,4 +1,4 @@
-import { map, merge, mergeAll, Observable, share, Subject, takeUntil } from 'rxjs';
+import { map, merge, mergeAll, Observable, share, Subject, takeUntil, type Subscriber, type Subscription } from 'rxjs';
 import type { ChangeBatch } from '../core/ChangeBatch.js';
 import { errorEvent } from '../errors/errorEvent.js';
 import type { CloseReason, FeedEvent } from '../core/events.js';
@@ -16,7 +16,6 @@ import { ReadLimiter } from './reader/ReadLimiter.js';
 import { mayStartNow, pinStart, RunStart, startOf, startsFromTimes } from './startPosition.js';
 import { FeedTelemetry } from '../telemetry/FeedTelemetry.js';
 import { FeedHealth, type ProcessorHealth } from '../health/FeedHealth.js';
-import { shareFanOut, sharedSubscribe } from '../internal/shareFanOut.js';
 
 /**
  * A running change feed processor: the batches of every partition this host owns, the per-partition
@@ -128,8 +127,7 @@ export function createChangeFeed<T>(options: ChangeFeedOptions<T>): ChangeFeedPr
       void stopRun(run);
     };
   }).pipe(share());
-  // Shared as `share()` would, in fewer calls per batch (see shareFanOut).
-  const changes$ = shareFanOut(partitions$.pipe(mergeAll()));
+  const changes$ = partitions$.pipe(mergeAll(), share());
 
   return {
     changes$,
@@ -279,15 +277,18 @@ function shareFeed<T>(feed: PartitionFeed<T>): PartitionFeed<T> {
   return new SharedFeed(feed);
 }
 
-/**
- * {@link shareFeed}'s feed: one class, so every lease's feed has the same shape. Shared as `share()` would, with
- * the reader calling the one subscriber that hands each batch to the feed's subscribers (see shareFanOut).
- */
+/** Subscribes each subscriber to one shared subscription of `feed`. */
+function sharing<T>(feed: PartitionFeed<T>): (subscriber: Subscriber<ChangeBatch<T>>) => Subscription {
+  const shared = feed.pipe(share());
+  return (subscriber) => shared.subscribe(subscriber);
+}
+
+/** {@link shareFeed}'s feed: one class, so every lease's feed has the same shape. */
 class SharedFeed<T> extends Observable<ChangeBatch<T>> implements PartitionFeed<T> {
   readonly #feed: PartitionFeed<T>;
 
   constructor(feed: PartitionFeed<T>) {
-    super(sharedSubscribe(feed));
+    super(sharing(feed));
     this.#feed = feed;
   }
 

@@ -360,11 +360,6 @@ export class PartitionTelemetry {
     this.consumed += batch.size;
   }
 
-  /** Whether {@link PartitionTelemetry.activate} has a span to make active for batch `sequence` (else it just runs `fn`). */
-  activates(sequence: number): boolean {
-    return this.#open?.get(sequence)?.active === true;
-  }
-
   /** Runs `fn` with the span of batch `sequence` active (as is, if the span has ended). */
   activate<R>(sequence: number, fn: () => R): R {
     const open = this.#open?.get(sequence);

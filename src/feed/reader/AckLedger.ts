@@ -10,6 +10,14 @@ interface Outstanding {
   dropped: boolean;
 }
 
+/** What an acknowledgement did. */
+export interface Acknowledged {
+  /** Changes whose credit was returned. */
+  readonly freed: number;
+  /** Sequences skipped without being acknowledged or dropped (an operator lost them), if any. */
+  readonly skipped: readonly [first: number, last: number] | undefined;
+}
+
 /**
  * The ack ledger of one ownership: which batches were read and not yet acknowledged, in order, and the read
  * credit each holds. An acknowledgement of batch n acknowledges every earlier batch too (a partition is
@@ -26,7 +34,6 @@ export class AckLedger {
   #ackedSequence = 0;
   #ackedPosition: Position | null;
   #ackedChanges = 0;
-  #skipped: [number, number] | undefined = undefined;
   /** Made with the first listener (only a drain listens). */
   #listeners: Set<() => void> | undefined;
 
@@ -65,20 +72,9 @@ export class AckLedger {
     return sequence;
   }
 
-  /**
-   * Sequences the last acknowledgement skipped without their being acknowledged or dropped (an operator lost
-   * them), if any.
-   */
-  get skipped(): readonly [first: number, last: number] | undefined {
-    return this.#skipped;
-  }
-
-  /**
-   * Batch `sequence` (and every earlier one) is done; returns the changes whose credit that returned, or -1
-   * for a replay (ignored). What it skipped is {@link AckLedger.skipped} then.
-   */
-  acknowledge(sequence: number, position: Position): number {
-    if (sequence <= this.#ackedSequence || sequence > this.#sequence) return -1;
+  /** Batch `sequence` (and every earlier one) is done; returns what that freed. Replays are ignored. */
+  acknowledge(sequence: number, position: Position): Acknowledged | undefined {
+    if (sequence <= this.#ackedSequence || sequence > this.#sequence) return undefined;
     let freed = 0;
     let skipped: [number, number] | undefined;
     const queue = this.#queue;
@@ -87,18 +83,13 @@ export class AckLedger {
       if (entry.sequence < sequence && !entry.dropped) skipped = skipped ? [skipped[0], entry.sequence] : [entry.sequence, entry.sequence];
       freed += entry.count;
     }
-    // All acknowledged (an idle partition's one batch, or a busy one caught up): nothing kept alive with the lease.
-    if (this.#head === queue.length) {
-      queue.length = 0;
-      this.#head = 0;
-    } else this.#compact();
-    this.#skipped = skipped;
+    this.#compact();
     this.#ackedSequence = sequence;
     this.#ackedPosition = position;
     this.#ackedChanges += freed;
     this.#account.release(freed);
-    if (this.#listeners !== undefined) this.#notify();
-    return freed;
+    this.#notify();
+    return { freed, skipped };
   }
 
   /** Batch `sequence` left the pipeline unacknowledged: returns its credit (how much). */
@@ -144,9 +135,12 @@ export class AckLedger {
     if (listeners !== undefined && listeners.size > 0) for (const fn of [...listeners]) fn();
   }
 
-  /** Drops the acknowledged head of a long queue (emptying a caught-up one is done in `acknowledge`). */
   #compact(): void {
-    if (this.#head > 1024 && this.#head * 2 > this.#queue.length) {
+    // All acknowledged (an idle partition's one batch, or a busy one caught up): nothing kept alive with the lease.
+    if (this.#head === this.#queue.length) {
+      this.#queue.length = 0;
+      this.#head = 0;
+    } else if (this.#head > 1024 && this.#head * 2 > this.#queue.length) {
       this.#queue.splice(0, this.#head);
       this.#head = 0;
     }

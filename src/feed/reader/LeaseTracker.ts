@@ -218,11 +218,6 @@ export class LeaseTracker implements PartitionTracker {
     return this.#ctx.scheduler;
   }
 
-  /** Whether {@link LeaseTracker.activate} has a span to make active for batch `sequence` (else it just runs `fn`). */
-  activates(sequence: number): boolean {
-    return this.telemetry?.activates(sequence) === true;
-  }
-
   /** Runs `fn` with the span of batch `sequence` active (telemetry on), else just runs it. */
   activate<R>(sequence: number, fn: () => R): R {
     return this.telemetry ? this.telemetry.activate(sequence, fn) : fn();
@@ -233,12 +228,11 @@ export class LeaseTracker implements PartitionTracker {
       this.#ledger.drop(sequence);
       return;
     }
-    const ledger = this.#ledger;
-    if (ledger.acknowledge(sequence, position) < 0) return; // a replay, or a batch overtaken by a later one
+    const done = this.#ledger.acknowledge(sequence, position);
+    if (!done) return; // a replay, or a batch overtaken by a later one
     this.telemetry?.acknowledged(sequence);
     this.#progressed();
-    const skipped = ledger.skipped;
-    if (skipped) this.#reportSkipped(skipped, sequence);
+    if (done.skipped) this.#reportSkipped(done.skipped, sequence);
   }
 
   drop(sequence: number, error?: Error): void {

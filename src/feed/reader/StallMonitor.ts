@@ -44,14 +44,12 @@ export class StallMonitor {
     this.#arm();
   }
 
-  /**
-   * A batch was acknowledged or dropped. A timer already armed stays: it is due no later than the stall could
-   * now begin (progress only moves that later), and when it fires it arms again for what is left. So a busy
-   * partition's acknowledgements re-arm no timer each.
-   */
+  /** A batch was acknowledged or dropped. */
   progress(): void {
     this.#reported = false;
-    if (this.#task === undefined) this.#arm();
+    this.#task?.unsubscribe();
+    this.#task = undefined;
+    this.#arm();
   }
 
   stop(): void {

@@ -338,14 +338,9 @@ export function readPartition<T>(owned: OwnedLease, ctx: ReaderContext<T>): Part
     const run = async () => {
       const mismatch = modeMismatch(owned, ctx.source as Source<unknown>);
       if (mismatch) return fail(mismatch);
-      // Each batch is emitted with its span active, so synchronous downstream work nests under it (with no span to
-      // activate, as without an SDK, it is emitted directly: no closure, no activation).
+      // Each batch is emitted with its span active, so synchronous downstream work nests under it.
       const emit = tracker.telemetry
-        ? (batch: ChangeBatch<T>) => {
-            const sequence = batch.origin!.sequence;
-            if (tracker.activates(sequence)) tracker.activate(sequence, () => subscriber.next(batch));
-            else subscriber.next(batch);
-          }
+        ? (batch: ChangeBatch<T>) => tracker.activate(batch.origin!.sequence, () => subscriber.next(batch))
         : (batch: ChangeBatch<T>) => subscriber.next(batch);
       const end = await readLoop(owned, ctx, tracker, reading.signal, log, emit);
       if (tracker.unsubscribed) return;

@@ -25,11 +25,7 @@ export function fastLane<T, R>(
   }
   let produced: ReturnType<BatchProjection<T, R>>;
   try {
-    const tracker = origin?.tracker;
-    produced =
-      tracker?.activate && (tracker.activates?.(origin!.sequence) ?? true)
-        ? inBatchContext(batch as ChangeBatch<unknown>, () => project(batch, signal))
-        : project(batch, signal);
+    produced = origin?.tracker.activate ? inBatchContext(batch as ChangeBatch<unknown>, () => project(batch, signal)) : project(batch, signal);
   } catch (error) {
     subscriber.error(error);
     return true;
