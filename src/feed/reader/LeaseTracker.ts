@@ -15,7 +15,8 @@ import { sleep } from '../../internal/wait.js';
 import { AckLedger } from './AckLedger.js';
 import { CheckpointWriter } from './CheckpointWriter.js';
 import { StallMonitor } from './StallMonitor.js';
-import type { FeedTelemetry, PartitionTelemetry } from '../../telemetry/FeedTelemetry.js';
+import type { FeedTelemetry } from '../../telemetry/FeedTelemetry.js';
+import type { PartitionTelemetry } from '../../telemetry/PartitionTelemetry.js';
 
 /** What waiting for the writes of a tracker that never wrote is. */
 const SETTLED: Promise<void> = Promise.resolve();
