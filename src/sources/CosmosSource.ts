@@ -19,6 +19,7 @@ import { concurrentReadsOf } from './cosmos/agentSockets.js';
 import { IteratorCache, registerIteratorCache } from './cosmos/iteratorCache.js';
 import { sdkOfContainer } from './cosmos/sdkOfContainer.js';
 import { seedIteratorRid } from './cosmos/seedIteratorRid.js';
+import { setPageSize } from './cosmos/setPageSize.js';
 import { allVersionsChange, latestVersionChange, partitionKeyPaths, type PartitionKeyPaths } from './cosmos/mapChange.js';
 import { takeRoutingMapFailure } from './cosmos/routingMapCache.js';
 import { isEpkPartition, sameRange, whyGone } from './cosmos/whyGone.js';
@@ -68,21 +69,6 @@ interface CachedIterator {
   checked: { readonly token: string; readonly answeredBy: string | undefined; readonly etag: string; readonly shape: TokenShape | undefined } | undefined;
   /** The last session token seen and the LSN read from it. */
   session: { readonly token: string; readonly lsn: number | undefined } | undefined;
-}
-
-/**
- * Changes the page size of a live SDK iterator. The feed engine asks for as many changes as its read credit
- * allows, which varies from read to read, and `@azure/cosmos` fixes the page size when the iterator is built;
- * rebuilding costs an extra container read per poll. In 4.x the options object the iterator reads on every
- * request sits at `iterator.iterator.changeFeedOptions`; when that shape is not found (another SDK version)
- * this returns false and the caller rebuilds instead, which is slower but equally correct.
- */
-function setPageSize(iterator: ChangeFeedPullModelIterator<unknown>, maxItemCount: number): boolean {
-  const inner = (iterator as unknown as { iterator?: { changeFeedOptions?: { maxItemCount?: unknown } } }).iterator;
-  const options = inner?.changeFeedOptions;
-  if (!options || typeof options !== 'object' || typeof options.maxItemCount !== 'number') return false;
-  options.maxItemCount = maxItemCount;
-  return true;
 }
 
 interface ContainerInfo {
