@@ -1,18 +1,17 @@
 import {
   ChangeFeedMode,
   type ChangeFeedStartFrom,
-  type ChangeFeedIteratorResponse,
   type ChangeFeedPullModelIterator,
   type Container,
   type FeedRange as SdkFeedRange,
   type PriorityLevel,
 } from '@azure/cosmos';
-import type { Change } from '../core/Change.js';
 import type { FeedMode, Partition, Position, StartFrom } from '../core/Partition.js';
-import { InvalidOptionsError, PartitionGoneError, ResourceGoneError, TransientError } from '../errors/index.js';
+import { InvalidOptionsError, PartitionGoneError, TransientError } from '../errors/index.js';
 import { abortError, isAbortError, onAbort } from '../internal/abortWatch.js';
 import { logger } from '../internal/log.js';
-import { etagOfShape, lsnOfPosition, lsnOfSessionToken, parseToken, rangeIdOfSessionToken, rangeToken, tokenShape, type TokenShape } from './cosmos/continuation.js';
+import { rangeToken } from './cosmos/continuation.js';
+import { checkForward } from './cosmos/checkForward.js';
 import { networkCode, routingMapError, toSourceError } from './cosmos/errors.js';
 import { endpointOf, HostCheck } from './cosmos/reachability.js';
 import { concurrentReadsOf } from './cosmos/agentSockets.js';
@@ -20,9 +19,10 @@ import { IteratorCache, registerIteratorCache } from './cosmos/iteratorCache.js'
 import { sdkOfContainer } from './cosmos/sdkOfContainer.js';
 import { seedIteratorRid } from './cosmos/seedIteratorRid.js';
 import { setPageSize } from './cosmos/setPageSize.js';
-import { allVersionsChange, latestVersionChange, partitionKeyPaths, type PartitionKeyPaths } from './cosmos/mapChange.js';
+import { partitionKeyPaths, type PartitionKeyPaths } from './cosmos/mapChange.js';
 import { takeRoutingMapFailure } from './cosmos/routingMapCache.js';
-import { isEpkPartition, sameRange, whyGone } from './cosmos/whyGone.js';
+import { headerText, toPage, type ReplyMemo } from './cosmos/toPage.js';
+import { isEpkPartition, sameRange } from './cosmos/whyGone.js';
 import type { Page, ReadRequest, Source } from './Source.js';
 
 /** Options of {@link CosmosSource}. */
@@ -52,7 +52,8 @@ export interface CosmosSourceOptions {
 /** A position no partition has: the state of an iterator that has not yet answered. */
 const NO_POSITION = '\u0000';
 
-interface CachedIterator {
+/** An SDK iterator kept between reads of one partition, with what its last reply left (see {@link ReplyMemo}). */
+interface CachedIterator extends ReplyMemo {
   readonly iterator: ChangeFeedPullModelIterator<unknown>;
   /** The position the iterator stands at (what the next read continues after). */
   position: Position;
@@ -61,14 +62,6 @@ interface CachedIterator {
   busy: boolean;
   /** When the iterator was last used (a count of this source's reads): the least recent goes first (see {@link IteratorCache}). */
   usedAt: number;
-  /**
-   * The last reply found to belong to this partition: its continuation token and the range that answered.
-   * An idle partition answers the same again and again, so a reply equal to it needs no parsing or checks;
-   * a busy one answers the same token with the next etag, read through `shape` (no parse, same checks).
-   */
-  checked: { readonly token: string; readonly answeredBy: string | undefined; readonly etag: string; readonly shape: TokenShape | undefined } | undefined;
-  /** The last session token seen and the LSN read from it. */
-  session: { readonly token: string; readonly lsn: number | undefined } | undefined;
 }
 
 interface ContainerInfo {
@@ -106,11 +99,6 @@ function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Pro
       },
     );
   });
-}
-
-function headerText(headers: Record<string, unknown> | undefined, name: string): string | undefined {
-  const value = headers?.[name];
-  return value === undefined || value === null ? undefined : String(value);
 }
 
 /**
@@ -274,8 +262,8 @@ export class CosmosSource<T = unknown> implements Source<T> {
       entry ??= await raceAbort(this.#newIterator(partition, from, maxItemCount), signal);
       entry.busy = true;
       const response = await raceAbort(entry.iterator.readNext(), signal);
-      const page = this.#toPage(partition, response, entry, this.#infoValue ?? (await this.#containerInfo()));
-      this.#checkForward(partition, from, page.position);
+      const page = toPage<T>(partition, response, entry, this.#infoValue ?? (await this.#containerInfo()), this.mode, this.description);
+      checkForward(partition, from, page.position, this.description);
       entry.position = page.position;
       entry.busy = false;
       if (this.#reuseIterators) this.#iterators.remember(key, entry);
@@ -314,22 +302,6 @@ export class CosmosSource<T = unknown> implements Source<T> {
     if (routing.kind !== 'failed') return err;
     this.#log(`[lease=${partitionId}] dropped a failed partition key range read cached by the SDK client`);
     return routingMapError(routing.reason, this.description, partitionId, hostPort);
-  }
-
-  /**
-   * LSNs only grow, and split children inherit their parent's. A position that moves backwards means the
-   * log is not the one the position was taken from: the container was deleted and created again under the
-   * same name. Reading on would silently skip everything up to the old LSN, so stop instead.
-   */
-  #checkForward(partition: Partition, from: StartFrom, position: Position): void {
-    if (typeof from !== 'object' || from instanceof Date || from.position === position) return;
-    const before = lsnOfPosition(from.position);
-    const after = lsnOfPosition(position);
-    if (before === undefined || after === undefined || after >= before) return;
-    throw new ResourceGoneError(
-      `${this.description} (partition ${partition.id} answered position ${position} to a read after ${from.position}: ` +
-        'the container was re-created; stored positions belong to the old one)',
-    );
   }
 
   /** Throws an `InvalidOptionsError` when this source cannot start from `from` (AllVersionsAndDeletes: only 'now' or a position). */
@@ -466,87 +438,5 @@ export class CosmosSource<T = unknown> implements Source<T> {
     if (!holder) throw new PartitionGoneError(partition.id);
     const SdkRange = holder.constructor as new (min: string, max: string) => SdkFeedRange;
     return new SdkRange(minInclusive, maxExclusive);
-  }
-
-  /**
-   * The page of a reply, after checking that it still belongs to `partition`. A reply with the same
-   * continuation token, from the same range, as the last one checked for this iterator (an idle partition's
-   * every poll) passes the same checks, so they are not run again; nor is a session token parsed twice.
-   */
-  #toPage(partition: Partition, response: ChangeFeedIteratorResponse<unknown>, entry: CachedIterator, info: ContainerInfo): Page<T> {
-    const status = response.statusCode;
-    const headers = response.headers as Record<string, unknown>;
-    if (status !== 200 && status !== 304) {
-      // The SDK returns (not throws) a 410 that is not a split (e.g. 1008, partition migration) and then forgets
-      // the range's position; the caller's position is still right, so this is a retry from a fresh iterator.
-      throw new TransientError(`${this.description}: HTTP ${status} reading partition ${partition.id}`, { statusCode: status });
-    }
-    const sessionToken = headerText(headers, 'x-ms-session-token');
-    const answeredBy = rangeIdOfSessionToken(sessionToken);
-    const tokenText = response.continuationToken;
-    const etag = this.#knownEtag(entry, tokenText, answeredBy) ?? this.#checkReply(partition, tokenText, answeredBy, status, entry);
-    let latestLsn: number | undefined;
-    if (sessionToken !== undefined && entry.session?.token === sessionToken) latestLsn = entry.session.lsn;
-    else {
-      latestLsn = lsnOfSessionToken(sessionToken);
-      if (sessionToken !== undefined) entry.session = { token: sessionToken, lsn: latestLsn };
-    }
-    latestLsn ??= lsnOfPosition(headerText(headers, 'lsn'));
-    const charge = response.requestCharge;
-    const docs = status === 200 && Array.isArray(response.result) ? (response.result as unknown[]) : [];
-    let changes: Change<T>[] = [];
-    if (docs.length > 0) {
-      const fallbackLsn = lsnOfPosition(etag) ?? 0;
-      const keyPaths = info.keyPaths;
-      changes =
-        this.mode === 'allVersionsAndDeletes'
-          ? docs.map((d) => allVersionsChange<T>(d, keyPaths, fallbackLsn))
-          : docs.map((d) => latestVersionChange<T>(d, keyPaths, fallbackLsn));
-    }
-    // A reply carries both as a rule: one literal with every property, so pages keep one shape, whose map
-    // this literal's site keeps alive (V8 drops optimized code whose maps were collected, e.g. between feeds).
-    if (latestLsn !== undefined && Number.isFinite(charge)) return { changes, position: etag, latestLsn, requestCharge: charge };
-    const page: { -readonly [K in keyof Page<T>]: Page<T>[K] } = { changes, position: etag };
-    if (latestLsn !== undefined) page.latestLsn = latestLsn;
-    if (Number.isFinite(charge)) page.requestCharge = charge;
-    return page;
-  }
-
-  /**
-   * The etag of a reply that the last checked one vouches for: the same token from the same range (an idle
-   * partition's poll), or the same token with another etag (a busy partition's next page: same container,
-   * same one range, so the same checks would pass). `undefined`: check it in full.
-   */
-  #knownEtag(entry: CachedIterator, tokenText: string | undefined, answeredBy: string | undefined): string | undefined {
-    const checked = entry.checked;
-    if (!checked || tokenText === undefined || checked.answeredBy !== answeredBy) return undefined;
-    if (checked.token === tokenText) return checked.etag;
-    const etag = checked.shape && etagOfShape(tokenText, checked.shape);
-    if (!etag || etag === '*') return undefined;
-    entry.checked = { token: tokenText, answeredBy, etag, shape: checked.shape };
-    return etag;
-  }
-
-  /**
-   * Checks that a reply's continuation token still covers exactly `partition` (else it split or merged) and
-   * carries an etag, remembers it as checked on `entry`, and returns the etag.
-   */
-  #checkReply(partition: Partition, tokenText: string | undefined, answeredBy: string | undefined, status: number, entry: CachedIterator): string {
-    const token = parseToken(tokenText);
-    const entries = token?.Continuation ?? [];
-    const gone = whyGone(partition, entries, answeredBy);
-    if (gone !== undefined) {
-      // The SDK followed a split or merge on its own and now reads the children: the partition is gone. The
-      // page (from a child) is dropped; child leases start at this partition's last position and read it again.
-      this.#log(`[lease=${partition.id}] partition split or merged (${gone})`);
-      throw new PartitionGoneError(partition.id);
-    }
-    const etag = entries[0]!.continuationToken;
-    if (!etag || etag === '*') {
-      // No etag: the SDK lost the position (a reply without one). Keep the caller's and rebuild next time.
-      throw new TransientError(`${this.description}: reply without an etag for partition ${partition.id}`, { statusCode: status });
-    }
-    entry.checked = { token: tokenText!, answeredBy, etag, shape: tokenShape(tokenText!) };
-    return etag;
   }
 }
