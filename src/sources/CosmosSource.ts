@@ -3,11 +3,10 @@ import {
   type ChangeFeedStartFrom,
   type ChangeFeedPullModelIterator,
   type Container,
-  type FeedRange as SdkFeedRange,
   type PriorityLevel,
 } from '@azure/cosmos';
 import type { FeedMode, Partition, Position, StartFrom } from '../core/Partition.js';
-import { InvalidOptionsError, PartitionGoneError, TransientError } from '../errors/index.js';
+import { InvalidOptionsError, TransientError } from '../errors/index.js';
 import { abortError, isAbortError, onAbort } from '../internal/abortWatch.js';
 import { logger } from '../internal/log.js';
 import { rangeToken } from './cosmos/continuation.js';
@@ -16,13 +15,14 @@ import { networkCode, routingMapError, toSourceError } from './cosmos/errors.js'
 import { endpointOf, HostCheck } from './cosmos/reachability.js';
 import { concurrentReadsOf } from './cosmos/agentSockets.js';
 import { IteratorCache, registerIteratorCache } from './cosmos/iteratorCache.js';
+import { livePartitions, parentsOf } from './cosmos/livePartitions.js';
+import { sdkFeedRange } from './cosmos/sdkFeedRange.js';
 import { sdkOfContainer } from './cosmos/sdkOfContainer.js';
 import { seedIteratorRid } from './cosmos/seedIteratorRid.js';
 import { setPageSize } from './cosmos/setPageSize.js';
 import { partitionKeyPaths, type PartitionKeyPaths } from './cosmos/mapChange.js';
 import { takeRoutingMapFailure } from './cosmos/routingMapCache.js';
 import { headerText, toPage, type ReplyMemo } from './cosmos/toPage.js';
-import { isEpkPartition, sameRange } from './cosmos/whyGone.js';
 import type { Page, ReadRequest, Source } from './Source.js';
 
 /** Options of {@link CosmosSource}. */
@@ -220,18 +220,10 @@ export class CosmosSource<T = unknown> implements Source<T> {
       const { resources } = await this.#container
         .readPartitionKeyRanges(signal ? { abortSignal: signal } : {})
         .fetchAll();
-      // A gone parent listed next to its children would overlap them; keep only the live ranges.
-      const parents = new Set(resources.flatMap((r) => r.parents ?? []));
+      const parents = parentsOf(resources);
       // One host may read every range (and parts of merged ones): keep an iterator for each of them.
       this.#iterators.fitTo(resources.length - parents.size);
-      return resources
-        .filter((r) => !parents.has(r.id))
-        .sort((a, b) => (a.minInclusive < b.minInclusive ? -1 : a.minInclusive > b.minInclusive ? 1 : 0))
-        .map((r) => ({
-          id: r.id,
-          range: { minInclusive: r.minInclusive, maxExclusive: r.maxExclusive },
-          ...(r.parents && r.parents.length > 0 ? { parents: [...r.parents] } : {}),
-        }));
+      return livePartitions(resources, parents);
     } catch (err) {
       if (networkCode(err) !== undefined) this.#host.networkFailed();
       throw toSourceError(err, this.description, '*', this.#host.hostPort);
@@ -408,7 +400,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
     let startFrom: ChangeFeedStartFrom;
     if (from === 'beginning') startFrom = ChangeFeedStartFrom.Continuation(rangeToken(info.rid, partition.range, ''));
     else if (from === 'now') startFrom = ChangeFeedStartFrom.Continuation(rangeToken(info.rid, partition.range, '*'));
-    else if (from instanceof Date) startFrom = ChangeFeedStartFrom.Time(from, await this.#sdkFeedRange(partition));
+    else if (from instanceof Date) startFrom = ChangeFeedStartFrom.Time(from, await sdkFeedRange(this.#container, partition));
     else startFrom = ChangeFeedStartFrom.Continuation(rangeToken(info.rid, partition.range, from.position));
     const iterator = this.#container.items.getChangeFeedIterator<unknown>({
       maxItemCount,
@@ -420,23 +412,5 @@ export class CosmosSource<T = unknown> implements Source<T> {
     if (performance.now() - info.at <= RID_FRESH_MS) await seedIteratorRid(iterator, info.rid);
     // Every property in the literal: entries keep one shape (no property added later), held by this literal's site.
     return { iterator, position: NO_POSITION, maxItemCount, busy: false, usedAt: 0, checked: undefined, session: undefined };
-  }
-
-  /**
-   * A point-in-time start needs the SDK's own FeedRange object (it refuses plain copies). An EPK-range
-   * partition (part of a merged range) has none of its own: it gets one of the same class as the range
-   * holding it, so the SDK reads just that part.
-   */
-  async #sdkFeedRange(partition: Partition): Promise<SdkFeedRange> {
-    const ranges = await this.#container.getFeedRanges();
-    const match = ranges.find((r) => sameRange(partition.range, r));
-    if (match) return match;
-    const { minInclusive, maxExclusive } = partition.range;
-    const holder = isEpkPartition(partition)
-      ? ranges.find((r) => r.minInclusive <= minInclusive && maxExclusive <= r.maxExclusive)
-      : undefined;
-    if (!holder) throw new PartitionGoneError(partition.id);
-    const SdkRange = holder.constructor as new (min: string, max: string) => SdkFeedRange;
-    return new SdkRange(minInclusive, maxExclusive);
   }
 }
