@@ -7,7 +7,7 @@ import {
 } from '@azure/cosmos';
 import type { FeedMode, Partition, Position, StartFrom } from '../core/Partition.js';
 import { InvalidOptionsError, TransientError } from '../errors/index.js';
-import { abortError, isAbortError, onAbort } from '../internal/abortWatch.js';
+import { abortError, isAbortError, raceAbort } from '../internal/abortWatch.js';
 import { logger } from '../internal/log.js';
 import { rangeToken } from './cosmos/continuation.js';
 import { checkForward } from './cosmos/checkForward.js';
@@ -78,28 +78,6 @@ interface ContainerInfo {
  * each; one rebuilt later (a lease taken over, a failed read) reads the container again, as the SDK does.
  */
 const RID_FRESH_MS = 1_000;
-
-/** Settles with `promise`, or rejects as soon as `signal` aborts (the SDK's change feed iterator takes no signal). */
-function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (!signal) return promise;
-  if (signal.aborted) {
-    promise.catch(() => undefined);
-    return Promise.reject(abortError(signal));
-  }
-  return new Promise<T>((resolve, reject) => {
-    const stopWatching = onAbort(signal, () => reject(abortError(signal)));
-    promise.then(
-      (value) => {
-        stopWatching();
-        resolve(value);
-      },
-      (err: unknown) => {
-        stopWatching();
-        reject(err);
-      },
-    );
-  });
-}
 
 /**
  * The Azure Cosmos DB change feed of one container as an rxfeed {@link Source}: one partition per
