@@ -11,6 +11,7 @@ import { abortError, isAbortError, raceAbort } from '../internal/abortWatch.js';
 import { logger } from '../internal/log.js';
 import { rangeToken } from './cosmos/continuation.js';
 import { checkForward } from './cosmos/checkForward.js';
+import { containerInfoOf, RID_FRESH_MS, type ContainerInfo } from './cosmos/containerInfo.js';
 import { networkCode, routingMapError, toSourceError } from './cosmos/errors.js';
 import { endpointOf, HostCheck } from './cosmos/reachability.js';
 import { concurrentReadsOf } from './cosmos/agentSockets.js';
@@ -20,7 +21,6 @@ import { sdkFeedRange } from './cosmos/sdkFeedRange.js';
 import { sdkOfContainer } from './cosmos/sdkOfContainer.js';
 import { seedIteratorRid } from './cosmos/seedIteratorRid.js';
 import { setPageSize } from './cosmos/setPageSize.js';
-import { partitionKeyPaths, type PartitionKeyPaths } from './cosmos/mapChange.js';
 import { takeRoutingMapFailure } from './cosmos/routingMapCache.js';
 import { headerText, toPage, type ReplyMemo } from './cosmos/toPage.js';
 import type { Page, ReadRequest, Source } from './Source.js';
@@ -63,21 +63,6 @@ interface CachedIterator extends ReplyMemo {
   /** When the iterator was last used (a count of this source's reads): the least recent goes first (see {@link IteratorCache}). */
   usedAt: number;
 }
-
-interface ContainerInfo {
-  readonly rid: string;
-  readonly keyPaths: PartitionKeyPaths | undefined;
-  /** When the container read that gave it was answered (`performance.now()`). */
-  readonly at: number;
-}
-
-/**
- * A new iterator is given the container's rid from this source's last container read if that is at most this
- * old (ms), instead of reading the container itself first (see {@link seedIteratorRid}): the iterators a
- * processor starts with, right after its listing (which reads the container alongside), skip a round trip
- * each; one rebuilt later (a lease taken over, a failed read) reads the container again, as the SDK does.
- */
-const RID_FRESH_MS = 1_000;
 
 /**
  * The Azure Cosmos DB change feed of one container as an rxfeed {@link Source}: one partition per
@@ -305,8 +290,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
       const { resource, headers } = await this.#container.read(signal ? { abortSignal: signal } : {});
       // The container's rid and key paths are in the answer: the first read needs them, so keep them.
       if (resource && !this.#info) {
-        const paths = resource.partitionKey?.paths;
-        this.#infoValue = { rid: resource._rid, keyPaths: paths ? partitionKeyPaths(paths) : undefined, at: performance.now() };
+        this.#infoValue = containerInfoOf(resource);
         this.#info = Promise.resolve(this.#infoValue);
       }
       const date = headerText(headers as Record<string, unknown>, 'date');
@@ -354,8 +338,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
     this.#info ??= this.#container.read().then(
       ({ resource }) => {
         if (!resource) throw Object.assign(new Error(`${this.description} not found`), { code: 404 });
-        const paths = resource.partitionKey?.paths;
-        this.#infoValue = { rid: resource._rid, keyPaths: paths ? partitionKeyPaths(paths) : undefined, at: performance.now() };
+        this.#infoValue = containerInfoOf(resource);
         return this.#infoValue;
       },
       (err: unknown) => {
