@@ -188,8 +188,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
       this.#iterators.fitTo(resources.length - parents.size);
       return livePartitions(resources, parents);
     } catch (err) {
-      if (networkCode(err) !== undefined) this.#host.networkFailed();
-      throw toSourceError(err, this.description, '*', this.#host.hostPort);
+      throw this.#sourceError(err, '*');
     }
   }
 
@@ -244,9 +243,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
    * decides the error (a 503 becomes a `TransientError`, a 404 a `ResourceGoneError`…).
    */
   async #readError(err: unknown, partitionId: string): Promise<unknown> {
-    if (networkCode(err) !== undefined) this.#host.networkFailed();
-    const hostPort = this.#host.hostPort;
-    const mapped = toSourceError(err, this.description, partitionId, hostPort);
+    const mapped = this.#sourceError(err, partitionId);
     if (mapped instanceof TransientError) {
       // The SDK's forced refresh of the ranges after a split answers with the status, but is cached all the same.
       await takeRoutingMapFailure(this.#container);
@@ -256,7 +253,16 @@ export class CosmosSource<T = unknown> implements Source<T> {
     if (routing.kind === 'unreachable') this.#log(`[lease=${partitionId}] cannot check the SDK's partition key range cache (unknown SDK layout)`);
     if (routing.kind !== 'failed') return err;
     this.#log(`[lease=${partitionId}] dropped a failed partition key range read cached by the SDK client`);
-    return routingMapError(routing.reason, this.description, partitionId, hostPort);
+    return routingMapError(routing.reason, this.description, partitionId, this.#host.hostPort);
+  }
+
+  /**
+   * The rxfeed error for a failed request of this source (see {@link toSourceError}); a network failure also
+   * has the account's host name looked up again before the next request.
+   */
+  #sourceError(err: unknown, partitionId: string): unknown {
+    if (networkCode(err) !== undefined) this.#host.networkFailed();
+    return toSourceError(err, this.description, partitionId, this.#host.hostPort);
   }
 
   /** Throws an `InvalidOptionsError` when this source cannot start from `from` (AllVersionsAndDeletes: only 'now' or a position). */
@@ -302,8 +308,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
       return new Date(ms);
     } catch (err) {
       if (isAbortError(err) || signal?.aborted) throw signal?.aborted ? abortError(signal) : err;
-      if (networkCode(err) !== undefined) this.#host.networkFailed();
-      throw toSourceError(err, this.description, '*', this.#host.hostPort);
+      throw this.#sourceError(err, '*');
     }
   }
 
