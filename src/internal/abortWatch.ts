@@ -151,3 +151,30 @@ export function isAbortError(err: unknown): boolean {
   return err instanceof Error && (err.name === 'AbortError' || (err as { code?: unknown }).code === 'ABORT_ERR');
 }
 
+/**
+ * Settles with `promise`, or rejects with {@link abortError} as soon as `signal` aborts: for a call that takes
+ * no signal of its own (the SDK's change feed iterator). An already aborted signal rejects at once, and the
+ * promise's own rejection is then ignored.
+ *
+ * @internal
+ */
+export function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise;
+  if (signal.aborted) {
+    promise.catch(() => undefined);
+    return Promise.reject(abortError(signal));
+  }
+  return new Promise<T>((resolve, reject) => {
+    const stopWatching = onAbort(signal, () => reject(abortError(signal)));
+    promise.then(
+      (value) => {
+        stopWatching();
+        resolve(value);
+      },
+      (err: unknown) => {
+        stopWatching();
+        reject(err);
+      },
+    );
+  });
+}

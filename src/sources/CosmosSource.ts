@@ -1,27 +1,28 @@
 import {
   ChangeFeedMode,
   type ChangeFeedStartFrom,
-  type ChangeFeedIteratorResponse,
   type ChangeFeedPullModelIterator,
   type Container,
-  type FeedRange as SdkFeedRange,
   type PriorityLevel,
 } from '@azure/cosmos';
-import type { Change } from '../core/Change.js';
 import type { FeedMode, Partition, Position, StartFrom } from '../core/Partition.js';
-import { InvalidOptionsError, PartitionGoneError, ResourceGoneError, TransientError } from '../errors/index.js';
-import { abortError, isAbortError, onAbort } from '../internal/abortWatch.js';
+import { InvalidOptionsError, TransientError } from '../errors/index.js';
+import { abortError, isAbortError, raceAbort } from '../internal/abortWatch.js';
 import { logger } from '../internal/log.js';
-import { etagOfShape, lsnOfPosition, lsnOfSessionToken, parseToken, rangeIdOfSessionToken, rangeToken, tokenShape, type TokenShape } from './cosmos/continuation.js';
+import { rangeToken } from './cosmos/continuation.js';
+import { checkForward } from './cosmos/checkForward.js';
+import { containerInfoOf, RID_FRESH_MS, type ContainerInfo } from './cosmos/containerInfo.js';
 import { networkCode, routingMapError, toSourceError } from './cosmos/errors.js';
 import { endpointOf, HostCheck } from './cosmos/reachability.js';
 import { concurrentReadsOf } from './cosmos/agentSockets.js';
 import { IteratorCache, registerIteratorCache } from './cosmos/iteratorCache.js';
+import { livePartitions, parentsOf } from './cosmos/livePartitions.js';
+import { sdkFeedRange } from './cosmos/sdkFeedRange.js';
 import { sdkOfContainer } from './cosmos/sdkOfContainer.js';
 import { seedIteratorRid } from './cosmos/seedIteratorRid.js';
-import { allVersionsChange, latestVersionChange, partitionKeyPaths, type PartitionKeyPaths } from './cosmos/mapChange.js';
+import { setPageSize } from './cosmos/setPageSize.js';
 import { takeRoutingMapFailure } from './cosmos/routingMapCache.js';
-import { isEpkPartition, sameRange, whyGone } from './cosmos/whyGone.js';
+import { headerText, toPage, type ReplyMemo } from './cosmos/toPage.js';
 import type { Page, ReadRequest, Source } from './Source.js';
 
 /** Options of {@link CosmosSource}. */
@@ -51,7 +52,8 @@ export interface CosmosSourceOptions {
 /** A position no partition has: the state of an iterator that has not yet answered. */
 const NO_POSITION = '\u0000';
 
-interface CachedIterator {
+/** An SDK iterator kept between reads of one partition, with what its last reply left (see {@link ReplyMemo}). */
+interface CachedIterator extends ReplyMemo {
   readonly iterator: ChangeFeedPullModelIterator<unknown>;
   /** The position the iterator stands at (what the next read continues after). */
   position: Position;
@@ -60,71 +62,6 @@ interface CachedIterator {
   busy: boolean;
   /** When the iterator was last used (a count of this source's reads): the least recent goes first (see {@link IteratorCache}). */
   usedAt: number;
-  /**
-   * The last reply found to belong to this partition: its continuation token and the range that answered.
-   * An idle partition answers the same again and again, so a reply equal to it needs no parsing or checks;
-   * a busy one answers the same token with the next etag, read through `shape` (no parse, same checks).
-   */
-  checked: { readonly token: string; readonly answeredBy: string | undefined; readonly etag: string; readonly shape: TokenShape | undefined } | undefined;
-  /** The last session token seen and the LSN read from it. */
-  session: { readonly token: string; readonly lsn: number | undefined } | undefined;
-}
-
-/**
- * Changes the page size of a live SDK iterator. The feed engine asks for as many changes as its read credit
- * allows, which varies from read to read, and `@azure/cosmos` fixes the page size when the iterator is built;
- * rebuilding costs an extra container read per poll. In 4.x the options object the iterator reads on every
- * request sits at `iterator.iterator.changeFeedOptions`; when that shape is not found (another SDK version)
- * this returns false and the caller rebuilds instead, which is slower but equally correct.
- */
-function setPageSize(iterator: ChangeFeedPullModelIterator<unknown>, maxItemCount: number): boolean {
-  const inner = (iterator as unknown as { iterator?: { changeFeedOptions?: { maxItemCount?: unknown } } }).iterator;
-  const options = inner?.changeFeedOptions;
-  if (!options || typeof options !== 'object' || typeof options.maxItemCount !== 'number') return false;
-  options.maxItemCount = maxItemCount;
-  return true;
-}
-
-interface ContainerInfo {
-  readonly rid: string;
-  readonly keyPaths: PartitionKeyPaths | undefined;
-  /** When the container read that gave it was answered (`performance.now()`). */
-  readonly at: number;
-}
-
-/**
- * A new iterator is given the container's rid from this source's last container read if that is at most this
- * old (ms), instead of reading the container itself first (see {@link seedIteratorRid}): the iterators a
- * processor starts with, right after its listing (which reads the container alongside), skip a round trip
- * each; one rebuilt later (a lease taken over, a failed read) reads the container again, as the SDK does.
- */
-const RID_FRESH_MS = 1_000;
-
-/** Settles with `promise`, or rejects as soon as `signal` aborts (the SDK's change feed iterator takes no signal). */
-function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (!signal) return promise;
-  if (signal.aborted) {
-    promise.catch(() => undefined);
-    return Promise.reject(abortError(signal));
-  }
-  return new Promise<T>((resolve, reject) => {
-    const stopWatching = onAbort(signal, () => reject(abortError(signal)));
-    promise.then(
-      (value) => {
-        stopWatching();
-        resolve(value);
-      },
-      (err: unknown) => {
-        stopWatching();
-        reject(err);
-      },
-    );
-  });
-}
-
-function headerText(headers: Record<string, unknown> | undefined, name: string): string | undefined {
-  const value = headers?.[name];
-  return value === undefined || value === null ? undefined : String(value);
 }
 
 /**
@@ -246,21 +183,12 @@ export class CosmosSource<T = unknown> implements Source<T> {
       const { resources } = await this.#container
         .readPartitionKeyRanges(signal ? { abortSignal: signal } : {})
         .fetchAll();
-      // A gone parent listed next to its children would overlap them; keep only the live ranges.
-      const parents = new Set(resources.flatMap((r) => r.parents ?? []));
+      const parents = parentsOf(resources);
       // One host may read every range (and parts of merged ones): keep an iterator for each of them.
       this.#iterators.fitTo(resources.length - parents.size);
-      return resources
-        .filter((r) => !parents.has(r.id))
-        .sort((a, b) => (a.minInclusive < b.minInclusive ? -1 : a.minInclusive > b.minInclusive ? 1 : 0))
-        .map((r) => ({
-          id: r.id,
-          range: { minInclusive: r.minInclusive, maxExclusive: r.maxExclusive },
-          ...(r.parents && r.parents.length > 0 ? { parents: [...r.parents] } : {}),
-        }));
+      return livePartitions(resources, parents);
     } catch (err) {
-      if (networkCode(err) !== undefined) this.#host.networkFailed();
-      throw toSourceError(err, this.description, '*', this.#host.hostPort);
+      throw this.#sourceError(err, '*');
     }
   }
 
@@ -288,8 +216,8 @@ export class CosmosSource<T = unknown> implements Source<T> {
       entry ??= await raceAbort(this.#newIterator(partition, from, maxItemCount), signal);
       entry.busy = true;
       const response = await raceAbort(entry.iterator.readNext(), signal);
-      const page = this.#toPage(partition, response, entry, this.#infoValue ?? (await this.#containerInfo()));
-      this.#checkForward(partition, from, page.position);
+      const page = toPage<T>(partition, response, entry, this.#infoValue ?? (await this.#containerInfo()), this.mode, this.description);
+      checkForward(partition, from, page.position, this.description);
       entry.position = page.position;
       entry.busy = false;
       if (this.#reuseIterators) this.#iterators.remember(key, entry);
@@ -315,9 +243,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
    * decides the error (a 503 becomes a `TransientError`, a 404 a `ResourceGoneError`…).
    */
   async #readError(err: unknown, partitionId: string): Promise<unknown> {
-    if (networkCode(err) !== undefined) this.#host.networkFailed();
-    const hostPort = this.#host.hostPort;
-    const mapped = toSourceError(err, this.description, partitionId, hostPort);
+    const mapped = this.#sourceError(err, partitionId);
     if (mapped instanceof TransientError) {
       // The SDK's forced refresh of the ranges after a split answers with the status, but is cached all the same.
       await takeRoutingMapFailure(this.#container);
@@ -327,23 +253,16 @@ export class CosmosSource<T = unknown> implements Source<T> {
     if (routing.kind === 'unreachable') this.#log(`[lease=${partitionId}] cannot check the SDK's partition key range cache (unknown SDK layout)`);
     if (routing.kind !== 'failed') return err;
     this.#log(`[lease=${partitionId}] dropped a failed partition key range read cached by the SDK client`);
-    return routingMapError(routing.reason, this.description, partitionId, hostPort);
+    return routingMapError(routing.reason, this.description, partitionId, this.#host.hostPort);
   }
 
   /**
-   * LSNs only grow, and split children inherit their parent's. A position that moves backwards means the
-   * log is not the one the position was taken from: the container was deleted and created again under the
-   * same name. Reading on would silently skip everything up to the old LSN, so stop instead.
+   * The rxfeed error for a failed request of this source (see {@link toSourceError}); a network failure also
+   * has the account's host name looked up again before the next request.
    */
-  #checkForward(partition: Partition, from: StartFrom, position: Position): void {
-    if (typeof from !== 'object' || from instanceof Date || from.position === position) return;
-    const before = lsnOfPosition(from.position);
-    const after = lsnOfPosition(position);
-    if (before === undefined || after === undefined || after >= before) return;
-    throw new ResourceGoneError(
-      `${this.description} (partition ${partition.id} answered position ${position} to a read after ${from.position}: ` +
-        'the container was re-created; stored positions belong to the old one)',
-    );
+  #sourceError(err: unknown, partitionId: string): unknown {
+    if (networkCode(err) !== undefined) this.#host.networkFailed();
+    return toSourceError(err, this.description, partitionId, this.#host.hostPort);
   }
 
   /** Throws an `InvalidOptionsError` when this source cannot start from `from` (AllVersionsAndDeletes: only 'now' or a position). */
@@ -377,8 +296,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
       const { resource, headers } = await this.#container.read(signal ? { abortSignal: signal } : {});
       // The container's rid and key paths are in the answer: the first read needs them, so keep them.
       if (resource && !this.#info) {
-        const paths = resource.partitionKey?.paths;
-        this.#infoValue = { rid: resource._rid, keyPaths: paths ? partitionKeyPaths(paths) : undefined, at: performance.now() };
+        this.#infoValue = containerInfoOf(resource);
         this.#info = Promise.resolve(this.#infoValue);
       }
       const date = headerText(headers as Record<string, unknown>, 'date');
@@ -390,8 +308,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
       return new Date(ms);
     } catch (err) {
       if (isAbortError(err) || signal?.aborted) throw signal?.aborted ? abortError(signal) : err;
-      if (networkCode(err) !== undefined) this.#host.networkFailed();
-      throw toSourceError(err, this.description, '*', this.#host.hostPort);
+      throw this.#sourceError(err, '*');
     }
   }
 
@@ -426,8 +343,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
     this.#info ??= this.#container.read().then(
       ({ resource }) => {
         if (!resource) throw Object.assign(new Error(`${this.description} not found`), { code: 404 });
-        const paths = resource.partitionKey?.paths;
-        this.#infoValue = { rid: resource._rid, keyPaths: paths ? partitionKeyPaths(paths) : undefined, at: performance.now() };
+        this.#infoValue = containerInfoOf(resource);
         return this.#infoValue;
       },
       (err: unknown) => {
@@ -450,7 +366,7 @@ export class CosmosSource<T = unknown> implements Source<T> {
     let startFrom: ChangeFeedStartFrom;
     if (from === 'beginning') startFrom = ChangeFeedStartFrom.Continuation(rangeToken(info.rid, partition.range, ''));
     else if (from === 'now') startFrom = ChangeFeedStartFrom.Continuation(rangeToken(info.rid, partition.range, '*'));
-    else if (from instanceof Date) startFrom = ChangeFeedStartFrom.Time(from, await this.#sdkFeedRange(partition));
+    else if (from instanceof Date) startFrom = ChangeFeedStartFrom.Time(from, await sdkFeedRange(this.#container, partition));
     else startFrom = ChangeFeedStartFrom.Continuation(rangeToken(info.rid, partition.range, from.position));
     const iterator = this.#container.items.getChangeFeedIterator<unknown>({
       maxItemCount,
@@ -462,105 +378,5 @@ export class CosmosSource<T = unknown> implements Source<T> {
     if (performance.now() - info.at <= RID_FRESH_MS) await seedIteratorRid(iterator, info.rid);
     // Every property in the literal: entries keep one shape (no property added later), held by this literal's site.
     return { iterator, position: NO_POSITION, maxItemCount, busy: false, usedAt: 0, checked: undefined, session: undefined };
-  }
-
-  /**
-   * A point-in-time start needs the SDK's own FeedRange object (it refuses plain copies). An EPK-range
-   * partition (part of a merged range) has none of its own: it gets one of the same class as the range
-   * holding it, so the SDK reads just that part.
-   */
-  async #sdkFeedRange(partition: Partition): Promise<SdkFeedRange> {
-    const ranges = await this.#container.getFeedRanges();
-    const match = ranges.find((r) => sameRange(partition.range, r));
-    if (match) return match;
-    const { minInclusive, maxExclusive } = partition.range;
-    const holder = isEpkPartition(partition)
-      ? ranges.find((r) => r.minInclusive <= minInclusive && maxExclusive <= r.maxExclusive)
-      : undefined;
-    if (!holder) throw new PartitionGoneError(partition.id);
-    const SdkRange = holder.constructor as new (min: string, max: string) => SdkFeedRange;
-    return new SdkRange(minInclusive, maxExclusive);
-  }
-
-  /**
-   * The page of a reply, after checking that it still belongs to `partition`. A reply with the same
-   * continuation token, from the same range, as the last one checked for this iterator (an idle partition's
-   * every poll) passes the same checks, so they are not run again; nor is a session token parsed twice.
-   */
-  #toPage(partition: Partition, response: ChangeFeedIteratorResponse<unknown>, entry: CachedIterator, info: ContainerInfo): Page<T> {
-    const status = response.statusCode;
-    const headers = response.headers as Record<string, unknown>;
-    if (status !== 200 && status !== 304) {
-      // The SDK returns (not throws) a 410 that is not a split (e.g. 1008, partition migration) and then forgets
-      // the range's position; the caller's position is still right, so this is a retry from a fresh iterator.
-      throw new TransientError(`${this.description}: HTTP ${status} reading partition ${partition.id}`, { statusCode: status });
-    }
-    const sessionToken = headerText(headers, 'x-ms-session-token');
-    const answeredBy = rangeIdOfSessionToken(sessionToken);
-    const tokenText = response.continuationToken;
-    const etag = this.#knownEtag(entry, tokenText, answeredBy) ?? this.#checkReply(partition, tokenText, answeredBy, status, entry);
-    let latestLsn: number | undefined;
-    if (sessionToken !== undefined && entry.session?.token === sessionToken) latestLsn = entry.session.lsn;
-    else {
-      latestLsn = lsnOfSessionToken(sessionToken);
-      if (sessionToken !== undefined) entry.session = { token: sessionToken, lsn: latestLsn };
-    }
-    latestLsn ??= lsnOfPosition(headerText(headers, 'lsn'));
-    const charge = response.requestCharge;
-    const docs = status === 200 && Array.isArray(response.result) ? (response.result as unknown[]) : [];
-    let changes: Change<T>[] = [];
-    if (docs.length > 0) {
-      const fallbackLsn = lsnOfPosition(etag) ?? 0;
-      const keyPaths = info.keyPaths;
-      changes =
-        this.mode === 'allVersionsAndDeletes'
-          ? docs.map((d) => allVersionsChange<T>(d, keyPaths, fallbackLsn))
-          : docs.map((d) => latestVersionChange<T>(d, keyPaths, fallbackLsn));
-    }
-    // A reply carries both as a rule: one literal with every property, so pages keep one shape, whose map
-    // this literal's site keeps alive (V8 drops optimized code whose maps were collected, e.g. between feeds).
-    if (latestLsn !== undefined && Number.isFinite(charge)) return { changes, position: etag, latestLsn, requestCharge: charge };
-    const page: { -readonly [K in keyof Page<T>]: Page<T>[K] } = { changes, position: etag };
-    if (latestLsn !== undefined) page.latestLsn = latestLsn;
-    if (Number.isFinite(charge)) page.requestCharge = charge;
-    return page;
-  }
-
-  /**
-   * The etag of a reply that the last checked one vouches for: the same token from the same range (an idle
-   * partition's poll), or the same token with another etag (a busy partition's next page: same container,
-   * same one range, so the same checks would pass). `undefined`: check it in full.
-   */
-  #knownEtag(entry: CachedIterator, tokenText: string | undefined, answeredBy: string | undefined): string | undefined {
-    const checked = entry.checked;
-    if (!checked || tokenText === undefined || checked.answeredBy !== answeredBy) return undefined;
-    if (checked.token === tokenText) return checked.etag;
-    const etag = checked.shape && etagOfShape(tokenText, checked.shape);
-    if (!etag || etag === '*') return undefined;
-    entry.checked = { token: tokenText, answeredBy, etag, shape: checked.shape };
-    return etag;
-  }
-
-  /**
-   * Checks that a reply's continuation token still covers exactly `partition` (else it split or merged) and
-   * carries an etag, remembers it as checked on `entry`, and returns the etag.
-   */
-  #checkReply(partition: Partition, tokenText: string | undefined, answeredBy: string | undefined, status: number, entry: CachedIterator): string {
-    const token = parseToken(tokenText);
-    const entries = token?.Continuation ?? [];
-    const gone = whyGone(partition, entries, answeredBy);
-    if (gone !== undefined) {
-      // The SDK followed a split or merge on its own and now reads the children: the partition is gone. The
-      // page (from a child) is dropped; child leases start at this partition's last position and read it again.
-      this.#log(`[lease=${partition.id}] partition split or merged (${gone})`);
-      throw new PartitionGoneError(partition.id);
-    }
-    const etag = entries[0]!.continuationToken;
-    if (!etag || etag === '*') {
-      // No etag: the SDK lost the position (a reply without one). Keep the caller's and rebuild next time.
-      throw new TransientError(`${this.description}: reply without an etag for partition ${partition.id}`, { statusCode: status });
-    }
-    entry.checked = { token: tokenText!, answeredBy, etag, shape: tokenShape(tokenText!) };
-    return etag;
   }
 }
