@@ -16,7 +16,7 @@ import { networkCode, routingMapError, toSourceError } from './cosmos/errors.js'
 import { endpointOf, HostCheck } from './cosmos/reachability.js';
 import { concurrentReadsOf } from './cosmos/agentSockets.js';
 import { IteratorCache, registerIteratorCache } from './cosmos/iteratorCache.js';
-import { livePartitions, parentsOf } from './cosmos/livePartitions.js';
+import { livePartitions } from './cosmos/livePartitions.js';
 import { sdkFeedRange } from './cosmos/sdkFeedRange.js';
 import { sdkOfContainer } from './cosmos/sdkOfContainer.js';
 import { seedIteratorRid } from './cosmos/seedIteratorRid.js';
@@ -183,10 +183,11 @@ export class CosmosSource<T = unknown> implements Source<T> {
       const { resources } = await this.#container
         .readPartitionKeyRanges(signal ? { abortSignal: signal } : {})
         .fetchAll();
-      const parents = parentsOf(resources);
-      // One host may read every range (and parts of merged ones): keep an iterator for each of them.
-      this.#iterators.fitTo(resources.length - parents.size);
-      return livePartitions(resources, parents);
+      const live = livePartitions(resources);
+      // One host may read every range (and parts of merged ones): keep an iterator for each of them. Counted
+      // from the live ranges: a listing's parents are mostly gone ranges it does not list.
+      this.#iterators.fitTo(live.length);
+      return live;
     } catch (err) {
       throw this.#sourceError(err, '*');
     }
