@@ -84,13 +84,15 @@ export async function runChaos(sim: Sim, world: World, hosts: Hosts, advance: (m
 /**
  * The `bootstrap` fault set: a host (the first to start, or `host`) is stopped or crashes 0–200 ms after it
  * started, while it creates the leases under the bootstrap lock (a crash leaves the lock behind: the next
- * bootstrap waits for it to go stale).
+ * bootstrap waits for it to go stale). A fault like any other: one due after the chaos, once the faults are off
+ * (`bootstrap.afterChaos`), strikes no more, or it could stop the only host the quiescence checks rely on.
  */
 function interruptBootstraps(sim: Sim, hosts: Hosts, random: () => number, host = hosts.all[0]): void {
   if (!host || random() >= 0.5) return;
   const crash = random() < 0.5;
   sim.clock.schedule(() => {
     if (host.clock.state !== 'running' || host.stopCalledAt !== undefined) return;
+    if (!sim.env.enabled) return sim.tally('bootstrap.afterChaos');
     sim.tally(crash ? 'bootstrap.crash' : 'bootstrap.stop');
     if (crash) host.clock.kill();
     else hosts.stop(host);
