@@ -24,7 +24,9 @@
  * loops' bound with it; BENCH_BARE_READS=n bounds the bare loops' reads in flight alone (0: unbounded);
  * BENCH_COMPARE=dir runs another build of rxfeed (`dir/esm/index.js`) as a third window of every round and prints the paired ratios;
  * BENCH_PROFILE=path writes CPU profiles of the windows only: path.rxfeed.cpuprofile, path.bare.cpuprofile,
- * to read with bench/profileTop.ts; BENCH_PIN=1 pins this process and the emulator to a CPU each; BENCH_BUSY=8 BENCH_BUSY_MS=1000: that many partition keys are written
+ * to read with bench/profileTop.ts; BENCH_HEAP_SAMPLE=bytes runs each window under V8's sampling heap profiler (objects
+ * collected by GCs kept) and prints the bytes allocated per poll and the allocating frames that allocated most per poll
+ * (BENCH_HEAP_TOP=30 of them, and by file); BENCH_PIN=1 pins this process and the emulator to a CPU each; BENCH_BUSY=8 BENCH_BUSY_MS=1000: that many partition keys are written
  * every that many ms throughout, by a process of their own, and rxfeed's write → processed latency for them
  * is printed (0 keys: none), to show that `idlePollIntervalMs` slows only partitions that stay quiet)
  */
@@ -63,6 +65,9 @@ const POLL_MS = Number(process.env.BENCH_POLL_MS ?? 5000);
 const WINDOW_MS = Number(process.env.BENCH_WINDOW_MS ?? 10_000);
 const RUNS = Number(process.env.BENCH_RUNS ?? 3);
 const PROFILE = process.env.BENCH_PROFILE;
+/** BENCH_HEAP_SAMPLE=bytes: each window under V8's sampling heap profiler (one sample per that many bytes; GC'd objects kept). */
+const HEAP_SAMPLE = process.env.BENCH_HEAP_SAMPLE ? Number(process.env.BENCH_HEAP_SAMPLE) : undefined;
+const HEAP_TOP = Number(process.env.BENCH_HEAP_TOP ?? 30);
 /** rxfeed's `idlePollIntervalMs` (off unless given): the bare polls keep `POLL_MS`. */
 const IDLE_POLL_MS = process.env.BENCH_IDLE_POLL_MS ? Number(process.env.BENCH_IDLE_POLL_MS) : undefined;
 /** rxfeed's `maxConcurrentReads` (default: the source's advice); a large value shows rxfeed without the bound. */
@@ -218,6 +223,10 @@ async function window(counter: Counter, ready: () => boolean, side: 'rxfeed' | '
   profiler?.connect();
   await profiler?.post('Profiler.enable');
   await profiler?.post('Profiler.start');
+  const heapSampler = HEAP_SAMPLE ? new Session() : undefined;
+  heapSampler?.connect();
+  await heapSampler?.post('HeapProfiler.enable');
+  await heapSampler?.post('HeapProfiler.startSampling', { samplingInterval: HEAP_SAMPLE, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true });
   latencies = [];
   const startedAt = performance.now();
   const emulatorBefore = emulatorCpuMs();
@@ -228,6 +237,12 @@ async function window(counter: Counter, ready: () => boolean, side: 'rxfeed' | '
   const mainMs = (mainThreadCpuMs() ?? NaN) - (mainBefore ?? NaN);
   const emulatorMs = (emulatorCpuMs() ?? NaN) - (emulatorBefore ?? NaN);
   const endedAt = performance.now();
+  const windowPolls = counter.polls - polls;
+  if (heapSampler) {
+    const { profile } = (await heapSampler.post('HeapProfiler.stopSampling')) as unknown as { profile: { head: SamplingNode } };
+    heapSampler.disconnect();
+    printAllocations(side, profile.head, windowPolls);
+  }
   await delay(50); // the window's last 'gc' entries are delivered after it
   const gc = gcPauses(startedAt, endedAt);
   const measured = latencies;
@@ -239,6 +254,47 @@ async function window(counter: Counter, ready: () => boolean, side: 'rxfeed' | '
   }
   const profile = counter.slots.map((n, i) => n - slots[i]!);
   return { profile, mainMs, emulatorMs, gc, connections: requests.connections - connectionsBefore, otherRequests: requests.other - otherBefore, maxInFlight: requests.maxInFlight, cpuMs: (used.user + used.system) / 1000, sysMs: used.system / 1000, polls: counter.polls - polls, bunchedPct: busiestTenth(profile), heapStartMb, heapEndMb: heapMb(), latencies: measured };
+}
+
+interface SamplingNode {
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  selfSize: number;
+  children: SamplingNode[];
+}
+
+/** A short name for a script's URL: `node_modules/<package>/…`, `rxfeed:<path>` for rxfeed's build, `node:…`. */
+function fileOf(url: string): string {
+  if (url === '') return '(native)';
+  const modules = url.lastIndexOf('node_modules/');
+  if (modules >= 0) return url.slice(modules);
+  const own = /\/(?:dist|\.rxfeed-before)\/esm\/(.*)$/.exec(url) ?? /\/(?:src|bench)\/(.*)$/.exec(url);
+  return own ? `rxfeed:${own[1]}` : url;
+}
+
+/** Prints the window's bytes allocated per poll (sampled), by allocating frame and by file. */
+function printAllocations(side: string, head: SamplingNode, polls: number): void {
+  const byFrame = new Map<string, number>();
+  const byFile = new Map<string, number>();
+  let total = 0;
+  const walk = (node: SamplingNode) => {
+    if (node.selfSize > 0) {
+      const { functionName, url, lineNumber } = node.callFrame;
+      const file = fileOf(url);
+      const key = `${functionName || '(anonymous)'} ${file}:${lineNumber + 1}`;
+      byFrame.set(key, (byFrame.get(key) ?? 0) + node.selfSize);
+      const group = file.startsWith('node_modules/') ? file.split('/').slice(0, file.startsWith('node_modules/@') ? 3 : 2).join('/') : file;
+      byFile.set(group, (byFile.get(group) ?? 0) + node.selfSize);
+      total += node.selfSize;
+    }
+    node.children.forEach(walk);
+  };
+  walk(head);
+  if (process.env.BENCH_HEAP_OUT) writeFileSync(`${process.env.BENCH_HEAP_OUT}.${side}.${Date.now()}.json`, JSON.stringify({ polls, byFrame: [...byFrame] }));
+  const perPoll = (bytes: number) => (bytes / Math.max(1, polls)).toFixed(0).padStart(7);
+  console.log(`allocated (sampled), ${side}: ${perPoll(total).trim()} bytes per poll (${polls} polls, ${(total / 1e6).toFixed(1)} MB)`);
+  for (const [frame, bytes] of [...byFrame].sort((a, b) => b[1] - a[1]).slice(0, HEAP_TOP)) console.log(`${perPoll(bytes)} B  ${frame}`);
+  console.log(`  by file / package:`);
+  for (const [file, bytes] of [...byFile].sort((a, b) => b[1] - a[1]).slice(0, HEAP_TOP)) console.log(`${perPoll(bytes)} B  ${file}`);
 }
 
 let runId = 0;

@@ -291,6 +291,24 @@ describe('lease documents', () => {
     expect(fromDocument({ ...doc, _etag: '"e"' })).toEqual({ ...lease, etag: '"e"' });
   });
 
+  it('writes the same fields in the same order whatever the lease (the usual lease is built apart)', () => {
+    const base = { id: 'p.AA-BB', owner: 'x', continuation: 'c', timestampMs: 1_700_000_000_000, epoch: 9, properties: { k: 'v' } };
+    const range = { minInclusive: 'AA', maxExclusive: 'BB' };
+    const cases: [Parameters<typeof toDocument>[0], '/id' | '/partitionKey', string][] = [
+      [{ ...base, leaseToken: 'AA-BB', feedRange: range, mode: 'latestVersion' }, '/id', '{"id":"p.AA-BB","version":1,"LeaseToken":"AA-BB","FeedRange":{"Range":{"min":"AA","max":"BB","isMinInclusive":true,"isMaxInclusive":false}},"Owner":"x","ContinuationToken":"c","timestamp":"2023-11-14T22:13:20.000Z","properties":{"k":"v"},"Mode":"Incremental Feed","epoch":9}'],
+      [{ ...base, leaseToken: '3', feedRange: range, mode: 'latestVersion' }, '/id', '{"id":"p.AA-BB","version":0,"LeaseToken":"3","FeedRange":{"Range":{"min":"AA","max":"BB","isMinInclusive":true,"isMaxInclusive":false}},"Owner":"x","ContinuationToken":"c","timestamp":"2023-11-14T22:13:20.000Z","properties":{"k":"v"},"Mode":"Incremental Feed","epoch":9}'],
+      [{ ...base, leaseToken: 'AA-B', feedRange: range, mode: 'latestVersion' }, '/id', '{"id":"p.AA-BB","version":0,"LeaseToken":"AA-B","FeedRange":{"Range":{"min":"AA","max":"BB","isMinInclusive":true,"isMaxInclusive":false}},"Owner":"x","ContinuationToken":"c","timestamp":"2023-11-14T22:13:20.000Z","properties":{"k":"v"},"Mode":"Incremental Feed","epoch":9}'],
+      [{ ...base, leaseToken: 'AA-BB', feedRange: range, mode: 'latestVersion' }, '/partitionKey', '{"id":"p.AA-BB","partitionKey":"p.AA-BB","version":1,"LeaseToken":"AA-BB","FeedRange":{"Range":{"min":"AA","max":"BB","isMinInclusive":true,"isMaxInclusive":false}},"Owner":"x","ContinuationToken":"c","timestamp":"2023-11-14T22:13:20.000Z","properties":{"k":"v"},"Mode":"Incremental Feed","epoch":9}'],
+      [{ ...base, leaseToken: '3', feedRange: undefined, mode: undefined }, '/id', '{"id":"p.AA-BB","version":0,"LeaseToken":"3","Owner":"x","ContinuationToken":"c","timestamp":"2023-11-14T22:13:20.000Z","properties":{"k":"v"},"epoch":9}'],
+    ];
+    for (const [lease, path, json] of cases) {
+      const doc = toDocument(lease, path);
+      expect(JSON.stringify(doc)).toBe(json);
+      expect(Object.values(doc)).not.toContain(undefined);
+      expect(fromDocument({ ...doc, _etag: '"e"' })).toEqual({ ...lease, etag: '"e"' });
+    }
+  });
+
   it.each([
     [{ LeaseToken: 1 }, /LeaseToken/],
     [{ Owner: 5 }, /Owner/],

@@ -106,7 +106,23 @@ export function toDocument(lease: NewLease, partitionKeyPath: '/id' | '/partitio
     };
   }
   const range = lease.feedRange;
-  const epk = range !== undefined && lease.leaseToken === `${range.minInclusive}-${range.maxExclusive}`;
+  const epk = range !== undefined && isEpkToken(lease.leaseToken, range);
+  if (range && lease.mode && partitionKeyPath === '/id') {
+    // The usual lease (a range, a mode, a container on /id), renewed in bulk: one literal, no spread of
+    // conditional parts, no token string built to compare (same fields in the same order as below).
+    return {
+      id: lease.id,
+      version: epk ? 1 : 0,
+      LeaseToken: lease.leaseToken,
+      FeedRange: { Range: { min: range.minInclusive, max: range.maxExclusive, isMinInclusive: true, isMaxInclusive: false } },
+      Owner: lease.owner,
+      ContinuationToken: lease.continuation,
+      timestamp: new Date(lease.timestampMs).toISOString(),
+      properties: { ...lease.properties },
+      Mode: MODE_TO_DOC[lease.mode],
+      epoch: lease.epoch,
+    };
+  }
   return {
     id: lease.id,
     ...(partitionKeyPath === '/partitionKey' ? { partitionKey: lease.id } : {}),
@@ -122,6 +138,13 @@ export function toDocument(lease: NewLease, partitionKeyPath: '/id' | '/partitio
     ...(lease.mode ? { Mode: MODE_TO_DOC[lease.mode] } : {}),
     epoch: lease.epoch,
   };
+}
+
+/** Whether `token` is `<min>-<max>` of `range` (an EPK lease's token), without building that string. */
+function isEpkToken(token: string, range: FeedRange): boolean {
+  const min = range.minInclusive;
+  const max = range.maxExclusive;
+  return token.length === min.length + 1 + max.length && token.startsWith(min) && token.charCodeAt(min.length) === 45 /* - */ && token.endsWith(max);
 }
 
 /**
@@ -149,15 +172,18 @@ export function fromDocument(doc: Record<string, unknown>): Lease | CorruptLease
   if (continuation !== undefined && continuation !== null && typeof continuation !== 'string') {
     return bad('ContinuationToken is not a string');
   }
-  let timestampMs: number;
-  if (typeof doc.timestamp === 'string' && !Number.isNaN(Date.parse(doc.timestamp))) timestampMs = Date.parse(doc.timestamp);
-  else if (doc.timestamp === undefined && typeof doc._ts === 'number') timestampMs = doc._ts * 1000;
-  else return bad('timestamp is not an ISO date');
+  let timestampMs = typeof doc.timestamp === 'string' ? Date.parse(doc.timestamp) : NaN;
+  if (Number.isNaN(timestampMs)) {
+    if (doc.timestamp === undefined && typeof doc._ts === 'number') timestampMs = doc._ts * 1000;
+    else return bad('timestamp is not an ISO date');
+  }
   const epoch = doc.epoch ?? 0;
   if (typeof epoch !== 'number' || !Number.isInteger(epoch) || epoch < 0) return bad('epoch is not a non-negative integer');
   const properties = doc.properties ?? {};
   if (typeof properties !== 'object' || properties === null || Array.isArray(properties)) return bad('properties is not an object');
-  for (const value of Object.values(properties)) if (typeof value !== 'string') return bad('properties holds a non-string value');
+  for (const key in properties) {
+    if (Object.hasOwn(properties, key) && typeof (properties as Record<string, unknown>)[key] !== 'string') return bad('properties holds a non-string value');
+  }
   let feedRange: FeedRange | undefined;
   if (doc.FeedRange !== undefined && doc.FeedRange !== null) {
     const holder = doc.FeedRange as { Range?: unknown; EffectiveRange?: unknown };
@@ -166,7 +192,10 @@ export function fromDocument(doc: Record<string, unknown>): Lease | CorruptLease
     feedRange = { minInclusive: range.min, maxExclusive: range.max };
   }
   let mode: FeedMode | undefined;
-  if (typeof doc.Mode === 'string' && doc.Mode !== '') {
+  // As written (by rxfeed and .NET) at once; other spellings through the normalised name.
+  if (doc.Mode === MODE_TO_DOC.latestVersion) mode = 'latestVersion';
+  else if (doc.Mode === MODE_TO_DOC.allVersionsAndDeletes) mode = 'allVersionsAndDeletes';
+  else if (typeof doc.Mode === 'string' && doc.Mode !== '') {
     const m = doc.Mode.toLowerCase().replace(/[^a-z]/g, '');
     if (m === 'incrementalfeed' || m === 'latestversion') mode = 'latestVersion';
     else if (m === 'fullfidelityfeed' || m === 'allversionsanddeletes') mode = 'allVersionsAndDeletes';
