@@ -808,6 +808,22 @@ describe('simulation: the SSE hub as an observer', () => {
     expect(stats.faults['admin.reset']).toBeGreaterThan(0);
     expect(stats.faults['sse.rereads']).toBeGreaterThan(0);
   });
+  // sse-duplicate (seed 6114, a hub bug; fails on 6c34481 too): h5-6's hub loaded its start positions from the view
+  // when its host joined (2 at 43); the host froze twice, and took partition 2's lease back at a checkpoint other
+  // hosts had moved to 97, so the hub published 2 from 98. A browser's snapshot then had row d3@92 (2 at 104). After
+  // an admin reset, merged partition 11 ([1FE00000, FF)) read on from 91, its least advanced part's mark, and
+  // brought d3@92: the hub took what it had published of 2 above 43 to be all in its buffer (held, found by
+  // identity), and sent it. The hub now counts a partition's first change, whatever the start, as where it began
+  // publishing it (below it, clients had it from elsewhere), for a re-read over the range and for another
+  // process's ids (test/sse/resumeLog.test.ts).
+  const startBelowFirstRead = sseSeed(6114, { balanceBy: 'count', view: 'exactlyOnce', groups: true, form: 'rx', policy: 'deadLetter', start: 'time', leaseScheme: 'rxfeed', positions: 'lsn', relay: 'amqp', source: 'memory', sse: 'on' });
+  it(`sse-duplicate: a partition first read well past the view's position when the hub started: ${replayLine(startBelowFirstRead)}`, async () => {
+    const { stats, violations } = await runSimulation(startBelowFirstRead);
+    expect(violations).toEqual([]);
+    expect(stats.faults['sse.snapshotMode']).toBe(1);
+    expect(stats.faults['host.pause']).toBeGreaterThan(0);
+    expect(stats.faults['admin.reset']).toBeGreaterThan(0);
+  });
   // sse-own-id-refused (seed 98, a hub bug found by reading `ResumeLog.holdRereads`, then by this check): merged
   // partition 14's re-read at h4-5 was held back up to 162, the furthest the hub had published over its range, and its
   // reading then ended on that host: the hold stayed open, and every resume of an id over the range was refused for

@@ -151,10 +151,7 @@ export class ResumeLog<T> {
           if (!this.holdRereads) this.#passReread(token, to);
           continue;
         }
-        if (seen === undefined && !this.#starts.has(token) && markOf(token, this.#starts, this.#ranges) === undefined) {
-          this.#starts.set(token, change.lsn);
-          this.#unpublished.set(token, change.lsn - 1);
-        }
+        if (seen === undefined && !this.#marks.has(token)) this.#startAt(token, change.lsn);
         this.#marks.set(token, Math.max(this.#marks.get(token) ?? -1, change.lsn));
         this.#eventId = formatEventId(this.streamId, this.#marks);
         const entry: SseEntry<T> = { seq: ++this.#head, partition: token, change, eventId: this.#eventId };
@@ -279,6 +276,21 @@ export class ResumeLog<T> {
       log('could not read the positions of %s: %s', view.description, (error as Error).message);
       this.#starts.set('\u0000unknown', Number.MAX_SAFE_INTEGER);
     }
+  }
+
+  /**
+   * The first change the hub publishes over `token`'s range (its lineage holds no mark of the hub's) is at `lsn`: the
+   * hub published nothing of the token below it. With no start known, a client of another hub must have reached
+   * `lsn`. With one (the view's positions when the hub started), the reading may begin well past it all the same
+   * (seed 6114 of the simulation: the host froze, and took the lease back at a checkpoint other hosts had moved on):
+   * what lies between is in the view, not in the buffer, so a client of another hub must stand past it, and a
+   * re-read over the range from below it may be something the hub's snapshots handed out (see {@link ResumeLog.#mayHave}).
+   */
+  #startAt(token: string, lsn: number): void {
+    const start = this.#starts.get(token) ?? markOf(token, this.#starts, this.#ranges);
+    if (start === undefined) this.#starts.set(token, lsn);
+    else if (lsn - 1 > start) this.#starts.set(token, lsn - 1);
+    this.#unpublished.set(token, Math.max(lsn - 1, this.#unpublished.get(token) ?? -1));
   }
 
   /**
