@@ -35,8 +35,8 @@ export class ResumeLog<T> {
   readonly #evicted = new Map<string, number>();
   /**
    * What a client of another hub (a previous server process) must have reached per token to be replayed to: the
-   * view's positions when this hub started (snapshot mode), or the first change this hub published for a partition
-   * whose lineage it does not know.
+   * view's positions when this hub started (snapshot mode), or, where further, the first change this hub published
+   * for a partition whose lineage it does not know (see {@link ResumeLog.#startAt}).
    */
   readonly #starts = new Map<string, number>();
   /** Tokens whose positions the hub's snapshots handed out (its own ids may hold them). */
@@ -261,7 +261,10 @@ export class ResumeLog<T> {
     this.#ranges.set(token, range);
   }
 
-  /** Snapshot mode: a previous process's clients are served from the buffer only from the view's positions on. */
+  /**
+   * Snapshot mode: a previous process's clients are served from the buffer only from the view's positions on (and
+   * from the first change the hub publishes of a partition, where that is further).
+   */
   async loadStarts<R>(view: ViewStore<R>): Promise<void> {
     try {
       for (const [token, state] of await view.positions()) {
@@ -282,9 +285,10 @@ export class ResumeLog<T> {
    * The first change the hub publishes over `token`'s range (its lineage holds no mark of the hub's) is at `lsn`: the
    * hub published nothing of the token below it. With no start known, a client of another hub must have reached
    * `lsn`. With one (the view's positions when the hub started), the reading may begin well past it all the same
-   * (seed 6114 of the simulation: the host froze, and took the lease back at a checkpoint other hosts had moved on):
-   * what lies between is in the view, not in the buffer, so a client of another hub must stand past it, and a
-   * re-read over the range from below it may be something the hub's snapshots handed out (see {@link ResumeLog.#mayHave}).
+   * (seed 6114 of the simulation: the host froze, and took the lease only later, at a checkpoint other hosts had
+   * moved on): what lies between is in the view, not in the buffer, so a client of another hub must stand past it,
+   * and a re-read over the range from below it may be something the hub's snapshots handed out (see
+   * {@link ResumeLog.#mayHave}).
    */
   #startAt(token: string, lsn: number): void {
     const start = this.#starts.get(token) ?? markOf(token, this.#starts, this.#ranges);
