@@ -158,3 +158,57 @@ describe('SseHub (snapshot mode): an id holding a snapshot\'s position of a part
     expect(JSON.parse(stranger.events[0]!.data)).toEqual({ reason: 'unknown-stream' });
   });
 });
+
+describe('SseHub (snapshot mode): a partition the hub first reads well past the view\'s position when it started', () => {
+  // Seed 6114 of the simulation: the hub starts with the view at P:3, its host freezes, and takes P's lease back at
+  // a checkpoint other processes moved to 9; P's changes 4–9 are in the view (rows of its snapshots), never in the
+  // hub's buffer.
+  const started = async () => {
+    const view = new MemoryViewStore<Doc>();
+    let epoch = 0;
+    const write = (partition: string, range: FeedRange, changes: Change<Doc>[]) =>
+      view.write({
+        mode: 'guarded',
+        changes: changes.map((c) => ({ key: c.id, row: c.document, lsn: c.lsn, timestampMs: c.timestampMs, partition })),
+        partitions: [{ partition, epoch: ++epoch, position: `p${changes.at(-1)!.lsn}`, lsn: changes.at(-1)!.lsn, range }],
+      });
+    await write('P', HIGH, [change('p', 3)]);
+    const hub = createSseHub<Doc, Doc>({ streamId: 'S', scheduler: new VirtualTimeScheduler(), view, project: (c) => c.document });
+    await settle();
+    await write('P', HIGH, [change('d', 8), change('q', 9)]);
+    const read = async (partition: string, range: FeedRange, changes: Change<Doc>[]) => {
+      await write(partition, range, changes);
+      hub.publish(batch(partition, range, changes));
+    };
+    await read('P', HIGH, [change('r', 10), change('s', 11)]);
+    await read('A', LOW, [change('a', 1), change('b', 7)]);
+    return { hub, read };
+  };
+
+  it('a range over it read again from below its first change is not published to a client whose snapshot had it', async () => {
+    const { hub, read } = await started();
+    const res = new FakeResponse();
+    hub.connect(res);
+    await settle();
+    expect(res.events.map((e) => e.type)).toEqual(['snapshot-begin', 'snapshot', 'up-to-date']);
+    expect(JSON.parse(res.events[1]!.data)).toContainEqual(expect.objectContaining({ id: 'd', lsn: 8 }));
+    // A merge of A and P reads on from A's 7, the least advanced of them: d@8 again.
+    await read('M', ALL, [change('d', 8), change('n', 12)]);
+    await settle();
+    expect(res.changes().map((c) => `${c.id}@${c.lsn}`)).not.toContain('d@8');
+    expect(res.events.filter((e) => e.type === 'snapshot-begin')).toHaveLength(2);
+  });
+
+  it('an id of another process that stands between the view\'s old position and the first change starts over', async () => {
+    const { hub } = await started();
+    const res = new FakeResponse();
+    hub.connect(res, { lastEventId: 'other.P:5,A:7' });
+    await settle();
+    expect(res.events[0]).toMatchObject({ type: 'snapshot-begin', data: JSON.stringify({ reason: 'too-old' }) });
+    const past = new FakeResponse();
+    hub.connect(past, { lastEventId: 'other.P:9,A:7' });
+    await settle();
+    expect(past.changes().map((c) => `${c.id}@${c.lsn}`)).toEqual(['r@10', 's@11']);
+    expect(hub.stats().resumed).toBe(1);
+  });
+});

@@ -35,8 +35,8 @@ export class ResumeLog<T> {
   readonly #evicted = new Map<string, number>();
   /**
    * What a client of another hub (a previous server process) must have reached per token to be replayed to: the
-   * view's positions when this hub started (snapshot mode), or the first change this hub published for a partition
-   * whose lineage it does not know.
+   * view's positions when this hub started (snapshot mode), or, where further, the first change this hub published
+   * for a partition whose lineage it does not know (see {@link ResumeLog.#startAt}).
    */
   readonly #starts = new Map<string, number>();
   /** Tokens whose positions the hub's snapshots handed out (its own ids may hold them). */
@@ -151,10 +151,7 @@ export class ResumeLog<T> {
           if (!this.holdRereads) this.#passReread(token, to);
           continue;
         }
-        if (seen === undefined && !this.#starts.has(token) && markOf(token, this.#starts, this.#ranges) === undefined) {
-          this.#starts.set(token, change.lsn);
-          this.#unpublished.set(token, change.lsn - 1);
-        }
+        if (seen === undefined && !this.#marks.has(token)) this.#startAt(token, change.lsn);
         this.#marks.set(token, Math.max(this.#marks.get(token) ?? -1, change.lsn));
         this.#eventId = formatEventId(this.streamId, this.#marks);
         const entry: SseEntry<T> = { seq: ++this.#head, partition: token, change, eventId: this.#eventId };
@@ -264,7 +261,10 @@ export class ResumeLog<T> {
     this.#ranges.set(token, range);
   }
 
-  /** Snapshot mode: a previous process's clients are served from the buffer only from the view's positions on. */
+  /**
+   * Snapshot mode: a previous process's clients are served from the buffer only from the view's positions on (and
+   * from the first change the hub publishes of a partition, where that is further).
+   */
   async loadStarts<R>(view: ViewStore<R>): Promise<void> {
     try {
       for (const [token, state] of await view.positions()) {
@@ -279,6 +279,22 @@ export class ResumeLog<T> {
       log('could not read the positions of %s: %s', view.description, (error as Error).message);
       this.#starts.set('\u0000unknown', Number.MAX_SAFE_INTEGER);
     }
+  }
+
+  /**
+   * The first change the hub publishes over `token`'s range (its lineage holds no mark of the hub's) is at `lsn`: the
+   * hub published nothing of the token below it. With no start known, a client of another hub must have reached
+   * `lsn`. With one (the view's positions when the hub started), the reading may begin well past it all the same
+   * (seed 6114 of the simulation: the host froze, and took the lease only later, at a checkpoint other hosts had
+   * moved on): what lies between is in the view, not in the buffer, so a client of another hub must stand past it,
+   * and a re-read over the range from below it may be something the hub's snapshots handed out (see
+   * {@link ResumeLog.#mayHave}).
+   */
+  #startAt(token: string, lsn: number): void {
+    const start = this.#starts.get(token) ?? markOf(token, this.#starts, this.#ranges);
+    if (start === undefined) this.#starts.set(token, lsn);
+    else if (lsn - 1 > start) this.#starts.set(token, lsn - 1);
+    this.#unpublished.set(token, Math.max(lsn - 1, this.#unpublished.get(token) ?? -1));
   }
 
   /**
