@@ -85,7 +85,7 @@ export class GonePartitions {
 
   #context(): ReplaceContext {
     const { ctx } = this;
-    return { store: ctx.store, naming: ctx.naming, listPartitions: () => ctx.partitions.refresh(), delay: (ms) => delay(ctx, ms) };
+    return { store: ctx.store, naming: ctx.naming, listPartitions: () => ctx.partitions.refresh() };
   }
 
   async #replaceOnce(owned: Ownership, position: Position | null): Promise<void> {

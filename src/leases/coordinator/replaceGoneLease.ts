@@ -16,13 +16,7 @@ export interface ReplaceContext {
   readonly naming: LeaseNaming;
   /** The partitions the source lists now. */
   readonly listPartitions: () => Promise<readonly Partition[]>;
-  /** Waits `ms` before a step is tried again (the coordinator's scheduler); none given: tried again at once. */
-  readonly delay?: ((ms: number) => Promise<void>) | undefined;
 }
-
-/** How often the removal of a child a reset left behind is tried, and the first wait between tries (ms, doubling). */
-const ORPHAN_DELETE_ATTEMPTS = 6;
-const ORPHAN_DELETE_RETRY_MS = 100;
 
 /** @internal How a replacement ended. */
 export type Replacement =
@@ -94,7 +88,7 @@ export async function replaceGoneLease(
         // (leases exist) while the rest of the key space has none. Each is removed as created (a conflict
         // leaves it to a host that took it since). A host finishing the replacement deletes the parent too,
         // but only once every child exists, and raises no floor: those children stay.
-        if (!now && floor !== undefined && floor.epoch >= parent.epoch) await Promise.all(made.map((c) => removeOrphan(ctx, c)));
+        if (!now && floor !== undefined && floor.epoch >= parent.epoch) await Promise.all(made.map((c) => deleteLease(ctx.store, ctx.naming, c).catch(() => undefined)));
         return { kind: 'fenced', owner: now?.owner };
       }
       parent = noted;
@@ -214,26 +208,6 @@ async function markParent(
       if (done(fresh)) return fresh;
       lease = fresh;
       next = again(fresh);
-    }
-  }
-}
-
-/**
- * Removes a child a reset left behind (created after the reset deleted its parent). Left in place, it would be
- * read from the parent's checkpoint beside the leases the hosts bootstrap again over the same range: two
- * lineages over one range, whose view fences do not hold against each other (sim seed 9267: the bootstrap's
- * lease of the merged partition, taken again and again, wrote above the epoch of the orphan's descendants). A
- * failure is tried again (a lost removal is never noticed later); a conflict ends it: the child is gone (an
- * earlier try landed, its reply lost) or a host took it since, and it is left to that host.
- */
-async function removeOrphan(ctx: ReplaceContext, child: Lease): Promise<void> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await deleteLease(ctx.store, ctx.naming, child);
-      return;
-    } catch (error) {
-      if (error instanceof LeaseConflictError || attempt >= ORPHAN_DELETE_ATTEMPTS) return;
-      await ctx.delay?.(ORPHAN_DELETE_RETRY_MS * 2 ** (attempt - 1));
     }
   }
 }
