@@ -42,6 +42,7 @@ import * as built from './built.js';
 import { pathToFileURL } from 'node:url';
 import type * as Rxfeed from '../src/index.js';
 import type { Page, ReadRequest, Source } from '../src/sources/Source.js';
+import { fileOf, type SamplingNode } from './heapSamples.js';
 import { requests } from './requests.js';
 import { besideEmulator, mainThreadCpuMs, processCpuMs, spawnEmulator } from './spawnEmulator.js';
 import { median, ratioLine } from './stats.js';
@@ -254,21 +255,6 @@ async function window(counter: Counter, ready: () => boolean, side: 'rxfeed' | '
   }
   const profile = counter.slots.map((n, i) => n - slots[i]!);
   return { profile, mainMs, emulatorMs, gc, connections: requests.connections - connectionsBefore, otherRequests: requests.other - otherBefore, maxInFlight: requests.maxInFlight, cpuMs: (used.user + used.system) / 1000, sysMs: used.system / 1000, polls: counter.polls - polls, bunchedPct: busiestTenth(profile), heapStartMb, heapEndMb: heapMb(), latencies: measured };
-}
-
-interface SamplingNode {
-  callFrame: { functionName: string; url: string; lineNumber: number };
-  selfSize: number;
-  children: SamplingNode[];
-}
-
-/** A short name for a script's URL: `node_modules/<package>/…`, `rxfeed:<path>` for rxfeed's build, `node:…`. */
-function fileOf(url: string): string {
-  if (url === '') return '(native)';
-  const modules = url.lastIndexOf('node_modules/');
-  if (modules >= 0) return url.slice(modules);
-  const own = /\/(?:dist|\.rxfeed-before)\/esm\/(.*)$/.exec(url) ?? /\/(?:src|bench)\/(.*)$/.exec(url);
-  return own ? `rxfeed:${own[1]}` : url;
 }
 
 /** Prints the window's bytes allocated per poll (sampled), by allocating frame and by file. */

@@ -14,6 +14,7 @@ import { pathToFileURL } from 'node:url';
 import { EMULATOR_KEY } from '../src/emulator/CosmosEmulator.js';
 import type * as Rxfeed from '../src/index.js';
 import type { Lease } from '../src/leases/Lease.js';
+import { fileOf, type SamplingNode } from './heapSamples.js';
 import { spawnEmulator } from './spawnEmulator.js';
 
 type Package = Pick<typeof Rxfeed, 'CosmosLeaseStore'>;
@@ -23,20 +24,6 @@ const LEASES = Number(process.env.BENCH_LEASES ?? 1024);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 10);
 const TOP = Number(process.env.BENCH_TOP ?? 20);
 const SAMPLE_BYTES = Number(process.env.BENCH_SAMPLE_BYTES ?? 256);
-
-interface SamplingNode {
-  callFrame: { functionName: string; url: string; lineNumber: number };
-  selfSize: number;
-  children: SamplingNode[];
-}
-
-function fileOf(url: string): string {
-  if (url === '') return '(native)';
-  const modules = url.lastIndexOf('node_modules/');
-  if (modules >= 0) return url.slice(modules);
-  const own = /\/(?:dist|\.rxfeed-before[^/]*)\/esm\/(.*)$/.exec(url) ?? /\/(?:src|bench)\/(.*)$/.exec(url);
-  return own ? `rxfeed:${own[1]}` : url;
-}
 
 /** Runs `work` `ROUNDS` times under the sampling heap profiler; prints bytes per round. */
 async function sampled(name: string, work: () => Promise<void>): Promise<void> {

@@ -9,7 +9,7 @@
  * Run: npx tsx bench/viewsFirstWrites.ts [changes=4000] [batch=1000] [rounds=20]
  * (4000 changes at batch 1000: one batch per partition, a round is the first writes alone.)
  */
-import pg from 'pg';
+import { watchPgQueries } from './pgQueryHook.js';
 import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
@@ -43,29 +43,15 @@ function kindOf(text: string): string {
   return t.slice(0, 24);
 }
 
-const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
-const original = proto.query;
-proto.query = function (this: { processID: number }, ...args: unknown[]) {
+watchPgQueries<{ processID: number }>((client, args) => {
   const a0 = args[0] as string | { text: string };
   const kind = kindOf(typeof a0 === 'string' ? a0 : a0.text);
   const sent = performance.now();
   const note = () => {
-    if (roundStart > 0) statements.push({ pid: this.processID, sent: sent - roundStart, replied: performance.now() - roundStart, kind });
+    if (roundStart > 0) statements.push({ pid: client.processID, sent: sent - roundStart, replied: performance.now() - roundStart, kind });
   };
-  const last = args.length - 1;
-  const callback = args[last];
-  if (typeof callback === 'function') {
-    // pg-pool passes a callback (the pool's own query): note when it is called.
-    args[last] = (...cbArgs: unknown[]) => {
-      note();
-      return (callback as (...a: unknown[]) => unknown)(...cbArgs);
-    };
-    return original.apply(this, args);
-  }
-  const result = original.apply(this, args) as Promise<unknown>;
-  void result.then(note, note);
-  return result;
-};
+  return note;
+});
 
 const { runRound, endRounds, onTimed, roundPool } = await import('./views.js');
 

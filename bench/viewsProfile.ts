@@ -10,7 +10,7 @@
  * Env: QUIET=1 prints the summary only; TIMELINE=1 prints each statement's start and end (ms into the round,
  * by server process); ONLY=rxfeed|hand|rxfeed-prestored runs one side (for `node --cpu-prof`).
  */
-import pg from 'pg';
+import { watchPgQueries } from './pgQueryHook.js';
 import { performance } from 'node:perf_hooks';
 import { loadavg } from 'node:os';
 
@@ -29,9 +29,7 @@ const kind = (text: string): string => {
   if (t.startsWith('WITH expected')) return t.includes('tombstoned') ? 'writeGuarded (CTE)' : 'writeUnguarded (CTE)';
   return t.slice(0, 48);
 };
-const proto = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
-const original = proto.query;
-proto.query = function (this: unknown, ...args: unknown[]) {
+watchPgQueries<{ processID?: number }>((client, args) => {
   const a0 = args[0] as string | { text: string; values?: unknown[] };
   const text = typeof a0 === 'string' ? a0 : a0.text;
   const values = typeof a0 === 'string' ? (args[1] as unknown[] | undefined) : a0.values;
@@ -39,27 +37,15 @@ proto.query = function (this: unknown, ...args: unknown[]) {
   const t0 = performance.now();
   const note = () => {
     const k = kind(text);
-    if (TIMELINE && roundStart > 0) timeline.push(`${String((this as { processID?: number }).processID).padStart(7)} ${(t0 - roundStart).toFixed(1).padStart(7)} → ${(performance.now() - roundStart).toFixed(1).padStart(7)}  ${k}`);
+    if (TIMELINE && roundStart > 0) timeline.push(`${String(client.processID).padStart(7)} ${(t0 - roundStart).toFixed(1).padStart(7)} → ${(performance.now() - roundStart).toFixed(1).padStart(7)}  ${k}`);
     const s = stats.get(k) ?? { n: 0, ms: 0, bytes: 0 };
     s.n++;
     s.ms += performance.now() - t0;
     s.bytes += bytes;
     stats.set(k, s);
   };
-  const last = args.length - 1;
-  const callback = args[last];
-  if (typeof callback === 'function') {
-    // pg-pool passes a callback (the pool's own query): note when it is called.
-    args[last] = (...cbArgs: unknown[]) => {
-      note();
-      return (callback as (...a: unknown[]) => unknown)(...cbArgs);
-    };
-    return original.apply(this, args);
-  }
-  const result = original.apply(this, args) as Promise<unknown>;
-  if (result && typeof result.then === 'function') result.then(note, note);
-  return result;
-};
+  return note;
+});
 
 const QUIET = process.env.QUIET === '1';
 const walls = new Map<string, number[]>();
